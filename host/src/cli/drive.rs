@@ -1,0 +1,114 @@
+//! Subcommands that make runs progress: `run`, `resume`, `signal`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use stepstone::journal::Outcome;
+use stepstone::runtime::{Progress, Runtime, Submission};
+use stepstone::store::{RunId, SignalName, TenantId};
+
+use super::read_file;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The component (.wasm) that exports the workflow.
+    component: PathBuf,
+    /// The workflow to run.
+    workflow: String,
+    /// The workflow's input, as JSON.
+    #[arg(long, default_value = "null")]
+    input: String,
+    /// The run's id: an idempotency key. An existing run with this id and
+    /// the same input is continued, not started again.
+    #[arg(long)]
+    run_id: Option<RunId>,
+    /// Link another component to the run, so the workflow can call its steps
+    /// as `NAME/step`.
+    #[arg(long = "link", value_name = "NAME=COMPONENT.wasm", value_parser = parse_link)]
+    links: Vec<(String, PathBuf)>,
+    /// Leave a wait longer than this suspended in the store and exit, for
+    /// `stepstone resume` to pick up later.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    detach_after: Option<Duration>,
+}
+
+fn parse_link(link: &str) -> Result<(String, PathBuf), String> {
+    match link.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !name.contains('/') => Ok((name.into(), path.into())),
+        _ => Err(format!("`{link}` is not NAME=PATH")),
+    }
+}
+
+pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let tenant = TenantId::default_tenant();
+    let component = load(runtime, &args.component).await?;
+    let mut links = BTreeMap::new();
+    for (name, path) in &args.links {
+        links.insert(name.clone(), load(runtime, path).await?);
+    }
+    let submission = Submission { run_id: args.run_id, workflow: args.workflow, component, links, input: args.input };
+    let run = runtime.submit(&tenant, submission).await?;
+    tracing::info!(run = %run, "run started");
+    let progress = runtime.run_to_end(&tenant, &run, args.detach_after).await?;
+    report(runtime, &tenant, &run, progress).await
+}
+
+async fn load(runtime: &Runtime, path: &std::path::Path) -> anyhow::Result<std::sync::Arc<stepstone::component::Loaded>> {
+    let bytes = read_file(path)?;
+    Ok(runtime.validate(&path.display().to_string(), bytes).await?)
+}
+
+/// Prints how a run ended (its output as the last line of stdout) or where
+/// it waits, and picks the exit code.
+async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Progress) -> anyhow::Result<ExitCode> {
+    match progress {
+        Progress::Finished(Outcome::Completed { output }) => {
+            println!("{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Progress::Finished(Outcome::Failed { kind, message }) => {
+            anyhow::bail!("run {run} failed ({kind}): {message}")
+        }
+        Progress::Suspended(_) => {
+            let status = runtime.status(tenant, run).await?;
+            println!("run {run} suspended: {}", serde_json::to_string(&status.state)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result<ExitCode> {
+    let tenant = &TenantId::default_tenant();
+    let runs = runtime.unfinished(tenant).await?;
+    tracing::info!(runs = runs.len(), "resuming unfinished runs");
+    let driven = futures::future::join_all(runs.iter().map(|run| async move {
+        let progress = runtime.run_to_end(tenant, run, Some(detach_after)).await;
+        (run, progress)
+    }));
+    let mut failures = 0;
+    for (run, progress) in driven.await {
+        match progress {
+            Ok(Progress::Finished(Outcome::Completed { output })) => println!("{run} completed {output}"),
+            Ok(Progress::Finished(Outcome::Failed { kind, message })) => println!("{run} failed ({kind}): {message}"),
+            Ok(Progress::Suspended(suspension)) => println!("{run} suspended until {}", suspension.wake_at_ms),
+            Err(e) => {
+                failures += 1;
+                eprintln!("error: run {run}: {e:#}");
+            }
+        }
+    }
+    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub async fn signal(runtime: &Runtime, run: &RunId, name: &str, payload: &str) -> anyhow::Result<ExitCode> {
+    let name = SignalName::new(name)?;
+    runtime
+        .signal(&TenantId::default_tenant(), run, &name, payload)
+        .await
+        .with_context(|| format!("cannot signal run {run}"))?;
+    Ok(ExitCode::SUCCESS)
+}

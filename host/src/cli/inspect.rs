@@ -1,0 +1,103 @@
+//! Subcommands that look at runs without moving them: `status`, `history`,
+//! `list`, `replay`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use stepstone::journal::{Entry, Recorded};
+use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime};
+use stepstone::sandbox::kind_name;
+use stepstone::store::{RunId, TenantId};
+
+use super::read_file;
+
+pub async fn status(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Result<ExitCode> {
+    let status = runtime.status(&TenantId::default_tenant(), run).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        println!("{}", status_line(&status));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {
+    let statuses = runtime.list(&TenantId::default_tenant()).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&statuses)?);
+    } else {
+        statuses.iter().for_each(|status| println!("{}", status_line(status)));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status_line(status: &RunStatus) -> String {
+    let state = match &status.state {
+        RunState::Pending => "pending".to_owned(),
+        RunState::Running => "running".to_owned(),
+        RunState::Retrying { seq, failed_attempts } => format!("retrying seq {seq} after {failed_attempts} failed attempts"),
+        RunState::Sleeping { seq, until_ms } => format!("sleeping at seq {seq} until {until_ms}"),
+        RunState::AwaitingSignal { seq, signal, until_ms } => format!("awaiting signal `{signal}` at seq {seq} until {until_ms}"),
+        RunState::Completed { output } => format!("completed: {output}"),
+        RunState::Failed { kind, message } => format!("failed ({kind}): {message}"),
+    };
+    format!("{}  {}  {} calls  {state}", status.run_id, status.workflow, status.journaled_calls)
+}
+
+pub async fn history(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Result<ExitCode> {
+    let entries = runtime.history(&TenantId::default_tenant(), run).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:>5}  {:<10}  {:<20}  {:>8}  {:>9}  outcome", "seq", "kind", "name", "attempts", "duration");
+    for entry in &entries {
+        println!(
+            "{:>5}  {:<10}  {:<20}  {:>8}  {:>7}ms  {}",
+            entry.seq,
+            entry.call.kind.to_string(),
+            entry.call.name,
+            entry.attempts,
+            entry.finished_at_ms.saturating_sub(entry.started_at_ms),
+            outcome(entry)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn outcome(entry: &Entry) -> String {
+    match &entry.recorded {
+        Recorded::Step { result: Ok(output) } => format!("ok {output}"),
+        Recorded::Step { result: Err(e) } => format!("{} {}", kind_name(e.kind), e.message),
+        Recorded::Slept => "woke".into(),
+        Recorded::Signal { payload: Some(payload), .. } => format!("received {payload}"),
+        Recorded::Signal { payload: None, .. } => "timed out".into(),
+        Recorded::Value(value) => value.to_string(),
+        Recorded::MemoSet { value } => format!("set {value}"),
+        Recorded::Winner(index) => format!("handle #{index} first"),
+    }
+}
+
+pub async fn replay(runtime: &Runtime, run: &RunId, component: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let build = match component {
+        Some(path) => Some(runtime.validate(&path.display().to_string(), read_file(path)?).await?),
+        None => None,
+    };
+    match runtime.replay(&TenantId::default_tenant(), run, build).await? {
+        ReplayReport::Identical { calls } => {
+            println!("deterministic: output identical ({calls} calls replayed)");
+            Ok(ExitCode::SUCCESS)
+        }
+        ReplayReport::ConsistentSoFar { calls } => {
+            println!("deterministic so far: the run is unfinished; its {calls} recorded calls replayed identically");
+            Ok(ExitCode::SUCCESS)
+        }
+        ReplayReport::Diverged { seq, message } => {
+            match seq {
+                Some(seq) => println!("divergence at seq {seq}: {message}"),
+                None => println!("divergence: {message}"),
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

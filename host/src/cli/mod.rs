@@ -1,0 +1,112 @@
+//! The command line: what each `stepstone` subcommand takes, and the shared
+//! setup (data directory, host) they run on.
+
+mod drive;
+mod inspect;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use stepstone::component::CodeCache;
+use stepstone::config::HostConfig;
+use stepstone::runtime::Runtime;
+use stepstone::store::{RunId, Storage};
+
+/// Stepstone: durable workflows and steps as WebAssembly components.
+#[derive(Parser)]
+#[command(version, about)]
+pub struct Cli {
+    /// Where runs, journals and compiled code are kept.
+    #[arg(long, global = true, env = "STEPSTONE_DATA", default_value = "./stepstone-data")]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a run (or continue one, given its id) and drive it until it finishes.
+    Run(drive::RunArgs),
+    /// Drive every unfinished run to completion or its next long wait (crash recovery).
+    Resume {
+        /// Leave runs that would wait longer than this suspended in the store.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        detach_after: Duration,
+    },
+    /// Send a signal to a run; it is buffered until the run waits for it.
+    Signal {
+        run: RunId,
+        name: String,
+        /// The payload, as JSON.
+        payload: String,
+    },
+    /// Show where a run stands.
+    Status {
+        run: RunId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run's journal: every durable call and its outcome.
+    History {
+        run: RunId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every run.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-execute a run against its journal, running no step, and report any divergence.
+    Replay {
+        run: RunId,
+        /// Check this build of the component instead of the one the run started with.
+        #[arg(long)]
+        component: Option<PathBuf>,
+    },
+    /// Make a component of a core WebAssembly module (binary or WAT text).
+    Componentize {
+        input: PathBuf,
+        /// Embed this world of the contract first (for modules without a component type).
+        #[arg(long)]
+        world: Option<String>,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
+        Command::Run(args) => drive::run(&host(&cli.data_dir)?, args).await,
+        Command::Resume { detach_after } => drive::resume(&host(&cli.data_dir)?, detach_after).await,
+        Command::Signal { run, name, payload } => drive::signal(&host(&cli.data_dir)?, &run, &name, &payload).await,
+        Command::Status { run, json } => inspect::status(&host(&cli.data_dir)?, &run, json).await,
+        Command::History { run, json } => inspect::history(&host(&cli.data_dir)?, &run, json).await,
+        Command::List { json } => inspect::list(&host(&cli.data_dir)?, json).await,
+        Command::Replay { run, component } => inspect::replay(&host(&cli.data_dir)?, &run, component.as_deref()).await,
+    }
+}
+
+/// The host over the local file system store in `data_dir`.
+fn host(data_dir: &Path) -> anyhow::Result<Runtime> {
+    let storage = Storage::local(&data_dir.join("objects"))?;
+    let cache = CodeCache::open(&data_dir.join("cache"));
+    Ok(Runtime::new(HostConfig::new(), storage, cache)?)
+}
+
+/// Reads a file the user named, saying which one failed.
+fn read_file(path: &Path) -> anyhow::Result<bytes::Bytes> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes.into())
+}
+
+fn componentize(input: &Path, world: Option<&str>, output: &Path) -> anyhow::Result<ExitCode> {
+    let bytes = read_file(input)?;
+    let component = stepstone::componentize::componentize(input.to_owned(), &bytes, world)?;
+    std::fs::write(output, component).with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(ExitCode::SUCCESS)
+}

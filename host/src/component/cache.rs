@@ -1,0 +1,101 @@
+//! Native code compiled from components, cached on local disk so a restart or
+//! a second `stepstone run` does not compile again.
+//!
+//! Keys are the component's digest and the engine's fingerprint (wasmtime
+//! version, target, and every setting that changes code), so a cached file is
+//! only ever loaded by an engine that could have written it. The cache lives
+//! on local disk only: native code is never loaded from shared storage.
+
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The on-disk cache, or none (then every load compiles).
+pub struct CodeCache {
+    dir: Option<Dir>,
+}
+
+impl CodeCache {
+    /// A cache in `dir`, created if absent. If it cannot be opened, the host
+    /// still works, compiling every time, and says so.
+    pub fn open(dir: &Path) -> Self {
+        let opened = std::fs::create_dir_all(dir).and_then(|()| Dir::open_ambient_dir(dir, ambient_authority()));
+        match opened {
+            Ok(dir) => Self { dir: Some(dir) },
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), "compiled-code cache disabled: {e}");
+                Self::disabled()
+            }
+        }
+    }
+
+    pub fn disabled() -> Self {
+        Self { dir: None }
+    }
+
+    /// The compiled component, from the cache or freshly compiled (and then
+    /// cached). Compilation runs on a blocking thread.
+    pub async fn load_or_compile(&self, engine: &Engine, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let file = format!("{digest}-{}.cwasm", fingerprint(engine));
+        if let Some(component) = self.cached(engine, &file) {
+            tracing::debug!(%digest, "compiled code loaded from cache");
+            return Ok(component);
+        }
+        let started = std::time::Instant::now();
+        let (engine, owned) = (engine.clone(), bytes.to_vec());
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
+            .await
+            .map_err(wasmtime::Error::msg)??;
+        tracing::debug!(%digest, elapsed = ?started.elapsed(), "component compiled");
+        self.store(&file, &component);
+        Ok(component)
+    }
+
+    fn cached(&self, engine: &Engine, file: &str) -> Option<Component> {
+        let bytes = self.dir.as_ref()?.read(file).ok()?;
+        // SAFETY: the file was written by `store` below from
+        // `Component::serialize` of an engine with this fingerprint, into a
+        // directory only this host writes; wasmtime still checks the header
+        // and refuses code built for another engine configuration.
+        match unsafe { Component::deserialize(engine, &bytes) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(file, "ignoring unusable cached code: {e:#}");
+                None
+            }
+        }
+    }
+
+    fn store(&self, file: &str, component: &Component) {
+        let Some(dir) = &self.dir else { return };
+        let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
+            // Write aside, then rename: a reader never sees half a file.
+            let partial = format!("{file}.{}.partial", std::process::id());
+            dir.write(&partial, bytes).and_then(|()| dir.rename(&partial, dir, file)).map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
+            tracing::warn!(file, "cannot cache compiled code: {e}");
+        }
+    }
+}
+
+/// A stable name for everything about `engine` that compiled code depends on.
+fn fingerprint(engine: &Engine) -> String {
+    struct Sha(Sha256);
+    impl Hasher for Sha {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+        fn finish(&self) -> u64 {
+            unreachable!("only the full digest is read")
+        }
+    }
+    let mut hasher = Sha(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hex::encode(&hasher.0.finalize()[..8])
+}

@@ -1,0 +1,37 @@
+//! Components: validating what a user hands us, storing it content-addressed,
+//! compiling it once per role (with an on-disk cache of native code), and
+//! keeping the compiled result for every later instantiation.
+//!
+//! Invariant: a component is usable only once it has passed validation — it
+//! is a component (not a core module), imports nothing beyond the contract,
+//! exports what its manifest claims, and answered `describe` in a sandbox.
+
+mod cache;
+mod registry;
+
+pub use cache::CodeCache;
+pub use registry::{Components, Loaded};
+
+use crate::sandbox::Role;
+use crate::store::StoreError;
+
+/// Why a component was refused or could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentError {
+    #[error("{what} is a core WebAssembly module, not a component: make it one with `stepstone componentize {what}`")]
+    CoreModule { what: String },
+    #[error("{what} is not a WebAssembly component")]
+    NotWasm { what: String },
+    #[error("component {digest} does not compile for the {role} engine: {reason}")]
+    Compile { digest: String, role: Role, reason: String },
+    #[error("component {digest} imports `{import}`, which no Stepstone policy grants; it may import only the {package} interfaces `durable` and `step-support`", package = crate::contract::PACKAGE)]
+    ForbiddenImport { digest: String, import: String },
+    #[error("component {digest} does not export `{export}`: build it against the {package} world `{world}`", package = crate::contract::PACKAGE)]
+    MissingExport { digest: String, export: String, world: &'static str },
+    #[error("component {digest}: `describe` failed ({kind:?}): {message}")]
+    Describe { digest: String, kind: crate::sandbox::StepErrorKind, message: String },
+    #[error("no component {digest} is stored")]
+    Unknown { digest: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,198 @@
+//! The registry of loaded components: validation on the way in, then one
+//! compiled program per role, kept for every later instantiation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+use wasmparser::{Parser, Payload};
+use wasmtime::component::Component;
+
+use super::{CodeCache, ComponentError};
+use crate::contract::{self, bindings::Manifest};
+use crate::sandbox::{self, Engines, Role, StepProgram};
+use crate::store::{StoreError, TenantId, TenantStore, component_key, component_name_key};
+
+/// A validated component, compiled lazily for each role it is used in.
+pub struct Loaded {
+    pub digest: String,
+    pub manifest: Manifest,
+    bytes: Bytes,
+    workflow: OnceCell<Component>,
+    step: OnceCell<Arc<StepProgram>>,
+}
+
+impl Loaded {
+    /// Whether the component exports step `name`.
+    pub fn has_step(&self, name: &str) -> bool {
+        self.manifest.steps.iter().any(|s| s == name)
+    }
+
+    pub fn has_workflow(&self, name: &str) -> bool {
+        self.manifest.workflows.iter().any(|w| w == name)
+    }
+}
+
+/// Every component the host has loaded, per tenant.
+pub struct Components {
+    engines: Engines,
+    cache: CodeCache,
+    loaded: Mutex<HashMap<(TenantId, String), Arc<Loaded>>>,
+}
+
+impl Components {
+    pub fn new(engines: Engines, cache: CodeCache) -> Self {
+        Self { engines, cache, loaded: Mutex::default() }
+    }
+
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
+    /// Validates `bytes` (read from `what`, for messages), storing nothing.
+    pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
+        Ok(Arc::new(self.check(what, bytes).await?))
+    }
+
+    /// Stores a validated component in the tenant's store, content-addressed;
+    /// with `name`, the name then points at this build. Storing the same
+    /// bytes again changes nothing.
+    pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>, name: Option<&str>) -> Result<(), ComponentError> {
+        match store.create(&component_key(&loaded.digest), loaded.bytes.clone()).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(name) = name {
+            store.overwrite(&component_name_key(name), Bytes::from(loaded.digest.clone())).await?;
+        }
+        self.remember(store.tenant(), loaded.clone());
+        Ok(())
+    }
+
+    /// The tenant's component with `digest`, loading it from the store on
+    /// first use.
+    pub async fn get(&self, store: &TenantStore, digest: &str) -> Result<Arc<Loaded>, ComponentError> {
+        let key = (store.tenant().clone(), digest.to_owned());
+        if let Some(loaded) = self.lock().get(&key) {
+            return Ok(loaded.clone());
+        }
+        let bytes = store
+            .get(&component_key(digest))
+            .await?
+            .ok_or_else(|| ComponentError::Unknown { digest: digest.to_owned() })?;
+        let loaded = Arc::new(self.check(digest, bytes).await?);
+        self.remember(store.tenant(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The digest a component name points at, if any.
+    pub async fn by_name(&self, store: &TenantStore, name: &str) -> Result<Option<String>, ComponentError> {
+        let pointer = store.get(&component_name_key(name)).await?;
+        Ok(pointer.map(|digest| String::from_utf8_lossy(&digest).into_owned()))
+    }
+
+    /// The component compiled for the workflow engine.
+    pub async fn workflow(&self, loaded: &Loaded) -> Result<Component, ComponentError> {
+        let compiled = loaded.workflow.get_or_try_init(|| self.compile(Role::Workflow, &loaded.digest, &loaded.bytes));
+        compiled.await.cloned()
+    }
+
+    /// The component's steps, linked and ready to instantiate.
+    pub async fn steps(&self, loaded: &Loaded) -> Result<Arc<StepProgram>, ComponentError> {
+        let program = loaded.step.get_or_try_init(|| async {
+            let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes).await?;
+            StepProgram::new(self.engines.get(Role::Step), &component)
+                .map(Arc::new)
+                .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
+        });
+        program.await.cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TenantId, String), Arc<Loaded>>> {
+        // A panic while holding this lock cannot leave the map inconsistent.
+        self.loaded.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn remember(&self, tenant: &TenantId, loaded: Arc<Loaded>) {
+        self.lock().insert((tenant.clone(), loaded.digest.clone()), loaded);
+    }
+
+    async fn compile(&self, role: Role, digest: &str, bytes: &[u8]) -> Result<Component, ComponentError> {
+        self.cache
+            .load_or_compile(self.engines.get(role), digest, bytes)
+            .await
+            .map_err(|e| compile_error(digest, role, &e))
+    }
+
+    async fn check(&self, what: &str, bytes: Bytes) -> Result<Loaded, ComponentError> {
+        let exports = top_level_exports(what, &bytes)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        let exports_workflows = exports.contains(&contract::interface("workflow"));
+        let exports_steps = exports.contains(&contract::interface("step"));
+        let missing = |export: &str, world| ComponentError::MissingExport { digest: digest.clone(), export: export.into(), world };
+        if !exports.contains(&contract::interface("describe")) {
+            return Err(missing(&contract::interface("describe"), "steps"));
+        }
+        let role = if exports_workflows { Role::Workflow } else { Role::Step };
+        let component = self.compile(role, &digest, &bytes).await?;
+        check_imports(&digest, &component, self.engines.get(role))?;
+        let manifest = sandbox::describe(self.engines.get(role), &component).await.map_err(|failure| {
+            ComponentError::Describe { digest: digest.clone(), kind: failure.kind, message: failure.message }
+        })?;
+        if !manifest.workflows.is_empty() && !exports_workflows {
+            return Err(missing(&contract::interface("workflow"), "workflows"));
+        }
+        if !manifest.steps.is_empty() && !exports_steps {
+            return Err(missing(&contract::interface("step"), "steps"));
+        }
+        let workflow = if role == Role::Workflow { OnceCell::new_with(Some(component)) } else { OnceCell::new() };
+        Ok(Loaded { digest, manifest, bytes, workflow, step: OnceCell::new() })
+    }
+}
+
+fn compile_error(digest: &str, role: Role, error: &wasmtime::Error) -> ComponentError {
+    ComponentError::Compile { digest: digest.to_owned(), role, reason: format!("{error:#}") }
+}
+
+/// The names a component exports at its top level, read without compiling it.
+fn top_level_exports(what: &str, bytes: &[u8]) -> Result<Vec<String>, ComponentError> {
+    if !Parser::is_component(bytes) {
+        return Err(if Parser::is_core_wasm(bytes) {
+            ComponentError::CoreModule { what: what.to_owned() }
+        } else {
+            ComponentError::NotWasm { what: what.to_owned() }
+        });
+    }
+    let mut depth = 0usize;
+    let mut exports = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| ComponentError::Compile {
+            digest: what.to_owned(),
+            role: Role::Step,
+            reason: e.to_string(),
+        })? {
+            Payload::Version { .. } => depth += 1,
+            Payload::End(_) => depth -= 1,
+            Payload::ComponentExportSection(section) if depth == 1 => {
+                for export in section.into_iter().flatten() {
+                    exports.push(export.name.name.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(exports)
+}
+
+/// Refuses a component that imports anything beyond the contract.
+fn check_imports(digest: &str, component: &Component, engine: &wasmtime::Engine) -> Result<(), ComponentError> {
+    let allowed = ["types", "durable", "step-support"].map(contract::interface);
+    let component_type = component.component_type();
+    let forbidden = component_type.imports(engine).map(|(name, _)| name).find(|name| !allowed.iter().any(|a| a == name));
+    match forbidden {
+        Some(import) => Err(ComponentError::ForbiddenImport { digest: digest.to_owned(), import: import.to_owned() }),
+        None => Ok(()),
+    }
+}

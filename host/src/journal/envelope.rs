@@ -1,0 +1,83 @@
+//! The envelope around every stored record: `STP`, a format version byte, a
+//! CRC-32 of the body, then the body as MessagePack.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The record format this build writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+
+const MAGIC: &[u8; 3] = b"STP";
+const HEADER: usize = MAGIC.len() + 1 + 4;
+
+/// Encodes `record` in its envelope.
+pub fn encode<R: Serialize>(record: &R) -> Vec<u8> {
+    let body = rmp_serde::to_vec_named(record).expect("records are plain data and always encode");
+    let mut bytes = Vec::with_capacity(HEADER + body.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.push(FORMAT_VERSION);
+    bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Decodes a record, checking its envelope. The error says what is wrong.
+pub fn decode<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, String> {
+    if bytes.len() < HEADER || &bytes[..3] != MAGIC {
+        return Err("not a Stepstone record (bad header)".into());
+    }
+    let version = bytes[3];
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "record format version {version}, this build reads version {FORMAT_VERSION}: use a matching stepstone"
+        ));
+    }
+    let expected = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    let body = &bytes[HEADER..];
+    let actual = crc32fast::hash(body);
+    if actual != expected {
+        return Err(format!("checksum mismatch (stored {expected:08x}, computed {actual:08x})"));
+    }
+    rmp_serde::from_slice(body).map_err(|e| format!("undecodable body: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Sample {
+        seq: u64,
+        name: String,
+    }
+
+    fn sample() -> Sample {
+        Sample { seq: 7, name: "charge".into() }
+    }
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(decode::<Sample>(&encode(&sample())).unwrap(), sample());
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let good = encode(&sample());
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x01;
+            assert!(decode::<Sample>(&bad).is_err(), "flip at byte {i} went unnoticed");
+        }
+        let mut body_flip = good.clone();
+        *body_flip.last_mut().unwrap() ^= 0x40;
+        assert!(decode::<Sample>(&body_flip).unwrap_err().contains("checksum mismatch"));
+    }
+
+    #[test]
+    fn other_versions_and_truncation_are_named() {
+        let mut newer = encode(&sample());
+        newer[3] = FORMAT_VERSION + 1;
+        assert!(decode::<Sample>(&newer).unwrap_err().contains("format version"));
+        assert!(decode::<Sample>(&encode(&sample())[..5]).unwrap_err().contains("bad header"));
+    }
+}

@@ -1,0 +1,35 @@
+//! The journal: what is recorded about a run, how records are encoded, and
+//! the replay cursor that serves recorded results back to a re-executed
+//! workflow.
+//!
+//! Invariants: every record is written whole, with a format version and a
+//! checksum, and a record that fails either check is reported as corrupt —
+//! never treated as missing. Journal entries and outcomes are create-only, so
+//! two hosts driving one run cannot fork its history.
+
+mod cursor;
+mod envelope;
+mod records;
+mod run_records;
+
+pub use cursor::{Cursor, NonDeterminism};
+pub use envelope::{FORMAT_VERSION, decode, encode};
+pub use records::{
+    AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
+};
+pub use run_records::RunRecords;
+
+use crate::store::StoreError;
+
+/// A journal read or write that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("corrupt record at {key}: {reason}; the record was not used")]
+    Corrupt { key: String, reason: String },
+    /// The task running a step ended without a result (it panicked or was
+    /// cancelled); nothing was recorded, so the step runs again on replay.
+    #[error("a step task ended without recording a result: {0}")]
+    TaskFailed(String),
+}

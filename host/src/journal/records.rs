@@ -1,0 +1,147 @@
+//! The records stored about a run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::contract::bindings::StepError;
+use crate::store::RunId;
+
+/// How a run was started; written once, when it is submitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: RunId,
+    pub workflow: String,
+    /// Digest of the component that runs the workflow.
+    pub component: String,
+    /// Other components the run may call steps of, by the name it uses
+    /// (`name/step`), pinned to a digest when the run started.
+    pub links: BTreeMap<String, String>,
+    pub input: String,
+    pub input_digest: String,
+    pub created_at_ms: u64,
+}
+
+/// How a run ended; written once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    Completed { output: String },
+    Failed { kind: String, message: String },
+}
+
+/// What kind of durable call an entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallKind {
+    Step,
+    Sleep,
+    Signal,
+    Now,
+    Random,
+    MemoSet,
+    AwaitAny,
+}
+
+impl fmt::Display for CallKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CallKind::Step => "step",
+            CallKind::Sleep => "sleep",
+            CallKind::Signal => "signal",
+            CallKind::Now => "now",
+            CallKind::Random => "random",
+            CallKind::MemoSet => "memo-set",
+            CallKind::AwaitAny => "await-any",
+        })
+    }
+}
+
+/// A durable call as the workflow made it: what replay checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    pub kind: CallKind,
+    pub name: String,
+    /// Digest of the call's input (see [`digest`]).
+    pub input_digest: String,
+}
+
+impl Call {
+    pub fn new(kind: CallKind, name: impl Into<String>, input: &[u8]) -> Self {
+        Self { kind, name: name.into(), input_digest: digest(input) }
+    }
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} `{}` (input {})", self.kind, self.name, &self.input_digest[..12])
+    }
+}
+
+/// What a durable call returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Recorded {
+    Step { result: Result<String, StepError> },
+    /// The timer fired.
+    Slept,
+    /// The signal that was taken (its key, so it is never taken twice), or
+    /// none if the wait timed out.
+    Signal { payload: Option<String>, key: Option<String> },
+    Value(u64),
+    MemoSet { value: String },
+    /// The index, among the awaited handles, of the first to finish.
+    Winner(u32),
+}
+
+/// One journal entry: a durable call and its result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    pub call: Call,
+    pub recorded: Recorded,
+    /// How many attempts the call took (steps; 1 otherwise).
+    pub attempts: u32,
+    pub started_at_ms: u64,
+    pub finished_at_ms: u64,
+}
+
+/// A step attempt that failed while the step was still being retried, so a
+/// crash between attempts resumes the count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub error: StepError,
+    pub failed_at_ms: u64,
+}
+
+/// When a sleep or a signal wait ends, fixed when the wait first began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerRecord {
+    pub deadline_ms: u64,
+    /// The signal awaited, or none for a sleep.
+    pub signal: Option<String>,
+}
+
+/// A signal sent to a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalRecord {
+    pub payload: String,
+    pub sent_at_ms: u64,
+}
+
+/// The digest replay compares inputs by: SHA-256, hex, truncated to 128 bits.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_tells_inputs_apart() {
+        assert_eq!(digest(b"a"), digest(b"a"));
+        assert_ne!(digest(b"a"), digest(b"b"));
+        assert_eq!(digest(b"").len(), 32);
+    }
+}

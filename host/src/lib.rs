@@ -1,0 +1,17 @@
+//! Stepstone: a WebAssembly plugin host for durable workflow steps.
+//!
+//! Workflows and steps are WebAssembly components written against one WIT
+//! contract ([`contract`]). The host runs every step attempt in a fresh
+//! sandbox ([`sandbox`]), records every durable call a workflow makes in a
+//! journal on object storage ([`journal`], [`store`]), and replays that
+//! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
+
+pub mod component;
+pub mod componentize;
+pub mod config;
+pub mod contract;
+mod guest_log;
+pub mod journal;
+pub mod runtime;
+pub mod sandbox;
+pub mod store;

@@ -1,0 +1,267 @@
+//! The `durable` interface, as the host implements it: every call takes the
+//! next seq; a call the journal has is answered from it, any other is
+//! carried out and journaled before the workflow sees its result.
+
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::clock::now_ms;
+use super::interruption::{Interruption, Suspension};
+use super::step_call::{self, StepCall};
+use super::workflow::{Mode, StepResult, WorkflowState};
+use crate::contract::bindings::stepstone::workflow::{durable, types};
+use crate::contract::bindings::{LogLevel, StepError, StepOptions};
+use crate::journal::{Call, CallKind, Entry, JournalError, Recorded};
+use crate::store::SignalName;
+
+type Trappable<T> = wasmtime::Result<T>;
+
+impl types::Host for WorkflowState {}
+
+impl WorkflowState {
+    /// Takes the next seq for `call`; returns the recorded result if the
+    /// journal has one, fails in verify mode if it does not.
+    fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+        let (seq, entry) = self.cursor.next(call)?;
+        let recorded = entry.map(|entry| entry.recorded.clone());
+        if recorded.is_none() && self.mode == Mode::Verify {
+            return Err(Interruption::JournalEnd { seq });
+        }
+        self.end_activation();
+        Ok((seq, recorded))
+    }
+
+    async fn append(&mut self, seq: u64, call: Call, recorded: Recorded, started_at_ms: u64) -> Result<(), Interruption> {
+        let entry = Entry { seq, call, recorded, attempts: 1, started_at_ms, finished_at_ms: now_ms() };
+        self.run.records.append(&entry).await?;
+        Ok(())
+    }
+
+    fn check_payload(&self, what: &str, payload: &str) -> Result<(), Interruption> {
+        let limit = self.run.host.config.workflow.max_payload_bytes;
+        if payload.len() > limit {
+            return Err(Interruption::InvalidCall(format!(
+                "{what} of {} bytes exceeds the payload limit of {limit} bytes",
+                payload.len()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn start(&mut self, step: String, input: String, options: StepOptions) -> Result<u32, Interruption> {
+        self.check_payload(&format!("input of step `{step}`"), &input)?;
+        let call = Call::new(CallKind::Step, &step, input.as_bytes());
+        let (seq, recorded) = self.next_call(&call)?;
+        let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
+        let result: BoxFuture<'static, StepResult> = match recorded {
+            Some(Recorded::Step { result }) => futures::future::ready(Ok(result)).boxed(),
+            Some(other) => return Err(mismatch(seq, other)),
+            None => {
+                let target = self.run.resolve_step(&step);
+                let step = StepCall { seq, call, target, input, options };
+                let task = tokio::spawn(step_call::execute(self.run.host.clone(), self.run.records.clone(), step));
+                self.running.push(task.abort_handle());
+                task.map(|joined| joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string())))))
+                    .boxed()
+            }
+        };
+        self.steps.insert(handle, result.shared());
+        Ok(handle)
+    }
+
+    async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
+        let step = self.steps.get(&handle).cloned().ok_or_else(|| {
+            Interruption::InvalidCall(format!("no step was started with handle {handle}"))
+        })?;
+        step.await.map_err(Interruption::Journal)
+    }
+
+    /// Waits until `deadline_ms` in this instance, or suspends the run if the
+    /// wait is longer than the eviction threshold.
+    async fn wait_until(&self, deadline_ms: u64) -> Result<(), Interruption> {
+        let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+        if remaining > self.run.host.config.wait.eviction_threshold {
+            return Err(Interruption::Suspend(Suspension { wake_at_ms: deadline_ms, signal: None }));
+        }
+        tokio::time::sleep(remaining).await;
+        Ok(())
+    }
+
+    /// The oldest signal called `name` the run has not taken yet.
+    async fn next_signal(&self, name: &SignalName) -> Result<(usize, Option<(String, String)>), Interruption> {
+        let signals = self.run.records.signals(name).await?;
+        let taken = signals.iter().filter(|(key, _)| self.consumed_signals.contains(key)).count();
+        let next = signals.into_iter().find(|(key, _)| !self.consumed_signals.contains(key));
+        Ok((taken, next.map(|(key, signal)| (key, signal.payload))))
+    }
+
+    async fn await_signal_live(&mut self, seq: u64, call: Call, name: SignalName, timeout_ms: u64) -> Result<Option<String>, Interruption> {
+        let started_at_ms = now_ms();
+        let timer = self.run.records.timer(seq, started_at_ms.saturating_add(timeout_ms), Some(name.as_str())).await?;
+        let waiting_since = Instant::now();
+        let wait = self.run.host.config.wait;
+        loop {
+            let (taken, next) = self.next_signal(&name).await?;
+            if let Some((key, payload)) = next {
+                self.consumed_signals.insert(key.clone());
+                let recorded = Recorded::Signal { payload: Some(payload.clone()), key: Some(key) };
+                self.append(seq, call, recorded, started_at_ms).await?;
+                tracing::info!(seq, signal = %name, "signal received");
+                return Ok(Some(payload));
+            }
+            let now = now_ms();
+            if now >= timer.deadline_ms {
+                self.append(seq, call, Recorded::Signal { payload: None, key: None }, started_at_ms).await?;
+                tracing::info!(seq, signal = %name, "signal wait timed out");
+                return Ok(None);
+            }
+            if waiting_since.elapsed() >= wait.eviction_threshold {
+                let signal = Some((name, taken));
+                return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal }));
+            }
+            let left = Duration::from_millis(timer.deadline_ms - now);
+            tokio::time::sleep(left.min(wait.signal_poll_interval)).await;
+        }
+    }
+
+    async fn recorded_value(&mut self, kind: CallKind, fresh: impl FnOnce() -> u64) -> Result<u64, Interruption> {
+        let call = Call::new(kind, "", b"");
+        match self.next_call(&call)? {
+            (_, Some(Recorded::Value(value))) => Ok(value),
+            (seq, Some(other)) => Err(mismatch(seq, other)),
+            (seq, None) => {
+                let value = fresh();
+                self.append(seq, call, Recorded::Value(value), now_ms()).await?;
+                Ok(value)
+            }
+        }
+    }
+}
+
+fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
+    Interruption::from(JournalError::Corrupt {
+        key: format!("journal seq {seq}"),
+        reason: format!("the entry's call and result disagree: {recorded:?}"),
+    })
+}
+
+impl durable::Host for WorkflowState {
+    async fn call_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<Result<String, StepError>> {
+        let handle = self.start(step, input, options).await.map_err(Interruption::trap)?;
+        self.finish(handle).await.map_err(Interruption::trap)
+    }
+
+    async fn start_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<u32> {
+        self.start(step, input, options).await.map_err(Interruption::trap)
+    }
+
+    async fn await_all(&mut self, handles: Vec<u32>) -> Trappable<Vec<Result<String, StepError>>> {
+        let mut results = Vec::with_capacity(handles.len());
+        for handle in handles {
+            results.push(self.finish(handle).await.map_err(Interruption::trap)?);
+        }
+        Ok(results)
+    }
+
+    async fn await_any(&mut self, handles: Vec<u32>) -> Trappable<(u32, Result<String, StepError>)> {
+        let listed: Vec<u8> = handles.iter().flat_map(|h| h.to_le_bytes()).collect();
+        let call = Call::new(CallKind::AwaitAny, "", &listed);
+        let winner = match self.next_call(&call).map_err(Interruption::trap)? {
+            (_, Some(Recorded::Winner(index))) => index,
+            (seq, Some(other)) => return Err(mismatch(seq, other).trap()),
+            (seq, None) => {
+                let started_at_ms = now_ms();
+                let mut racing = Vec::with_capacity(handles.len());
+                for handle in &handles {
+                    let step = self.steps.get(handle).cloned().ok_or_else(|| {
+                        Interruption::InvalidCall(format!("no step was started with handle {handle}")).trap()
+                    })?;
+                    racing.push(step);
+                }
+                if racing.is_empty() {
+                    return Err(Interruption::InvalidCall("await-any needs at least one handle".into()).trap());
+                }
+                let (_, index, _) = futures::future::select_all(racing).await;
+                let index = index as u32;
+                self.append(seq, call, Recorded::Winner(index), started_at_ms).await.map_err(Interruption::trap)?;
+                index
+            }
+        };
+        let handle = *handles.get(winner as usize).ok_or_else(|| {
+            Interruption::InvalidCall(format!("recorded winner {winner} is not among {} handles", handles.len())).trap()
+        })?;
+        let result = self.finish(handle).await.map_err(Interruption::trap)?;
+        Ok((winner, result))
+    }
+
+    async fn sleep(&mut self, duration_ms: u64) -> Trappable<()> {
+        let call = Call::new(CallKind::Sleep, "", &duration_ms.to_le_bytes());
+        let run = async {
+            match self.next_call(&call)? {
+                (_, Some(Recorded::Slept)) => Ok(()),
+                (seq, Some(other)) => Err(mismatch(seq, other)),
+                (seq, None) => {
+                    let started_at_ms = now_ms();
+                    let timer = self.run.records.timer(seq, started_at_ms.saturating_add(duration_ms), None).await?;
+                    self.wait_until(timer.deadline_ms).await?;
+                    self.append(seq, call.clone(), Recorded::Slept, started_at_ms).await?;
+                    tracing::info!(seq, duration_ms, "slept");
+                    Ok(())
+                }
+            }
+        };
+        run.await.map_err(Interruption::trap)
+    }
+
+    async fn await_signal(&mut self, name: String, timeout_ms: u64) -> Trappable<Option<String>> {
+        let signal = SignalName::new(&name).map_err(|e| Interruption::InvalidCall(e.to_string()).trap())?;
+        let call = Call::new(CallKind::Signal, &name, &timeout_ms.to_le_bytes());
+        let run = async {
+            match self.next_call(&call)? {
+                (_, Some(Recorded::Signal { payload, key })) => {
+                    self.consumed_signals.extend(key);
+                    Ok(payload)
+                }
+                (seq, Some(other)) => Err(mismatch(seq, other)),
+                (seq, None) => self.await_signal_live(seq, call.clone(), signal, timeout_ms).await,
+            }
+        };
+        run.await.map_err(Interruption::trap)
+    }
+
+    async fn now(&mut self) -> Trappable<u64> {
+        self.recorded_value(CallKind::Now, now_ms).await.map_err(Interruption::trap)
+    }
+
+    async fn random(&mut self) -> Trappable<u64> {
+        self.recorded_value(CallKind::Random, rand::random).await.map_err(Interruption::trap)
+    }
+
+    async fn memo_get(&mut self, key: String) -> Trappable<Option<String>> {
+        Ok(self.memos.get(&key).cloned())
+    }
+
+    async fn memo_set(&mut self, key: String, value: String) -> Trappable<()> {
+        let run = async {
+            self.check_payload(&format!("memo `{key}`"), &value)?;
+            let call = Call::new(CallKind::MemoSet, &key, value.as_bytes());
+            match self.next_call(&call)? {
+                (_, Some(Recorded::MemoSet { .. })) => {}
+                (seq, Some(other)) => return Err(mismatch(seq, other)),
+                (seq, None) => self.append(seq, call, Recorded::MemoSet { value: value.clone() }, now_ms()).await?,
+            }
+            self.memos.insert(key, value);
+            Ok(())
+        };
+        run.await.map_err(Interruption::trap)
+    }
+
+    async fn log(&mut self, level: LogLevel, message: String) -> Trappable<()> {
+        if !self.replaying() && self.mode == Mode::Live {
+            crate::guest_log::emit(level, &message);
+        }
+        Ok(())
+    }
+}

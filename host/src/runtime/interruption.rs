@@ -1,0 +1,50 @@
+//! Why a workflow's activation ended without a result. A durable call raises
+//! one of these as a trap; the driver reads it back to decide what happens
+//! to the run.
+
+use std::sync::Arc;
+
+use crate::journal::{JournalError, NonDeterminism};
+use crate::store::SignalName;
+
+/// What a run waits for once its instance has been evicted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suspension {
+    /// When the run must wake at the latest (a timer, a signal's timeout).
+    pub wake_at_ms: u64,
+    /// The signal that wakes it earlier, with how many signals of that name
+    /// the run had already taken: one more means a new one arrived.
+    pub signal: Option<(SignalName, usize)>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Interruption {
+    /// The run waits longer than the eviction threshold: drop the instance.
+    #[error("run suspended until {}", .0.wake_at_ms)]
+    Suspend(Suspension),
+    #[error(transparent)]
+    NonDeterminism(#[from] NonDeterminism),
+    /// Verify mode reached a call the journal does not have.
+    #[error("the journal has no entry for seq {seq}")]
+    JournalEnd { seq: u64 },
+    /// The journal could not be read or written; the run is not failed, it
+    /// stops here and resumes from the journal later.
+    #[error(transparent)]
+    Journal(Arc<JournalError>),
+    /// The workflow called the host wrongly (a bad handle, a payload too big).
+    #[error("{0}")]
+    InvalidCall(String),
+}
+
+impl From<JournalError> for Interruption {
+    fn from(error: JournalError) -> Self {
+        Self::Journal(Arc::new(error))
+    }
+}
+
+impl Interruption {
+    /// As the trap a host function returns.
+    pub fn trap(self) -> wasmtime::Error {
+        wasmtime::Error::new(self)
+    }
+}

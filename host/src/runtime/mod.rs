@@ -1,0 +1,402 @@
+//! The life of a run: submission, execution until it finishes or suspends,
+//! waiting outside an instance, replay against a journal, signals and status.
+//!
+//! Invariants: a run's history is its journal; its status is projected from
+//! its records, never stored beside them. A run is executed by re-running its
+//! workflow from the start against the journal, so "resume after a crash",
+//! "wake after eviction" and "check a new build" are one mechanism.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn example(bytes: bytes::Bytes) -> Result<(), Box<dyn std::error::Error>> {
+//! use stepstone::{component::CodeCache, config::HostConfig, store::{Storage, TenantId}};
+//! use stepstone::runtime::{Runtime, Submission};
+//!
+//! let runtime = Runtime::new(HostConfig::new(), Storage::in_memory(), CodeCache::disabled())?;
+//! let tenant = TenantId::default_tenant();
+//! let component = runtime.validate("hello.wasm", bytes).await?;
+//! let run = runtime
+//!     .submit(&tenant, Submission::new(component, "greet", r#"{"name":"Ada"}"#))
+//!     .await?;
+//! let progress = runtime.run_to_end(&tenant, &run, None).await?;
+//! # Ok(()) }
+//! ```
+
+mod clock;
+mod durable;
+mod interruption;
+mod replay;
+mod retry;
+mod status;
+mod step_call;
+mod workflow;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::Instrument;
+
+pub use clock::now_ms;
+pub use interruption::Suspension;
+pub use replay::ReplayReport;
+pub use retry::RetryPolicy;
+pub use status::{RunState, RunStatus};
+
+use crate::component::{CodeCache, ComponentError, Components, Loaded};
+use crate::config::HostConfig;
+use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
+use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::store::{RunId, SignalName, Storage, StoreError, TenantId, runs_key};
+use interruption::Interruption;
+use workflow::{Mode, WorkflowProgram, WorkflowState};
+
+/// Why a run could not be submitted, driven or inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no run `{run}`: `stepstone list` shows the runs there are")]
+    UnknownRun { run: RunId },
+    #[error("component {digest} has no workflow `{workflow}`; it exports: {available}")]
+    UnknownWorkflow { workflow: String, digest: String, available: String },
+    #[error("{what} is not valid JSON: {reason}")]
+    InvalidJson { what: String, reason: String },
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { what: String, size: usize, limit: usize },
+    #[error("run `{run}` already exists with another workflow or input: choose another run id")]
+    InputMismatch { run: RunId },
+    #[error("run `{run}` has already finished")]
+    Finished { run: RunId },
+    #[error("run `{run}` is being driven by another host, which wrote its journal first; this host stood down")]
+    Conflict { run: RunId },
+    #[error("cannot start the workflow instance of run `{run}`: {reason}")]
+    Instance { run: RunId, reason: String },
+    #[error(transparent)]
+    Component(#[from] ComponentError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+impl From<StoreError> for RunError {
+    fn from(error: StoreError) -> Self {
+        Self::Journal(error.into())
+    }
+}
+
+/// How far a drive got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Finished(Outcome),
+    /// The run waits with no instance; wake it by driving it again.
+    Suspended(Suspension),
+}
+
+/// A run to start.
+pub struct Submission {
+    pub run_id: Option<RunId>,
+    pub workflow: String,
+    pub component: Arc<Loaded>,
+    /// Components whose steps the run may call as `name/step`.
+    pub links: BTreeMap<String, Arc<Loaded>>,
+    pub input: String,
+}
+
+impl Submission {
+    pub fn new(component: Arc<Loaded>, workflow: &str, input: &str) -> Self {
+        Self { run_id: None, workflow: workflow.into(), component, links: BTreeMap::new(), input: input.into() }
+    }
+}
+
+/// What every run on this host shares.
+pub struct Host {
+    pub config: HostConfig,
+    pub storage: Storage,
+    pub components: Components,
+    programs: Mutex<HashMap<String, Arc<WorkflowProgram>>>,
+}
+
+/// One run being executed: its records and the components it may use.
+pub struct RunContext {
+    host: Arc<Host>,
+    records: RunRecords,
+    own: Arc<Loaded>,
+    links: BTreeMap<String, Arc<Loaded>>,
+}
+
+impl RunContext {
+    /// The component and step a step name refers to: `name/step` for a linked
+    /// component, a bare name for the run's own.
+    fn resolve_step(&self, name: &str) -> Option<(Arc<Loaded>, String)> {
+        let (component, step) = match name.split_once('/') {
+            Some((link, step)) => (self.links.get(link)?, step),
+            None => (&self.own, name),
+        };
+        component.has_step(step).then(|| (component.clone(), step.to_owned()))
+    }
+}
+
+/// How an execution of a workflow ended.
+enum Ended {
+    Returned(Result<String, String>),
+    Interrupted(Interruption),
+    Stopped(StepErrorKind, String),
+}
+
+/// The host's entry point: cheap to clone, shared by every caller.
+#[derive(Clone)]
+pub struct Runtime {
+    host: Arc<Host>,
+}
+
+impl Runtime {
+    pub fn new(config: HostConfig, storage: Storage, cache: CodeCache) -> Result<Self, RunError> {
+        let engines = Engines::new(&config)?;
+        let components = Components::new(engines, cache);
+        Ok(Self { host: Arc::new(Host { config, storage, components, programs: Mutex::default() }) })
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.host.config
+    }
+
+    fn records(&self, tenant: &TenantId, run: &RunId) -> RunRecords {
+        RunRecords::new(self.host.storage.tenant(tenant), run.clone())
+    }
+
+    /// Validates a component without storing anything.
+    pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, RunError> {
+        Ok(self.host.components.validate(what, bytes).await?)
+    }
+
+    /// Starts a run: checks everything, then stores its components and its
+    /// run record. Submitting the same run id with the same workflow and input
+    /// again returns the existing run; with another input it is refused.
+    pub async fn submit(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
+        self.check_json("input", &submission.input)?;
+        let component = &submission.component;
+        if !component.has_workflow(&submission.workflow) {
+            return Err(RunError::UnknownWorkflow {
+                workflow: submission.workflow,
+                digest: component.digest.clone(),
+                available: component.manifest.workflows.join(", "),
+            });
+        }
+        let store = self.host.storage.tenant(tenant);
+        for loaded in std::iter::once(component).chain(submission.links.values()) {
+            self.host.components.store(&store, loaded, None).await?;
+        }
+        let run_id = submission.run_id.unwrap_or_else(RunId::generate);
+        let record = RunRecord {
+            run_id: run_id.clone(),
+            workflow: submission.workflow,
+            component: component.digest.clone(),
+            links: submission.links.iter().map(|(name, c)| (name.clone(), c.digest.clone())).collect(),
+            input_digest: digest(submission.input.as_bytes()),
+            input: submission.input,
+            created_at_ms: now_ms(),
+        };
+        let records = RunRecords::new(store, run_id.clone());
+        match records.create_run(&record).await {
+            Ok(()) => Ok(run_id),
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
+                let existing = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
+                let same = (&existing.workflow, &existing.component, &existing.input_digest)
+                    == (&record.workflow, &record.component, &record.input_digest);
+                if same { Ok(run_id) } else { Err(RunError::InputMismatch { run: run_id }) }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Executes a run until it finishes or suspends.
+    pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
+        let (context, record) = self.context(tenant, run).await?;
+        if let Some(outcome) = context.records.outcome().await? {
+            return Ok(Progress::Finished(outcome));
+        }
+        let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
+        async {
+            let entries = context.records.entries().await?;
+            let records = context.records.clone();
+            let outcome = match self.execute(context, &record, Cursor::new(entries), Mode::Live).await?.0 {
+                Ended::Returned(Ok(output)) => match self.check_size("workflow output", &output) {
+                    Ok(()) => Outcome::Completed { output },
+                    Err(e) => failed("output-too-large", e.to_string()),
+                },
+                Ended::Returned(Err(message)) => failed("workflow-error", message),
+                Ended::Interrupted(Interruption::Suspend(suspension)) => {
+                    tracing::info!(wake_at_ms = suspension.wake_at_ms, "run suspended, instance dropped");
+                    return Ok(Progress::Suspended(suspension));
+                }
+                Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
+                Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
+                Ended::Stopped(kind, message) => failed(kind_name(kind), activation_message(kind, &message)),
+            };
+            let outcome = records.finish(&outcome).await?;
+            tracing::info!(outcome = ?outcome, "run finished");
+            Ok(Progress::Finished(outcome))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Drives a run through its suspensions, waiting for its timers and
+    /// signals outside any instance, until it finishes — or, with
+    /// `detach_after`, until it would wait longer than that.
+    pub async fn run_to_end(&self, tenant: &TenantId, run: &RunId, detach_after: Option<Duration>) -> Result<Progress, RunError> {
+        loop {
+            let suspension = match self.drive(tenant, run).await? {
+                Progress::Suspended(suspension) => suspension,
+                finished => return Ok(finished),
+            };
+            let wait = Duration::from_millis(suspension.wake_at_ms.saturating_sub(now_ms()));
+            if detach_after.is_some_and(|limit| wait > limit) {
+                return Ok(Progress::Suspended(suspension));
+            }
+            self.wait_for_wake(tenant, run, &suspension).await?;
+        }
+    }
+
+    async fn wait_for_wake(&self, tenant: &TenantId, run: &RunId, suspension: &Suspension) -> Result<(), RunError> {
+        let records = self.records(tenant, run);
+        let poll = self.host.config.wait.signal_poll_interval;
+        loop {
+            let left = suspension.wake_at_ms.saturating_sub(now_ms());
+            if left == 0 {
+                return Ok(());
+            }
+            if let Some((name, taken)) = &suspension.signal
+                && records.signals(name).await?.len() > *taken
+            {
+                return Ok(());
+            }
+            let nap = if suspension.signal.is_some() { poll.min(Duration::from_millis(left)) } else { Duration::from_millis(left) };
+            tokio::time::sleep(nap).await;
+        }
+    }
+
+    /// Sends signal `name` to a run; it is buffered until the run takes it.
+    pub async fn signal(&self, tenant: &TenantId, run: &RunId, name: &SignalName, payload: &str) -> Result<(), RunError> {
+        self.check_json("signal payload", payload)?;
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if records.outcome().await?.is_some() {
+            return Err(RunError::Finished { run: run.clone() });
+        }
+        let signal = SignalRecord { payload: payload.to_owned(), sent_at_ms: now_ms() };
+        Ok(records.send_signal(name, &signal).await?)
+    }
+
+    /// Every run of the tenant that has not finished.
+    pub async fn unfinished(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
+        let mut open = Vec::new();
+        for run in self.run_ids(tenant).await? {
+            if self.records(tenant, &run).outcome().await?.is_none() {
+                open.push(run);
+            }
+        }
+        Ok(open)
+    }
+
+    async fn run_ids(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
+        let names = self.host.storage.tenant(tenant).children(&runs_key()).await?;
+        Ok(names.iter().filter_map(|name| RunId::new(name).ok()).collect())
+    }
+
+    /// The run's record and the components it uses, loaded.
+    async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<(Arc<RunContext>, RunRecord), RunError> {
+        let records = self.records(tenant, run);
+        let record = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let store = records.store().clone();
+        let own = self.host.components.get(&store, &record.component).await?;
+        let mut links = BTreeMap::new();
+        for (name, digest) in &record.links {
+            links.insert(name.clone(), self.host.components.get(&store, digest).await?);
+        }
+        Ok((Arc::new(RunContext { host: self.host.clone(), records, own, links }), record))
+    }
+
+    async fn program(&self, loaded: &Loaded) -> Result<Arc<WorkflowProgram>, RunError> {
+        if let Some(program) = self.lock_programs().get(&loaded.digest) {
+            return Ok(program.clone());
+        }
+        let component = self.host.components.workflow(loaded).await?;
+        let program = WorkflowProgram::new(self.host.components.engines().get(Role::Workflow), &component)
+            .map_err(|e| ComponentError::Compile { digest: loaded.digest.clone(), role: Role::Workflow, reason: format!("{e:#}") })?;
+        let program = Arc::new(program);
+        self.lock_programs().insert(loaded.digest.clone(), program.clone());
+        Ok(program)
+    }
+
+    fn lock_programs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<WorkflowProgram>>> {
+        // A panic while holding this lock cannot leave the map inconsistent.
+        self.host.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs the workflow from the start against `cursor`.
+    async fn execute(&self, context: Arc<RunContext>, record: &RunRecord, cursor: Cursor, mode: Mode) -> Result<(Ended, u64), RunError> {
+        let program = self.program(&context.own).await?;
+        let state = WorkflowState::new(context, cursor, mode, self.host.config.workflow);
+        let instance_error = |e: wasmtime::Error| RunError::Instance { run: record.run_id.clone(), reason: format!("{e:#}") };
+        let mut store = program.store(state).map_err(instance_error)?;
+        let ended = match program.run(&mut store, &record.workflow, &record.input).await {
+            Ok(result) => Ended::Returned(result),
+            Err(e) => match e.downcast_ref::<Interruption>() {
+                Some(interruption) => Ended::Interrupted(interruption.clone()),
+                None => {
+                    let (kind, message) = classify(&e, crate::sandbox::Sandboxed::guard(store.data_mut()));
+                    Ended::Stopped(kind, message)
+                }
+            },
+        };
+        Ok((ended, store.data().cursor.position()))
+    }
+
+    fn journal_failure(&self, run: &RunId, error: Arc<JournalError>) -> RunError {
+        match &*error {
+            JournalError::Store(StoreError::AlreadyExists { .. }) => RunError::Conflict { run: run.clone() },
+            _ => RunError::Journal(Arc::try_unwrap(error).unwrap_or_else(|shared| JournalError::TaskFailed(shared.to_string()))),
+        }
+    }
+
+    fn check_size(&self, what: &str, payload: &str) -> Result<(), RunError> {
+        let limit = self.host.config.workflow.max_payload_bytes;
+        if payload.len() > limit {
+            return Err(RunError::TooLarge { what: what.into(), size: payload.len(), limit });
+        }
+        Ok(())
+    }
+
+    fn check_json(&self, what: &str, payload: &str) -> Result<(), RunError> {
+        self.check_size(what, payload)?;
+        serde_json::from_str::<serde::de::IgnoredAny>(payload)
+            .map(drop)
+            .map_err(|e| RunError::InvalidJson { what: what.into(), reason: e.to_string() })
+    }
+}
+
+fn failed(kind: &str, message: String) -> Outcome {
+    Outcome::Failed { kind: kind.into(), message }
+}
+
+fn interruption_kind(interruption: &Interruption) -> &'static str {
+    match interruption {
+        Interruption::NonDeterminism(_) => "non-determinism",
+        _ => "invalid-call",
+    }
+}
+
+/// Says what a stopped workflow activation means for its author.
+fn activation_message(kind: StepErrorKind, detail: &str) -> String {
+    match kind {
+        StepErrorKind::FuelExhausted | StepErrorKind::TimedOut => format!(
+            "the workflow ran past its budget between two durable calls ({detail}): a workflow must not loop without calling the host; move long work into a step"
+        ),
+        _ => format!("the workflow instance stopped: {detail}"),
+    }
+}

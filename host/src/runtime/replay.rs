@@ -1,0 +1,89 @@
+//! Replay as a check: re-execute a run against its journal, running nothing,
+//! and say whether the workflow (or a new build of it) makes the same calls
+//! and reaches the same outcome.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::interruption::Interruption;
+use super::workflow::Mode;
+use super::{Ended, RunError, Runtime, failed};
+use crate::component::Loaded;
+use crate::journal::{Cursor, Outcome};
+use crate::sandbox::kind_name;
+use crate::store::{RunId, TenantId};
+
+/// What a replay found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum ReplayReport {
+    /// Every recorded call was made again, and the outcome is identical.
+    Identical { calls: u64 },
+    /// The run has not finished; every call it has recorded so far was made again.
+    ConsistentSoFar { calls: u64 },
+    /// The first divergence.
+    Diverged { seq: Option<u64>, message: String },
+}
+
+impl Runtime {
+    /// Replays a run against its journal; with `component`, against that
+    /// build instead of the one the run started with.
+    pub async fn replay(&self, tenant: &TenantId, run: &RunId, component: Option<Arc<Loaded>>) -> Result<ReplayReport, RunError> {
+        let (context, record) = self.context(tenant, run).await?;
+        let context = match component {
+            Some(own) if !own.has_workflow(&record.workflow) => {
+                return Ok(ReplayReport::Diverged {
+                    seq: None,
+                    message: format!("the new build has no workflow `{}`", record.workflow),
+                });
+            }
+            Some(own) => Arc::new(super::RunContext {
+                host: context.host.clone(),
+                records: context.records.clone(),
+                own,
+                links: context.links.clone(),
+            }),
+            None => context,
+        };
+        let recorded = context.records.outcome().await?;
+        let entries = context.records.entries().await?;
+        let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
+        let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
+        let _entered = span.enter();
+        let (ended, calls) = self.execute(context, &record, Cursor::new(entries), Mode::Verify).await?;
+        let replayed = match ended {
+            Ended::Returned(Ok(output)) => Outcome::Completed { output },
+            Ended::Returned(Err(message)) => failed("workflow-error", message),
+            Ended::Stopped(kind, message) => failed(kind_name(kind), message),
+            Ended::Interrupted(Interruption::NonDeterminism(nd)) => {
+                return Ok(ReplayReport::Diverged { seq: Some(nd.seq), message: nd.to_string() });
+            }
+            Ended::Interrupted(Interruption::JournalEnd { seq }) if recorded.is_none() => {
+                return Ok(ReplayReport::ConsistentSoFar { calls: seq });
+            }
+            Ended::Interrupted(Interruption::JournalEnd { seq }) => {
+                return Ok(ReplayReport::Diverged {
+                    seq: Some(seq),
+                    message: format!("the workflow makes a call at seq {seq} that the finished run never made"),
+                });
+            }
+            Ended::Interrupted(other) => return Ok(ReplayReport::Diverged { seq: None, message: other.to_string() }),
+        };
+        Ok(match recorded {
+            _ if calls < recorded_calls => ReplayReport::Diverged {
+                seq: Some(calls),
+                message: format!("the workflow finished after {calls} calls, but the journal records {recorded_calls}"),
+            },
+            Some(outcome) if outcome == replayed => ReplayReport::Identical { calls },
+            Some(outcome) => ReplayReport::Diverged {
+                seq: None,
+                message: format!("the outcome differs: recorded {outcome:?}, replay gave {replayed:?}"),
+            },
+            None => ReplayReport::Diverged {
+                seq: None,
+                message: format!("replay finished ({replayed:?}) but the run has not"),
+            },
+        })
+    }
+}

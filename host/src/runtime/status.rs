@@ -1,0 +1,89 @@
+//! A run's status, projected from its records: never stored on its own, so it
+//! cannot disagree with the history.
+
+use serde::Serialize;
+
+use super::{RunError, Runtime};
+use crate::journal::Outcome;
+use crate::store::{RunId, TenantId};
+
+/// Where a run stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum RunState {
+    /// Submitted; no durable call recorded yet.
+    Pending,
+    /// Between durable calls (or its host stopped there: `resume` picks it up).
+    Running,
+    /// A step failed and waits for its next attempt.
+    Retrying { seq: u64, failed_attempts: usize },
+    Sleeping { seq: u64, until_ms: u64 },
+    AwaitingSignal { seq: u64, signal: String, until_ms: u64 },
+    Completed { output: String },
+    Failed { kind: String, message: String },
+}
+
+/// A run's status and where it stands in its journal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunStatus {
+    pub run_id: RunId,
+    pub workflow: String,
+    pub component: String,
+    pub created_at_ms: u64,
+    /// How many durable calls the journal records.
+    pub journaled_calls: usize,
+    #[serde(flatten)]
+    pub state: RunState,
+}
+
+impl Runtime {
+    pub async fn status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
+        let records = self.records(tenant, run);
+        let record = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let entries = records.entries().await?;
+        let state = match records.outcome().await? {
+            Some(Outcome::Completed { output }) => RunState::Completed { output },
+            Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
+            None => {
+                let open_wait = records.timers().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));
+                let open_retry = records.retries().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));
+                match (open_wait, open_retry) {
+                    (Some((seq, timer)), _) => match timer.signal {
+                        Some(signal) => RunState::AwaitingSignal { seq, signal, until_ms: timer.deadline_ms },
+                        None => RunState::Sleeping { seq, until_ms: timer.deadline_ms },
+                    },
+                    (None, Some((seq, failed_attempts))) => RunState::Retrying { seq, failed_attempts },
+                    (None, None) if entries.is_empty() => RunState::Pending,
+                    (None, None) => RunState::Running,
+                }
+            }
+        };
+        Ok(RunStatus {
+            run_id: record.run_id,
+            workflow: record.workflow,
+            component: record.component,
+            created_at_ms: record.created_at_ms,
+            journaled_calls: entries.len(),
+            state,
+        })
+    }
+
+    /// The status of every run of the tenant, oldest first.
+    pub async fn list(&self, tenant: &TenantId) -> Result<Vec<RunStatus>, RunError> {
+        let mut statuses = Vec::new();
+        for run in self.run_ids(tenant).await? {
+            statuses.push(self.status(tenant, &run).await?);
+        }
+        statuses.sort_by_key(|status| status.created_at_ms);
+        Ok(statuses)
+    }
+
+    /// The run's journal, by seq.
+    pub async fn history(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<crate::journal::Entry>, RunError> {
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        Ok(records.entries().await?.into_values().collect())
+    }
+}

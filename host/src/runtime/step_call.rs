@@ -1,0 +1,97 @@
+//! Running one step call for real: attempts in fresh sandboxes, under the
+//! call's retry policy, with every failed attempt journaled so a crash
+//! mid-retry resumes the count; then the entry that makes the result durable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use super::clock::now_ms;
+use super::retry::RetryPolicy;
+use super::workflow::StepResult;
+use crate::component::Loaded;
+use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
+use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
+use crate::runtime::Host;
+use crate::sandbox::run_attempt;
+
+/// A step call the journal has no entry for.
+pub struct StepCall {
+    pub seq: u64,
+    pub call: Call,
+    /// The component and step name the call resolved to; `None` if no
+    /// reachable component exports it.
+    pub target: Option<(Arc<Loaded>, String)>,
+    pub input: String,
+    pub options: StepOptions,
+}
+
+/// Runs `step` to its final result and journals it. The result is durable
+/// before this returns: the workflow never acts on an unrecorded result.
+pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
+    let started_at_ms = now_ms();
+    let (result, attempts) = match &step.target {
+        Some((component, name)) => attempt_until_done(&host, &records, &step, component, name).await?,
+        None => (Err(unknown_step(&step.call.name)), 0),
+    };
+    let finished_at_ms = now_ms();
+    tracing::info!(
+        seq = step.seq,
+        step = %step.call.name,
+        attempts,
+        duration_ms = finished_at_ms.saturating_sub(started_at_ms),
+        outcome = match &result { Ok(_) => "ok".to_owned(), Err(e) => format!("{:?}", e.kind) },
+        "step finished"
+    );
+    let recorded = Recorded::Step { result: result.clone() };
+    let entry = Entry { seq: step.seq, call: step.call, recorded, attempts, started_at_ms, finished_at_ms };
+    records.append(&entry).await.map_err(Arc::new)?;
+    Ok(result)
+}
+
+async fn attempt_until_done(
+    host: &Host,
+    records: &RunRecords,
+    step: &StepCall,
+    component: &Loaded,
+    name: &str,
+) -> Result<(Result<String, StepError>, u32), Arc<crate::journal::JournalError>> {
+    let policy = RetryPolicy::from_options(&step.options);
+    let limits = host.config.step.lowered_by(step.options.fuel, step.options.timeout_ms.map(Duration::from_millis));
+    let program = match host.components.steps(component).await {
+        Ok(program) => program,
+        Err(e) => return Ok((Err(error(StepErrorKind::Trapped, e.to_string(), 0)), 0)),
+    };
+    let earlier = records.attempts(step.seq).await.map_err(Arc::new)?;
+    let mut attempt = earlier.last().map_or(1, |failed| failed.attempt + 1);
+    if let Some(failed) = earlier.last() {
+        let resume_at = failed.failed_at_ms + policy.backoff(failed.attempt).as_millis() as u64;
+        tokio::time::sleep(Duration::from_millis(resume_at.saturating_sub(now_ms()))).await;
+    }
+    loop {
+        let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
+        let failure = match run_attempt(&program, name, &step.input, attempt, &limits).instrument(span).await {
+            Ok(output) => return Ok((Ok(output), attempt)),
+            Err(failure) => failure,
+        };
+        let error = error(failure.kind, failure.message, attempt);
+        if failure.permanent || attempt >= policy.max_attempts {
+            return Ok((Err(error), attempt));
+        }
+        let wait = policy.backoff(attempt);
+        tracing::warn!(seq = step.seq, step = name, attempt, kind = ?error.kind, "attempt failed: {}; retrying in {wait:?}", error.message);
+        let record = AttemptRecord { attempt, error, failed_at_ms: now_ms() };
+        records.record_attempt(step.seq, &record).await.map_err(Arc::new)?;
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+    }
+}
+
+fn error(kind: StepErrorKind, message: String, attempts: u32) -> StepError {
+    StepError { kind, message, attempts }
+}
+
+fn unknown_step(name: &str) -> StepError {
+    error(StepErrorKind::UnknownStep, format!("no component linked to this run exports step `{name}`"), 0)
+}

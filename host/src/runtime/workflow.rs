@@ -1,0 +1,155 @@
+//! A workflow's own instance: its store data, its sandbox (fuel and a
+//! wall-clock deadline per activation, a memory limit), and the program a
+//! workflow component is linked into.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::{BoxFuture, Shared};
+use tokio::task::AbortHandle;
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::{CallHook, Engine, Store};
+
+use super::RunContext;
+use crate::config::WorkflowLimits;
+use crate::contract::bindings::StepError;
+use crate::contract::bindings::exports::stepstone::workflow::workflow;
+use crate::contract::bindings::stepstone::workflow::durable;
+use crate::journal::{Cursor, JournalError, Recorded};
+use crate::sandbox::{MemoryGuard, Sandboxed, new_store};
+
+/// Whether durable calls without a journal entry may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Execute: replay what is recorded, then run the rest for real.
+    Live,
+    /// Check a build against a journal: serve recorded results, run nothing.
+    Verify,
+}
+
+/// The result of a step call, shared by everyone awaiting its handle.
+pub type StepResult = Result<Result<String, StepError>, Arc<JournalError>>;
+
+/// Store data of a workflow instance: where the run stands in its journal,
+/// and the steps it has started.
+pub struct WorkflowState {
+    guard: MemoryGuard,
+    deadline: Instant,
+    limits: WorkflowLimits,
+    /// Set by every journaled call, so the call hook starts a new activation
+    /// when the guest resumes. Only journaled calls reset the budget: a loop
+    /// around `log` does not.
+    activation_ended: bool,
+    pub(super) run: Arc<RunContext>,
+    pub(super) mode: Mode,
+    pub(super) cursor: Cursor,
+    pub(super) memos: BTreeMap<String, String>,
+    pub(super) consumed_signals: HashSet<String>,
+    pub(super) steps: HashMap<u32, Shared<BoxFuture<'static, StepResult>>>,
+    pub(super) running: Vec<AbortHandle>,
+}
+
+impl WorkflowState {
+    pub fn new(run: Arc<RunContext>, cursor: Cursor, mode: Mode, limits: WorkflowLimits) -> Self {
+        let consumed_signals = cursor
+            .entries()
+            .filter_map(|entry| match &entry.recorded {
+                Recorded::Signal { key: Some(key), .. } => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        Self {
+            guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
+            deadline: Instant::now() + limits.activation_timeout,
+            limits,
+            activation_ended: false,
+            run,
+            mode,
+            cursor,
+            memos: BTreeMap::new(),
+            consumed_signals,
+            steps: HashMap::new(),
+            running: Vec::new(),
+        }
+    }
+
+    /// Marks the end of an activation: the guest gets a fresh budget when it
+    /// resumes.
+    pub(super) fn end_activation(&mut self) {
+        self.activation_ended = true;
+    }
+
+    /// Whether the workflow is still re-executing recorded calls (so its
+    /// logs were already written once).
+    pub(super) fn replaying(&self) -> bool {
+        self.cursor.entries().next_back().is_some_and(|last| self.cursor.position() <= last.seq)
+    }
+}
+
+impl Drop for WorkflowState {
+    /// Steps started but never awaited die with the instance; a step that had
+    /// not recorded its result runs again when the run is replayed.
+    fn drop(&mut self) {
+        self.running.iter().for_each(AbortHandle::abort);
+    }
+}
+
+impl Sandboxed for WorkflowState {
+    fn guard(&mut self) -> &mut MemoryGuard {
+        &mut self.guard
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// A workflow component linked against `durable`, ready to instantiate.
+pub struct WorkflowProgram {
+    pre: InstancePre<WorkflowState>,
+    workflow: workflow::GuestIndices,
+}
+
+impl WorkflowProgram {
+    /// Links `component` (compiled by the workflow engine). Imports the
+    /// component has for its steps (`step-support`) trap if the workflow
+    /// calls them; the registry has already refused any other import.
+    pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+        let mut linker = Linker::new(engine);
+        durable::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        linker.define_unknown_imports_as_traps(component)?;
+        let pre = linker.instantiate_pre(component)?;
+        let workflow = workflow::GuestIndices::new(&pre)?;
+        Ok(Self { pre, workflow })
+    }
+
+    /// A sandboxed store for `state`. A call hook renews fuel and deadline
+    /// each time the guest resumes after a journaled call.
+    pub fn store(&self, state: WorkflowState) -> wasmtime::Result<Store<WorkflowState>> {
+        let fuel = state.limits.activation_fuel;
+        let mut store = new_store(self.pre.engine(), state, fuel)?;
+        store.call_hook(move |mut cx, hook| {
+            if matches!(hook, CallHook::ReturningFromHost) && cx.data().activation_ended {
+                let data = cx.data_mut();
+                data.activation_ended = false;
+                data.deadline = Instant::now() + data.limits.activation_timeout;
+                cx.set_fuel(fuel)?;
+            }
+            Ok(())
+        });
+        Ok(store)
+    }
+
+    /// Runs workflow `name` on `input` from the start.
+    pub async fn run(
+        &self,
+        store: &mut Store<WorkflowState>,
+        name: &str,
+        input: &str,
+    ) -> wasmtime::Result<Result<String, String>> {
+        let instance = self.pre.instantiate_async(&mut *store).await?;
+        let guest = self.workflow.load(&mut *store, &instance)?;
+        guest.call_run(&mut *store, &name.to_owned(), &input.to_owned()).await
+    }
+}

@@ -1,0 +1,123 @@
+//! One step attempt: a fresh instance from the component's [`InstancePre`],
+//! one call, then the instance is dropped. Nothing survives an attempt.
+
+use std::time::Instant;
+
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::{Engine, Store};
+
+use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
+use super::StepErrorKind;
+use crate::config::StepLimits;
+use crate::contract::bindings::exports::stepstone::workflow::step;
+use crate::contract::bindings::stepstone::workflow::{step_support, types};
+use crate::contract::bindings::{LogLevel, StepFailure};
+
+/// Store data of a step instance.
+pub struct StepState {
+    guard: MemoryGuard,
+    attempt: u32,
+    deadline: Instant,
+}
+
+impl Sandboxed for StepState {
+    fn guard(&mut self) -> &mut MemoryGuard {
+        &mut self.guard
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+impl types::Host for StepState {}
+
+impl step_support::Host for StepState {
+    async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        crate::guest_log::emit(level, &message);
+        Ok(())
+    }
+
+    async fn attempt(&mut self) -> wasmtime::Result<u32> {
+        Ok(self.attempt)
+    }
+}
+
+/// A step component, linked and type-checked once, ready to instantiate for
+/// every attempt.
+pub struct StepProgram {
+    pre: InstancePre<StepState>,
+    step: step::GuestIndices,
+}
+
+impl StepProgram {
+    /// Links `component` (compiled by the step engine) against `step-support`.
+    /// Imports the component may have for workflows (`durable`) trap if a
+    /// step ever calls them; the caller has already refused any other import.
+    pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+        let mut linker = Linker::new(engine);
+        step_support::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        linker.define_unknown_imports_as_traps(component)?;
+        let pre = linker.instantiate_pre(component)?;
+        let step = step::GuestIndices::new(&pre)?;
+        Ok(Self { pre, step })
+    }
+
+    fn store(&self, attempt: u32, limits: &StepLimits) -> Result<Store<StepState>, AttemptFailure> {
+        let state = StepState {
+            guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
+            attempt,
+            deadline: Instant::now() + limits.timeout,
+        };
+        new_store(self.pre.engine(), state, limits.fuel)
+            .map_err(|e| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}")))
+    }
+}
+
+/// Why one attempt did not produce an output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptFailure {
+    pub kind: StepErrorKind,
+    pub message: String,
+    /// The step said retrying cannot help.
+    pub permanent: bool,
+}
+
+impl AttemptFailure {
+    pub fn new(kind: StepErrorKind, message: String) -> Self {
+        Self { kind, message, permanent: false }
+    }
+
+    /// The failure of guest code that stopped with `error`.
+    pub fn stopped<T: Sandboxed>(error: &wasmtime::Error, store: &mut Store<T>) -> Self {
+        let (kind, message) = classify(error, store.data_mut().guard());
+        Self::new(kind, message)
+    }
+}
+
+/// Runs attempt number `attempt` of step `name` on `input` within `limits`.
+pub async fn run_attempt(
+    program: &StepProgram,
+    name: &str,
+    input: &str,
+    attempt: u32,
+    limits: &StepLimits,
+) -> Result<String, AttemptFailure> {
+    let mut store = program.store(attempt, limits)?;
+    let result = async {
+        let instance = program.pre.instantiate_async(&mut store).await?;
+        program.step.load(&mut store, &instance)?.call_run_step(&mut store, &name.to_owned(), &input.to_owned()).await
+    }
+    .await;
+    match result {
+        Ok(Ok(output)) if output.len() > limits.max_output_bytes => Err(AttemptFailure::new(
+            StepErrorKind::OutputTooLarge,
+            format!("output of {} bytes exceeds the limit of {} bytes", output.len(), limits.max_output_bytes),
+        )),
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(StepFailure { message, permanent })) => {
+            Err(AttemptFailure { kind: StepErrorKind::Failed, message, permanent })
+        }
+        Err(error) => Err(AttemptFailure::stopped(&error, &mut store)),
+    }
+}

@@ -1,0 +1,50 @@
+//! Asking a component what it exports, inside a sandbox of its own: the first
+//! guest code any upload runs, so it gets tight limits and no imports.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::Engine;
+
+use super::attempt::AttemptFailure;
+use super::limiter::{MemoryGuard, Sandboxed, new_store};
+use super::StepErrorKind;
+use crate::contract::bindings::Manifest;
+use crate::contract::bindings::exports::stepstone::workflow::describe;
+
+const FUEL: u64 = 100_000_000;
+const TIMEOUT: Duration = Duration::from_secs(5);
+const MEMORY: usize = 64 << 20;
+
+struct DescribeState {
+    guard: MemoryGuard,
+    deadline: Instant,
+}
+
+impl Sandboxed for DescribeState {
+    fn guard(&mut self) -> &mut MemoryGuard {
+        &mut self.guard
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Calls the component's `describe` export. Every import traps: describing
+/// itself is all a component may do here.
+pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest, AttemptFailure> {
+    let setup = |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("{e:#}"));
+    let mut linker = Linker::new(engine);
+    linker.define_unknown_imports_as_traps(component).map_err(setup)?;
+    let pre = linker.instantiate_pre(component).map_err(setup)?;
+    let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
+    let state = DescribeState { guard: MemoryGuard::new(MEMORY, 10_000), deadline: Instant::now() + TIMEOUT };
+    let mut store = new_store(engine, state, FUEL).map_err(setup)?;
+    let result = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        indices.load(&mut store, &instance)?.call_describe(&mut store).await
+    }
+    .await;
+    result.map_err(|e| AttemptFailure::stopped(&e, &mut store))
+}

@@ -1,0 +1,131 @@
+//! One wasmtime [`Engine`] per role, built by one function, and the epoch
+//! ticker that gives every store its wall clock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::SandboxError;
+use crate::config::HostConfig;
+
+/// How often the epoch advances: the granularity of every wall-clock limit.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// What an engine runs. Workflows must be deterministic, so their engine
+/// canonicalises NaNs and fixes relaxed-SIMD results; steps need not be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Workflow,
+    Step,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Workflow => "workflow",
+            Role::Step => "step",
+        })
+    }
+}
+
+/// The host's engines and the thread that ticks their epochs. Dropping the
+/// last clone stops the ticker.
+#[derive(Clone)]
+pub struct Engines {
+    workflow: Engine,
+    step: Engine,
+    _ticker: Arc<EpochTicker>,
+}
+
+impl Engines {
+    pub fn new(config: &HostConfig) -> Result<Self, SandboxError> {
+        let workflow = build_engine(Role::Workflow, config)?;
+        let step = build_engine(Role::Step, config)?;
+        let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()])
+            .map_err(|e| SandboxError::Ticker(e.to_string()))?;
+        Ok(Self { workflow, step, _ticker: Arc::new(ticker) })
+    }
+
+    pub fn get(&self, role: Role) -> &Engine {
+        match role {
+            Role::Workflow => &self.workflow,
+            Role::Step => &self.step,
+        }
+    }
+}
+
+/// Builds the engine for `role`: pooled instances when the platform can
+/// reserve the address space, on-demand allocation otherwise.
+fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError> {
+    let mut wasm = base_config(role);
+    if config.pooling {
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(role, config)));
+        match Engine::new(&wasm) {
+            Ok(engine) => return Ok(engine),
+            Err(e) => tracing::warn!(%role, "pooling allocator unavailable, allocating on demand: {e}"),
+        }
+        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+    }
+    Engine::new(&wasm).map_err(|e| SandboxError::Engine { role, reason: format!("{e:#}") })
+}
+
+fn base_config(role: Role) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(1 << 20);
+    if role == Role::Workflow {
+        wasm.cranelift_nan_canonicalization(true).relaxed_simd_deterministic(true);
+    }
+    wasm
+}
+
+fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
+    let memory_bytes = match role {
+        Role::Workflow => config.workflow.memory_bytes,
+        Role::Step => config.step.memory_bytes,
+    };
+    let instances = config.pool_instances;
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(instances)
+        // Components built by wit-component hold a few core instances each.
+        .total_core_instances(instances * 4)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
+        .max_memory_size(memory_bytes)
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20);
+    pool
+}
+
+/// Advances the epoch of every engine it holds until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engines: Vec<Engine>) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        thread::Builder::new()
+            .name("stepstone-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    thread::sleep(EPOCH_TICK);
+                    engines.iter().for_each(Engine::increment_epoch);
+                }
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

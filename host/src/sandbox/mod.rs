@@ -1,0 +1,28 @@
+//! The sandbox: how guest code is confined. It owns the wasmtime engines (one
+//! per role), the resource limits every store carries, the classification of
+//! a stopped guest into a typed error, and running one step attempt.
+//!
+//! Invariant: no guest, whatever it does, can crash or hang the host. Every
+//! store built here has fuel, an epoch deadline and a memory limiter, and
+//! every way a guest can stop maps to a [`StepErrorKind`].
+
+mod attempt;
+mod describe;
+mod engine;
+mod limiter;
+
+pub use attempt::{AttemptFailure, StepProgram, StepState, run_attempt};
+pub use describe::describe;
+pub use engine::{Engines, Role};
+pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
+
+pub use crate::contract::bindings::StepErrorKind;
+
+/// Why the sandbox itself could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot configure the {role} engine: {reason}")]
+    Engine { role: Role, reason: String },
+    #[error("cannot start the epoch thread that enforces wall-clock limits: {0}")]
+    Ticker(String),
+}

@@ -1,0 +1,213 @@
+//! Names that become parts of keys, checked at the edge, and the key layout
+//! of a tenant's data:
+//!
+//! ```text
+//! components/{sha256}.wasm                      component bytes, content-addressed
+//! components/names/{name}                       the digest a component name points at
+//! runs/{run}/run                                run record (create-only)
+//! runs/{run}/journal/{seq}                      one entry per durable call (create-only)
+//! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
+//! runs/{run}/timers/{seq}                       deadline of a sleep or a signal wait
+//! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run
+//! runs/{run}/outcome                            how the run ended (create-only)
+//! ```
+
+use std::fmt;
+
+use object_store::path::Path as Key;
+
+/// A name was refused because it cannot be part of a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} `{name}`: use 1 to {max} characters among letters, digits, `-`, `_` and `.`, not starting with `.`")]
+pub struct InvalidName {
+    what: &'static str,
+    name: String,
+    max: usize,
+}
+
+fn check(what: &'static str, name: &str, max: usize) -> Result<String, InvalidName> {
+    let valid = !name.is_empty()
+        && name.len() <= max
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid { Ok(name.to_owned()) } else { Err(InvalidName { what, name: name.to_owned(), max }) }
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $ty:ident, $what:literal, $max:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $ty(String);
+
+        impl $ty {
+            pub fn new(name: &str) -> Result<Self, InvalidName> {
+                check($what, name, $max).map(Self)
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $ty {
+            type Error = InvalidName;
+            fn try_from(name: String) -> Result<Self, InvalidName> {
+                Self::new(&name)
+            }
+        }
+
+        impl From<$ty> for String {
+            fn from(name: $ty) -> String {
+                name.0
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = InvalidName;
+            fn from_str(name: &str) -> Result<Self, InvalidName> {
+                Self::new(name)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A tenant: the owner of components and runs, and a key prefix.
+    TenantId, "tenant id", 64
+);
+name_type!(
+    /// A run's id, chosen by the caller or generated.
+    RunId, "run id", 128
+);
+name_type!(
+    /// The name a signal is sent and awaited under.
+    SignalName, "signal name", 128
+);
+
+impl RunId {
+    /// A fresh id, sortable by creation time.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+}
+
+impl TenantId {
+    /// The tenant the CLI works as.
+    pub fn default_tenant() -> Self {
+        Self("default".into())
+    }
+}
+
+/// The keys of one run's records.
+pub struct RunKeys<'a>(&'a RunId);
+
+/// The key layout of `run`.
+pub fn keys_of(run: &RunId) -> RunKeys<'_> {
+    RunKeys(run)
+}
+
+/// Sequence numbers are zero-padded so keys sort in call order.
+fn seq_part(seq: u64) -> String {
+    format!("{seq:010}")
+}
+
+impl RunKeys<'_> {
+    fn key(&self, parts: &[&str]) -> Key {
+        Key::from_iter(["runs", self.0.as_str()].iter().chain(parts).copied())
+    }
+
+    pub fn root(&self) -> Key {
+        self.key(&[])
+    }
+
+    pub fn run(&self) -> Key {
+        self.key(&["run"])
+    }
+
+    pub fn outcome(&self) -> Key {
+        self.key(&["outcome"])
+    }
+
+    pub fn journal(&self) -> Key {
+        self.key(&["journal"])
+    }
+
+    pub fn entry(&self, seq: u64) -> Key {
+        self.key(&["journal", &seq_part(seq)])
+    }
+
+    pub fn attempts(&self, seq: u64) -> Key {
+        self.key(&["attempts", &seq_part(seq)])
+    }
+
+    pub fn attempt(&self, seq: u64, attempt: u32) -> Key {
+        self.key(&["attempts", &seq_part(seq), &format!("{attempt:05}")])
+    }
+
+    pub fn timers(&self) -> Key {
+        self.key(&["timers"])
+    }
+
+    pub fn all_attempts(&self) -> Key {
+        self.key(&["attempts"])
+    }
+
+    pub fn timer(&self, seq: u64) -> Key {
+        self.key(&["timers", &seq_part(seq)])
+    }
+
+    pub fn signals(&self, name: &SignalName) -> Key {
+        self.key(&["signals", name.as_str()])
+    }
+
+    /// A new signal's key: sorts after every signal sent before it.
+    pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64) -> Key {
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        self.key(&["signals", name.as_str(), &format!("{sent_at_ms:016}-{id}")])
+    }
+}
+
+/// Where the component with `digest` is stored.
+pub fn component_key(digest: &str) -> Key {
+    Key::from_iter(["components", &format!("{digest}.wasm")])
+}
+
+/// Where a component name's pointer is stored.
+pub fn component_name_key(name: &str) -> Key {
+    Key::from_iter(["components", "names", name])
+}
+
+/// Where every run is listed.
+pub fn runs_key() -> Key {
+    Key::from("runs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_escape_a_prefix_are_refused() {
+        for bad in ["", "../x", "a/b", ".hidden", "sp ace", &"x".repeat(129)] {
+            assert!(RunId::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(RunId::new("order-1.v2_a").is_ok());
+        let err = TenantId::new("a/b").unwrap_err().to_string();
+        assert!(err.contains("tenant id") && err.contains("a/b"), "{err}");
+    }
+
+    #[test]
+    fn journal_keys_sort_in_call_order() {
+        let run = RunId::new("r").unwrap();
+        let keys = keys_of(&run);
+        assert!(keys.entry(9).as_ref() < keys.entry(10).as_ref());
+        assert_eq!(keys.entry(3).as_ref(), "runs/r/journal/0000000003");
+    }
+}
