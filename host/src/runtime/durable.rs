@@ -61,7 +61,8 @@ impl WorkflowState {
             None => {
                 let target = self.run.resolve_step(&step);
                 let step = StepCall { seq, call, target, input, options };
-                let task = tokio::spawn(step_call::execute(self.run.host.clone(), self.run.records.clone(), step));
+                let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
+                let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
                 self.running.push(task.abort_handle());
                 task.map(|joined| joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string())))))
                     .boxed()

@@ -1,0 +1,76 @@
+//! Bad input gets one clear line on stderr, a non-zero exit, and leaves the
+//! store untouched.
+
+use stepstone_e2e::{Host, arg, guest};
+
+/// Runs `stepstone ARGS`, expects failure, and checks nothing was stored.
+fn refused(host: &Host, args: &[&str]) -> String {
+    let stderr = host.run(args).failure();
+    assert!(host.stored_objects().is_empty(), "something was stored: {:?}", host.stored_objects());
+    stderr
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_refused() {
+    let host = Host::new();
+    let junk = host.data_dir().join("junk.wasm");
+    std::fs::write(&junk, b"this is not wasm").unwrap();
+    let stderr = refused(&host, &["run", arg(&junk), "greet"]);
+    assert!(stderr.contains("is not a WebAssembly component"), "{stderr}");
+}
+
+#[test]
+fn a_core_module_is_refused_with_the_command_that_fixes_it() {
+    let host = Host::new();
+    let module = host.data_dir().join("module.wasm");
+    std::fs::write(&module, wat_module()).unwrap();
+    let stderr = refused(&host, &["run", arg(&module), "greet"]);
+    assert!(stderr.contains("core WebAssembly module") && stderr.contains("stepstone componentize"), "{stderr}");
+}
+
+/// The smallest core module: the 8-byte header.
+fn wat_module() -> Vec<u8> {
+    b"\0asm\x01\0\0\0".to_vec()
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let host = Host::new();
+    let stderr = refused(&host, &["run", "/nonexistent/hello.wasm", "greet"]);
+    assert!(stderr.contains("cannot read /nonexistent/hello.wasm"), "{stderr}");
+}
+
+#[test]
+fn a_component_lacking_the_workflow_is_refused_with_what_it_has() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let stderr = refused(&host, &["run", arg(&hello), "nope", "--input", "{}"]);
+    assert!(stderr.contains("no workflow `nope`") && stderr.contains("greet"), "{stderr}");
+}
+
+#[test]
+fn malformed_input_json_is_refused() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let stderr = refused(&host, &["run", arg(&hello), "greet", "--input", "{name: Ada"]);
+    assert!(stderr.contains("input is not valid JSON"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_run_id_is_reported() {
+    let host = Host::new();
+    for args in [vec!["status", "ghost"], vec!["history", "ghost"], vec!["replay", "ghost"], vec!["signal", "ghost", "go", "{}"]] {
+        let stderr = refused(&host, &args);
+        assert!(stderr.contains("no run `ghost`"), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    }
+}
+
+#[test]
+fn every_error_is_one_line() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let stderr = refused(&host, &["run", arg(&hello), "greet", "--input", "[1,"]);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+}

@@ -1,0 +1,111 @@
+//! The examples, run through the `stepstone` binary as a user would.
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, arg, guest};
+
+#[test]
+fn hello_greets_through_its_step() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let run = host.run(&["run", arg(&hello), "greet", "--input", r#"{"name":"Ada"}"#]).success();
+    assert_eq!(run.json_line(), json!({"greeting": "Hello, Ada!"}));
+    assert!(run.stderr().contains("step finished"), "no step shown on stderr: {}", run.stderr());
+}
+
+#[test]
+fn a_rust_workflow_calls_a_step_written_in_wat() {
+    let host = Host::new();
+    let (hello, wat) = (guest("hello"), guest("wat-step"));
+    let link = format!("wat={}", arg(&wat));
+    let input = r#"{"n":[1,2,"three"]}"#;
+    let run = host.run(&["run", arg(&hello), "wrap-with-wat", "--link", &link, "--input", input]).success();
+    assert_eq!(run.json_line(), json!({"from": "wat", "value": {"n": [1, 2, "three"]}}));
+}
+
+#[test]
+fn fanout_runs_steps_in_parallel_and_combines_them() {
+    let host = Host::new();
+    let fanout = guest("fanout");
+    let run = host.run(&["run", arg(&fanout), "fan-out", "--input", r#"{"items":[1,2,3,4,5]}"#]).success();
+    assert_eq!(run.json_line(), json!({"squares": [1, 4, 9, 16, 25], "sum": 55}));
+
+    let run = host.run(&["run", arg(&fanout), "first-of", "--input", r#"{"items":[3,4]}"#, "--run-id", "first"]).success();
+    let first = run.json_line();
+    let index = first["index"].as_u64().expect("an index");
+    assert_eq!(first["square"], json!([9, 16][index as usize]));
+    let replay = host.run(&["replay", "first"]).success();
+    assert!(replay.stdout().contains("deterministic: output identical"), "{}", replay.stdout());
+}
+
+fn order(id: &str, extra: Value) -> String {
+    let mut order = json!({"order_id": id, "item": "book", "amount_cents": 1200, "sleep_ms": 1000});
+    order.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    order.to_string()
+}
+
+/// What an uninterrupted, approved order returns.
+pub fn shipped(id: &str) -> Value {
+    json!({
+        "order_id": id,
+        "status": "shipped",
+        "reservation": format!("res-{id}"),
+        "charge": format!("ch-{id}"),
+        "tracking": format!("trk-{id}"),
+    })
+}
+
+#[test]
+fn order_saga_retries_sleeps_takes_a_buffered_signal_and_replays_deterministically() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = order("o-1", json!({}));
+    let child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-1", "--input", &input]);
+    // The signal goes out while the run sleeps, before it waits for it.
+    host.wait_for("o-1", "sleeping", |s| s["state"] == "sleeping");
+    host.run(&["signal", "o-1", "approve", r#"{"approved":true}"#]).success();
+    let output = child.wait_with_output().expect("the run ends");
+    let run = stepstone_e2e::Run(output).success();
+    assert_eq!(run.json_line(), shipped("o-1"));
+
+    let history = host.history("o-1");
+    let steps: Vec<(&str, u64)> = history
+        .iter()
+        .filter(|e| e["call"]["kind"] == "Step")
+        .map(|e| (e["call"]["name"].as_str().unwrap(), e["attempts"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, [("reserve", 1), ("charge", 2), ("ship", 1)]);
+
+    let replay = host.run(&["replay", "o-1"]).success();
+    assert!(replay.stdout().contains("deterministic: output identical"), "{}", replay.stdout());
+
+    let reordered = guest("order-reordered");
+    let replay = host.run(&["replay", "o-1", "--component", arg(&reordered)]);
+    let report = replay.stdout();
+    assert!(!replay.0.status.success());
+    assert!(report.contains("divergence at seq 0") && report.contains("`reserve`") && report.contains("`charge`"), "{report}");
+}
+
+#[test]
+fn a_signal_wait_that_times_out_gets_none_and_the_saga_compensates() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = order("o-2", json!({"sleep_ms": 0, "approval_timeout_ms": 300}));
+    let stderr = host.run(&["run", arg(&wasm), "place-order", "--input", &input]).failure();
+    assert!(stderr.contains("no approval within 300 ms"), "{stderr}");
+    assert!(stderr.contains("compensated: refund ch-o-2, release res-o-2"), "{stderr}");
+}
+
+#[test]
+fn a_permanent_step_failure_is_not_retried_and_compensates() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = order("o-3", json!({"sleep_ms": 0, "fail_shipping": true}));
+    let child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-3", "--input", &input]);
+    host.wait_for("o-3", "awaiting the approval", |s| s["state"] == "awaiting-signal");
+    host.run(&["signal", "o-3", "approve", r#"{"approved":true}"#]).success();
+    let stderr = stepstone_e2e::Run(child.wait_with_output().unwrap()).failure();
+    assert!(stderr.contains("no carrier takes book"), "{stderr}");
+    assert!(stderr.contains("compensated: refund ch-o-3, release res-o-3"), "{stderr}");
+    let ship = host.history("o-3").into_iter().find(|e| e["call"]["name"] == "ship").expect("ship recorded");
+    assert_eq!(ship["attempts"], 1);
+}

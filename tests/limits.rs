@@ -1,0 +1,51 @@
+//! Sandbox limits: a guest that loops, allocates or traps ends with a typed
+//! error the workflow sees, and the host stays up.
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, arg, guest};
+
+/// Runs `call-limited` on `step` with `options`, returning what the workflow saw.
+fn limited(step: &str, options: Value) -> Value {
+    let host = Host::new();
+    let wasm = guest("limits");
+    let input = json!({"step": step, "options": options}).to_string();
+    host.run(&["run", arg(&wasm), "call-limited", "--input", &input]).success().json_line()
+}
+
+#[test]
+fn a_step_that_loops_forever_runs_out_of_fuel() {
+    let seen = limited("spin", json!({"fuel": 10_000_000}));
+    assert_eq!(seen["error_kind"], "fuel-exhausted", "{seen}");
+    assert_eq!(seen["attempts"], 1);
+}
+
+#[test]
+fn a_step_with_ample_fuel_is_stopped_by_its_timeout() {
+    let seen = limited("spin", json!({"timeout_ms": 300}));
+    assert_eq!(seen["error_kind"], "timed-out", "{seen}");
+}
+
+#[test]
+fn a_step_that_allocates_without_bound_hits_the_memory_limit() {
+    let seen = limited("hog", json!({}));
+    assert_eq!(seen["error_kind"], "memory-limit", "{seen}");
+}
+
+#[test]
+fn a_panicking_step_traps_and_is_retried_as_asked() {
+    let seen = limited("boom", json!({"max_attempts": 2}));
+    assert_eq!(seen["error_kind"], "trapped", "{seen}");
+    assert_eq!(seen["attempts"], 2, "{seen}");
+}
+
+#[test]
+fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
+    let host = Host::new();
+    let wasm = guest("limits");
+    let stderr = host.run(&["run", arg(&wasm), "spin-workflow", "--run-id", "spinner"]).failure();
+    assert!(stderr.contains("between two durable calls"), "{stderr}");
+    let status = host.status("spinner").expect("the run exists");
+    assert_eq!(status["state"], "failed");
+    let kind = status["kind"].as_str().unwrap();
+    assert!(kind == "fuel-exhausted" || kind == "timed-out", "{status}");
+}
