@@ -22,6 +22,8 @@ pub enum ComponentizeError {
     NotWasm { path: PathBuf },
     #[error("world `{world}` is not in {}: choose workflows, steps or workflows-and-steps", contract::PACKAGE)]
     UnknownWorld { world: String },
+    #[error("{path} carries no component type: build it with a WIT bindings generator, or name the world it implements with --world")]
+    NoComponentType { path: PathBuf },
     #[error("{path}: cannot make a component: {reason}")]
     Encode { path: PathBuf, reason: String },
 }
@@ -43,17 +45,27 @@ pub fn componentize(
     if !wasmparser::Parser::is_core_wasm(&module) {
         return Err(ComponentizeError::NotWasm { path });
     }
-    if let Some(world) = world {
-        embed_world(&mut module, world).map_err(|e| match e {
+    match world {
+        Some(world) => embed_world(&mut module, world).map_err(|e| match e {
             EmbedError::UnknownWorld => ComponentizeError::UnknownWorld { world: world.to_owned() },
             EmbedError::Encode(reason) => ComponentizeError::Encode { path: path.clone(), reason },
-        })?;
+        })?,
+        None if !has_component_type(&module) => return Err(ComponentizeError::NoComponentType { path }),
+        None => {}
     }
     ComponentEncoder::default()
         .validate(true)
         .module(&module)
         .and_then(|mut encoder| encoder.encode())
         .map_err(|e| ComponentizeError::Encode { path, reason: format!("{e:#}") })
+}
+
+/// Whether a bindings generator embedded the module's component type (the
+/// custom sections wit-component reads are named `component-type...`).
+fn has_component_type(module: &[u8]) -> bool {
+    wasmparser::Parser::new(0).parse_all(module).any(|payload| {
+        matches!(payload, Ok(wasmparser::Payload::CustomSection(section)) if section.name().starts_with("component-type"))
+    })
 }
 
 enum EmbedError {
@@ -95,7 +107,7 @@ mod tests {
     #[test]
     fn module_without_component_type_is_refused_with_its_path() {
         let err = componentize("bare.wat".into(), STEP_WAT.as_bytes(), None).unwrap_err();
-        assert!(matches!(err, ComponentizeError::Encode { .. }), "{err}");
+        assert!(matches!(err, ComponentizeError::NoComponentType { .. }), "{err}");
         assert!(err.to_string().contains("bare.wat"), "{err}");
     }
 
