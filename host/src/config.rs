@@ -22,7 +22,7 @@ pub struct StepLimits {
 impl Default for StepLimits {
     fn default() -> Self {
         Self {
-            fuel: 2_000_000_000,
+            fuel: 100_000_000_000,
             memory_bytes: 256 << 20,
             table_elements: 100_000,
             timeout: Duration::from_secs(60),
