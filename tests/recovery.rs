@@ -37,3 +37,36 @@ fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_step
     assert_eq!(after[..before.len()], before[..]);
     assert!(!resumed.stderr().contains("step=reserve") && !resumed.stderr().contains("step=charge"), "{}", resumed.stderr());
 }
+
+#[test]
+fn a_long_wait_evicts_the_instance_and_the_run_is_replayed_when_woken() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "o-8", "item": "book", "amount_cents": 1200, "sleep_ms": 800}).to_string();
+    let args = ["--evict-after", "100ms", "run", arg(&wasm), "place-order", "--run-id", "o-8", "--input", &input];
+    let child = host.spawn(&args);
+    host.wait_for("o-8", "awaiting the approval", |s| s["state"] == "awaiting-signal");
+    // Long enough for the signal wait to be evicted too.
+    std::thread::sleep(Duration::from_millis(500));
+    host.run(&["signal", "o-8", "approve", r#"{"approved":true}"#]).success();
+    let run = stepstone_e2e::Run(child.wait_with_output().unwrap()).success();
+    assert_eq!(run.json_line()["tracking"], "trk-o-8");
+    let evictions = run.stderr().matches("instance dropped").count();
+    assert!(evictions >= 2, "the sleep and the signal wait should each evict: {}", run.stderr());
+    let history = host.history("o-8");
+    let names: Vec<&str> = history.iter().map(|e| e["call"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["reserve", "charge", "", "approve", "ship"], "each call journaled once");
+}
+
+#[test]
+fn detach_leaves_a_long_wait_in_the_store_for_resume() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "o-7", "item": "book", "amount_cents": 1200, "sleep_ms": 1500}).to_string();
+    let args = ["--evict-after", "100ms", "run", arg(&wasm), "place-order", "--run-id", "o-7", "--input", &input, "--detach-after", "500ms"];
+    let detached = host.run(&args).success();
+    assert!(detached.stdout().contains("run o-7 suspended") && detached.stdout().contains("sleeping"), "{}", detached.stdout());
+    host.run(&["signal", "o-7", "approve", r#"{"approved":true}"#]).success();
+    let resumed = host.run(&["resume", "--detach-after", "1m"]).success();
+    assert!(resumed.stdout().contains(r#"o-7 completed {"order_id":"o-7","status":"shipped""#), "{}", resumed.stdout());
+}

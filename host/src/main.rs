@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .without_time()
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

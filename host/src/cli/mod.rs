@@ -22,6 +22,10 @@ pub struct Cli {
     /// Where runs, journals and compiled code are kept.
     #[arg(long, global = true, env = "STEPSTONE_DATA", default_value = "./stepstone-data")]
     data_dir: PathBuf,
+    /// A run waiting longer than this drops its instance and is replayed
+    /// when woken, so waiting runs hold no memory.
+    #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration, default_value = "5s")]
+    evict_after: Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -79,23 +83,26 @@ enum Command {
 }
 
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut config = HostConfig::new();
+    config.wait.eviction_threshold = cli.evict_after;
+    let host = || host(&cli.data_dir, config.clone());
     match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
-        Command::Run(args) => drive::run(&host(&cli.data_dir)?, args).await,
-        Command::Resume { detach_after } => drive::resume(&host(&cli.data_dir)?, detach_after).await,
-        Command::Signal { run, name, payload } => drive::signal(&host(&cli.data_dir)?, &run, &name, &payload).await,
-        Command::Status { run, json } => inspect::status(&host(&cli.data_dir)?, &run, json).await,
-        Command::History { run, json } => inspect::history(&host(&cli.data_dir)?, &run, json).await,
-        Command::List { json } => inspect::list(&host(&cli.data_dir)?, json).await,
-        Command::Replay { run, component } => inspect::replay(&host(&cli.data_dir)?, &run, component.as_deref()).await,
+        Command::Run(args) => drive::run(&host()?, args).await,
+        Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
+        Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,
+        Command::Status { run, json } => inspect::status(&host()?, &run, json).await,
+        Command::History { run, json } => inspect::history(&host()?, &run, json).await,
+        Command::List { json } => inspect::list(&host()?, json).await,
+        Command::Replay { run, component } => inspect::replay(&host()?, &run, component.as_deref()).await,
     }
 }
 
 /// The host over the local file system store in `data_dir`.
-fn host(data_dir: &Path) -> anyhow::Result<Runtime> {
+fn host(data_dir: &Path, config: HostConfig) -> anyhow::Result<Runtime> {
     let storage = Storage::local(&data_dir.join("objects"))?;
     let cache = CodeCache::open(&data_dir.join("cache"));
-    Ok(Runtime::new(HostConfig::new(), storage, cache)?)
+    Ok(Runtime::new(config, storage, cache)?)
 }
 
 /// Reads a file the user named, saying which one failed.
