@@ -1,0 +1,99 @@
+# The example guests: `make guests` builds every example under
+# examples-guests/ into a component in target/guests/.
+#
+# Included by the top-level Makefile and run from the repository root. Set
+# STEPSTONE (the host binary, whose `componentize` subcommand turns a core
+# module into a component) before including this file: prerequisites are
+# read when the rules are.
+
+STEPSTONE ?= target/debug/stepstone
+
+GUEST_TARGET := wasm32-unknown-unknown
+GUESTS_DIR := target/guests
+GUEST_MANIFEST := examples-guests/Cargo.toml
+# Two cargo target dirs, so building `order --features reordered` does not
+# evict the normal build's artifacts (and the other way round).
+GUEST_BUILD_DIR := target/guest-build
+GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
+GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
+
+RUST_GUESTS := hello order fanout limits
+RUST_GUEST_CORES := $(RUST_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
+REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
+GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \
+	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm
+
+# Everything a Rust guest's core module is built from.
+GUEST_SOURCES := $(shell find guest-sdk/Cargo.toml guest-sdk/src examples-guests wit \
+	-name target -prune -o \
+	-type f \( -name '*.rs' -o -name '*.toml' -o -name '*.lock' -o -name '*.wit' \) -print)
+
+# The toolchain: a rustup toolchain that has the wasm32 target, where there is
+# one (a developer's laptop); otherwise Debian's Rust, which ships std's
+# source but no wasm32 std, so cargo builds std for the target on the fly.
+ifneq ($(filter $(GUEST_TARGET),$(shell rustup target list --installed 2>/dev/null)),)
+GUEST_CARGO := cargo
+GUEST_CARGO_FLAGS :=
+GUEST_TOOLCHAIN_FILES :=
+else
+GUEST_CARGO := RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/bin/wasm-ld-19 /usr/bin/cargo
+GUEST_CARGO_FLAGS := -Zbuild-std=std,panic_abort
+GUEST_TOOLCHAIN_FILES := /usr/bin/rustc /usr/bin/cargo /usr/bin/wasm-ld-19 \
+	/usr/lib/rustlib/src/rust/library/std/Cargo.toml
+endif
+GUEST_APT_PACKAGES := rustc-web cargo-web rust-web-src lld-19
+
+# $(call guest-cargo-build,TARGET_DIR,CARGO_ARGS): builds guest core modules
+# in release mode for wasm32.
+guest-cargo-build = $(GUEST_CARGO) build --release $(GUEST_CARGO_FLAGS) \
+	--target $(GUEST_TARGET) --manifest-path $(GUEST_MANIFEST) --target-dir $(1) $(2)
+
+.PHONY: guests guest-toolchain guest-sdk-test
+
+guests: $(GUEST_COMPONENTS)
+
+# Installs Debian's toolchain where it is needed and missing: with apt-get
+# when running as root, otherwise stops and says what to install.
+guest-toolchain:
+	@missing=; for file in $(GUEST_TOOLCHAIN_FILES); do \
+		[ -e "$$file" ] || missing="$$missing $$file"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "guests: installing the wasm32 toolchain (missing:$$missing)"; \
+		apt-get update && apt-get install -y $(GUEST_APT_PACKAGES); \
+	else \
+		echo "guests: no Rust toolchain for $(GUEST_TARGET) (missing:$$missing)." >&2; \
+		echo "guests: run 'rustup target add $(GUEST_TARGET)'," \
+			"or as root 'apt-get install -y $(GUEST_APT_PACKAGES)'." >&2; \
+		exit 1; \
+	fi
+
+# One cargo run builds every workspace member. Cargo leaves an up-to-date
+# artifact untouched, so touch the outputs to tell make they are current.
+$(RUST_GUEST_CORES) &: $(GUEST_SOURCES) | guest-toolchain
+	$(call guest-cargo-build,$(GUEST_BUILD_DIR),--workspace)
+	@touch $(RUST_GUEST_CORES)
+
+$(REORDERED_ORDER_CORE): $(GUEST_SOURCES) | guest-toolchain
+	$(call guest-cargo-build,$(GUEST_REORDERED_BUILD_DIR),--package order --features reordered)
+	@touch $@
+
+# wit-bindgen embedded the component type in each Rust core module, so
+# componentize needs no world for them.
+$(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm): $(GUESTS_DIR)/%.wasm: $(GUEST_CORE_DIR)/%.wasm $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< -o $@
+
+$(GUESTS_DIR)/order-reordered.wasm: $(REORDERED_ORDER_CORE) $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< -o $@
+
+$(GUESTS_DIR)/wat-step.wasm: examples-guests/wat-step/step.wat $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< --world steps -o $@
+
+# The SDK's unit tests run natively, with the host's toolchain.
+guest-sdk-test:
+	cargo test --manifest-path guest-sdk/Cargo.toml
