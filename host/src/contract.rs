@@ -46,7 +46,7 @@ pub mod bindings {
         additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
     });
 
-    pub use stepstone::workflow::types::{
+    pub use self::stepstone::workflow::types::{
         LogLevel, Manifest, StepError, StepErrorKind, StepFailure, StepOptions,
     };
 }
