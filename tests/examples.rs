@@ -109,3 +109,22 @@ fn a_permanent_step_failure_is_not_retried_and_compensates() {
     let ship = host.history("o-3").into_iter().find(|e| e["call"]["name"] == "ship").expect("ship recorded");
     assert_eq!(ship["attempts"], 1);
 }
+
+#[test]
+fn time_randomness_and_memos_are_recorded_once_and_replayed() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let stamp = host.run(&["run", arg(&hello), "stamp", "--run-id", "stamp"]).success().json_line();
+    assert_eq!(stamp["memo"], stamp["random"], "the memo reads back what was set");
+    let now_ms = stamp["now_ms"].as_u64().unwrap();
+    assert!(now_ms > 1_700_000_000_000, "a plausible wall-clock time: {now_ms}");
+    let kinds: Vec<String> = host.history("stamp").iter().map(|e| e["call"]["kind"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(kinds, ["Now", "Random", "MemoSet"]);
+    // Replay re-executes the workflow: different clock, same recorded values.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let replay = host.run(&["replay", "stamp"]).success();
+    assert!(replay.stdout().contains("deterministic: output identical (3 calls replayed)"), "{}", replay.stdout());
+    // Running the same run id again continues the finished run: same output.
+    let again = host.run(&["run", arg(&hello), "stamp", "--run-id", "stamp"]).success().json_line();
+    assert_eq!(again, stamp);
+}

@@ -49,3 +49,15 @@ fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
     let kind = status["kind"].as_str().unwrap();
     assert!(kind == "fuel-exhausted" || kind == "timed-out", "{status}");
 }
+
+#[test]
+fn a_step_output_over_the_limit_is_refused() {
+    let host = Host::new();
+    let wasm = guest("limits");
+    let input = json!({"step": "big", "input": {"bytes": 2_000_000}}).to_string();
+    let seen = host.run(&["run", arg(&wasm), "call-limited", "--input", &input]).success().json_line();
+    assert_eq!(seen["error_kind"], "output-too-large", "{seen}");
+    let small = json!({"step": "big", "input": {"bytes": 10}}).to_string();
+    let seen = host.run(&["run", arg(&wasm), "call-limited", "--input", &small]).success().json_line();
+    assert_eq!(seen["output"], "xxxxxxxxxx");
+}

@@ -70,3 +70,24 @@ fn detach_leaves_a_long_wait_in_the_store_for_resume() {
     let resumed = host.run(&["resume", "--detach-after", "1m"]).success();
     assert!(resumed.stdout().contains(r#"o-7 completed {"order_id":"o-7","status":"shipped""#), "{}", resumed.stdout());
 }
+
+/// Two hosts driving one run: journal writes are create-only, so the one
+/// that loses a write stands down instead of forking the history.
+#[test]
+fn a_second_host_on_the_same_run_stands_down() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "o-6", "item": "book", "amount_cents": 1200, "sleep_ms": 1500}).to_string();
+    let args = ["run", arg(&wasm), "place-order", "--run-id", "o-6", "--input", &input];
+    let first = host.spawn(&args);
+    host.wait_for("o-6", "sleeping", |s| s["state"] == "sleeping");
+    let second = host.spawn(&args);
+    let (first, second) = (first.wait_with_output().unwrap(), second.wait_with_output().unwrap());
+    let (first, second) = (stepstone_e2e::Run(first), stepstone_e2e::Run(second));
+    let stood_down = [&first, &second].iter().filter(|run| run.stderr().contains("this host stood down")).count();
+    assert_eq!(stood_down, 1, "first: {}\nsecond: {}", first.stderr(), second.stderr());
+    let history = host.history("o-6");
+    let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..history.len() as u64).collect::<Vec<_>>());
+    assert_eq!(history[2]["call"]["kind"], "Sleep");
+}

@@ -1,7 +1,10 @@
-//! The smallest Stepstone guest: a workflow that calls one step, and a
-//! workflow that calls a step of another component, written in WAT.
+//! The smallest Stepstone guest: a workflow that calls one step, one that
+//! calls a step of another component written in WAT, and one that reads the
+//! recorded clock, randomness and memos.
 
 use serde::{Deserialize, Serialize};
+use std::time::UNIX_EPOCH;
+
 use serde_json::Value;
 use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
 
@@ -33,10 +36,31 @@ fn wrap_with_wat(ctx: &Workflow, input: Value) -> Result<Value, Error> {
     Ok(ctx.step("wat/wrap", &input)?)
 }
 
+#[derive(Serialize)]
+struct Stamp {
+    now_ms: u64,
+    random: u64,
+    memo: Option<u64>,
+}
+
+/// Reads the clock and a random number — each recorded once, so a replay
+/// sees the same values — and keeps the number in a run-scoped memo.
+fn stamp(ctx: &Workflow, _input: Value) -> Result<Stamp, Error> {
+    let since_epoch = ctx.now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?;
+    let random = ctx.random();
+    ctx.set_memo("random", &random)?;
+    Ok(Stamp {
+        now_ms: since_epoch.as_millis() as u64,
+        random,
+        memo: ctx.memo("random")?,
+    })
+}
+
 export! {
     workflows: {
         "greet" => greet,
         "wrap-with-wat" => wrap_with_wat,
+        "stamp" => stamp,
     },
     steps: {
         "make-greeting" => make_greeting,

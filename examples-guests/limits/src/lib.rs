@@ -57,6 +57,17 @@ fn boom(_ctx: &Step, _input: IgnoredAny) -> Result<(), StepFailure> {
 
 /// Loops forever without a durable call, so only the host's limits on the
 /// workflow itself can stop it.
+#[derive(Deserialize)]
+struct Size {
+    bytes: usize,
+}
+
+/// Returns a string of `bytes` characters: past the host's output limit,
+/// the call fails with `output-too-large`.
+fn big(_ctx: &Step, size: Size) -> Result<String, StepFailure> {
+    Ok("x".repeat(size.bytes))
+}
+
 fn spin_workflow(_ctx: &Workflow, _input: IgnoredAny) -> Result<(), Error> {
     spin_forever()
 }
@@ -140,5 +151,6 @@ export! {
         "hog" => hog,
         "slow" => slow,
         "boom" => boom,
+        "big" => big,
     },
 }
