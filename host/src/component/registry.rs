@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 use super::{CodeCache, ComponentError};
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
-use crate::store::{StoreError, TenantId, TenantStore, component_key, component_name_key};
+use crate::store::{StoreError, TenantId, TenantStore, component_key};
 
 /// A validated component, compiled lazily for each role it is used in.
 pub struct Loaded {
@@ -56,16 +56,12 @@ impl Components {
         Ok(Arc::new(self.check(what, bytes).await?))
     }
 
-    /// Stores a validated component in the tenant's store, content-addressed;
-    /// with `name`, the name then points at this build. Storing the same
-    /// bytes again changes nothing.
-    pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>, name: Option<&str>) -> Result<(), ComponentError> {
+    /// Stores a validated component in the tenant's store, content-addressed.
+    /// Storing the same bytes again changes nothing.
+    pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>) -> Result<(), ComponentError> {
         match store.create(&component_key(&loaded.digest), loaded.bytes.clone()).await {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
-        }
-        if let Some(name) = name {
-            store.overwrite(&component_name_key(name), Bytes::from(loaded.digest.clone())).await?;
         }
         self.remember(store.tenant(), loaded.clone());
         Ok(())
@@ -85,12 +81,6 @@ impl Components {
         let loaded = Arc::new(self.check(digest, bytes).await?);
         self.remember(store.tenant(), loaded.clone());
         Ok(loaded)
-    }
-
-    /// The digest a component name points at, if any.
-    pub async fn by_name(&self, store: &TenantStore, name: &str) -> Result<Option<String>, ComponentError> {
-        let pointer = store.get(&component_name_key(name)).await?;
-        Ok(pointer.map(|digest| String::from_utf8_lossy(&digest).into_owned()))
     }
 
     /// The component compiled for the workflow engine.

@@ -41,15 +41,6 @@ impl Cursor {
         }
     }
 
-    /// Adds an entry that was just written.
-    pub fn record(&mut self, entry: Entry) {
-        self.entries.insert(entry.seq, entry);
-    }
-
-    pub fn get(&self, seq: u64) -> Option<&Entry> {
-        self.entries.get(&seq)
-    }
-
     pub fn entries(&self) -> impl DoubleEndedIterator<Item = &Entry> {
         self.entries.values()
     }

@@ -204,12 +204,11 @@ mod tests {
     #[tokio::test]
     async fn a_corrupt_entry_is_reported_with_its_key() {
         let run = records();
-        run.append(&entry(0)).await.unwrap();
-        let key = keys_of(run.run_id()).entry(0);
-        let mut bytes = run.store().get(&key).await.unwrap().unwrap().to_vec();
+        let mut bytes = encode(&entry(0));
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
-        run.store().overwrite(&key, Bytes::from(bytes)).await.unwrap();
+        let key = keys_of(run.run_id()).entry(0);
+        run.store().create(&key, Bytes::from(bytes)).await.unwrap();
         let err = run.entries().await.unwrap_err().to_string();
         assert!(err.contains("runs/r1/journal/0000000000") && err.contains("checksum mismatch"), "{err}");
     }

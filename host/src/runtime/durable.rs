@@ -76,7 +76,11 @@ impl WorkflowState {
         let step = self.steps.get(&handle).cloned().ok_or_else(|| {
             Interruption::InvalidCall(format!("no step was started with handle {handle}"))
         })?;
-        step.await.map_err(Interruption::Journal)
+        let result = step.await.map_err(Interruption::Journal)?;
+        // Waiting for a step may take long: the guest resumes with a fresh
+        // activation budget, as after any durable call.
+        self.end_activation();
+        Ok(result)
     }
 
     /// Waits until `deadline_ms` in this instance, or suspends the run if the

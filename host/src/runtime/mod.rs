@@ -186,7 +186,7 @@ impl Runtime {
         }
         let store = self.host.storage.tenant(tenant);
         for loaded in std::iter::once(component).chain(submission.links.values()) {
-            self.host.components.store(&store, loaded, None).await?;
+            self.host.components.store(&store, loaded).await?;
         }
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         let record = RunRecord {

@@ -3,7 +3,6 @@
 //!
 //! ```text
 //! components/{sha256}.wasm                      component bytes, content-addressed
-//! components/names/{name}                       the digest a component name points at
 //! runs/{run}/run                                run record (create-only)
 //! runs/{run}/journal/{seq}                      one entry per durable call (create-only)
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
@@ -177,11 +176,6 @@ impl RunKeys<'_> {
 /// Where the component with `digest` is stored.
 pub fn component_key(digest: &str) -> Key {
     Key::from_iter(["components", &format!("{digest}.wasm")])
-}
-
-/// Where a component name's pointer is stored.
-pub fn component_name_key(name: &str) -> Key {
-    Key::from_iter(["components", "names", name])
 }
 
 /// Where every run is listed.

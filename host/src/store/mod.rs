@@ -3,8 +3,8 @@
 //!
 //! Invariants: every key a tenant's data lives at starts with
 //! `tenants/{tenant}/` (a [`TenantStore`] cannot name any other); records are
-//! written whole, never in place (`PutMode::Create` where a second writer must
-//! fail, `PutMode::Overwrite` only for pointers such as component names).
+//! written whole, never in place, and create-only (`PutMode::Create`), so a
+//! second writer fails instead of replacing what the first wrote.
 
 mod keys;
 
@@ -19,7 +19,7 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-pub use keys::{InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, keys_of, runs_key};
+pub use keys::{InvalidName, RunId, SignalName, TenantId, component_key, keys_of, runs_key};
 pub use object_store::path::Path as StoreKey;
 
 /// A failed store operation, typed by what the caller can do about it.
@@ -97,16 +97,7 @@ impl TenantStore {
     /// Writes `bytes` at `key`; fails with [`StoreError::AlreadyExists`] if
     /// the key is taken.
     pub async fn create(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
-        self.put(key, bytes, PutMode::Create).await
-    }
-
-    /// Writes `bytes` at `key`, replacing what was there.
-    pub async fn overwrite(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
-        self.put(key, bytes, PutMode::Overwrite).await
-    }
-
-    async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), StoreError> {
-        let options = PutOptions { mode, ..PutOptions::default() };
+        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         self.store
             .put_opts(key, PutPayload::from_bytes(bytes), options)
             .await
