@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures::future::{BoxFuture, Shared};
 use tokio::task::AbortHandle;
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{CallHook, Engine, Store};
 
 use super::RunContext;
@@ -17,7 +17,7 @@ use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
 use crate::journal::{Cursor, JournalError, Recorded};
-use crate::sandbox::{MemoryGuard, Sandboxed, new_store};
+use crate::sandbox::{MemoryGuard, Sandboxed, link, new_store};
 
 /// Whether durable calls without a journal entry may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,14 +112,9 @@ pub struct WorkflowProgram {
 }
 
 impl WorkflowProgram {
-    /// Links `component` (compiled by the workflow engine). Imports the
-    /// component has for its steps (`step-support`) trap if the workflow
-    /// calls them; the registry has already refused any other import.
+    /// Links `component` (compiled by the workflow engine) against `durable`.
     pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
-        let mut linker = Linker::new(engine);
-        durable::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        linker.define_unknown_imports_as_traps(component)?;
-        let pre = linker.instantiate_pre(component)?;
+        let pre = link(engine, component, |linker| durable::add_to_linker::<_, HasSelf<_>>(linker, |state| state))?;
         let workflow = workflow::GuestIndices::new(&pre)?;
         Ok(Self { pre, workflow })
     }

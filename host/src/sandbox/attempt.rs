@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{Engine, Store};
 
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
+use super::link::link;
 use super::StepErrorKind;
 use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
@@ -52,13 +53,10 @@ pub struct StepProgram {
 
 impl StepProgram {
     /// Links `component` (compiled by the step engine) against `step-support`.
-    /// Imports the component may have for workflows (`durable`) trap if a
-    /// step ever calls them; the caller has already refused any other import.
     pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
-        let mut linker = Linker::new(engine);
-        step_support::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        linker.define_unknown_imports_as_traps(component)?;
-        let pre = linker.instantiate_pre(component)?;
+        let pre = link(engine, component, |linker| {
+            step_support::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+        })?;
         let step = step::GuestIndices::new(&pre)?;
         Ok(Self { pre, step })
     }

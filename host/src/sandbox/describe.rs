@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 use wasmtime::Engine;
 
 use super::attempt::AttemptFailure;
 use super::limiter::{MemoryGuard, Sandboxed, new_store};
+use super::link::link;
 use super::StepErrorKind;
 use crate::contract::bindings::Manifest;
 use crate::contract::bindings::exports::stepstone::workflow::describe;
@@ -35,9 +36,7 @@ impl Sandboxed for DescribeState {
 /// itself is all a component may do here.
 pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest, AttemptFailure> {
     let setup = |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("{e:#}"));
-    let mut linker = Linker::new(engine);
-    linker.define_unknown_imports_as_traps(component).map_err(setup)?;
-    let pre = linker.instantiate_pre(component).map_err(setup)?;
+    let pre = link(engine, component, |_| Ok(())).map_err(setup)?;
     let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
     let state = DescribeState { guard: MemoryGuard::new(MEMORY, 10_000), deadline: Instant::now() + TIMEOUT };
     let mut store = new_store(engine, state, FUEL).map_err(setup)?;

@@ -10,10 +10,12 @@ mod attempt;
 mod describe;
 mod engine;
 mod limiter;
+mod link;
 
 pub use attempt::{AttemptFailure, StepProgram, StepState, run_attempt};
 pub use describe::describe;
 pub use engine::{Engines, Role};
+pub use link::link;
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 
 pub use crate::contract::bindings::StepErrorKind;
