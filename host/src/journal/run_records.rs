@@ -169,12 +169,14 @@ fn seq_of(key: &StoreKey) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
     use crate::journal::{Call, CallKind, Recorded};
     use crate::store::{Storage, TenantId};
 
     fn records() -> RunRecords {
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
-        RunRecords::new(store, RunId::new("r1").unwrap())
+        RunRecords::new(store, RunId::new("r1").expect("a valid run id"))
     }
 
     fn entry(seq: u64) -> Entry {
@@ -189,43 +191,47 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn entries_come_back_by_seq_and_a_seq_is_written_once() {
+    async fn entries_come_back_by_seq_and_a_seq_is_written_once() -> TestResult {
         let run = records();
         for seq in [2, 0, 1] {
-            run.append(&entry(seq)).await.unwrap();
+            run.append(&entry(seq)).await?;
         }
-        let entries = run.entries().await.unwrap();
+        let entries = run.entries().await?;
         assert_eq!(entries.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(entries[&1], entry(1));
         let again = run.append(&entry(1)).await.unwrap_err();
         assert!(matches!(again, JournalError::Store(StoreError::AlreadyExists { .. })), "{again}");
+        Ok(())
     }
 
     #[tokio::test]
-    async fn a_corrupt_entry_is_reported_with_its_key() {
+    async fn a_corrupt_entry_is_reported_with_its_key() -> TestResult {
         let run = records();
         let mut bytes = encode(&entry(0));
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
         let key = keys_of(run.run_id()).entry(0);
-        run.store().create(&key, Bytes::from(bytes)).await.unwrap();
+        run.store().create(&key, Bytes::from(bytes)).await?;
         let err = run.entries().await.unwrap_err().to_string();
         assert!(err.contains("runs/r1/journal/0000000000") && err.contains("checksum mismatch"), "{err}");
+        Ok(())
     }
 
     #[tokio::test]
-    async fn outcome_is_recorded_once() {
+    async fn outcome_is_recorded_once() -> TestResult {
         let run = records();
         let first = Outcome::Completed { output: "1".into() };
-        assert_eq!(run.finish(&first).await.unwrap(), first);
+        assert_eq!(run.finish(&first).await?, first);
         let second = Outcome::Completed { output: "2".into() };
-        assert_eq!(run.finish(&second).await.unwrap(), first);
+        assert_eq!(run.finish(&second).await?, first);
+        Ok(())
     }
 
     #[tokio::test]
-    async fn a_timer_keeps_its_first_deadline() {
+    async fn a_timer_keeps_its_first_deadline() -> TestResult {
         let run = records();
-        assert_eq!(run.timer(3, 100, None).await.unwrap().deadline_ms, 100);
-        assert_eq!(run.timer(3, 999, None).await.unwrap().deadline_ms, 100);
+        assert_eq!(run.timer(3, 100, None).await?.deadline_ms, 100);
+        assert_eq!(run.timer(3, 999, None).await?.deadline_ms, 100);
+        Ok(())
     }
 }

@@ -145,40 +145,45 @@ impl TenantStore {
 mod tests {
     use super::*;
 
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
     fn tenant(name: &str) -> TenantId {
-        TenantId::new(name).unwrap()
+        TenantId::new(name).expect("a valid tenant id")
     }
 
     #[tokio::test]
-    async fn tenants_never_see_each_others_keys() {
+    async fn tenants_never_see_each_others_keys() -> TestResult {
         let storage = Storage::in_memory();
         let (a, b) = (storage.tenant(&tenant("a")), storage.tenant(&tenant("b")));
         let key = Key::from("runs/r1/run");
-        a.create(&key, Bytes::from_static(b"of a")).await.unwrap();
-        assert_eq!(b.get(&key).await.unwrap(), None);
-        assert!(b.list(&Key::from("runs")).await.unwrap().is_empty());
-        assert_eq!(a.get(&key).await.unwrap().as_deref(), Some(&b"of a"[..]));
+        a.create(&key, Bytes::from_static(b"of a")).await?;
+        assert_eq!(b.get(&key).await?, None);
+        assert!(b.list(&Key::from("runs")).await?.is_empty());
+        assert_eq!(a.get(&key).await?.as_deref(), Some(&b"of a"[..]));
+        Ok(())
     }
 
     #[tokio::test]
-    async fn create_refuses_a_taken_key_on_every_backend() {
-        let dir = tempfile::tempdir().unwrap();
-        for storage in [Storage::in_memory(), Storage::local(dir.path()).unwrap()] {
+    async fn create_refuses_a_taken_key_on_every_backend() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        for storage in [Storage::in_memory(), Storage::local(dir.path())?] {
             let store = storage.tenant(&tenant("t"));
             let key = Key::from("runs/r/journal/0000000001");
-            store.create(&key, Bytes::from_static(b"first")).await.unwrap();
+            store.create(&key, Bytes::from_static(b"first")).await?;
             let err = store.create(&key, Bytes::from_static(b"second")).await.unwrap_err();
             assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
-            assert_eq!(store.get(&key).await.unwrap().as_deref(), Some(&b"first"[..]));
+            assert_eq!(store.get(&key).await?.as_deref(), Some(&b"first"[..]));
         }
+        Ok(())
     }
 
     #[tokio::test]
-    async fn children_lists_one_level() {
+    async fn children_lists_one_level() -> TestResult {
         let store = Storage::in_memory().tenant(&tenant("t"));
         for key in ["runs/r1/run", "runs/r2/run", "runs/r2/journal/1"] {
-            store.create(&Key::from(key), Bytes::new()).await.unwrap();
+            store.create(&Key::from(key), Bytes::new()).await?;
         }
-        assert_eq!(store.children(&Key::from("runs")).await.unwrap(), ["r1", "r2"]);
+        assert_eq!(store.children(&Key::from("runs")).await?, ["r1", "r2"]);
+        Ok(())
     }
 }
