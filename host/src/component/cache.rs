@@ -42,11 +42,11 @@ impl CodeCache {
     /// cached). Compilation runs on a blocking thread.
     pub async fn load_or_compile(&self, engine: &Engine, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
         let file = format!("{digest}-{}.cwasm", fingerprint(engine));
+        let started = std::time::Instant::now();
         if let Some(component) = self.cached(engine, &file) {
-            tracing::debug!(%digest, "compiled code loaded from cache");
+            tracing::debug!(%digest, elapsed = ?started.elapsed(), "compiled code loaded from cache");
             return Ok(component);
         }
-        let started = std::time::Instant::now();
         let (engine, owned) = (engine.clone(), bytes.to_vec());
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
             .await
