@@ -27,8 +27,9 @@ include mk/guests.mk
 demo: host guests
 	@rm -rf $(DEMO_DATA)
 	@echo "== the order saga: reserve, charge (fails once, retried), sleep, await approval, ship"
-	@( sleep 1 && STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) signal demo-order approve '{"approved":true}' \
-		&& echo "== (another shell) sent the approval signal" >&2 ) &
+	@( for try in $$(seq 60); do sleep 0.5; \
+		STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) signal demo-order approve '{"approved":true}' 2>/dev/null \
+		&& echo "== (another shell) sent the approval signal" >&2 && break; done ) &
 	STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) run target/guests/order.wasm place-order \
 		--run-id demo-order --input '$(DEMO_ORDER)'
 	@echo "== its journal"

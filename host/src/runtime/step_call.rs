@@ -14,7 +14,7 @@ use crate::component::Loaded;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
-use crate::sandbox::run_attempt;
+use crate::sandbox::{kind_name, run_attempt};
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -41,7 +41,7 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
         step = %step.call.name,
         attempts,
         duration_ms = finished_at_ms.saturating_sub(started_at_ms),
-        outcome = match &result { Ok(_) => "ok".to_owned(), Err(e) => format!("{:?}", e.kind) },
+        outcome = match &result { Ok(_) => "ok", Err(e) => kind_name(e.kind) },
         "step finished"
     );
     let recorded = Recorded::Step { result: result.clone() };
@@ -80,7 +80,7 @@ async fn attempt_until_done(
             return Ok((Err(error), attempt));
         }
         let wait = policy.backoff(attempt);
-        tracing::warn!(seq = step.seq, step = name, attempt, kind = ?error.kind, "attempt failed: {}; retrying in {wait:?}", error.message);
+        tracing::warn!(seq = step.seq, step = name, attempt, kind = kind_name(error.kind), "attempt failed: {}; retrying in {wait:?}", error.message);
         let record = AttemptRecord { attempt, error, failed_at_ms: now_ms() };
         records.record_attempt(step.seq, &record).await.map_err(Arc::new)?;
         tokio::time::sleep(wait).await;
