@@ -129,3 +129,19 @@ impl Drop for EpochTicker {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_the_platform_cannot_reserve_falls_back_to_on_demand() {
+        // Millions of 256 MiB slots: far more address space than exists.
+        let config = HostConfig { pool_instances: 50_000_000, ..HostConfig::new() };
+        let mut impossible = base_config(Role::Step);
+        impossible.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(Role::Step, &config)));
+        assert!(Engine::new(&impossible).is_err(), "the test needs a pool that cannot be reserved");
+        assert!(build_engine(Role::Step, &config).is_ok());
+        assert!(Engines::new(&HostConfig::new()).is_ok(), "the default pool is reservable here");
+    }
+}
