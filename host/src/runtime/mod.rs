@@ -74,15 +74,23 @@ pub enum RunError {
     Instance { run: RunId, reason: String },
     #[error(transparent)]
     Component(#[from] ComponentError),
+    /// Shared, because a step task's storage failure reaches every caller
+    /// awaiting that step.
     #[error(transparent)]
-    Journal(#[from] JournalError),
+    Journal(Arc<JournalError>),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
 
+impl From<JournalError> for RunError {
+    fn from(error: JournalError) -> Self {
+        Self::Journal(Arc::new(error))
+    }
+}
+
 impl From<StoreError> for RunError {
     fn from(error: StoreError) -> Self {
-        Self::Journal(error.into())
+        JournalError::from(error).into()
     }
 }
 
@@ -360,7 +368,7 @@ impl Runtime {
     fn journal_failure(&self, run: &RunId, error: Arc<JournalError>) -> RunError {
         match &*error {
             JournalError::Store(StoreError::AlreadyExists { .. }) => RunError::Conflict { run: run.clone() },
-            _ => RunError::Journal(Arc::try_unwrap(error).unwrap_or_else(|shared| JournalError::TaskFailed(shared.to_string()))),
+            _ => RunError::Journal(error),
         }
     }
 
