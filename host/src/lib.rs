@@ -6,6 +6,7 @@
 //! journal on object storage ([`journal`], [`store`]), and replays that
 //! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
 
+pub mod api;
 pub mod component;
 pub mod componentize;
 pub mod config;
@@ -15,3 +16,4 @@ pub mod journal;
 pub mod runtime;
 pub mod sandbox;
 pub mod store;
+pub mod tenancy;

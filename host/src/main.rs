@@ -10,13 +10,14 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("stepstone=info")))
         .with_writer(std::io::stderr)
-        .without_time()
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_target(false);
+    match args.log_format() {
+        cli::LogFormat::Json => logs.json().init(),
+        cli::LogFormat::Text => logs.without_time().with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -3,6 +3,7 @@
 
 mod drive;
 mod inspect;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::runtime::Runtime;
-use stepstone::store::{RunId, Storage};
+use stepstone::store::{RunId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -26,8 +27,23 @@ pub struct Cli {
     /// when woken, so waiting runs hold no memory.
     #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration, default_value = "5s")]
     evict_after: Duration,
+    /// How logs on stderr look.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Cli {
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 #[derive(Subcommand)]
@@ -71,6 +87,18 @@ enum Command {
         #[arg(long)]
         component: Option<PathBuf>,
     },
+    /// Serve the HTTP API to the tenants of a config file.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// The tenants file (`stepstone tenant add` writes it); without it, one
+        /// tenant `default` with a token printed at start.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Manage the tenants of a config file.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
     /// Make a component of a core WebAssembly module (binary or WAT text).
     Componentize {
         input: PathBuf,
@@ -82,12 +110,24 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum TenantCommand {
+    /// Add a tenant (or a token to an existing one) and print its new token once.
+    Add {
+        id: TenantId,
+        #[arg(long, default_value = "stepstone.toml")]
+        config: PathBuf,
+    },
+}
+
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = HostConfig::new();
     config.wait.eviction_threshold = cli.evict_after;
     let host = || host(&cli.data_dir, config.clone());
     match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
+        Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
+        Command::Serve { listen, config } => serve::serve(host()?, &listen, config.as_deref()).await,
         Command::Run(args) => drive::run(&host()?, args).await,
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
         Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,

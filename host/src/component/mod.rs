@@ -30,7 +30,7 @@ pub enum ComponentError {
     MissingExport { digest: String, export: String, world: &'static str },
     #[error("component {digest}: `describe` failed ({kind:?}): {message}")]
     Describe { digest: String, kind: crate::sandbox::StepErrorKind, message: String },
-    #[error("no component {digest} is stored")]
+    #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -13,7 +13,9 @@ use wasmtime::component::Component;
 use super::{CodeCache, ComponentError};
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
-use crate::store::{StoreError, TenantId, TenantStore, component_key};
+use crate::store::{
+    ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
+};
 
 /// A validated component, compiled lazily for each role it is used in.
 pub struct Loaded {
@@ -65,6 +67,29 @@ impl Components {
         }
         self.remember(store.tenant(), loaded.clone());
         Ok(())
+    }
+
+    /// Points `name` at a stored component: the name now means this build.
+    pub async fn name(&self, store: &TenantStore, name: &ComponentName, digest: &str) -> Result<(), ComponentError> {
+        Ok(store.overwrite(&component_name_key(name), Bytes::from(digest.to_owned())).await?)
+    }
+
+    /// The digest `name` points at, if the tenant has such a name.
+    pub async fn by_name(&self, store: &TenantStore, name: &ComponentName) -> Result<Option<String>, ComponentError> {
+        let digest = store.get(&component_name_key(name)).await?;
+        Ok(digest.map(|digest| String::from_utf8_lossy(&digest).into_owned()))
+    }
+
+    /// Every component name of the tenant, with the digest it points at.
+    pub async fn names(&self, store: &TenantStore) -> Result<Vec<(ComponentName, String)>, ComponentError> {
+        let mut names = Vec::new();
+        for key in store.list(&component_names_key()).await? {
+            let Some(name) = key.filename().and_then(|n| ComponentName::new(n).ok()) else { continue };
+            if let Some(digest) = self.by_name(store, &name).await? {
+                names.push((name, digest));
+            }
+        }
+        Ok(names)
     }
 
     /// The tenant's component with `digest`, loading it from the store on

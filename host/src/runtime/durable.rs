@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
+use super::wakeups::nap;
 use super::workflow::{Mode, StepResult, WorkflowState};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -60,7 +61,9 @@ impl WorkflowState {
             Some(other) => return Err(mismatch(seq, other)),
             None => {
                 let target = self.run.resolve_step(&step);
-                let step = StepCall { seq, call, target, input, options };
+                let timeout = options.timeout_ms.map(Duration::from_millis);
+                let limits = self.run.step_limits.lowered_by(options.fuel, timeout);
+                let step = StepCall { seq, call, target, input, options, limits };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
                 self.running.push(task.abort_handle());
@@ -127,7 +130,7 @@ impl WorkflowState {
                 return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal }));
             }
             let left = Duration::from_millis(timer.deadline_ms - now);
-            tokio::time::sleep(left.min(wait.signal_poll_interval)).await;
+            nap(&self.run.bell, left.min(wait.signal_poll_interval)).await;
         }
     }
 

@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod background;
 mod clock;
 mod durable;
 mod interruption;
@@ -30,6 +31,7 @@ mod replay;
 mod retry;
 mod status;
 mod step_call;
+mod wakeups;
 mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
@@ -46,11 +48,13 @@ pub use retry::RetryPolicy;
 pub use status::{RunState, RunStatus};
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
-use crate::config::HostConfig;
+use crate::config::{HostConfig, StepLimits};
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
-use crate::store::{RunId, SignalName, Storage, StoreError, TenantId, runs_key};
+use crate::store::{ComponentName, RunId, SignalName, Storage, StoreError, TenantId, runs_key};
 use interruption::Interruption;
+use tokio::sync::Notify;
+use wakeups::{Wakeups, nap};
 use workflow::{Mode, WorkflowProgram, WorkflowState};
 
 /// Why a run could not be submitted, driven or inspected.
@@ -124,6 +128,10 @@ pub struct Host {
     pub storage: Storage,
     pub components: Components,
     programs: Mutex<HashMap<String, Arc<WorkflowProgram>>>,
+    /// Step limits of tenants whose quota differs from the host's defaults.
+    tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
+    wakeups: Wakeups,
+    background: background::Background,
 }
 
 /// One run being executed: its records and the components it may use.
@@ -132,6 +140,10 @@ pub struct RunContext {
     records: RunRecords,
     own: Arc<Loaded>,
     links: BTreeMap<String, Arc<Loaded>>,
+    /// Rings when a signal for the run arrives through this host.
+    bell: Arc<Notify>,
+    /// The tenant's limits for one step attempt.
+    step_limits: StepLimits,
 }
 
 impl RunContext {
@@ -163,7 +175,26 @@ impl Runtime {
     pub fn new(config: HostConfig, storage: Storage, cache: CodeCache) -> Result<Self, RunError> {
         let engines = Engines::new(&config)?;
         let components = Components::new(engines, cache);
-        Ok(Self { host: Arc::new(Host { config, storage, components, programs: Mutex::default() }) })
+        let host = Host {
+            config,
+            storage,
+            components,
+            programs: Mutex::default(),
+            tenant_limits: Mutex::default(),
+            wakeups: Wakeups::default(),
+            background: background::Background::default(),
+        };
+        Ok(Self { host: Arc::new(host) })
+    }
+
+    /// Sets the step limits of `tenant` (its quota); runs started afterwards
+    /// use them, and a step call's options can only lower them.
+    pub fn set_step_limits(&self, tenant: &TenantId, limits: StepLimits) {
+        lock(&self.host.tenant_limits).insert(tenant.clone(), limits);
+    }
+
+    fn step_limits(&self, tenant: &TenantId) -> StepLimits {
+        lock(&self.host.tenant_limits).get(tenant).copied().unwrap_or(self.host.config.step)
     }
 
     pub fn config(&self) -> &HostConfig {
@@ -177,6 +208,43 @@ impl Runtime {
     /// Validates a component without storing anything.
     pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, RunError> {
         Ok(self.host.components.validate(what, bytes).await?)
+    }
+
+    /// Validates a component and stores it for the tenant; with `name`, the
+    /// name then points at it. Nothing is stored if validation fails.
+    pub async fn upload(
+        &self,
+        tenant: &TenantId,
+        bytes: Bytes,
+        name: Option<&ComponentName>,
+    ) -> Result<Arc<Loaded>, RunError> {
+        let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
+        let loaded = self.validate(&what, bytes).await?;
+        let store = self.host.storage.tenant(tenant);
+        self.host.components.store(&store, &loaded).await?;
+        if let Some(name) = name {
+            self.host.components.name(&store, name, &loaded.digest).await?;
+        }
+        Ok(loaded)
+    }
+
+    /// The tenant's component called `reference`: a name, else a digest.
+    pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let named = match ComponentName::new(reference) {
+            Ok(name) => self.host.components.by_name(&store, &name).await?,
+            Err(_) => None,
+        };
+        let digest = named.as_deref().unwrap_or(reference);
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ComponentError::Unknown { digest: reference.to_owned() }.into());
+        }
+        Ok(self.host.components.get(&store, digest).await?)
+    }
+
+    /// The tenant's component names, with the digest each points at.
+    pub async fn component_names(&self, tenant: &TenantId) -> Result<Vec<(ComponentName, String)>, RunError> {
+        Ok(self.host.components.names(&self.host.storage.tenant(tenant)).await?)
     }
 
     /// Starts a run: checks everything, then stores its components and its
@@ -258,7 +326,10 @@ impl Runtime {
         loop {
             let suspension = match self.drive(tenant, run).await? {
                 Progress::Suspended(suspension) => suspension,
-                finished => return Ok(finished),
+                finished => {
+                    self.host.wakeups.forget(tenant, run);
+                    return Ok(finished);
+                }
             };
             let wait = Duration::from_millis(suspension.wake_at_ms.saturating_sub(now_ms()));
             if detach_after.is_some_and(|limit| wait > limit) {
@@ -271,6 +342,7 @@ impl Runtime {
     async fn wait_for_wake(&self, tenant: &TenantId, run: &RunId, suspension: &Suspension) -> Result<(), RunError> {
         let records = self.records(tenant, run);
         let poll = self.host.config.wait.signal_poll_interval;
+        let bell = self.host.wakeups.bell(tenant, run);
         loop {
             let left = suspension.wake_at_ms.saturating_sub(now_ms());
             if left == 0 {
@@ -281,8 +353,11 @@ impl Runtime {
             {
                 return Ok(());
             }
-            let nap = if suspension.signal.is_some() { poll.min(Duration::from_millis(left)) } else { Duration::from_millis(left) };
-            tokio::time::sleep(nap).await;
+            let left = Duration::from_millis(left);
+            match suspension.signal {
+                Some(_) => nap(&bell, poll.min(left)).await,
+                None => tokio::time::sleep(left).await,
+            }
         }
     }
 
@@ -297,7 +372,9 @@ impl Runtime {
             return Err(RunError::Finished { run: run.clone() });
         }
         let signal = SignalRecord { payload: payload.to_owned(), sent_at_ms: now_ms() };
-        Ok(records.send_signal(name, &signal).await?)
+        records.send_signal(name, &signal).await?;
+        self.host.wakeups.ring(tenant, run);
+        Ok(())
     }
 
     /// Every run of the tenant that has not finished.
@@ -326,24 +403,22 @@ impl Runtime {
         for (name, digest) in &record.links {
             links.insert(name.clone(), self.host.components.get(&store, digest).await?);
         }
-        Ok((Arc::new(RunContext { host: self.host.clone(), records, own, links }), record))
+        let bell = self.host.wakeups.bell(tenant, run);
+        let step_limits = self.step_limits(tenant);
+        let context = RunContext { host: self.host.clone(), records, own, links, bell, step_limits };
+        Ok((Arc::new(context), record))
     }
 
     async fn program(&self, loaded: &Loaded) -> Result<Arc<WorkflowProgram>, RunError> {
-        if let Some(program) = self.lock_programs().get(&loaded.digest) {
+        if let Some(program) = lock(&self.host.programs).get(&loaded.digest) {
             return Ok(program.clone());
         }
         let component = self.host.components.workflow(loaded).await?;
         let program = WorkflowProgram::new(self.host.components.engines().get(Role::Workflow), &component)
             .map_err(|e| ComponentError::Compile { digest: loaded.digest.clone(), role: Role::Workflow, reason: format!("{e:#}") })?;
         let program = Arc::new(program);
-        self.lock_programs().insert(loaded.digest.clone(), program.clone());
+        lock(&self.host.programs).insert(loaded.digest.clone(), program.clone());
         Ok(program)
-    }
-
-    fn lock_programs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<WorkflowProgram>>> {
-        // A panic while holding this lock cannot leave the map inconsistent.
-        self.host.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs the workflow from the start against `cursor`.
@@ -386,6 +461,13 @@ impl Runtime {
             .map(drop)
             .map_err(|e| RunError::InvalidJson { what: what.into(), reason: e.to_string() })
     }
+}
+
+/// Locks one of the host's maps. A panic while one is held cannot leave it
+/// inconsistent (every update is a single insert or remove), so a poisoned
+/// lock is taken as it is.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn failed(kind: &str, message: String) -> Outcome {

@@ -15,7 +15,7 @@ use crate::sandbox::kind_name;
 use crate::store::{RunId, TenantId};
 
 /// What a replay found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum ReplayReport {
     /// Every recorded call was made again, and the outcome is identical.
@@ -43,6 +43,8 @@ impl Runtime {
                 records: context.records.clone(),
                 own,
                 links: context.links.clone(),
+                bell: context.bell.clone(),
+                step_limits: context.step_limits,
             }),
             None => context,
         };

@@ -8,7 +8,7 @@ use crate::journal::Outcome;
 use crate::store::{RunId, TenantId};
 
 /// Where a run stands.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum RunState {
     /// Submitted; no durable call recorded yet.
@@ -19,13 +19,42 @@ pub enum RunState {
     Retrying { seq: u64, failed_attempts: usize },
     Sleeping { seq: u64, until_ms: u64 },
     AwaitingSignal { seq: u64, signal: String, until_ms: u64 },
-    Completed { output: String },
+    Completed {
+        /// The workflow's output; shown as JSON, not as a string of JSON.
+        #[serde(serialize_with = "as_json")]
+        #[schema(value_type = Object)]
+        output: String,
+    },
     Failed { kind: String, message: String },
 }
 
+impl RunState {
+    /// The state's name, as serialized (`sleeping`, `completed`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunState::Pending => "pending",
+            RunState::Running => "running",
+            RunState::Retrying { .. } => "retrying",
+            RunState::Sleeping { .. } => "sleeping",
+            RunState::AwaitingSignal { .. } => "awaiting-signal",
+            RunState::Completed { .. } => "completed",
+            RunState::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Writes a JSON payload as the JSON it holds.
+fn as_json<S: serde::Serializer>(payload: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    match serde_json::from_str::<serde_json::Value>(payload) {
+        Ok(value) => value.serialize(serializer),
+        Err(_) => serializer.serialize_str(payload),
+    }
+}
+
 /// A run's status and where it stands in its journal.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunStatus {
+    #[schema(value_type = String)]
     pub run_id: RunId,
     pub workflow: String,
     pub component: String,

@@ -11,6 +11,7 @@ use super::clock::now_ms;
 use super::retry::RetryPolicy;
 use super::workflow::StepResult;
 use crate::component::Loaded;
+use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
@@ -25,6 +26,8 @@ pub struct StepCall {
     pub target: Option<(Arc<Loaded>, String)>,
     pub input: String,
     pub options: StepOptions,
+    /// The attempt limits: the tenant's, lowered by the call's options.
+    pub limits: StepLimits,
 }
 
 /// Runs `step` to its final result and journals it. The result is durable
@@ -58,7 +61,6 @@ async fn attempt_until_done(
     name: &str,
 ) -> Result<(Result<String, StepError>, u32), Arc<crate::journal::JournalError>> {
     let policy = RetryPolicy::from_options(&step.options);
-    let limits = host.config.step.lowered_by(step.options.fuel, step.options.timeout_ms.map(Duration::from_millis));
     let program = match host.components.steps(component).await {
         Ok(program) => program,
         Err(e) => return Ok((Err(error(StepErrorKind::Trapped, e.to_string(), 0)), 0)),
@@ -71,7 +73,7 @@ async fn attempt_until_done(
     }
     loop {
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
-        let failure = match run_attempt(&program, name, &step.input, attempt, &limits).instrument(span).await {
+        let failure = match run_attempt(&program, name, &step.input, attempt, &step.limits).instrument(span).await {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,
         };

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! components/{sha256}.wasm                      component bytes, content-addressed
+//! component-names/{name}                        the digest a name points at (overwritten)
 //! runs/{run}/run                                run record (create-only)
 //! runs/{run}/journal/{seq}                      one entry per durable call (create-only)
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
@@ -84,6 +85,10 @@ name_type!(
 name_type!(
     /// A run's id, chosen by the caller or generated.
     RunId, "run id", 128
+);
+name_type!(
+    /// The name a component is uploaded under; it points at the newest upload.
+    ComponentName, "component name", 128
 );
 name_type!(
     /// The name a signal is sent and awaited under.
@@ -176,6 +181,16 @@ impl RunKeys<'_> {
 /// Where the component with `digest` is stored.
 pub fn component_key(digest: &str) -> Key {
     Key::from_iter(["components", &format!("{digest}.wasm")])
+}
+
+/// Where the digest a component name points at is stored.
+pub fn component_name_key(name: &ComponentName) -> Key {
+    Key::from_iter(["component-names", name.as_str()])
+}
+
+/// Where every component name is listed.
+pub fn component_names_key() -> Key {
+    Key::from("component-names")
 }
 
 /// Where every run is listed.

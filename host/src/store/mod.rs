@@ -4,7 +4,8 @@
 //! Invariants: every key a tenant's data lives at starts with
 //! `tenants/{tenant}/` (a [`TenantStore`] cannot name any other); records are
 //! written whole, never in place, and create-only (`PutMode::Create`), so a
-//! second writer fails instead of replacing what the first wrote.
+//! second writer fails instead of replacing what the first wrote; only
+//! pointers (a component name) are overwritten.
 
 mod keys;
 
@@ -19,7 +20,7 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-pub use keys::{InvalidName, RunId, SignalName, TenantId, component_key, keys_of, runs_key};
+pub use keys::{ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key, keys_of, runs_key};
 pub use object_store::path::Path as StoreKey;
 
 /// A failed store operation, typed by what the caller can do about it.
@@ -97,7 +98,17 @@ impl TenantStore {
     /// Writes `bytes` at `key`; fails with [`StoreError::AlreadyExists`] if
     /// the key is taken.
     pub async fn create(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
-        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        self.put(key, bytes, PutMode::Create).await
+    }
+
+    /// Writes `bytes` at `key`, replacing what was there: for pointers only
+    /// (a component name), never for records.
+    pub async fn overwrite(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
+        self.put(key, bytes, PutMode::Overwrite).await
+    }
+
+    async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), StoreError> {
+        let options = PutOptions { mode, ..PutOptions::default() };
         self.store
             .put_opts(key, PutPayload::from_bytes(bytes), options)
             .await

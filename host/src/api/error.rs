@@ -1,0 +1,92 @@
+//! How a failure becomes an HTTP answer: a status a client can act on and a
+//! JSON body `{"error": "..."}` saying what was wrong.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::component::ComponentError;
+use crate::journal::JournalError;
+use crate::runtime::RunError;
+use crate::store::StoreError;
+
+/// A failed request.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    retry_after_secs: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into(), retry_after_secs: None }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+
+    /// 429: come back after `retry_after_secs`.
+    pub fn too_many(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self { retry_after_secs: Some(retry_after_secs), ..Self::new(StatusCode::TOO_MANY_REQUESTS, message) }
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "missing or unknown bearer token: send `Authorization: Bearer <token>`")
+    }
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What was wrong, and what to do about it.
+    pub error: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, "{}", self.message);
+        }
+        let mut response = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(error: RunError) -> Self {
+        let status = match &error {
+            RunError::UnknownRun { .. } => StatusCode::NOT_FOUND,
+            RunError::UnknownWorkflow { .. } | RunError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
+            RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => StatusCode::CONFLICT,
+            RunError::Component(ComponentError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            RunError::Component(ComponentError::Store(e)) => store_status(e),
+            RunError::Component(_) => StatusCode::BAD_REQUEST,
+            RunError::Journal(e) => match &**e {
+                JournalError::Store(e) => store_status(e),
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+fn store_status(error: &StoreError) -> StatusCode {
+    match error {
+        StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        StoreError::AlreadyExists { .. } => StatusCode::CONFLICT,
+        StoreError::Unavailable { .. } | StoreError::Open { .. } => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}

@@ -1,0 +1,136 @@
+//! The HTTP API (`stepstone serve`): JSON under `/v1`, every request on
+//! behalf of the tenant its bearer token names.
+//!
+//! Invariant: a handler reaches storage only through the caller's tenant, so
+//! another tenant's run or component answers 404, exactly like one that does
+//! not exist.
+
+mod auth;
+mod components;
+mod error;
+mod runs;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower_http::timeout::TimeoutLayer;
+use utoipa::OpenApi;
+
+pub use error::ApiError;
+
+use crate::runtime::Runtime;
+use crate::store::TenantId;
+use crate::tenancy::{Tenant, Tenants};
+
+/// Longest any request may take (the long-poll `wait` stays well below).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Uploads compiled at once per tenant, so one tenant's huge uploads queue
+/// behind each other instead of taking every core from the others.
+const COMPILES_PER_TENANT: usize = 1;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct ApiState {
+    runtime: Runtime,
+    tenants: Arc<Tenants>,
+    compiles: Arc<Mutex<HashMap<TenantId, Arc<Semaphore>>>>,
+    new_runs: Arc<Mutex<HashMap<TenantId, RateWindow>>>,
+}
+
+/// New runs admitted in the current minute.
+struct RateWindow {
+    started: Instant,
+    admitted: u32,
+}
+
+impl ApiState {
+    pub fn new(runtime: Runtime, tenants: Tenants) -> Self {
+        for tenant in tenants.iter() {
+            runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
+        }
+        Self { runtime, tenants: Arc::new(tenants), compiles: Arc::default(), new_runs: Arc::default() }
+    }
+
+    async fn compile_permit(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
+        let semaphore = lock(&self.compiles).entry(tenant.clone()).or_insert_with(|| Arc::new(Semaphore::new(COMPILES_PER_TENANT))).clone();
+        semaphore.acquire_owned().await.ok()
+    }
+
+    /// Counts a new run against the tenant's per-minute quota.
+    fn admit_new_run(&self, tenant: &Tenant) -> Result<(), ApiError> {
+        let mut windows = lock(&self.new_runs);
+        let window = windows.entry(tenant.id.clone()).or_insert(RateWindow { started: Instant::now(), admitted: 0 });
+        let elapsed = window.started.elapsed();
+        if elapsed >= Duration::from_secs(60) {
+            *window = RateWindow { started: Instant::now(), admitted: 0 };
+        }
+        if window.admitted >= tenant.quotas.max_new_runs_per_minute {
+            let retry_after = 60u64.saturating_sub(elapsed.as_secs()).max(1);
+            return Err(ApiError::too_many(
+                format!("this tenant may start {} runs a minute", tenant.quotas.max_new_runs_per_minute),
+                retry_after,
+            ));
+        }
+        window.admitted += 1;
+        Ok(())
+    }
+
+    /// The largest body any tenant may send.
+    fn max_body(&self) -> usize {
+        self.tenants.iter().map(|t| t.quotas.max_component_bytes.max(t.quotas.max_payload_bytes)).max().unwrap_or(0)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update under these locks is a single insert or counter bump.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The API's OpenAPI document, generated from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
+    paths(
+        components::upload, components::list, components::get,
+        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+    }
+}
+
+/// The API's routes.
+pub fn router(state: ApiState) -> Router {
+    let max_body = state.max_body();
+    let v1 = Router::new()
+        .route("/components", post(components::upload).get(components::list))
+        .route("/components/{reference}", get(components::get))
+        .route("/runs", post(runs::start).get(runs::list))
+        .route("/runs/{id}", get(runs::status))
+        .route("/runs/{id}/wait", get(runs::wait))
+        .route("/runs/{id}/journal", get(runs::journal))
+        .route("/runs/{id}/signals/{name}", post(runs::signal))
+        .route("/runs/{id}/replay", post(runs::replay))
+        .route("/openapi.json", get(|| async { axum::Json(ApiDoc::openapi()) }));
+    Router::new()
+        .nest("/v1", v1)
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .with_state(state)
+}

@@ -1,0 +1,213 @@
+//! `/v1/runs`: starting runs and everything a client does with one.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use super::ApiState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use crate::journal::Entry;
+use crate::runtime::{ReplayReport, RunStatus, Submission};
+use crate::store::{RunId, SignalName};
+
+/// Longest a `wait` may hold a request.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// A run to start.
+#[derive(Deserialize, ToSchema)]
+pub struct StartRun {
+    /// A component name or digest.
+    pub component: String,
+    pub workflow: String,
+    /// The workflow's input (any JSON).
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// An idempotency key: the same id with the same input returns the same
+    /// run; with another input, 409.
+    pub run_id: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct Started {
+    pub run_id: String,
+}
+
+fn run_id(id: &str) -> Result<RunId, ApiError> {
+    RunId::new(id).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// Start a run (or return the run its `run_id` already names).
+#[utoipa::path(post, path = "/v1/runs", request_body = StartRun, responses(
+    (status = 202, body = Started),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such component"),
+    (status = 409, body = ErrorBody, description = "the run id exists with another input"),
+    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody, description = "a rate or concurrency quota; see Retry-After"),
+))]
+pub async fn start(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Json(start): Json<StartRun>,
+) -> Result<(StatusCode, Json<Started>), ApiError> {
+    let input = start.input.to_string();
+    let limit = tenant.quotas.max_payload_bytes;
+    if input.len() > limit {
+        return Err(ApiError::too_large(format!("the input is {} bytes; this tenant's payloads may be at most {limit}", input.len())));
+    }
+    let run_id = start.run_id.as_deref().map(run_id).transpose()?;
+    if state.runtime.active_runs(&tenant.id) >= tenant.quotas.max_active_runs {
+        return Err(ApiError::too_many(
+            format!("this tenant already has {} active runs, its quota", tenant.quotas.max_active_runs),
+            1,
+        ));
+    }
+    state.admit_new_run(&tenant)?;
+    let component = state.runtime.component(&tenant.id, &start.component).await?;
+    let mut submission = Submission::new(component, &start.workflow, &input);
+    submission.run_id = run_id;
+    let run = state.runtime.submit(&tenant.id, submission).await?;
+    state.runtime.drive_in_background(&tenant.id, &run);
+    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run.to_string() })))
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct ListParams {
+    /// Only runs in this state (`pending`, `running`, `sleeping`, `completed`, ...).
+    status: Option<String>,
+    workflow: Option<String>,
+    /// At most this many runs (default 100).
+    limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RunPage {
+    pub runs: Vec<RunStatus>,
+    /// Pass as `cursor` for the next page; absent on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// List runs, oldest first, a page at a time.
+#[utoipa::path(get, path = "/v1/runs", params(ListParams), responses((status = 200, body = RunPage)))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Query(params): Query<ListParams>,
+) -> Result<Json<RunPage>, ApiError> {
+    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
+    let matching = state.runtime.list(&tenant.id).await?.into_iter().filter(|run| {
+        params.workflow.as_ref().is_none_or(|w| &run.workflow == w)
+            && params.status.as_ref().is_none_or(|s| run.state.name() == s)
+    });
+    let after_cursor: Vec<RunStatus> = match &params.cursor {
+        Some(cursor) => matching.skip_while(|run| run.run_id.as_str() != cursor).skip(1).collect(),
+        None => matching.collect(),
+    };
+    let next_cursor = (after_cursor.len() > limit).then(|| after_cursor[limit - 1].run_id.to_string());
+    Ok(Json(RunPage { runs: after_cursor.into_iter().take(limit).collect(), next_cursor }))
+}
+
+/// Where a run stands.
+#[utoipa::path(get, path = "/v1/runs/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = RunStatus), (status = 404, body = ErrorBody)))]
+pub async fn status(State(state): State<ApiState>, Caller(tenant): Caller, Path(id): Path<String>) -> Result<Json<RunStatus>, ApiError> {
+    Ok(Json(state.runtime.status(&tenant.id, &run_id(&id)?).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct WaitParams {
+    /// How long to wait for the run to finish, e.g. `30s` (at most 60 s).
+    timeout: Option<String>,
+}
+
+/// Wait (long-poll) until a run finishes or the timeout passes.
+#[utoipa::path(get, path = "/v1/runs/{id}/wait", params(("id" = String, Path), WaitParams),
+    responses((status = 200, body = RunStatus), (status = 404, body = ErrorBody)))]
+pub async fn wait(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(id): Path<String>,
+    Query(params): Query<WaitParams>,
+) -> Result<Json<RunStatus>, ApiError> {
+    let timeout = match params.timeout {
+        Some(text) => humantime::parse_duration(&text).map_err(|e| ApiError::bad_request(format!("timeout `{text}`: {e}")))?,
+        None => Duration::from_secs(30),
+    };
+    let run = run_id(&id)?;
+    Ok(Json(state.runtime.wait(&tenant.id, &run, timeout.min(MAX_WAIT)).await?))
+}
+
+/// One journal entry.
+#[derive(Serialize, ToSchema)]
+pub struct JournalEntry {
+    pub seq: u64,
+    pub kind: String,
+    pub name: String,
+    pub attempts: u32,
+    pub started_at_ms: u64,
+    pub finished_at_ms: u64,
+    /// What the call returned, as recorded.
+    #[schema(value_type = Object)]
+    pub recorded: Value,
+}
+
+impl From<Entry> for JournalEntry {
+    fn from(entry: Entry) -> Self {
+        Self {
+            seq: entry.seq,
+            kind: entry.call.kind.to_string(),
+            name: entry.call.name,
+            attempts: entry.attempts,
+            started_at_ms: entry.started_at_ms,
+            finished_at_ms: entry.finished_at_ms,
+            recorded: serde_json::to_value(&entry.recorded).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// A run's journal: every durable call and its result.
+#[utoipa::path(get, path = "/v1/runs/{id}/journal", params(("id" = String, Path)),
+    responses((status = 200, body = Vec<JournalEntry>), (status = 404, body = ErrorBody)))]
+pub async fn journal(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<JournalEntry>>, ApiError> {
+    let entries = state.runtime.history(&tenant.id, &run_id(&id)?).await?;
+    Ok(Json(entries.into_iter().map(JournalEntry::from).collect()))
+}
+
+/// Send a signal (the body is its JSON payload); buffered until the run waits for it.
+#[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}",
+    params(("id" = String, Path), ("name" = String, Path)),
+    request_body(content = Object, content_type = "application/json"),
+    responses((status = 202), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn signal(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path((id, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let payload = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
+    let limit = tenant.quotas.max_payload_bytes;
+    if payload.len() > limit {
+        return Err(ApiError::too_large(format!("the payload is {} bytes; this tenant's payloads may be at most {limit}", payload.len())));
+    }
+    let name = SignalName::new(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    state.runtime.signal(&tenant.id, &run_id(&id)?, &name, payload).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// Re-execute a run against its journal without running any step.
+#[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)),
+    responses((status = 200, body = ReplayReport), (status = 404, body = ErrorBody)))]
+pub async fn replay(State(state): State<ApiState>, Caller(tenant): Caller, Path(id): Path<String>) -> Result<Json<ReplayReport>, ApiError> {
+    Ok(Json(state.runtime.replay(&tenant.id, &run_id(&id)?, None).await?))
+}

@@ -1,0 +1,79 @@
+//! `stepstone serve` and `stepstone tenant`: the host as a shared server.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use stepstone::api::{self, ApiState};
+use stepstone::runtime::Runtime;
+use stepstone::store::TenantId;
+use stepstone::tenancy::Tenants;
+
+/// Serves the API on `listen` until SIGTERM or Ctrl-C.
+pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let tenants = match config {
+        Some(path) => {
+            let tenants = Tenants::load(path)?;
+            anyhow::ensure!(
+                tenants.iter().next().is_some(),
+                "{} lists no tenants: add one with `stepstone tenant add ID --config {}`",
+                path.display(),
+                path.display()
+            );
+            tenants
+        }
+        None => single_tenant(),
+    };
+    for tenant in tenants.iter() {
+        let recovered = runtime.recover(&tenant.id).await?;
+        tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
+    }
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let address = listener.local_addr()?;
+    // Scripts and tests read the address (the port may have been 0).
+    println!("listening on http://{address}");
+    std::io::stdout().flush()?;
+    let router = api::router(ApiState::new(runtime, tenants));
+    axum::serve(listener, router).with_graceful_shutdown(shutdown()).await?;
+    tracing::info!("stopped; unfinished runs resume from their journals at the next start");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Without a tenants file: one tenant, `default`, with a token made for
+/// this process only.
+fn single_tenant() -> Tenants {
+    let mut tenants = Tenants::default();
+    let token = tenants.add_token(&TenantId::default_tenant());
+    eprintln!("no --config: serving the single tenant `default`; its token, for this process only, is");
+    eprintln!("  {token}");
+    eprintln!("for lasting tokens: `stepstone tenant add default --config stepstone.toml`, then `serve --config stepstone.toml`");
+    tenants
+}
+
+async fn shutdown() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => drop(signal.recv().await),
+            Err(e) => {
+                tracing::warn!("cannot watch for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}
+
+/// `stepstone tenant add`: a new token for a tenant, printed once.
+pub fn add_tenant(id: &TenantId, config: &PathBuf) -> anyhow::Result<ExitCode> {
+    let mut tenants = Tenants::load(config)?;
+    let token = tenants.add_token(id);
+    tenants.save(config)?;
+    eprintln!("tenant `{id}` has a new token in {}; it is shown only this once:", config.display());
+    println!("{token}");
+    Ok(ExitCode::SUCCESS)
+}

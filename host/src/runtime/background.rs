@@ -1,0 +1,70 @@
+//! Runs driven on background tasks, for a long-lived host: at most one task
+//! per run, each driving its run until it finishes (waiting outside any
+//! instance between activations), and a way to wait for one to finish.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{RunError, RunStatus, Runtime, lock};
+use crate::store::{RunId, TenantId};
+
+type RunKey = (TenantId, RunId);
+
+/// The runs being driven in the background, each with a flag that turns
+/// true when its task ends.
+#[derive(Default)]
+pub struct Background {
+    running: Mutex<HashMap<RunKey, watch::Receiver<bool>>>,
+}
+
+impl Runtime {
+    /// Drives a run on a background task until it finishes, unless one is
+    /// driving it already.
+    pub fn drive_in_background(&self, tenant: &TenantId, run: &RunId) {
+        let key = (tenant.clone(), run.clone());
+        let mut running = lock(&self.host.background.running);
+        if running.contains_key(&key) {
+            return;
+        }
+        let (done, finished) = watch::channel(false);
+        running.insert(key.clone(), finished);
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            let (tenant, run) = &key;
+            if let Err(e) = runtime.run_to_end(tenant, run, None).await {
+                tracing::error!(%tenant, %run, "run stopped: {e}");
+            }
+            lock(&runtime.host.background.running).remove(&key);
+            done.send_replace(true);
+        });
+    }
+
+    /// How many of the tenant's runs are being driven right now.
+    pub fn active_runs(&self, tenant: &TenantId) -> usize {
+        lock(&self.host.background.running).keys().filter(|(owner, _)| owner == tenant).count()
+    }
+
+    /// Drives every unfinished run of the tenant in the background (after a
+    /// restart). Returns how many there were.
+    pub async fn recover(&self, tenant: &TenantId) -> Result<usize, RunError> {
+        let runs = self.unfinished(tenant).await?;
+        for run in &runs {
+            self.drive_in_background(tenant, run);
+        }
+        Ok(runs.len())
+    }
+
+    /// Waits up to `timeout` for a run driven in the background to finish,
+    /// then says where it stands.
+    pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
+        let finished = lock(&self.host.background.running).get(&(tenant.clone(), run.clone())).cloned();
+        if let Some(mut finished) = finished {
+            // Either it finished, or the time is up: the status says which.
+            let _ = tokio::time::timeout(timeout, finished.wait_for(|done| *done)).await;
+        }
+        self.status(tenant, run).await
+    }
+}

@@ -1,0 +1,205 @@
+//! Tenants of a shared host: who they are, how they authenticate, and their
+//! quotas, as read from `stepstone.toml`.
+//!
+//! Invariant: tokens are never stored in clear. The file holds SHA-256
+//! hashes; a token exists in clear only once, when `stepstone tenant add`
+//! prints it.
+//!
+//! ```toml
+//! [[tenants]]
+//! id = "acme"
+//! token_sha256 = ["5e88..."]
+//! [tenants.quotas]
+//! max_active_runs = 100
+//! step_fuel = 1_000_000_000
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::StepLimits;
+use crate::store::TenantId;
+
+/// What one tenant may use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quotas {
+    pub max_component_bytes: usize,
+    pub max_payload_bytes: usize,
+    /// Runs of the tenant being driven at once.
+    pub max_active_runs: usize,
+    pub max_new_runs_per_minute: u32,
+    pub step_fuel: u64,
+    pub step_memory_bytes: usize,
+    pub step_timeout_ms: u64,
+    pub step_output_bytes: usize,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        let step = StepLimits::default();
+        Self {
+            max_component_bytes: 64 << 20,
+            max_payload_bytes: 1 << 20,
+            max_active_runs: 10_000,
+            max_new_runs_per_minute: 60_000,
+            step_fuel: step.fuel,
+            step_memory_bytes: step.memory_bytes,
+            step_timeout_ms: step.timeout.as_millis() as u64,
+            step_output_bytes: step.max_output_bytes,
+        }
+    }
+}
+
+impl Quotas {
+    /// The step limits these quotas allow.
+    pub fn step_limits(&self) -> StepLimits {
+        StepLimits {
+            fuel: self.step_fuel,
+            memory_bytes: self.step_memory_bytes,
+            timeout: Duration::from_millis(self.step_timeout_ms),
+            max_output_bytes: self.step_output_bytes,
+            ..StepLimits::default()
+        }
+    }
+}
+
+/// One tenant's entry in `stepstone.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    pub id: TenantId,
+    /// SHA-256 (hex) of each token that authenticates as this tenant.
+    #[serde(default)]
+    pub token_sha256: Vec<String>,
+    #[serde(default)]
+    pub quotas: Quotas,
+}
+
+/// Why the tenants file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TenancyError {
+    #[error("cannot read {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{path} is not a valid tenants file: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("cannot write {path}: {reason}")]
+    Write { path: PathBuf, reason: String },
+    #[error("tenant `{0}` is listed twice")]
+    Duplicate(TenantId),
+}
+
+/// The tenants of a host, as `stepstone.toml` lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenants {
+    #[serde(default)]
+    tenants: Vec<Tenant>,
+}
+
+impl Tenants {
+    /// Reads `path`; a missing file is no tenants.
+    pub fn load(path: &Path) -> Result<Self, TenancyError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(TenancyError::Read { path: path.into(), reason: e.to_string() }),
+        };
+        let tenants: Self =
+            toml::from_str(&text).map_err(|e| TenancyError::Parse { path: path.into(), reason: e.to_string() })?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = tenants.tenants.iter().find(|t| !seen.insert(&t.id)) {
+            return Err(TenancyError::Duplicate(twice.id.clone()));
+        }
+        Ok(tenants)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), TenancyError> {
+        let text = toml::to_string_pretty(self).map_err(|e| TenancyError::Write { path: path.into(), reason: e.to_string() })?;
+        std::fs::write(path, text).map_err(|e| TenancyError::Write { path: path.into(), reason: e.to_string() })
+    }
+
+    /// A host with one tenant and one token.
+    pub fn single(id: TenantId, token: &str) -> Self {
+        Self { tenants: vec![Tenant { id, token_sha256: vec![token_hash(token)], quotas: Quotas::default() }] }
+    }
+
+    /// Adds a token for tenant `id` (adding the tenant if new) and returns
+    /// the token, which is not kept anywhere in clear.
+    pub fn add_token(&mut self, id: &TenantId) -> String {
+        let token = new_token();
+        let hash = token_hash(&token);
+        match self.tenants.iter_mut().find(|t| &t.id == id) {
+            Some(tenant) => tenant.token_sha256.push(hash),
+            None => self.tenants.push(Tenant { id: id.clone(), token_sha256: vec![hash], quotas: Quotas::default() }),
+        }
+        token
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tenant> {
+        self.tenants.iter()
+    }
+
+    /// The tenant a bearer token authenticates, if any.
+    pub fn authenticate(&self, token: &str) -> Option<&Tenant> {
+        let hash = token_hash(token);
+        self.tenants.iter().find(|t| t.token_sha256.contains(&hash))
+    }
+
+    /// Tenants by id, for lookups on every request.
+    pub fn by_id(&self) -> HashMap<TenantId, Tenant> {
+        self.tenants.iter().map(|t| (t.id.clone(), t.clone())).collect()
+    }
+}
+
+/// A fresh token: 256 random bits, hex.
+fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("sst_{}", hex::encode(bytes))
+}
+
+/// How a token is stored: SHA-256, hex. Tokens are random 256-bit values,
+/// so a fast hash is enough (no password stretching needed).
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_authenticates_only_its_tenant_and_is_stored_hashed() -> Result<(), Box<dyn std::error::Error>> {
+        let mut tenants = Tenants::default();
+        let acme = tenants.add_token(&TenantId::new("acme")?);
+        let globex = tenants.add_token(&TenantId::new("globex")?);
+        assert_eq!(tenants.authenticate(&acme).map(|t| t.id.as_str()), Some("acme"));
+        assert_eq!(tenants.authenticate(&globex).map(|t| t.id.as_str()), Some("globex"));
+        assert!(tenants.authenticate("sst_wrong").is_none());
+
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("stepstone.toml");
+        tenants.save(&path)?;
+        let text = std::fs::read_to_string(&path)?;
+        assert!(!text.contains(&acme) && text.contains(&token_hash(&acme)), "{text}");
+        assert_eq!(Tenants::load(&path)?, tenants);
+        Ok(())
+    }
+
+    #[test]
+    fn quotas_default_and_parse_with_unknown_keys_refused() {
+        let parsed: Tenants = toml::from_str("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_active_runs = 2\n")
+            .expect("a valid file");
+        let quotas = &parsed.tenants[0].quotas;
+        assert_eq!(quotas.max_active_runs, 2);
+        assert_eq!(quotas.step_fuel, Quotas::default().step_fuel);
+        let typo = toml::from_str::<Tenants>("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_runs = 2\n");
+        assert!(typo.is_err());
+    }
+}
