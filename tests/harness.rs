@@ -148,3 +148,94 @@ impl Run {
 pub fn arg(path: &Path) -> &str {
     path.to_str().expect("paths here are UTF-8")
 }
+
+/// A `stepstone serve` process on a loopback port, with its own data and
+/// tenants file. Killed when dropped.
+pub struct Server {
+    pub host: Host,
+    pub url: String,
+    config: PathBuf,
+    process: Child,
+    client: reqwest::blocking::Client,
+}
+
+impl Server {
+    /// Starts a server whose tenants file holds `tenants` (TOML text).
+    pub fn start(tenants: &str) -> Self {
+        let host = Host::new();
+        let config = host.data_dir().join("stepstone.toml");
+        std::fs::write(&config, tenants).expect("the tenants file is written");
+        Self::start_on(host, config)
+    }
+
+    fn start_on(host: Host, config: PathBuf) -> Self {
+        let mut process = host.spawn(&["serve", "--listen", "127.0.0.1:0", "--config", arg(&config)]);
+        let stdout = process.stdout.take().expect("stdout is piped");
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).expect("the server prints its address");
+        let url = first.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {first:?}")).to_owned();
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(90)).build().expect("a client");
+        Self { host, url, config, process, client }
+    }
+
+    /// Kills the server with SIGKILL and starts a new one on the same data.
+    pub fn kill_and_restart(mut self) -> Self {
+        self.process.kill().expect("SIGKILL");
+        self.process.wait().expect("reaped");
+        let (host, config) = (std::mem::replace(&mut self.host, Host::new()), self.config.clone());
+        Self::start_on(host, config)
+    }
+
+    /// A request to `path` as `token`.
+    pub fn request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::blocking::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.url)).bearer_auth(token)
+    }
+
+    pub fn get(&self, path: &str, token: &str) -> Reply {
+        Reply::of(self.request(reqwest::Method::GET, path, token).send())
+    }
+
+    pub fn post_json(&self, path: &str, token: &str, body: &Value) -> Reply {
+        Reply::of(self.request(reqwest::Method::POST, path, token).json(body).send())
+    }
+
+    pub fn post_bytes(&self, path: &str, token: &str, body: Vec<u8>) -> Reply {
+        Reply::of(self.request(reqwest::Method::POST, path, token).body(body).send())
+    }
+
+    /// Uploads an example guest under its name.
+    pub fn upload(&self, token: &str, name: &str) -> Value {
+        let bytes = std::fs::read(guest(name)).expect("the guest is built");
+        self.post_bytes(&format!("/v1/components?name={name}"), token, bytes).expect(201)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// An HTTP answer.
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    fn of(response: reqwest::Result<reqwest::blocking::Response>) -> Self {
+        let response = response.expect("the server answers");
+        let (status, headers) = (response.status().as_u16(), response.headers().clone());
+        let text = response.text().expect("a body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Self { status, headers, body }
+    }
+
+    /// Asserts the status and returns the body.
+    pub fn expect(self, status: u16) -> Value {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        self.body
+    }
+}

@@ -1,0 +1,192 @@
+//! The HTTP API over real HTTP on loopback, as a client would use it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stepstone_e2e::Server;
+
+const ACME: &str = "sst_acme_token";
+const GLOBEX: &str = "sst_globex_token";
+
+/// SHA-256 of a token, as the tenants file stores it.
+fn hash(token: &str) -> String {
+    let output = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), token.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("sha256sum runs");
+    String::from_utf8_lossy(&output.stdout).split_whitespace().next().expect("a digest").to_owned()
+}
+
+/// Two tenants, each with the quota table given as TOML.
+fn two_tenants(acme_quotas: &str, globex_quotas: &str) -> String {
+    format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\n{acme_quotas}\n\n\
+         [[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\n{globex_quotas}\n",
+        hash(ACME),
+        hash(GLOBEX)
+    )
+}
+
+/// Two tenants with the default quotas.
+fn default_tenants() -> String {
+    two_tenants("", "")
+}
+
+fn order(id: &str, sleep_ms: u64) -> Value {
+    json!({"order_id": id, "item": "book", "amount_cents": 1200, "sleep_ms": sleep_ms, "approval_timeout_ms": 60_000})
+}
+
+fn start(server: &Server, token: &str, component: &str, workflow: &str, input: Value, run_id: &str) -> Value {
+    let body = json!({"component": component, "workflow": workflow, "input": input, "run_id": run_id});
+    server.post_json("/v1/runs", token, &body).expect(202)
+}
+
+fn wait(server: &Server, token: &str, run: &str) -> Value {
+    server.get(&format!("/v1/runs/{run}/wait?timeout=60s"), token).expect(200)
+}
+
+#[test]
+fn upload_start_wait_journal_signal_and_replay_over_http() {
+    let server = Server::start(&default_tenants());
+    let info = server.upload(ACME, "order");
+    assert_eq!(info["steps"], json!(["reserve", "charge", "ship", "refund", "release"]));
+    assert_eq!(server.upload(ACME, "order")["digest"], info["digest"], "re-uploading is idempotent");
+    let listed = server.get("/v1/components", ACME).expect(200);
+    assert_eq!(listed, json!([{"name": "order", "digest": info["digest"]}]));
+
+    start(&server, ACME, "order", "place-order", order("h-1", 200), "h-1");
+    server.post_bytes("/v1/runs/h-1/signals/approve", ACME, br#"{"approved":true}"#.to_vec()).expect(202);
+    let finished = wait(&server, ACME, "h-1");
+    assert_eq!(finished["state"], "completed", "{finished}");
+    assert_eq!(finished["output"]["tracking"], "trk-h-1");
+
+    let journal = server.get("/v1/runs/h-1/journal", ACME).expect(200);
+    let kinds: Vec<&str> = journal.as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["step", "step", "sleep", "signal", "step"]);
+    assert_eq!(journal[1]["attempts"], 2);
+
+    let replay = server.post_json("/v1/runs/h-1/replay", ACME, &json!({})).expect(200);
+    assert_eq!(replay, json!({"verdict": "identical", "calls": 5}));
+
+    let page = server.get("/v1/runs?status=completed&limit=10", ACME).expect(200);
+    assert_eq!(page["runs"].as_array().unwrap().len(), 1);
+    let openapi = server.get("/v1/openapi.json", ACME).expect(200);
+    assert!(openapi["paths"]["/v1/runs/{id}/signals/{name}"]["post"].is_object(), "{openapi}");
+    assert_eq!(server.get("/healthz", "").expect(200), "ok");
+}
+
+#[test]
+fn a_client_run_id_is_an_idempotency_key() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    let first = start(&server, ACME, "hello", "greet", json!({"name": "Ada"}), "greet-1");
+    let again = start(&server, ACME, "hello", "greet", json!({"name": "Ada"}), "greet-1");
+    assert_eq!(first, again);
+    let body = json!({"component": "hello", "workflow": "greet", "input": {"name": "Bob"}, "run_id": "greet-1"});
+    let conflict = server.post_json("/v1/runs", ACME, &body).expect(409);
+    assert!(conflict["error"].as_str().unwrap().contains("already exists"), "{conflict}");
+    assert_eq!(wait(&server, ACME, "greet-1")["output"], json!({"greeting": "Hello, Ada!"}));
+}
+
+#[test]
+fn tenants_cannot_see_or_touch_each_others_runs_and_components() {
+    let server = Server::start(&default_tenants());
+    let digest = server.upload(ACME, "hello")["digest"].as_str().unwrap().to_owned();
+    start(&server, ACME, "hello", "greet", json!({"name": "Ada"}), "mine");
+    wait(&server, ACME, "mine");
+
+    for path in ["/v1/runs/mine", "/v1/runs/mine/wait?timeout=1s", "/v1/runs/mine/journal", "/v1/components/hello", &format!("/v1/components/{digest}")] {
+        let refused = server.get(path, GLOBEX).expect(404);
+        assert!(refused["error"].is_string(), "{path}: {refused}");
+        let missing = server.get(&path.replace("mine", "nobody").replace("hello", "nothing"), GLOBEX);
+        assert_eq!(missing.status, 404, "{path}: another tenant's must look like a missing one");
+    }
+    server.post_bytes("/v1/runs/mine/signals/go", GLOBEX, b"{}".to_vec()).expect(404);
+    server.post_json("/v1/runs/mine/replay", GLOBEX, &json!({})).expect(404);
+    let by_digest = json!({"component": digest, "workflow": "greet", "input": {"name": "Eve"}});
+    server.post_json("/v1/runs", GLOBEX, &by_digest).expect(404);
+    assert_eq!(server.get("/v1/components", GLOBEX).expect(200), json!([]));
+    assert_eq!(server.get("/v1/runs", GLOBEX).expect(200)["runs"], json!([]));
+
+    let wrong = server.get("/v1/runs/mine", "sst_wrong");
+    assert_eq!(wrong.status, 401);
+    assert_eq!(wrong.headers["www-authenticate"], "Bearer");
+    assert_eq!(server.get("/v1/runs", "").status, 401);
+}
+
+#[test]
+fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
+    let server = Server::start(&two_tenants("max_component_bytes = 50000", "max_active_runs = 1\nstep_fuel = 10000000"));
+    let too_big = std::fs::read(stepstone_e2e::guest("order")).unwrap();
+    assert!(too_big.len() > 50_000);
+    let refused = server.post_bytes("/v1/components?name=order", ACME, too_big).expect(413);
+    assert!(refused["error"].as_str().unwrap().contains("at most 50000"), "{refused}");
+    server.upload(ACME, "wat-step");
+
+    // A step asking for more fuel than the quota gets the quota's fuel.
+    server.upload(GLOBEX, "limits");
+    let spin = json!({"step": "spin", "options": {"fuel": 1_000_000_000_000u64}});
+    start(&server, GLOBEX, "limits", "call-limited", spin, "capped");
+    let capped = wait(&server, GLOBEX, "capped");
+    assert_eq!(capped["output"]["error_kind"], "fuel-exhausted", "{capped}");
+
+    // While one run is active (waiting for its approval), a second is
+    // refused until it ends.
+    server.upload(GLOBEX, "order");
+    start(&server, GLOBEX, "order", "place-order", order("q-1", 0), "waiting");
+    let body = json!({"component": "limits", "workflow": "call-limited", "input": {"step": "boom"}});
+    let reply = server.post_json("/v1/runs", GLOBEX, &body);
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert!(reply.headers.contains_key("retry-after"));
+}
+
+#[test]
+fn bad_uploads_are_400_with_a_reason_and_store_nothing() {
+    let server = Server::start(&default_tenants());
+    let empty_component = b"\0asm\x0d\x00\x01\x00".to_vec();
+    let core_module = b"\0asm\x01\0\0\0".to_vec();
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("random", b"definitely not wasm".to_vec(), "not a WebAssembly component"),
+        ("core", core_module, "core WebAssembly module"),
+        ("no-world", empty_component, "does not export"),
+        ("empty", Vec::new(), "body is empty"),
+    ];
+    for (name, bytes, reason) in cases {
+        let refused = server.post_bytes(&format!("/v1/components?name={name}"), ACME, bytes).expect(400);
+        assert!(refused["error"].as_str().unwrap().contains(reason), "{name}: {refused}");
+    }
+    assert!(server.host.stored_objects().is_empty(), "{:?}", server.host.stored_objects());
+}
+
+#[test]
+fn a_killed_server_finishes_every_run_after_restart_without_rerunning_steps() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "order");
+    start(&server, ACME, "order", "place-order", order("k-sleep", 2_500), "k-sleep");
+    start(&server, ACME, "order", "place-order", order("k-signal", 0), "k-signal");
+    for run in ["k-sleep", "k-signal"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200).as_array().unwrap().len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "{run} never charged");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let before: Vec<Value> = ["k-sleep", "k-signal"].iter().map(|run| server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200)).collect();
+
+    let server = server.kill_and_restart();
+    for run in ["k-sleep", "k-signal"] {
+        server.post_bytes(&format!("/v1/runs/{run}/signals/approve"), ACME, br#"{"approved":true}"#.to_vec()).expect(202);
+    }
+    for (run, before) in ["k-sleep", "k-signal"].iter().zip(before) {
+        let finished = wait(&server, ACME, run);
+        assert_eq!(finished["output"]["tracking"], format!("trk-{run}"), "{finished}");
+        let after = server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200);
+        let before = before.as_array().unwrap();
+        assert_eq!(after.as_array().unwrap()[..before.len()], before[..], "{run}: a finished step ran again");
+    }
+}
