@@ -91,3 +91,18 @@ fn a_second_host_on_the_same_run_stands_down() {
     assert_eq!(seqs, (0..history.len() as u64).collect::<Vec<_>>());
     assert_eq!(history[2]["call"]["kind"], "Sleep");
 }
+
+#[test]
+fn a_run_cancelled_from_another_shell_ends_cancelled() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "o-5", "item": "book", "amount_cents": 1200, "sleep_ms": 30_000}).to_string();
+    let child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-5", "--input", &input]);
+    host.wait_for("o-5", "sleeping", |s| s["state"] == "sleeping");
+    host.run(&["cancel", "o-5", "--reason", "out of stock"]).success();
+    let stderr = stepstone_e2e::Run(child.wait_with_output().unwrap()).failure();
+    assert!(stderr.contains("run o-5 was cancelled: out of stock"), "{stderr}");
+    assert_eq!(host.status("o-5").unwrap()["state"], "cancelled");
+    let again = host.run(&["cancel", "o-5"]).failure();
+    assert!(again.contains("has already finished"), "{again}");
+}

@@ -190,3 +190,24 @@ fn a_killed_server_finishes_every_run_after_restart_without_rerunning_steps() {
         assert_eq!(after.as_array().unwrap()[..before.len()], before[..], "{run}: a finished step ran again");
     }
 }
+
+#[test]
+fn cancelling_interrupts_a_running_step_and_ends_the_run_cancelled() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "limits");
+    let slow = json!({"step": "slow", "input": {"ms": 60_000}});
+    start(&server, ACME, "limits", "call-limited", slow, "long");
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let body = json!({"reason": "changed my mind"});
+    server.post_json("/v1/runs/long/cancel", ACME, &body).expect(202);
+    let finished = wait(&server, ACME, "long");
+    assert_eq!(finished["state"], "cancelled", "{finished}");
+    assert_eq!(finished["reason"], "changed my mind");
+    assert!(started.elapsed() < Duration::from_secs(10), "the step was not interrupted: {:?}", started.elapsed());
+    let journal = server.get("/v1/runs/long/journal", ACME).expect(200);
+    assert_eq!(journal, json!([]), "an interrupted attempt records nothing");
+    let again = server.post_json("/v1/runs/long/cancel", ACME, &body).expect(409);
+    assert!(again["error"].as_str().unwrap().contains("already finished"), "{again}");
+    server.post_json("/v1/runs/nobody/cancel", ACME, &body).expect(404);
+}

@@ -97,7 +97,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
     paths(
         components::upload, components::list, components::get,
-        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay,
+        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -126,6 +126,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/journal", get(runs::journal))
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
+        .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/openapi.json", get(|| async { axum::Json(ApiDoc::openapi()) }));
     Router::new()
         .nest("/v1", v1)

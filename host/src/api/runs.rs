@@ -205,6 +205,26 @@ pub async fn signal(
     Ok(StatusCode::ACCEPTED)
 }
 
+#[derive(Deserialize, ToSchema, Default)]
+pub struct CancelRun {
+    /// Why, kept on the run.
+    pub reason: Option<String>,
+}
+
+/// Cancel a run: its running step attempt is interrupted and it ends `cancelled`.
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(("id" = String, Path)), request_body = CancelRun,
+    responses((status = 202), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "the run has finished")))]
+pub async fn cancel(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(id): Path<String>,
+    body: Option<Json<CancelRun>>,
+) -> Result<StatusCode, ApiError> {
+    let reason = body.and_then(|Json(cancel)| cancel.reason).unwrap_or_else(|| "cancelled through the API".into());
+    state.runtime.cancel(&tenant.id, &run_id(&id)?, &reason).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
 /// Re-execute a run against its journal without running any step.
 #[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)),
     responses((status = 200, body = ReplayReport), (status = 404, body = ErrorBody)))]

@@ -73,6 +73,7 @@ async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Pro
         Progress::Finished(Outcome::Failed { kind, message }) => {
             anyhow::bail!("run {run} failed ({kind}): {message}")
         }
+        Progress::Finished(Outcome::Cancelled { reason }) => anyhow::bail!("run {run} was cancelled: {reason}"),
         Progress::Suspended(_) => {
             let status = runtime.status(tenant, run).await?;
             println!("run {run} suspended: {}", serde_json::to_string(&status.state)?);
@@ -94,6 +95,7 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
         match progress {
             Ok(Progress::Finished(Outcome::Completed { output })) => println!("{run} completed {output}"),
             Ok(Progress::Finished(Outcome::Failed { kind, message })) => println!("{run} failed ({kind}): {message}"),
+            Ok(Progress::Finished(Outcome::Cancelled { reason })) => println!("{run} cancelled: {reason}"),
             Ok(Progress::Suspended(suspension)) => println!("{run} suspended until {}", suspension.wake_at_ms),
             Err(e) => {
                 failures += 1;
@@ -102,6 +104,14 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
         }
     }
     Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Result<ExitCode> {
+    runtime
+        .cancel(&TenantId::default_tenant(), run, reason)
+        .await
+        .with_context(|| format!("cannot cancel run {run}"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn signal(runtime: &Runtime, run: &RunId, name: &str, payload: &str) -> anyhow::Result<ExitCode> {

@@ -40,6 +40,7 @@ fn status_line(status: &RunStatus) -> String {
         RunState::AwaitingSignal { seq, signal, until_ms } => format!("awaiting signal `{signal}` at seq {seq} until {until_ms}"),
         RunState::Completed { output } => format!("completed: {output}"),
         RunState::Failed { kind, message } => format!("failed ({kind}): {message}"),
+        RunState::Cancelled { reason } => format!("cancelled: {reason}"),
     };
     format!("{}  {}  {} calls  {state}", status.run_id, status.workflow, status.journaled_calls)
 }

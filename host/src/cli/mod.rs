@@ -63,6 +63,12 @@ enum Command {
         /// The payload, as JSON.
         payload: String,
     },
+    /// Cancel a run: its running step attempt is interrupted and the run ends `cancelled`.
+    Cancel {
+        run: RunId,
+        #[arg(long, default_value = "cancelled by the user")]
+        reason: String,
+    },
     /// Show where a run stands.
     Status {
         run: RunId,
@@ -131,6 +137,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => drive::run(&host()?, args).await,
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
         Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,
+        Command::Cancel { run, reason } => drive::cancel(&host()?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host()?, &run, json).await,
         Command::History { run, json } => inspect::history(&host()?, &run, json).await,
         Command::List { json } => inspect::list(&host()?, json).await,

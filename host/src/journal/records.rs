@@ -29,6 +29,14 @@ pub struct RunRecord {
 pub enum Outcome {
     Completed { output: String },
     Failed { kind: String, message: String },
+    Cancelled { reason: String },
+}
+
+/// A request to cancel a run; written once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub reason: String,
+    pub requested_at_ms: u64,
 }
 
 /// What kind of durable call an entry records.

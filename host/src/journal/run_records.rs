@@ -7,7 +7,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AttemptRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
+use super::records::{AttemptRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::{JournalError, decode, encode};
 use crate::store::{RunId, SignalName, StoreError, StoreKey, TenantStore, keys_of};
 
@@ -67,6 +67,19 @@ impl RunRecords {
                 self.outcome().await?.ok_or(JournalError::Store(StoreError::NotFound { key }))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The request to cancel the run, if one was made.
+    pub async fn cancel_request(&self) -> Result<Option<CancelRecord>, JournalError> {
+        self.read(&keys_of(&self.run).cancel()).await
+    }
+
+    /// Records a request to cancel the run; the first request stands.
+    pub async fn request_cancel(&self, request: &CancelRecord) -> Result<(), JournalError> {
+        match self.create(&keys_of(&self.run).cancel(), request).await {
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
+            other => other,
         }
     }
 

@@ -10,7 +10,6 @@ use futures::future::BoxFuture;
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
-use super::wakeups::nap;
 use super::workflow::{Mode, StepResult, WorkflowState};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -25,6 +24,9 @@ impl WorkflowState {
     /// Takes the next seq for `call`; returns the recorded result if the
     /// journal has one, fails in verify mode if it does not.
     fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+        if self.run.control.is_cancelled() {
+            return Err(Interruption::Cancelled);
+        }
         let (seq, entry) = self.cursor.next(call)?;
         let recorded = entry.map(|entry| entry.recorded.clone());
         if recorded.is_none() && self.mode == Mode::Verify {
@@ -79,7 +81,7 @@ impl WorkflowState {
         let step = self.steps.get(&handle).cloned().ok_or_else(|| {
             Interruption::InvalidCall(format!("no step was started with handle {handle}"))
         })?;
-        let result = step.await.map_err(Interruption::Journal)?;
+        let result = self.unless_cancelled(step).await?.map_err(Interruption::Journal)?;
         // Waiting for a step may take long: the guest resumes with a fresh
         // activation budget, as after any durable call.
         self.end_activation();
@@ -93,8 +95,15 @@ impl WorkflowState {
         if remaining > self.run.host.config.wait.eviction_threshold {
             return Err(Interruption::Suspend(Suspension { wake_at_ms: deadline_ms, signal: None }));
         }
-        tokio::time::sleep(remaining).await;
-        Ok(())
+        self.unless_cancelled(tokio::time::sleep(remaining)).await
+    }
+
+    /// Awaits `future`, unless the run is cancelled first.
+    async fn unless_cancelled<T>(&self, future: impl std::future::Future<Output = T>) -> Result<T, Interruption> {
+        tokio::select! {
+            () = self.run.control.cancelled() => Err(Interruption::Cancelled),
+            value = future => Ok(value),
+        }
     }
 
     /// The oldest signal called `name` the run has not taken yet.
@@ -130,7 +139,10 @@ impl WorkflowState {
                 return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal }));
             }
             let left = Duration::from_millis(timer.deadline_ms - now);
-            nap(&self.run.bell, left.min(wait.signal_poll_interval)).await;
+            self.run.control.nap(left.min(wait.signal_poll_interval)).await;
+            if self.run.control.is_cancelled() {
+                return Err(Interruption::Cancelled);
+            }
         }
     }
 
@@ -191,7 +203,7 @@ impl durable::Host for WorkflowState {
                 if racing.is_empty() {
                     return Err(Interruption::InvalidCall("await-any needs at least one handle".into()).trap());
                 }
-                let (_, index, _) = futures::future::select_all(racing).await;
+                let (_, index, _) = self.unless_cancelled(futures::future::select_all(racing)).await.map_err(Interruption::trap)?;
                 let index = index as u32;
                 self.append(seq, call, Recorded::Winner(index), started_at_ms).await.map_err(Interruption::trap)?;
                 index

@@ -25,13 +25,13 @@
 
 mod background;
 mod clock;
+mod control;
 mod durable;
 mod interruption;
 mod replay;
 mod retry;
 mod status;
 mod step_call;
-mod wakeups;
 mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
@@ -49,12 +49,11 @@ pub use status::{RunState, RunStatus};
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits};
-use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
+use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::store::{ComponentName, RunId, SignalName, Storage, StoreError, TenantId, runs_key};
 use interruption::Interruption;
-use tokio::sync::Notify;
-use wakeups::{Wakeups, nap};
+use control::{Controls, RunControl};
 use workflow::{Mode, WorkflowProgram, WorkflowState};
 
 /// Why a run could not be submitted, driven or inspected.
@@ -130,7 +129,7 @@ pub struct Host {
     programs: Mutex<HashMap<String, Arc<WorkflowProgram>>>,
     /// Step limits of tenants whose quota differs from the host's defaults.
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
-    wakeups: Wakeups,
+    controls: Controls,
     background: background::Background,
 }
 
@@ -140,8 +139,8 @@ pub struct RunContext {
     records: RunRecords,
     own: Arc<Loaded>,
     links: BTreeMap<String, Arc<Loaded>>,
-    /// Rings when a signal for the run arrives through this host.
-    bell: Arc<Notify>,
+    /// Wakes the run for a signal, or cancels it.
+    control: Arc<RunControl>,
     /// The tenant's limits for one step attempt.
     step_limits: StepLimits,
 }
@@ -181,7 +180,7 @@ impl Runtime {
             components,
             programs: Mutex::default(),
             tenant_limits: Mutex::default(),
-            wakeups: Wakeups::default(),
+            controls: Controls::default(),
             background: background::Background::default(),
         };
         Ok(Self { host: Arc::new(host) })
@@ -293,6 +292,10 @@ impl Runtime {
         if let Some(outcome) = context.records.outcome().await? {
             return Ok(Progress::Finished(outcome));
         }
+        if let Some(request) = context.records.cancel_request().await? {
+            let outcome = context.records.finish(&Outcome::Cancelled { reason: request.reason }).await?;
+            return Ok(Progress::Finished(outcome));
+        }
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
             let entries = context.records.entries().await?;
@@ -308,6 +311,10 @@ impl Runtime {
                     return Ok(Progress::Suspended(suspension));
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
+                Ended::Interrupted(Interruption::Cancelled) => {
+                    let reason = records.cancel_request().await?.map_or_else(String::new, |request| request.reason);
+                    Outcome::Cancelled { reason }
+                }
                 Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
                 Ended::Stopped(kind, message) => failed(kind_name(kind), activation_message(kind, &message)),
             };
@@ -327,7 +334,7 @@ impl Runtime {
             let suspension = match self.drive(tenant, run).await? {
                 Progress::Suspended(suspension) => suspension,
                 finished => {
-                    self.host.wakeups.forget(tenant, run);
+                    self.host.controls.forget(tenant, run);
                     return Ok(finished);
                 }
             };
@@ -342,10 +349,10 @@ impl Runtime {
     async fn wait_for_wake(&self, tenant: &TenantId, run: &RunId, suspension: &Suspension) -> Result<(), RunError> {
         let records = self.records(tenant, run);
         let poll = self.host.config.wait.signal_poll_interval;
-        let bell = self.host.wakeups.bell(tenant, run);
+        let control = self.host.controls.of(tenant, run);
         loop {
             let left = suspension.wake_at_ms.saturating_sub(now_ms());
-            if left == 0 {
+            if left == 0 || control.is_cancelled() || records.cancel_request().await?.is_some() {
                 return Ok(());
             }
             if let Some((name, taken)) = &suspension.signal
@@ -353,11 +360,8 @@ impl Runtime {
             {
                 return Ok(());
             }
-            let left = Duration::from_millis(left);
-            match suspension.signal {
-                Some(_) => nap(&bell, poll.min(left)).await,
-                None => tokio::time::sleep(left).await,
-            }
+            // Poll the store too: another process may signal or cancel.
+            control.nap(poll.min(Duration::from_millis(left))).await;
         }
     }
 
@@ -373,7 +377,22 @@ impl Runtime {
         }
         let signal = SignalRecord { payload: payload.to_owned(), sent_at_ms: now_ms() };
         records.send_signal(name, &signal).await?;
-        self.host.wakeups.ring(tenant, run);
+        self.host.controls.ring(tenant, run);
+        Ok(())
+    }
+
+    /// Cancels a run: its current step attempt is interrupted (its result, if
+    /// any, discarded) and the run ends `cancelled`. Asking twice is harmless.
+    pub async fn cancel(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if records.outcome().await?.is_some() {
+            return Err(RunError::Finished { run: run.clone() });
+        }
+        records.request_cancel(&CancelRecord { reason: reason.to_owned(), requested_at_ms: now_ms() }).await?;
+        self.host.controls.cancel(tenant, run);
         Ok(())
     }
 
@@ -403,9 +422,9 @@ impl Runtime {
         for (name, digest) in &record.links {
             links.insert(name.clone(), self.host.components.get(&store, digest).await?);
         }
-        let bell = self.host.wakeups.bell(tenant, run);
+        let control = self.host.controls.of(tenant, run);
         let step_limits = self.step_limits(tenant);
-        let context = RunContext { host: self.host.clone(), records, own, links, bell, step_limits };
+        let context = RunContext { host: self.host.clone(), records, own, links, control, step_limits };
         Ok((Arc::new(context), record))
     }
 

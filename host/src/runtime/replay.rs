@@ -43,7 +43,7 @@ impl Runtime {
                 records: context.records.clone(),
                 own,
                 links: context.links.clone(),
-                bell: context.bell.clone(),
+                control: context.control.clone(),
                 step_limits: context.step_limits,
             }),
             None => context,
@@ -61,7 +61,9 @@ impl Runtime {
             Ended::Interrupted(Interruption::NonDeterminism(nd)) => {
                 return Ok(ReplayReport::Diverged { seq: Some(nd.seq), message: nd.to_string() });
             }
-            Ended::Interrupted(Interruption::JournalEnd { seq }) if recorded.is_none() => {
+            Ended::Interrupted(Interruption::JournalEnd { seq })
+                if matches!(recorded, None | Some(Outcome::Cancelled { .. })) =>
+            {
                 return Ok(ReplayReport::ConsistentSoFar { calls: seq });
             }
             Ended::Interrupted(Interruption::JournalEnd { seq }) => {

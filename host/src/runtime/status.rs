@@ -26,6 +26,7 @@ pub enum RunState {
         output: String,
     },
     Failed { kind: String, message: String },
+    Cancelled { reason: String },
 }
 
 impl RunState {
@@ -39,6 +40,7 @@ impl RunState {
             RunState::AwaitingSignal { .. } => "awaiting-signal",
             RunState::Completed { .. } => "completed",
             RunState::Failed { .. } => "failed",
+            RunState::Cancelled { .. } => "cancelled",
         }
     }
 }
@@ -73,6 +75,7 @@ impl Runtime {
         let state = match records.outcome().await? {
             Some(Outcome::Completed { output }) => RunState::Completed { output },
             Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
+            Some(Outcome::Cancelled { reason }) => RunState::Cancelled { reason },
             None => {
                 let open_wait = records.timers().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));
                 let open_retry = records.retries().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));

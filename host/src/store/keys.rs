@@ -9,6 +9,7 @@
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
 //! runs/{run}/timers/{seq}                       deadline of a sleep or a signal wait
 //! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run
+//! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! ```
 
@@ -133,6 +134,10 @@ impl RunKeys<'_> {
 
     pub fn run(&self) -> Key {
         self.key(&["run"])
+    }
+
+    pub fn cancel(&self) -> Key {
+        self.key(&["cancel"])
     }
 
     pub fn outcome(&self) -> Key {

@@ -1,0 +1,120 @@
+//! Reaching a run this host is driving: its bell, rung when a signal for it
+//! arrives through this host, and its cancellation flag. Signals and
+//! cancellations written into the store by another process are found by
+//! polling, at the configured interval.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use super::lock;
+use crate::store::{RunId, TenantId};
+
+type RunKey = (TenantId, RunId);
+
+/// How the host reaches one run.
+pub struct RunControl {
+    bell: Notify,
+    cancelled: watch::Sender<bool>,
+}
+
+impl Default for RunControl {
+    fn default() -> Self {
+        Self { bell: Notify::new(), cancelled: watch::Sender::new(false) }
+    }
+}
+
+impl RunControl {
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancelled.borrow()
+    }
+
+    /// Resolves once the run is cancelled.
+    pub async fn cancelled(&self) {
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = self.cancelled.subscribe().wait_for(|cancelled| *cancelled).await;
+    }
+
+    /// Sleeps for `at_most`, or until the bell rings or the run is cancelled.
+    pub async fn nap(&self, at_most: Duration) {
+        tokio::select! {
+            () = self.bell.notified() => {}
+            () = self.cancelled() => {}
+            () = tokio::time::sleep(at_most) => {}
+        }
+    }
+}
+
+/// The controls of the runs this host is driving.
+#[derive(Default)]
+pub struct Controls {
+    runs: Mutex<HashMap<RunKey, Arc<RunControl>>>,
+}
+
+impl Controls {
+    /// The control of a run, made on first use.
+    pub fn of(&self, tenant: &TenantId, run: &RunId) -> Arc<RunControl> {
+        lock(&self.runs).entry((tenant.clone(), run.clone())).or_default().clone()
+    }
+
+    fn existing(&self, tenant: &TenantId, run: &RunId) -> Option<Arc<RunControl>> {
+        lock(&self.runs).get(&(tenant.clone(), run.clone())).cloned()
+    }
+
+    /// Wakes the run if this host is driving it; a ring while it is not
+    /// waiting is kept for its next wait.
+    pub fn ring(&self, tenant: &TenantId, run: &RunId) {
+        if let Some(control) = self.existing(tenant, run) {
+            control.bell.notify_one();
+        }
+    }
+
+    /// Stops the run's activation and step attempts if this host drives it.
+    pub fn cancel(&self, tenant: &TenantId, run: &RunId) {
+        if let Some(control) = self.existing(tenant, run) {
+            control.cancelled.send_replace(true);
+        }
+    }
+
+    /// Drops the control of a run that has finished.
+    pub fn forget(&self, tenant: &TenantId, run: &RunId) {
+        lock(&self.runs).remove(&(tenant.clone(), run.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> (TenantId, RunId) {
+        (TenantId::default_tenant(), RunId::new("r").expect("a valid run id"))
+    }
+
+    #[tokio::test]
+    async fn a_ring_cuts_a_nap_short_even_if_it_came_first() {
+        let controls = Controls::default();
+        let (tenant, run) = run();
+        let control = controls.of(&tenant, &run);
+        controls.ring(&tenant, &run);
+        let started = std::time::Instant::now();
+        control.nap(Duration::from_secs(30)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn cancelling_wakes_every_waiter_and_stays_cancelled() {
+        let controls = Controls::default();
+        let (tenant, run) = run();
+        let control = controls.of(&tenant, &run);
+        let waiter = tokio::spawn({
+            let control = control.clone();
+            async move { control.cancelled().await }
+        });
+        controls.cancel(&tenant, &run);
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken").expect("joined");
+        assert!(control.is_cancelled());
+        control.nap(Duration::from_secs(30)).await;
+    }
+}
