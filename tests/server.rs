@@ -73,6 +73,17 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
     let replay = server.post_json("/v1/runs/h-1/replay", ACME, &json!({})).expect(200);
     assert_eq!(replay, json!({"verdict": "identical", "calls": 5}));
 
+    let metrics = server.get("/metrics", "").expect(200);
+    let metrics = metrics.as_str().unwrap();
+    for line in [
+        r#"stepstone_step_attempts_total{tenant="acme",outcome="failed"} 1"#,
+        r#"stepstone_step_attempts_total{tenant="acme",outcome="ok"} 3"#,
+        r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"} 1"#,
+        r#"stepstone_replays_total{tenant="acme"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} missing from:\n{metrics}");
+    }
+
     let page = server.get("/v1/runs?status=completed&limit=10", ACME).expect(200);
     assert_eq!(page["runs"].as_array().unwrap().len(), 1);
     let openapi = server.get("/v1/openapi.json", ACME).expect(200);

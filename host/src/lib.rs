@@ -13,6 +13,7 @@ pub mod config;
 pub mod contract;
 mod guest_log;
 pub mod journal;
+pub mod metrics;
 pub mod runtime;
 pub mod sandbox;
 pub mod store;

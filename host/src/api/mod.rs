@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{get, post};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::timeout::TimeoutLayer;
@@ -131,6 +131,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(|State(state): State<ApiState>| async move { state.runtime.metrics().encode() }))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
         .with_state(state)

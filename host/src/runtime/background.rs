@@ -32,12 +32,14 @@ impl Runtime {
         let (done, finished) = watch::channel(false);
         running.insert(key.clone(), finished);
         let runtime = self.clone();
+        self.host.metrics.run_active(tenant, 1);
         tokio::spawn(async move {
             let (tenant, run) = &key;
             if let Err(e) = runtime.run_to_end(tenant, run, None).await {
                 tracing::error!(%tenant, %run, "run stopped: {e}");
             }
             lock(&runtime.host.background.running).remove(&key);
+            runtime.host.metrics.run_active(tenant, -1);
             done.send_replace(true);
         });
     }

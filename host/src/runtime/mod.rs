@@ -49,6 +49,7 @@ pub use status::{RunState, RunStatus};
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits};
+use crate::metrics::Metrics;
 use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::store::{ComponentName, RunId, SignalName, Storage, StoreError, TenantId, runs_key};
@@ -126,6 +127,7 @@ pub struct Host {
     pub config: HostConfig,
     pub storage: Storage,
     pub components: Components,
+    pub metrics: Metrics,
     programs: Mutex<HashMap<String, Arc<WorkflowProgram>>>,
     /// Step limits of tenants whose quota differs from the host's defaults.
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
@@ -178,6 +180,7 @@ impl Runtime {
             config,
             storage,
             components,
+            metrics: Metrics::default(),
             programs: Mutex::default(),
             tenant_limits: Mutex::default(),
             controls: Controls::default(),
@@ -198,6 +201,10 @@ impl Runtime {
 
     pub fn config(&self) -> &HostConfig {
         &self.host.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.host.metrics
     }
 
     fn records(&self, tenant: &TenantId, run: &RunId) -> RunRecords {
@@ -294,11 +301,15 @@ impl Runtime {
         }
         if let Some(request) = context.records.cancel_request().await? {
             let outcome = context.records.finish(&Outcome::Cancelled { reason: request.reason }).await?;
+            self.count_finished(tenant, &outcome);
             return Ok(Progress::Finished(outcome));
         }
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
             let entries = context.records.entries().await?;
+            if !entries.is_empty() {
+                self.host.metrics.replayed(tenant);
+            }
             let records = context.records.clone();
             let outcome = match self.execute(context, &record, Cursor::new(entries), Mode::Live).await?.0 {
                 Ended::Returned(Ok(output)) => match self.check_size("workflow output", &output) {
@@ -319,11 +330,25 @@ impl Runtime {
                 Ended::Stopped(kind, message) => failed(kind_name(kind), activation_message(kind, &message)),
             };
             let outcome = records.finish(&outcome).await?;
+            self.count_finished(tenant, &outcome);
             tracing::info!(outcome = ?outcome, "run finished");
             Ok(Progress::Finished(outcome))
         }
         .instrument(span)
         .await
+    }
+
+    fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {
+        let how = match outcome {
+            Outcome::Completed { .. } => "completed",
+            Outcome::Failed { kind, .. } if kind == "non-determinism" => {
+                self.host.metrics.non_determinism(tenant);
+                "failed"
+            }
+            Outcome::Failed { .. } => "failed",
+            Outcome::Cancelled { .. } => "cancelled",
+        };
+        self.host.metrics.run_finished(tenant, how);
     }
 
     /// Drives a run through its suspensions, waiting for its timers and

@@ -54,11 +54,13 @@ impl Runtime {
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         let _entered = span.enter();
         let (ended, calls) = self.execute(context, &record, Cursor::new(entries), Mode::Verify).await?;
+        self.host.metrics.replayed(tenant);
         let replayed = match ended {
             Ended::Returned(Ok(output)) => Outcome::Completed { output },
             Ended::Returned(Err(message)) => failed("workflow-error", message),
             Ended::Stopped(kind, message) => failed(kind_name(kind), message),
             Ended::Interrupted(Interruption::NonDeterminism(nd)) => {
+                self.host.metrics.non_determinism(tenant);
                 return Ok(ReplayReport::Diverged { seq: Some(nd.seq), message: nd.to_string() });
             }
             Ended::Interrupted(Interruption::JournalEnd { seq })

@@ -73,7 +73,11 @@ async fn attempt_until_done(
     }
     loop {
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
-        let failure = match run_attempt(&program, name, &step.input, attempt, &step.limits).instrument(span).await {
+        let started = std::time::Instant::now();
+        let report = run_attempt(&program, name, &step.input, attempt, &step.limits).instrument(span).await;
+        let how = report.result.as_ref().map_or_else(|failure| kind_name(failure.kind), |_| "ok");
+        host.metrics.step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
+        let failure = match report.result {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,
         };

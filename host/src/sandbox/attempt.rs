@@ -93,6 +93,12 @@ impl AttemptFailure {
     }
 }
 
+/// What one attempt produced, and what it cost.
+pub struct AttemptReport {
+    pub result: Result<String, AttemptFailure>,
+    pub fuel_used: u64,
+}
+
 /// Runs attempt number `attempt` of step `name` on `input` within `limits`.
 pub async fn run_attempt(
     program: &StepProgram,
@@ -100,14 +106,17 @@ pub async fn run_attempt(
     input: &str,
     attempt: u32,
     limits: &StepLimits,
-) -> Result<String, AttemptFailure> {
-    let mut store = program.store(attempt, limits)?;
-    let result = async {
+) -> AttemptReport {
+    let mut store = match program.store(attempt, limits) {
+        Ok(store) => store,
+        Err(failure) => return AttemptReport { result: Err(failure), fuel_used: 0 },
+    };
+    let called = async {
         let instance = program.pre.instantiate_async(&mut store).await?;
         program.step.load(&mut store, &instance)?.call_run_step(&mut store, &name.to_owned(), &input.to_owned()).await
     }
     .await;
-    match result {
+    let result = match called {
         Ok(Ok(output)) if output.len() > limits.max_output_bytes => Err(AttemptFailure::new(
             StepErrorKind::OutputTooLarge,
             format!("output of {} bytes exceeds the limit of {} bytes", output.len(), limits.max_output_bytes),
@@ -117,5 +126,7 @@ pub async fn run_attempt(
             Err(AttemptFailure { kind: StepErrorKind::Failed, message, permanent })
         }
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store)),
-    }
+    };
+    let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    AttemptReport { result, fuel_used }
 }

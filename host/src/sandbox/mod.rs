@@ -12,7 +12,7 @@ mod engine;
 mod limiter;
 mod link;
 
-pub use attempt::{AttemptFailure, StepProgram, StepState, run_attempt};
+pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_attempt};
 pub use describe::describe;
 pub use engine::{Engines, Role};
 pub use link::link;

@@ -1,0 +1,128 @@
+//! The host's metrics, labelled by tenant, in the Prometheus text format:
+//! runs by outcome and active runs, step attempts by outcome and their
+//! durations, fuel burnt, replays and non-determinism errors.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::store::TenantId;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Tenant {
+    tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantOutcome {
+    tenant: String,
+    outcome: String,
+}
+
+#[derive(Clone)]
+struct StepDurations;
+
+impl MetricConstructor<Histogram> for StepDurations {
+    fn new_metric(&self) -> Histogram {
+        // 100 µs to ~100 s.
+        Histogram::new(exponential_buckets(0.0001, 4.0, 11))
+    }
+}
+
+/// Every metric the host keeps.
+pub struct Metrics {
+    registry: Registry,
+    runs_finished: Family<TenantOutcome, Counter>,
+    runs_active: Family<Tenant, Gauge>,
+    step_attempts: Family<TenantOutcome, Counter>,
+    step_seconds: Family<Tenant, Histogram, StepDurations>,
+    fuel: Family<Tenant, Counter>,
+    replays: Family<Tenant, Counter>,
+    non_determinism: Family<Tenant, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("stepstone");
+        let metrics = Self {
+            runs_finished: Family::default(),
+            runs_active: Family::default(),
+            step_attempts: Family::default(),
+            step_seconds: Family::new_with_constructor(StepDurations),
+            fuel: Family::default(),
+            replays: Family::default(),
+            non_determinism: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("runs_finished", "Runs that ended, by outcome", metrics.runs_finished.clone());
+        registry.register("runs_active", "Runs being driven now", metrics.runs_active.clone());
+        registry.register("step_attempts", "Step attempts, by outcome", metrics.step_attempts.clone());
+        registry.register("step_attempt_seconds", "Wall time of step attempts", metrics.step_seconds.clone());
+        registry.register("fuel_consumed", "Fuel burnt by step attempts", metrics.fuel.clone());
+        registry.register("replays", "Executions that replayed a journal", metrics.replays.clone());
+        registry.register("non_determinism_errors", "Replays that met a different call than recorded", metrics.non_determinism.clone());
+        Self { registry, ..metrics }
+    }
+}
+
+fn tenant(id: &TenantId) -> Tenant {
+    Tenant { tenant: id.to_string() }
+}
+
+fn outcome(id: &TenantId, outcome: &str) -> TenantOutcome {
+    TenantOutcome { tenant: id.to_string(), outcome: outcome.to_owned() }
+}
+
+impl Metrics {
+    pub fn run_finished(&self, id: &TenantId, how: &str) {
+        self.runs_finished.get_or_create(&outcome(id, how)).inc();
+    }
+
+    pub fn run_active(&self, id: &TenantId, delta: i64) {
+        self.runs_active.get_or_create(&tenant(id)).inc_by(delta);
+    }
+
+    pub fn step_attempt(&self, id: &TenantId, how: &str, took: Duration, fuel: u64) {
+        self.step_attempts.get_or_create(&outcome(id, how)).inc();
+        self.step_seconds.get_or_create(&tenant(id)).observe(took.as_secs_f64());
+        self.fuel.get_or_create(&tenant(id)).inc_by(fuel);
+    }
+
+    pub fn replayed(&self, id: &TenantId) {
+        self.replays.get_or_create(&tenant(id)).inc();
+    }
+
+    pub fn non_determinism(&self, id: &TenantId) {
+        self.non_determinism.get_or_create(&tenant(id)).inc();
+    }
+
+    /// Everything, in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_labelled_by_tenant() {
+        let metrics = Metrics::default();
+        let acme = TenantId::new("acme").expect("a valid tenant id");
+        metrics.step_attempt(&acme, "fuel-exhausted", Duration::from_millis(3), 1_000);
+        metrics.run_finished(&acme, "completed");
+        let text = metrics.encode();
+        assert!(text.contains(r#"stepstone_step_attempts_total{tenant="acme",outcome="fuel-exhausted"} 1"#), "{text}");
+        assert!(text.contains(r#"stepstone_fuel_consumed_total{tenant="acme"} 1000"#), "{text}");
+        assert!(text.contains(r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"} 1"#), "{text}");
+    }
+}
