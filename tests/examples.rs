@@ -128,3 +128,18 @@ fn time_randomness_and_memos_are_recorded_once_and_replayed() {
     let again = host.run(&["run", arg(&hello), "stamp", "--run-id", "stamp"]).success().json_line();
     assert_eq!(again, stamp);
 }
+
+#[test]
+fn upload_start_resume_and_wait_on_the_embedded_store() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let uploaded = host.run(&["upload", arg(&hello), "--name", "hello"]).success().json();
+    assert_eq!(uploaded["workflows"], json!(["greet", "wrap-with-wat", "stamp"]));
+    let started = host.run(&["start", "hello", "greet", "--input", r#"{"name":"Lin"}"#, "--run-id", "s-1"]).success();
+    assert_eq!(started.stdout().trim(), "s-1");
+    let pending = host.run(&["wait", "s-1", "--timeout", "100ms"]);
+    assert_eq!(pending.0.status.code(), Some(2), "still pending: {}", pending.stdout());
+    host.run(&["resume"]).success();
+    let finished = host.run(&["wait", "s-1"]).success().json();
+    assert_eq!(finished["output"], json!({"greeting": "Hello, Lin!"}));
+}

@@ -222,3 +222,31 @@ fn cancelling_interrupts_a_running_step_and_ends_the_run_cancelled() {
     assert!(again["error"].as_str().unwrap().contains("already finished"), "{again}");
     server.post_json("/v1/runs/nobody/cancel", ACME, &body).expect(404);
 }
+
+#[test]
+fn the_cli_drives_a_server_with_a_token() {
+    let server = Server::start(&default_tenants());
+    let cli = |args: &[&str]| {
+        let mut full = vec!["--server", server.url.as_str(), "--token", ACME];
+        full.extend_from_slice(args);
+        server.host.run(&full)
+    };
+    let wasm = stepstone_e2e::guest("order");
+    let uploaded = cli(&["upload", stepstone_e2e::arg(&wasm), "--name", "order"]).success().json();
+    assert_eq!(uploaded["name"], "order");
+    let input = order("c-1", 0).to_string();
+    let run = cli(&["start", "order", "place-order", "--input", &input, "--run-id", "c-1"]).success();
+    assert_eq!(run.stdout().trim(), "c-1");
+    cli(&["signal", "c-1", "approve", r#"{"approved":true}"#]).success();
+    let finished = cli(&["wait", "c-1", "--timeout", "60s"]).success().json();
+    assert_eq!(finished["output"]["tracking"], "trk-c-1", "{finished}");
+    assert_eq!(cli(&["status", "c-1"]).success().json()["state"], "completed");
+    assert_eq!(cli(&["history", "c-1"]).success().json().as_array().unwrap().len(), 5);
+    assert_eq!(cli(&["replay", "c-1"]).success().json()["verdict"], "identical");
+    let refused = cli(&["cancel", "c-1"]).failure();
+    assert!(refused.contains("already finished") && refused.contains("409"), "{refused}");
+
+    let mut wrong = server.host.command(&["--server", &server.url, "--token", "sst_wrong", "status", "c-1"]);
+    let stderr = String::from_utf8_lossy(&wrong.output().unwrap().stderr).into_owned();
+    assert!(stderr.contains("refused the token"), "{stderr}");
+}

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{Progress, Runtime, Submission};
-use stepstone::store::{RunId, SignalName, TenantId};
+use stepstone::store::{ComponentName, RunId, SignalName, TenantId};
 
 use super::read_file;
 
@@ -80,6 +80,30 @@ async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Pro
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+pub async fn upload(runtime: &Runtime, path: &std::path::Path, name: Option<&str>) -> anyhow::Result<ExitCode> {
+    let name = name.map(ComponentName::new).transpose()?;
+    let loaded = runtime.upload(&TenantId::default_tenant(), read_file(path)?, name.as_ref()).await?;
+    let info = serde_json::json!({
+        "name": name.map(|n| n.to_string()),
+        "digest": loaded.digest,
+        "workflows": loaded.manifest.workflows,
+        "steps": loaded.manifest.steps,
+    });
+    println!("{}", serde_json::to_string_pretty(&info)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn start(runtime: &Runtime, component: &str, workflow: &str, input: &str, run_id: Option<RunId>) -> anyhow::Result<ExitCode> {
+    let tenant = TenantId::default_tenant();
+    let component = runtime.component(&tenant, component).await?;
+    let mut submission = Submission::new(component, workflow, input);
+    submission.run_id = run_id;
+    let run = runtime.submit(&tenant, submission).await?;
+    eprintln!("run {run} submitted; on the embedded store `stepstone resume` drives it");
+    println!("{run}");
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result<ExitCode> {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use stepstone::journal::{Entry, Recorded};
 use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime};
@@ -19,6 +20,35 @@ pub async fn status(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resul
         println!("{}", status_line(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for a run to finish, for at most `timeout`, then prints its status.
+pub async fn wait(runtime: &Runtime, run: &RunId, timeout: Duration) -> anyhow::Result<ExitCode> {
+    let tenant = TenantId::default_tenant();
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        let status = runtime.status(&tenant, run).await?;
+        let finished = matches!(status.state, RunState::Completed { .. } | RunState::Failed { .. } | RunState::Cancelled { .. });
+        if finished || Instant::now() >= deadline {
+            break status;
+        }
+        tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
+    };
+    println!("{}", serde_json::to_string_pretty(&status)?);
+    Ok(exit_code(status.state.name()))
+}
+
+/// How often `wait` looks at the embedded store.
+const POLL: Duration = Duration::from_millis(100);
+
+/// 0 for a completed run, 1 for one that failed or was cancelled, 2 for
+/// one still going when the wait ended.
+pub fn exit_code(state: &str) -> ExitCode {
+    match state {
+        "completed" => ExitCode::SUCCESS,
+        "failed" | "cancelled" => ExitCode::FAILURE,
+        _ => ExitCode::from(2),
+    }
 }
 
 pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {

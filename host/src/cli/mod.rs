@@ -3,6 +3,7 @@
 
 mod drive;
 mod inspect;
+mod remote;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,12 @@ pub struct Cli {
     /// when woken, so waiting runs hold no memory.
     #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration, default_value = "5s")]
     evict_after: Duration,
+    /// Talk to this `stepstone serve` instead of the embedded store.
+    #[arg(long, global = true, env = "STEPSTONE_SERVER")]
+    server: Option<String>,
+    /// The tenant token for --server.
+    #[arg(long, global = true, env = "STEPSTONE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -50,6 +57,29 @@ impl Cli {
 enum Command {
     /// Start a run (or continue one, given its id) and drive it until it finishes.
     Run(drive::RunArgs),
+    /// Store a component (validated first); with --name, the name points at it.
+    Upload {
+        component: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Start a run without waiting for it (`wait` waits; on the embedded
+    /// store, `resume` drives it).
+    Start {
+        /// A component name or digest (see `upload`).
+        component: String,
+        workflow: String,
+        #[arg(long, default_value = "null")]
+        input: String,
+        #[arg(long)]
+        run_id: Option<RunId>,
+    },
+    /// Wait until a run finishes, or the timeout passes; prints its status.
+    Wait {
+        run: RunId,
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+        timeout: Duration,
+    },
     /// Drive every unfinished run to completion or its next long wait (crash recovery).
     Resume {
         /// Leave runs that would wait longer than this suspended in the store.
@@ -127,6 +157,9 @@ enum TenantCommand {
 }
 
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(server) = &cli.server {
+        return remote::execute(remote::Remote::new(server, cli.token)?, cli.command).await;
+    }
     let mut config = HostConfig::new();
     config.wait.eviction_threshold = cli.evict_after;
     let host = || host(&cli.data_dir, config.clone());
@@ -137,6 +170,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => drive::run(&host()?, args).await,
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
         Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,
+        Command::Upload { component, name } => drive::upload(&host()?, &component, name.as_deref()).await,
+        Command::Start { component, workflow, input, run_id } => {
+            drive::start(&host()?, &component, &workflow, &input, run_id).await
+        }
+        Command::Wait { run, timeout } => inspect::wait(&host()?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host()?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host()?, &run, json).await,
         Command::History { run, json } => inspect::history(&host()?, &run, json).await,
