@@ -134,7 +134,7 @@ fn upload_start_resume_and_wait_on_the_embedded_store() {
     let host = Host::new();
     let hello = guest("hello");
     let uploaded = host.run(&["upload", arg(&hello), "--name", "hello"]).success().json();
-    assert_eq!(uploaded["workflows"], json!(["greet", "wrap-with-wat", "stamp"]));
+    assert_eq!(uploaded["workflows"], json!(["greet", "wrap-with-wat", "stamp", "await-go"]));
     let started = host.run(&["start", "hello", "greet", "--input", r#"{"name":"Lin"}"#, "--run-id", "s-1"]).success();
     assert_eq!(started.stdout().trim(), "s-1");
     let pending = host.run(&["wait", "s-1", "--timeout", "100ms"]);

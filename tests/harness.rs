@@ -169,7 +169,14 @@ impl Server {
     }
 
     fn start_on(host: Host, config: PathBuf) -> Self {
-        let mut process = host.spawn(&["serve", "--listen", "127.0.0.1:0", "--config", arg(&config)]);
+        // The server logs a lot: into a file, so a full pipe never blocks it.
+        let log = std::fs::File::create(host.data_dir().join("serve.log")).expect("a log file");
+        let mut process = host
+            .command(&["serve", "--listen", "127.0.0.1:0", "--config", arg(&config)])
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("stepstone starts");
         let stdout = process.stdout.take().expect("stdout is piped");
         let mut first = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).expect("the server prints its address");
@@ -184,6 +191,22 @@ impl Server {
         self.process.wait().expect("reaped");
         let (host, config) = (std::mem::replace(&mut self.host, Host::new()), self.config.clone());
         Self::start_on(host, config)
+    }
+
+    /// The server's resident memory, in bytes (from /proc).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id())).expect("/proc is readable");
+        let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).expect("VmRSS is listed");
+        kib.trim().trim_end_matches("kB").trim().parse::<u64>().expect("a number of kB") * 1024
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 if absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        let text = self.get("/metrics", "").expect(200);
+        let text = text.as_str().expect("metrics are text").to_owned();
+        text.lines()
+            .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .map_or(0.0, |value| value.parse().expect("a number"))
     }
 
     /// A request to `path` as `token`.

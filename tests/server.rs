@@ -250,3 +250,44 @@ fn the_cli_drives_a_server_with_a_token() {
     let stderr = String::from_utf8_lossy(&wrong.output().unwrap().stderr).into_owned();
     assert!(stderr.contains("refused the token"), "{stderr}");
 }
+
+/// Runs that wait for a signal hold no instance: 10,000 of them fit in
+/// 500 MiB, and all complete once signalled.
+#[test]
+fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
+    const RUNS: usize = 10_000;
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    let in_parallel = |job: &(dyn Fn(usize) + Sync)| {
+        std::thread::scope(|scope| {
+            for worker in 0..8 {
+                scope.spawn(move || (worker..RUNS).step_by(8).for_each(job));
+            }
+        });
+    };
+    in_parallel(&|i| {
+        let body = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": format!("w-{i}")});
+        server.post_json("/v1/runs", ACME, &body).expect(202);
+    });
+    let evicted = r#"stepstone_runs_evicted{tenant="acme"}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while server.metric(evicted) < RUNS as f64 {
+        assert!(std::time::Instant::now() < deadline, "only {} runs evicted", server.metric(evicted));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let rss = server.rss_bytes();
+    eprintln!("RSS with {RUNS} runs waiting for a signal: {} MiB", rss >> 20);
+    assert!(rss < 500 << 20, "{} MiB", rss >> 20);
+
+    in_parallel(&|i| {
+        server.post_bytes(&format!("/v1/runs/w-{i}/signals/go"), ACME, format!("{i}").into_bytes()).expect(202);
+    });
+    let completed = r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"}"#;
+    while server.metric(completed) < RUNS as f64 {
+        assert!(std::time::Instant::now() < deadline, "only {} runs completed", server.metric(completed));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for i in [0, 4_321, RUNS - 1] {
+        assert_eq!(wait(&server, ACME, &format!("w-{i}"))["output"], json!(i));
+    }
+}

@@ -1,5 +1,5 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
-//! runs by outcome and active runs, step attempts by outcome and their
+//! runs by outcome, active runs and evicted ones, step attempts by outcome and their
 //! durations, fuel burnt, replays and non-determinism errors.
 
 use std::time::Duration;
@@ -39,6 +39,7 @@ pub struct Metrics {
     registry: Registry,
     runs_finished: Family<TenantOutcome, Counter>,
     runs_active: Family<Tenant, Gauge>,
+    runs_evicted: Family<Tenant, Gauge>,
     step_attempts: Family<TenantOutcome, Counter>,
     step_seconds: Family<Tenant, Histogram, StepDurations>,
     fuel: Family<Tenant, Counter>,
@@ -52,6 +53,7 @@ impl Default for Metrics {
         let metrics = Self {
             runs_finished: Family::default(),
             runs_active: Family::default(),
+            runs_evicted: Family::default(),
             step_attempts: Family::default(),
             step_seconds: Family::new_with_constructor(StepDurations),
             fuel: Family::default(),
@@ -61,6 +63,7 @@ impl Default for Metrics {
         };
         registry.register("runs_finished", "Runs that ended, by outcome", metrics.runs_finished.clone());
         registry.register("runs_active", "Runs being driven now", metrics.runs_active.clone());
+        registry.register("runs_evicted", "Runs waiting with no instance", metrics.runs_evicted.clone());
         registry.register("step_attempts", "Step attempts, by outcome", metrics.step_attempts.clone());
         registry.register("step_attempt_seconds", "Wall time of step attempts", metrics.step_seconds.clone());
         registry.register("fuel_consumed", "Fuel burnt by step attempts", metrics.fuel.clone());
@@ -85,6 +88,10 @@ impl Metrics {
 
     pub fn run_active(&self, id: &TenantId, delta: i64) {
         self.runs_active.get_or_create(&tenant(id)).inc_by(delta);
+    }
+
+    pub fn run_evicted(&self, id: &TenantId, delta: i64) {
+        self.runs_evicted.get_or_create(&tenant(id)).inc_by(delta);
     }
 
     pub fn step_attempt(&self, id: &TenantId, how: &str, took: Duration, fuel: u64) {

@@ -1,9 +1,9 @@
 //! The smallest Stepstone guest: a workflow that calls one step, one that
-//! calls a step of another component written in WAT, and one that reads the
-//! recorded clock, randomness and memos.
+//! calls a step of another component written in WAT, one that reads the
+//! recorded clock, randomness and memos, and one that waits for a signal.
 
 use serde::{Deserialize, Serialize};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
@@ -56,11 +56,19 @@ fn stamp(ctx: &Workflow, _input: Value) -> Result<Stamp, Error> {
     })
 }
 
+/// Waits for the signal `go` and returns its payload: a run that costs
+/// nothing while it waits.
+fn await_go(ctx: &Workflow, _input: Value) -> Result<Value, Error> {
+    let go: Option<Value> = ctx.signal("go", Duration::from_secs(24 * 3600))?;
+    Ok(go.unwrap_or(Value::Null))
+}
+
 export! {
     workflows: {
         "greet" => greet,
         "wrap-with-wat" => wrap_with_wat,
         "stamp" => stamp,
+        "await-go" => await_go,
     },
     steps: {
         "make-greeting" => make_greeting,

@@ -25,9 +25,9 @@ pub struct Cli {
     #[arg(long, global = true, env = "STEPSTONE_DATA", default_value = "./stepstone-data")]
     data_dir: PathBuf,
     /// A run waiting longer than this drops its instance and is replayed
-    /// when woken, so waiting runs hold no memory.
-    #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration, default_value = "5s")]
-    evict_after: Duration,
+    /// when woken, so waiting runs hold no memory [default: 5s; 250ms for serve].
+    #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration)]
+    evict_after: Option<Duration>,
     /// Talk to this `stepstone serve` instead of the embedded store.
     #[arg(long, global = true, env = "STEPSTONE_SERVER")]
     server: Option<String>,
@@ -156,12 +156,24 @@ enum TenantCommand {
     },
 }
 
+const SERVE_EVICT_AFTER: Duration = Duration::from_millis(250);
+const SERVE_POLL: Duration = Duration::from_secs(30);
+
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(server) = &cli.server {
         return remote::execute(remote::Remote::new(server, cli.token)?, cli.command).await;
     }
     let mut config = HostConfig::new();
-    config.wait.eviction_threshold = cli.evict_after;
+    if matches!(cli.command, Command::Serve { .. }) {
+        // A server holds many runs: waiting ones give their instance back
+        // sooner, and signals reach them through the API, so the store is
+        // polled only as a backstop.
+        config.wait.eviction_threshold = SERVE_EVICT_AFTER;
+        config.wait.signal_poll_interval = SERVE_POLL;
+    }
+    if let Some(evict_after) = cli.evict_after {
+        config.wait.eviction_threshold = evict_after;
+    }
     let host = || host(&cli.data_dir, config.clone());
     match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),

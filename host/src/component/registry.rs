@@ -153,7 +153,10 @@ impl Components {
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
         let component = self.compile(role, &digest, &bytes).await?;
         check_imports(&digest, &component, self.engines.get(role))?;
-        let manifest = sandbox::describe(self.engines.get(role), &component).await.map_err(|failure| {
+        let slot = self.engines.slot(role).await;
+        let described = sandbox::describe(self.engines.get(role), &component).await;
+        drop(slot);
+        let manifest = described.map_err(|failure| {
             ComponentError::Describe { digest: digest.clone(), kind: failure.kind, message: failure.message }
         })?;
         if !manifest.workflows.is_empty() && !exports_workflows {

@@ -134,12 +134,12 @@ impl WorkflowState {
                 tracing::info!(seq, signal = %name, "signal wait timed out");
                 return Ok(None);
             }
-            if waiting_since.elapsed() >= wait.eviction_threshold {
+            let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal }));
-            }
+            };
             let left = Duration::from_millis(timer.deadline_ms - now);
-            self.run.control.nap(left.min(wait.signal_poll_interval)).await;
+            self.run.control.nap(left.min(wait.signal_poll_interval).min(until_eviction)).await;
             if self.run.control.is_cancelled() {
                 return Err(Interruption::Cancelled);
             }

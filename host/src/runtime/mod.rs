@@ -367,7 +367,10 @@ impl Runtime {
             if detach_after.is_some_and(|limit| wait > limit) {
                 return Ok(Progress::Suspended(suspension));
             }
-            self.wait_for_wake(tenant, run, &suspension).await?;
+            self.host.metrics.run_evicted(tenant, 1);
+            let woken = self.wait_for_wake(tenant, run, &suspension).await;
+            self.host.metrics.run_evicted(tenant, -1);
+            woken?;
         }
     }
 
@@ -468,6 +471,7 @@ impl Runtime {
     /// Runs the workflow from the start against `cursor`.
     async fn execute(&self, context: Arc<RunContext>, record: &RunRecord, cursor: Cursor, mode: Mode) -> Result<(Ended, u64), RunError> {
         let program = self.program(&context.own).await?;
+        let _slot = self.host.components.engines().slot(Role::Workflow).await;
         let state = WorkflowState::new(context, cursor, mode, self.host.config.workflow);
         let instance_error = |e: wasmtime::Error| RunError::Instance { run: record.run_id.clone(), reason: format!("{e:#}") };
         let mut store = program.store(state).map_err(instance_error)?;

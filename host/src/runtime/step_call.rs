@@ -15,7 +15,7 @@ use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
-use crate::sandbox::{kind_name, run_attempt};
+use crate::sandbox::{Role, kind_name, run_attempt};
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -73,6 +73,7 @@ async fn attempt_until_done(
     }
     loop {
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
+        let _slot = host.components.engines().slot(Role::Step).await;
         let started = std::time::Instant::now();
         let report = run_attempt(&program, name, &step.input, attempt, &step.limits).instrument(span).await;
         let how = report.result.as_ref().map_or_else(|failure| kind_name(failure.kind), |_| "ok");

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::SandboxError;
@@ -38,6 +39,11 @@ impl fmt::Display for Role {
 pub struct Engines {
     workflow: Engine,
     step: Engine,
+    /// Instances each role may hold at once: the pool's size. Waiting for a
+    /// slot, rather than failing when the pool is full, lets any number of
+    /// runs share a bounded pool.
+    workflow_slots: Arc<Semaphore>,
+    step_slots: Arc<Semaphore>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -47,7 +53,19 @@ impl Engines {
         let step = build_engine(Role::Step, config)?;
         let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()])
             .map_err(|e| SandboxError::Ticker(e.to_string()))?;
-        Ok(Self { workflow, step, _ticker: Arc::new(ticker) })
+        let slots = || Arc::new(Semaphore::new(config.pool_instances as usize));
+        Ok(Self { workflow, step, workflow_slots: slots(), step_slots: slots(), _ticker: Arc::new(ticker) })
+    }
+
+    /// Waits for a free instance slot of `role`; the slot is held until the
+    /// permit is dropped, with the store that uses it.
+    pub async fn slot(&self, role: Role) -> OwnedSemaphorePermit {
+        let slots = match role {
+            Role::Workflow => &self.workflow_slots,
+            Role::Step => &self.step_slots,
+        };
+        // The semaphores are never closed.
+        slots.clone().acquire_owned().await.expect("instance slots are never closed")
     }
 
     pub fn get(&self, role: Role) -> &Engine {
