@@ -157,6 +157,26 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
 }
 
 #[test]
+fn a_component_that_compiles_too_long_is_refused_and_run_options_lower_the_quota() {
+    let server = Server::start(&two_tenants("compile_timeout_ms = 1", ""));
+    let refused = server.post_bytes("/v1/components?name=order", ACME, std::fs::read(stepstone_e2e::guest("order")).unwrap()).expect(400);
+    assert!(refused["error"].as_str().unwrap().contains("took over 1ms"), "{refused}");
+    assert!(server.host.stored_objects().is_empty(), "{:?}", server.host.stored_objects());
+
+    server.upload(GLOBEX, "limits");
+    let body = json!({
+        "component": "limits", "workflow": "call-limited", "run_id": "lowered",
+        "input": {"step": "spin", "options": {"fuel": 1_000_000_000_000u64}},
+        "limits": {"fuel": 1_000_000},
+    });
+    server.post_json("/v1/runs", GLOBEX, &body).expect(202);
+    let lowered = wait(&server, GLOBEX, "lowered");
+    assert_eq!(lowered["output"]["error_kind"], "fuel-exhausted", "{lowered}");
+    let fuel = server.metric(r#"stepstone_fuel_consumed_total{tenant="globex"}"#);
+    assert!(fuel <= 1_000_000.0, "the run's limit held: {fuel}");
+}
+
+#[test]
 fn bad_uploads_are_400_with_a_reason_and_store_nothing() {
     let server = Server::start(&default_tenants());
     let empty_component = b"\0asm\x0d\x00\x01\x00".to_vec();

@@ -31,12 +31,28 @@ impl Default for StepLimits {
     }
 }
 
+/// Step limits a run or a step call asks for. Each one set can lower the
+/// limit in force, never raise it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitRequest {
+    pub fuel: Option<u64>,
+    pub memory_bytes: Option<usize>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<usize>,
+}
+
 impl StepLimits {
-    /// These limits, lowered (never raised) by a step call's own options.
-    pub fn lowered_by(self, fuel: Option<u64>, timeout: Option<Duration>) -> Self {
+    /// These limits, lowered (never raised) by `request`.
+    pub fn lowered_by(self, request: &LimitRequest) -> Self {
+        fn lower<T: Ord + Copy>(limit: T, asked: Option<T>) -> T {
+            asked.map_or(limit, |asked| asked.min(limit))
+        }
         Self {
-            fuel: fuel.map_or(self.fuel, |f| f.min(self.fuel)),
-            timeout: timeout.map_or(self.timeout, |t| t.min(self.timeout)),
+            fuel: lower(self.fuel, request.fuel),
+            memory_bytes: lower(self.memory_bytes, request.memory_bytes),
+            timeout: lower(self.timeout, request.timeout_ms.map(Duration::from_millis)),
+            max_output_bytes: lower(self.max_output_bytes, request.max_output_bytes),
             ..self
         }
     }
@@ -116,10 +132,11 @@ mod tests {
     #[test]
     fn options_lower_limits_but_never_raise_them() {
         let host = StepLimits { fuel: 100, timeout: Duration::from_secs(5), ..StepLimits::default() };
-        let lowered = host.lowered_by(Some(10), Some(Duration::from_secs(1)));
-        assert_eq!((lowered.fuel, lowered.timeout), (10, Duration::from_secs(1)));
-        let raised = host.lowered_by(Some(1_000), Some(Duration::from_secs(50)));
-        assert_eq!((raised.fuel, raised.timeout), (100, Duration::from_secs(5)));
-        assert_eq!(host.lowered_by(None, None), host);
+        let asked = |fuel, timeout_ms, memory_bytes| LimitRequest { fuel, timeout_ms, memory_bytes, ..LimitRequest::default() };
+        let lowered = host.lowered_by(&asked(Some(10), Some(1_000), Some(1 << 20)));
+        assert_eq!((lowered.fuel, lowered.timeout, lowered.memory_bytes), (10, Duration::from_secs(1), 1 << 20));
+        let raised = host.lowered_by(&asked(Some(1_000), Some(50_000), Some(usize::MAX)));
+        assert_eq!(raised, host);
+        assert_eq!(host.lowered_by(&LimitRequest::default()), host);
     }
 }

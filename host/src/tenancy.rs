@@ -30,6 +30,8 @@ use crate::store::TenantId;
 #[serde(default, deny_unknown_fields)]
 pub struct Quotas {
     pub max_component_bytes: usize,
+    /// How long validating and compiling one upload may take.
+    pub compile_timeout_ms: u64,
     pub max_payload_bytes: usize,
     /// Runs of the tenant being driven at once.
     pub max_active_runs: usize,
@@ -45,6 +47,7 @@ impl Default for Quotas {
         let step = StepLimits::default();
         Self {
             max_component_bytes: 64 << 20,
+            compile_timeout_ms: 60_000,
             max_payload_bytes: 1 << 20,
             max_active_runs: 10_000,
             max_new_runs_per_minute: 60_000,

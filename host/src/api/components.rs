@@ -1,5 +1,7 @@
 //! `/v1/components`: uploading, listing and describing a tenant's components.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -71,7 +73,10 @@ pub async fn upload(
     }
     let name = params.name.as_deref().map(ComponentName::new).transpose().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let _compiling = state.compile_permit(&tenant.id).await;
-    let loaded = state.runtime.upload(&tenant.id, body, name.as_ref()).await?;
+    let budget = Duration::from_millis(tenant.quotas.compile_timeout_ms);
+    let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, name.as_ref()))
+        .await
+        .map_err(|_| ApiError::bad_request(format!("validating and compiling the component took over {budget:?}, this tenant's limit: upload a smaller component")))??;
     Ok((StatusCode::CREATED, Json(ComponentInfo::of(&loaded, params.name))))
 }
 

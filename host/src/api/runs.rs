@@ -13,6 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
+use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{ReplayReport, RunStatus, Submission};
 use crate::store::{RunId, SignalName};
@@ -32,6 +33,9 @@ pub struct StartRun {
     /// An idempotency key: the same id with the same input returns the same
     /// run; with another input, 409.
     pub run_id: Option<String>,
+    /// Step limits for this run: each can lower the tenant's quota, never raise it.
+    #[serde(default)]
+    pub limits: LimitRequest,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -71,6 +75,7 @@ pub async fn start(
     let component = state.runtime.component(&tenant.id, &start.component).await?;
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = run_id;
+    submission.limits = start.limits;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
     Ok((StatusCode::ACCEPTED, Json(Started { run_id: run.to_string() })))

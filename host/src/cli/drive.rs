@@ -50,7 +50,9 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     for (name, path) in &args.links {
         links.insert(name.clone(), load(runtime, path).await?);
     }
-    let submission = Submission { run_id: args.run_id, workflow: args.workflow, component, links, input: args.input };
+    let mut submission = Submission::new(component, &args.workflow, &args.input);
+    submission.run_id = args.run_id;
+    submission.links = links;
     let run = runtime.submit(&tenant, submission).await?;
     tracing::info!(run = %run, "run started");
     let progress = runtime.run_to_end(&tenant, &run, args.detach_after).await?;

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::config::LimitRequest;
 use crate::contract::bindings::StepError;
 use crate::store::RunId;
 
@@ -22,6 +23,9 @@ pub struct RunRecord {
     pub input: String,
     pub input_digest: String,
     pub created_at_ms: u64,
+    /// Step limits the run asked for, below its tenant's.
+    #[serde(default)]
+    pub limits: LimitRequest,
 }
 
 /// How a run ended; written once.

@@ -11,6 +11,7 @@ use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
 use super::workflow::{Mode, StepResult, WorkflowState};
+use crate::config::LimitRequest;
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
 use crate::journal::{Call, CallKind, Entry, JournalError, Recorded};
@@ -63,8 +64,8 @@ impl WorkflowState {
             Some(other) => return Err(mismatch(seq, other)),
             None => {
                 let target = self.run.resolve_step(&step);
-                let timeout = options.timeout_ms.map(Duration::from_millis);
-                let limits = self.run.step_limits.lowered_by(options.fuel, timeout);
+                let asked = LimitRequest { fuel: options.fuel, timeout_ms: options.timeout_ms, ..LimitRequest::default() };
+                let limits = self.run.step_limits.lowered_by(&asked);
                 let step = StepCall { seq, call, target, input, options, limits };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));

@@ -48,7 +48,7 @@ pub use retry::RetryPolicy;
 pub use status::{RunState, RunStatus};
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
-use crate::config::{HostConfig, StepLimits};
+use crate::config::{HostConfig, LimitRequest, StepLimits};
 use crate::metrics::Metrics;
 use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
@@ -114,11 +114,20 @@ pub struct Submission {
     /// Components whose steps the run may call as `name/step`.
     pub links: BTreeMap<String, Arc<Loaded>>,
     pub input: String,
+    /// Step limits for this run, below the tenant's.
+    pub limits: LimitRequest,
 }
 
 impl Submission {
     pub fn new(component: Arc<Loaded>, workflow: &str, input: &str) -> Self {
-        Self { run_id: None, workflow: workflow.into(), component, links: BTreeMap::new(), input: input.into() }
+        Self {
+            run_id: None,
+            workflow: workflow.into(),
+            component,
+            links: BTreeMap::new(),
+            input: input.into(),
+            limits: LimitRequest::default(),
+        }
     }
 }
 
@@ -279,6 +288,7 @@ impl Runtime {
             input_digest: digest(submission.input.as_bytes()),
             input: submission.input,
             created_at_ms: now_ms(),
+            limits: submission.limits,
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
@@ -451,7 +461,7 @@ impl Runtime {
             links.insert(name.clone(), self.host.components.get(&store, digest).await?);
         }
         let control = self.host.controls.of(tenant, run);
-        let step_limits = self.step_limits(tenant);
+        let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
         let context = RunContext { host: self.host.clone(), records, own, links, control, step_limits };
         Ok((Arc::new(context), record))
     }
