@@ -134,7 +134,7 @@ fn upload_start_resume_and_wait_on_the_embedded_store() {
     let host = Host::new();
     let hello = guest("hello");
     let uploaded = host.run(&["upload", arg(&hello), "--name", "hello"]).success().json();
-    assert_eq!(uploaded["workflows"], json!(["greet", "wrap-with-wat", "stamp", "await-go"]));
+    assert_eq!(uploaded["workflows"], json!(["greet", "wrap-with-wat", "stamp", "await-go", "greet-all", "await-go-child"]));
     let started = host.run(&["start", "hello", "greet", "--input", r#"{"name":"Lin"}"#, "--run-id", "s-1"]).success();
     assert_eq!(started.stdout().trim(), "s-1");
     let pending = host.run(&["wait", "s-1", "--timeout", "100ms"]);
@@ -142,4 +142,21 @@ fn upload_start_resume_and_wait_on_the_embedded_store() {
     host.run(&["resume"]).success();
     let finished = host.run(&["wait", "s-1"]).success().json();
     assert_eq!(finished["output"], json!({"greeting": "Hello, Lin!"}));
+}
+
+#[test]
+fn child_workflows_are_runs_of_their_own_linked_to_their_parent() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let input = r#"{"names":["Ada","Lin","Kai"]}"#;
+    let run = host.run(&["run", arg(&hello), "greet-all", "--run-id", "family", "--input", input]).success();
+    assert_eq!(run.json_line(), json!(["Hello, Ada!", "Hello, Lin!", "Hello, Kai!"]));
+    for (seq, name) in [(0, "Ada"), (1, "Lin"), (2, "Kai")] {
+        let child = host.status(&format!("family.{seq}")).expect("each child is a run");
+        assert_eq!(child["output"], json!({"greeting": format!("Hello, {name}!")}));
+    }
+    let kinds: Vec<String> = host.history("family").iter().map(|e| e["call"]["kind"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(kinds, ["StartChild", "StartChild", "StartChild", "AwaitChild", "AwaitChild", "AwaitChild"]);
+    let replay = host.run(&["replay", "family"]).success();
+    assert!(replay.stdout().contains("deterministic: output identical"), "{}", replay.stdout());
 }

@@ -311,3 +311,36 @@ fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
         assert_eq!(wait(&server, ACME, &format!("w-{i}"))["output"], json!(i));
     }
 }
+
+#[test]
+fn cancelling_a_parent_cancels_its_children() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    start(&server, ACME, "hello", "await-go-child", json!({}), "parent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.get("/v1/runs/parent.0", ACME).body["state"] != "awaiting-signal" {
+        assert!(std::time::Instant::now() < deadline, "the child never waited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.post_json("/v1/runs/parent/cancel", ACME, &json!({"reason": "stop all"})).expect(202);
+    assert_eq!(wait(&server, ACME, "parent")["state"], "cancelled");
+    let child = wait(&server, ACME, "parent.0");
+    assert_eq!(child["state"], "cancelled", "{child}");
+    assert!(child["reason"].as_str().unwrap().contains("its parent parent was cancelled"), "{child}");
+}
+
+#[test]
+fn a_child_signalled_through_the_api_ends_its_parent() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    start(&server, ACME, "hello", "await-go-child", json!({}), "p2");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.get("/v1/runs/p2.0", ACME).body["state"] != "awaiting-signal" {
+        assert!(std::time::Instant::now() < deadline, "the child never waited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Long enough for the parent to have been evicted while it awaits the child.
+    std::thread::sleep(Duration::from_millis(600));
+    server.post_bytes("/v1/runs/p2.0/signals/go", ACME, br#"{"done":true}"#.to_vec()).expect(202);
+    assert_eq!(wait(&server, ACME, "p2")["output"], json!({"done": true}));
+}

@@ -59,4 +59,4 @@ pub use error::{Error, StepError, StepErrorKind};
 pub use log::Level;
 pub use options::StepOptions;
 pub use step::{Step, StepFailure};
-pub use workflow::{Pending, Workflow};
+pub use workflow::{Child, Pending, Workflow};

@@ -1,6 +1,7 @@
 //! The workflow side: the [`Workflow`] context, through which a workflow
 //! makes every durable call (steps, timers, signals, time, randomness,
-//! memos, logs), and [`Pending`], a step started for fan-out.
+//! memos, logs, child workflows), [`Pending`], a step started for fan-out,
+//! and [`Child`], a child workflow started.
 //!
 //! Each durable call is journaled by the host and answered from the journal
 //! when the run is replayed, which is why a workflow must not reach the
@@ -119,6 +120,38 @@ impl Workflow {
         (index, decode_step_result(&finished.step, result))
     }
 
+    /// Runs workflow `workflow` of this component as a child run and waits
+    /// for its output.
+    pub fn child<I, O>(&self, workflow: &str, input: &I) -> Result<O, Error>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        self.start_child(workflow, input, None)?.join()
+    }
+
+    /// Starts workflow `workflow` as a child run — its own run, with its own
+    /// journal, cancelled with this one — without waiting for it. With
+    /// `component`, the workflow comes from that component (a component
+    /// linked to the run, or one of the tenant's component names).
+    pub fn start_child<I, O>(
+        &self,
+        workflow: &str,
+        input: &I,
+        component: Option<&str>,
+    ) -> Result<Child<O>, Error>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        let input = serde_json::to_string(input)?;
+        Ok(Child {
+            workflow: workflow.to_owned(),
+            handle: durable::start_child(workflow, &input, component),
+            output: PhantomData,
+        })
+    }
+
     /// Waits `duration` on a durable timer: a host restart in between does
     /// not restart the wait.
     pub fn sleep(&self, duration: Duration) {
@@ -177,6 +210,24 @@ pub struct Pending<T> {
     handle: durable::StepHandle,
     // `fn() -> T`: a `Pending<T>` yields a `T` but does not own one.
     output: PhantomData<fn() -> T>,
+}
+
+/// A child run started with [`Workflow::start_child`].
+#[must_use = "a child's result is only seen through `Child::join`"]
+#[derive(Debug)]
+pub struct Child<T> {
+    workflow: String,
+    handle: durable::ChildHandle,
+    output: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Child<T> {
+    /// Waits for the child run to end and returns its output.
+    pub fn join(self) -> Result<T, Error> {
+        let output = durable::await_child(self.handle)
+            .map_err(|error| Error::Message(format!("child workflow `{}` failed: {error}", self.workflow)))?;
+        decode_payload(&output, format_args!("the output of child workflow `{}`", self.workflow))
+    }
 }
 
 fn encode_step_input<I: Serialize + ?Sized>(step: &str, input: &I) -> Result<String, StepError> {

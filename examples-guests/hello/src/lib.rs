@@ -1,6 +1,7 @@
 //! The smallest Stepstone guest: a workflow that calls one step, one that
 //! calls a step of another component written in WAT, one that reads the
-//! recorded clock, randomness and memos, and one that waits for a signal.
+//! recorded clock, randomness and memos, one that waits for a signal, and
+//! two that run others as child workflows.
 
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, UNIX_EPOCH};
@@ -63,12 +64,36 @@ fn await_go(ctx: &Workflow, _input: Value) -> Result<Value, Error> {
     Ok(go.unwrap_or(Value::Null))
 }
 
+#[derive(Deserialize)]
+struct People {
+    names: Vec<String>,
+}
+
+/// Greets each name in a child run of `greet`, all started before any is
+/// awaited: `{"names": ["Ada", "Lin"]}` → `["Hello, Ada!", "Hello, Lin!"]`.
+fn greet_all(ctx: &Workflow, people: People) -> Result<Vec<String>, Error> {
+    let children = people
+        .names
+        .iter()
+        .map(|name| ctx.start_child::<_, Greeting>("greet", &Person { name: name.clone() }, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    children.into_iter().map(|child| Ok(child.join()?.greeting)).collect()
+}
+
+/// Runs `await-go` as a child and returns what it returns: cancelling this
+/// run cancels the child too.
+fn await_go_child(ctx: &Workflow, input: Value) -> Result<Value, Error> {
+    ctx.child("await-go", &input)
+}
+
 export! {
     workflows: {
         "greet" => greet,
         "wrap-with-wat" => wrap_with_wat,
         "stamp" => stamp,
         "await-go" => await_go,
+        "greet-all" => greet_all,
+        "await-go-child" => await_go_child,
     },
     steps: {
         "make-greeting" => make_greeting,

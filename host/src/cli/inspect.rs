@@ -106,6 +106,9 @@ fn outcome(entry: &Entry) -> String {
         Recorded::Value(value) => value.to_string(),
         Recorded::MemoSet { value } => format!("set {value}"),
         Recorded::Winner(index) => format!("handle #{index} first"),
+        Recorded::Child { run: Ok(child) } => format!("started {child}"),
+        Recorded::Child { run: Err(refused) } | Recorded::ChildEnded { result: Err(refused) } => format!("failed {refused}"),
+        Recorded::ChildEnded { result: Ok(output) } => format!("ok {output}"),
     }
 }
 

@@ -26,6 +26,9 @@ pub struct RunRecord {
     /// Step limits the run asked for, below its tenant's.
     #[serde(default)]
     pub limits: LimitRequest,
+    /// The run that started this one as its child.
+    #[serde(default)]
+    pub parent: Option<RunId>,
 }
 
 /// How a run ended; written once.
@@ -34,6 +37,17 @@ pub enum Outcome {
     Completed { output: String },
     Failed { kind: String, message: String },
     Cancelled { reason: String },
+}
+
+impl Outcome {
+    /// The outcome as a child's parent sees it.
+    pub fn as_result(&self) -> Result<String, String> {
+        match self {
+            Outcome::Completed { output } => Ok(output.clone()),
+            Outcome::Failed { kind, message } => Err(format!("{kind}: {message}")),
+            Outcome::Cancelled { reason } => Err(format!("cancelled: {reason}")),
+        }
+    }
 }
 
 /// A request to cancel a run; written once.
@@ -53,6 +67,8 @@ pub enum CallKind {
     Random,
     MemoSet,
     AwaitAny,
+    StartChild,
+    AwaitChild,
 }
 
 impl fmt::Display for CallKind {
@@ -65,6 +81,8 @@ impl fmt::Display for CallKind {
             CallKind::Random => "random",
             CallKind::MemoSet => "memo-set",
             CallKind::AwaitAny => "await-any",
+            CallKind::StartChild => "start-child",
+            CallKind::AwaitChild => "await-child",
         })
     }
 }
@@ -103,6 +121,10 @@ pub enum Recorded {
     MemoSet { value: String },
     /// The index, among the awaited handles, of the first to finish.
     Winner(u32),
+    /// The child run that was started, or why it could not be.
+    Child { run: Result<RunId, String> },
+    /// How a child run ended: its output, or why it failed.
+    ChildEnded { result: Result<String, String> },
 }
 
 /// One journal entry: a durable call and its result.

@@ -24,7 +24,7 @@ impl types::Host for WorkflowState {}
 impl WorkflowState {
     /// Takes the next seq for `call`; returns the recorded result if the
     /// journal has one, fails in verify mode if it does not.
-    fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+    pub(super) fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
         if self.run.control.is_cancelled() {
             return Err(Interruption::Cancelled);
         }
@@ -37,7 +37,7 @@ impl WorkflowState {
         Ok((seq, recorded))
     }
 
-    async fn append(&mut self, seq: u64, call: Call, recorded: Recorded, started_at_ms: u64) -> Result<(), Interruption> {
+    pub(super) async fn append(&mut self, seq: u64, call: Call, recorded: Recorded, started_at_ms: u64) -> Result<(), Interruption> {
         let entry = Entry { seq, call, recorded, attempts: 1, started_at_ms, finished_at_ms: now_ms() };
         self.run.records.append(&entry).await?;
         Ok(())
@@ -94,7 +94,7 @@ impl WorkflowState {
     async fn wait_until(&self, deadline_ms: u64) -> Result<(), Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         if remaining > self.run.host.config.wait.eviction_threshold {
-            return Err(Interruption::Suspend(Suspension { wake_at_ms: deadline_ms, signal: None }));
+            return Err(Interruption::Suspend(Suspension { wake_at_ms: deadline_ms, signal: None, child: None }));
         }
         self.unless_cancelled(tokio::time::sleep(remaining)).await
     }
@@ -137,7 +137,7 @@ impl WorkflowState {
             }
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 let signal = Some((name, taken));
-                return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal }));
+                return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal, child: None }));
             };
             let left = Duration::from_millis(timer.deadline_ms - now);
             self.run.control.nap(left.min(wait.signal_poll_interval).min(until_eviction)).await;
@@ -161,7 +161,7 @@ impl WorkflowState {
     }
 }
 
-fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
+pub(super) fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
     Interruption::from(JournalError::Corrupt {
         key: format!("journal seq {seq}"),
         reason: format!("the entry's call and result disagree: {recorded:?}"),
@@ -277,6 +277,14 @@ impl durable::Host for WorkflowState {
             Ok(())
         };
         run.await.map_err(Interruption::trap)
+    }
+
+    async fn start_child(&mut self, workflow: String, input: String, component: Option<String>) -> Trappable<u32> {
+        self.start_child_run(workflow, input, component).await.map_err(Interruption::trap)
+    }
+
+    async fn await_child(&mut self, child: u32) -> Trappable<Result<String, String>> {
+        self.await_child_run(child).await.map_err(Interruption::trap)
     }
 
     async fn log(&mut self, level: LogLevel, message: String) -> Trappable<()> {

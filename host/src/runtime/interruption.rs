@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::journal::{JournalError, NonDeterminism};
-use crate::store::SignalName;
+use crate::store::{RunId, SignalName};
 
 /// What a run waits for once its instance has been evicted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub struct Suspension {
     /// The signal that wakes it earlier, with how many signals of that name
     /// the run had already taken: one more means a new one arrived.
     pub signal: Option<(SignalName, usize)>,
+    /// The child run whose end wakes it.
+    pub child: Option<RunId>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

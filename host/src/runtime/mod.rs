@@ -24,6 +24,7 @@
 //! ```
 
 mod background;
+mod children;
 mod clock;
 mod control;
 mod durable;
@@ -50,7 +51,7 @@ pub use status::{RunState, RunStatus};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, LimitRequest, StepLimits};
 use crate::metrics::Metrics;
-use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, RunRecord, RunRecords, SignalRecord, digest};
+use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, Recorded, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::store::{ComponentName, RunId, SignalName, Storage, StoreError, TenantId, runs_key};
 use interruption::Interruption;
@@ -116,6 +117,8 @@ pub struct Submission {
     pub input: String,
     /// Step limits for this run, below the tenant's.
     pub limits: LimitRequest,
+    /// The run starting this one as its child.
+    pub parent: Option<RunId>,
 }
 
 impl Submission {
@@ -127,6 +130,7 @@ impl Submission {
             links: BTreeMap::new(),
             input: input.into(),
             limits: LimitRequest::default(),
+            parent: None,
         }
     }
 }
@@ -289,6 +293,7 @@ impl Runtime {
             input: submission.input,
             created_at_ms: now_ms(),
             limits: submission.limits,
+            parent: submission.parent,
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
@@ -341,6 +346,9 @@ impl Runtime {
             };
             let outcome = records.finish(&outcome).await?;
             self.count_finished(tenant, &outcome);
+            if let Some(parent) = &record.parent {
+                self.host.controls.ring(tenant, parent);
+            }
             tracing::info!(outcome = ?outcome, "run finished");
             Ok(Progress::Finished(outcome))
         }
@@ -398,6 +406,11 @@ impl Runtime {
             {
                 return Ok(());
             }
+            if let Some(child) = &suspension.child
+                && self.records(tenant, child).outcome().await?.is_some()
+            {
+                return Ok(());
+            }
             // Poll the store too: another process may signal or cancel.
             control.nap(poll.min(Duration::from_millis(left))).await;
         }
@@ -431,6 +444,14 @@ impl Runtime {
         }
         records.request_cancel(&CancelRecord { reason: reason.to_owned(), requested_at_ms: now_ms() }).await?;
         self.host.controls.cancel(tenant, run);
+        for entry in records.entries().await?.into_values() {
+            if let Recorded::Child { run: Ok(child) } = entry.recorded {
+                // A child that already ended, or whose own cancellation fails, does not stop the parent's.
+                if let Err(e) = Box::pin(self.cancel(tenant, &child, &format!("its parent {run} was cancelled"))).await {
+                    tracing::debug!(%child, "child not cancelled: {e}");
+                }
+            }
+        }
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
 use crate::journal::{Cursor, JournalError, Recorded};
 use crate::sandbox::{MemoryGuard, Sandboxed, link, new_store};
+use crate::store::RunId;
 
 /// Whether durable calls without a journal entry may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct WorkflowState {
     pub(super) memos: BTreeMap<String, String>,
     pub(super) consumed_signals: HashSet<String>,
     pub(super) steps: HashMap<u32, Shared<BoxFuture<'static, StepResult>>>,
+    /// Child runs started, by handle: the run, or why it could not start.
+    pub(super) children: HashMap<u32, Result<RunId, String>>,
     pub(super) running: Vec<AbortHandle>,
 }
 
@@ -70,6 +73,7 @@ impl WorkflowState {
             memos: BTreeMap::new(),
             consumed_signals,
             steps: HashMap::new(),
+            children: HashMap::new(),
             running: Vec::new(),
         }
     }
