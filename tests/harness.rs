@@ -185,12 +185,23 @@ impl Server {
         Self { host, url, config, process, client }
     }
 
-    /// Kills the server with SIGKILL and starts a new one on the same data.
-    pub fn kill_and_restart(mut self) -> Self {
-        self.process.kill().expect("SIGKILL");
-        self.process.wait().expect("reaped");
+    /// Sends the server `signal` (`KILL`, `TERM`), waits for it to exit,
+    /// and starts a new one on the same data.
+    pub fn restart_after(mut self, signal: &str) -> Self {
+        let pid = self.process.id().to_string();
+        let sent = Command::new("kill").args(["-s", signal, &pid]).status().expect("kill runs");
+        assert!(sent.success(), "kill -s {signal} {pid} failed");
+        let exited = self.process.wait().expect("reaped");
+        if signal == "TERM" {
+            assert!(exited.success(), "a SIGTERM'd server exits cleanly: {exited}");
+        }
         let (host, config) = (std::mem::replace(&mut self.host, Host::new()), self.config.clone());
         Self::start_on(host, config)
+    }
+
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.host.data_dir().join("serve.log")).unwrap_or_default()
     }
 
     /// The server's resident memory, in bytes (from /proc).

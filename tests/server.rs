@@ -119,6 +119,7 @@ fn tenants_cannot_see_or_touch_each_others_runs_and_components() {
     }
     server.post_bytes("/v1/runs/mine/signals/go", GLOBEX, b"{}".to_vec()).expect(404);
     server.post_json("/v1/runs/mine/replay", GLOBEX, &json!({})).expect(404);
+    server.post_json("/v1/runs/mine/cancel", GLOBEX, &json!({})).expect(404);
     let by_digest = json!({"component": digest, "workflow": "greet", "input": {"name": "Eve"}});
     server.post_json("/v1/runs", GLOBEX, &by_digest).expect(404);
     assert_eq!(server.get("/v1/components", GLOBEX).expect(200), json!([]));
@@ -209,7 +210,7 @@ fn a_killed_server_finishes_every_run_after_restart_without_rerunning_steps() {
     }
     let before: Vec<Value> = ["k-sleep", "k-signal"].iter().map(|run| server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200)).collect();
 
-    let server = server.kill_and_restart();
+    let server = server.restart_after("KILL");
     for run in ["k-sleep", "k-signal"] {
         server.post_bytes(&format!("/v1/runs/{run}/signals/approve"), ACME, br#"{"approved":true}"#.to_vec()).expect(202);
     }
@@ -343,4 +344,21 @@ fn a_child_signalled_through_the_api_ends_its_parent() {
     std::thread::sleep(Duration::from_millis(600));
     server.post_bytes("/v1/runs/p2.0/signals/go", ACME, br#"{"done":true}"#.to_vec()).expect(202);
     assert_eq!(wait(&server, ACME, "p2")["output"], json!({"done": true}));
+}
+
+#[test]
+fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "limits");
+    let slow = json!({"step": "slow", "input": {"ms": 1_500}});
+    start(&server, ACME, "limits", "call-limited", slow, "graceful");
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(server.get("/v1/runs/graceful/journal", ACME).expect(200), json!([]), "the step is still running");
+
+    let server = server.restart_after("TERM");
+    let journal = server.get("/v1/runs/graceful/journal", ACME).expect(200);
+    assert_eq!(journal[0]["name"], "slow", "the step in flight finished and was journaled before the exit: {journal}");
+    let finished = wait(&server, ACME, "graceful");
+    assert_eq!(finished["state"], "completed", "{finished}");
+    assert_eq!(server.get("/v1/runs/graceful/journal", ACME).expect(200), journal, "the step did not run again");
 }

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use stepstone::api::{self, ApiState};
@@ -10,7 +11,11 @@ use stepstone::runtime::Runtime;
 use stepstone::store::TenantId;
 use stepstone::tenancy::Tenants;
 
-/// Serves the API on `listen` until SIGTERM or Ctrl-C.
+/// How long a shutdown waits for step attempts in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Serves the API on `listen` until SIGTERM or Ctrl-C, then lets the step
+/// attempts in flight finish and journal their results.
 pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let tenants = match config {
         Some(path) => {
@@ -34,8 +39,12 @@ pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> any
     // Scripts and tests read the address (the port may have been 0).
     println!("listening on http://{address}");
     std::io::stdout().flush()?;
-    let router = api::router(ApiState::new(runtime, tenants));
+    let router = api::router(ApiState::new(runtime.clone(), tenants));
     axum::serve(listener, router).with_graceful_shutdown(shutdown()).await?;
+    let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
+    if unfinished > 0 {
+        tracing::warn!(steps = unfinished, "step attempts still running after {SHUTDOWN_GRACE:?} are abandoned; they run again at the next start");
+    }
     tracing::info!("stopped; unfinished runs resume from their journals at the next start");
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -14,10 +15,38 @@ use crate::store::{RunId, TenantId};
 type RunKey = (TenantId, RunId);
 
 /// The runs being driven in the background, each with a flag that turns
-/// true when its task ends.
+/// true when its task ends; and the step calls in flight, which a shutdown
+/// lets finish.
 #[derive(Default)]
 pub struct Background {
     running: Mutex<HashMap<RunKey, watch::Receiver<bool>>>,
+    /// Step calls started and not yet journaled.
+    steps_in_flight: watch::Sender<usize>,
+    /// Set when shutting down: no new step call starts.
+    draining: AtomicBool,
+}
+
+/// Marks one step call in flight for as long as it lives.
+pub struct InFlight<'a>(&'a watch::Sender<usize>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|count| *count -= 1);
+    }
+}
+
+impl Background {
+    /// Registers a step call about to start. While draining, it waits
+    /// forever instead: it is not journaled, so it runs after the restart.
+    pub async fn step_starting(&self) -> InFlight<'_> {
+        self.steps_in_flight.send_modify(|count| *count += 1);
+        let in_flight = InFlight(&self.steps_in_flight);
+        if self.draining.load(Ordering::SeqCst) {
+            drop(in_flight);
+            return std::future::pending().await;
+        }
+        in_flight
+    }
 }
 
 impl Runtime {
@@ -47,6 +76,17 @@ impl Runtime {
     /// How many of the tenant's runs are being driven right now.
     pub fn active_runs(&self, tenant: &TenantId) -> usize {
         lock(&self.host.background.running).keys().filter(|(owner, _)| owner == tenant).count()
+    }
+
+    /// Starts no new step call and lets those in flight finish and journal
+    /// their results, for at most `grace`: what a clean shutdown needs.
+    /// Returns how many were still in flight when it gave up.
+    pub async fn drain(&self, grace: Duration) -> usize {
+        let background = &self.host.background;
+        background.draining.store(true, Ordering::SeqCst);
+        let mut in_flight = background.steps_in_flight.subscribe();
+        let _ = tokio::time::timeout(grace, in_flight.wait_for(|count| *count == 0)).await;
+        *in_flight.borrow()
     }
 
     /// Drives every unfinished run of the tenant in the background (after a

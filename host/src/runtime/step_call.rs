@@ -33,6 +33,7 @@ pub struct StepCall {
 /// Runs `step` to its final result and journals it. The result is durable
 /// before this returns: the workflow never acts on an unrecorded result.
 pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
+    let _in_flight = host.background.step_starting().await;
     let started_at_ms = now_ms();
     let (result, attempts) = match &step.target {
         Some((component, name)) => attempt_until_done(&host, &records, &step, component, name).await?,
