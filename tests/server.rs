@@ -46,6 +46,15 @@ fn start(server: &Server, token: &str, component: &str, workflow: &str, input: V
     server.post_json("/v1/runs", token, &body).expect(202)
 }
 
+/// Polls a run of acme's until it is in `state`, for at most 30 s.
+fn await_state(server: &Server, run: &str, state: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.get(&format!("/v1/runs/{run}"), ACME).body["state"] != state {
+        assert!(std::time::Instant::now() < deadline, "{run} never became {state}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn wait(server: &Server, token: &str, run: &str) -> Value {
     server.get(&format!("/v1/runs/{run}/wait?timeout=60s"), token).expect(200)
 }
@@ -318,11 +327,7 @@ fn cancelling_a_parent_cancels_its_children() {
     let server = Server::start(&default_tenants());
     server.upload(ACME, "hello");
     start(&server, ACME, "hello", "await-go-child", json!({}), "parent");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server.get("/v1/runs/parent.0", ACME).body["state"] != "awaiting-signal" {
-        assert!(std::time::Instant::now() < deadline, "the child never waited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_state(&server, "parent.0", "awaiting-signal");
     server.post_json("/v1/runs/parent/cancel", ACME, &json!({"reason": "stop all"})).expect(202);
     assert_eq!(wait(&server, ACME, "parent")["state"], "cancelled");
     let child = wait(&server, ACME, "parent.0");
@@ -335,11 +340,7 @@ fn a_child_signalled_through_the_api_ends_its_parent() {
     let server = Server::start(&default_tenants());
     server.upload(ACME, "hello");
     start(&server, ACME, "hello", "await-go-child", json!({}), "p2");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server.get("/v1/runs/p2.0", ACME).body["state"] != "awaiting-signal" {
-        assert!(std::time::Instant::now() < deadline, "the child never waited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_state(&server, "p2.0", "awaiting-signal");
     // Long enough for the parent to have been evicted while it awaits the child.
     std::thread::sleep(Duration::from_millis(600));
     server.post_bytes("/v1/runs/p2.0/signals/go", ACME, br#"{"done":true}"#.to_vec()).expect(202);
