@@ -6,7 +6,11 @@ use stepstone_e2e::{Host, arg, guest};
 /// Runs `stepstone ARGS`, expects failure, and checks nothing was stored.
 fn refused(host: &Host, args: &[&str]) -> String {
     let stderr = host.run(args).failure();
-    assert!(host.stored_objects().is_empty(), "something was stored: {:?}", host.stored_objects());
+    assert!(
+        host.stored_objects().is_empty(),
+        "something was stored: {:?}",
+        host.stored_objects()
+    );
     stderr
 }
 
@@ -25,7 +29,10 @@ fn a_core_module_is_refused_with_the_command_that_fixes_it() {
     let module = host.data_dir().join("module.wasm");
     std::fs::write(&module, wat_module()).unwrap();
     let stderr = refused(&host, &["run", arg(&module), "greet"]);
-    assert!(stderr.contains("core WebAssembly module") && stderr.contains("stepstone componentize"), "{stderr}");
+    assert!(
+        stderr.contains("core WebAssembly module") && stderr.contains("stepstone componentize"),
+        "{stderr}"
+    );
 }
 
 /// The smallest core module: the 8-byte header.
@@ -45,7 +52,10 @@ fn a_component_lacking_the_workflow_is_refused_with_what_it_has() {
     let host = Host::new();
     let hello = guest("hello");
     let stderr = refused(&host, &["run", arg(&hello), "nope", "--input", "{}"]);
-    assert!(stderr.contains("no workflow `nope`") && stderr.contains("greet"), "{stderr}");
+    assert!(
+        stderr.contains("no workflow `nope`") && stderr.contains("greet"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -59,7 +69,12 @@ fn malformed_input_json_is_refused() {
 #[test]
 fn an_unknown_run_id_is_reported() {
     let host = Host::new();
-    for args in [vec!["status", "ghost"], vec!["history", "ghost"], vec!["replay", "ghost"], vec!["signal", "ghost", "go", "{}"]] {
+    for args in [
+        vec!["status", "ghost"],
+        vec!["history", "ghost"],
+        vec!["replay", "ghost"],
+        vec!["signal", "ghost", "go", "{}"],
+    ] {
         let stderr = refused(&host, &args);
         assert!(stderr.contains("no run `ghost`"), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: not one line: {stderr}");

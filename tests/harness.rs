@@ -9,13 +9,20 @@ use serde_json::Value;
 
 /// The repository's root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_owned()
 }
 
 /// An example guest component, built by `make guests`.
 pub fn guest(name: &str) -> PathBuf {
     let path = root().join("target/guests").join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run `make guests` (or `make test`)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `make guests` (or `make test`)",
+        path.display()
+    );
     path
 }
 
@@ -23,7 +30,10 @@ pub fn guest(name: &str) -> PathBuf {
 /// the directory this test runs from).
 fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("tests run from target/<profile>/deps");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps");
     let binary = profile_dir.join("stepstone");
     assert!(binary.exists(), "{} is missing: run `make host`", binary.display());
     binary
@@ -42,7 +52,9 @@ impl Default for Host {
 
 impl Host {
     pub fn new() -> Self {
-        Self { data: tempfile::tempdir().expect("a temporary data directory") }
+        Self {
+            data: tempfile::tempdir().expect("a temporary data directory"),
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -52,7 +64,10 @@ impl Host {
     /// `stepstone ARGS` against this host's data directory.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(binary());
-        command.args(args).env("STEPSTONE_DATA", self.data.path()).env("RUST_LOG", "stepstone=info");
+        command
+            .args(args)
+            .env("STEPSTONE_DATA", self.data.path())
+            .env("RUST_LOG", "stepstone=info");
         command
     }
 
@@ -64,7 +79,11 @@ impl Host {
 
     /// Starts `stepstone ARGS` in the background.
     pub fn spawn(&self, args: &[&str]) -> Child {
-        self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("stepstone starts")
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("stepstone starts")
     }
 
     /// `stepstone status RUN --json`, or `None` while the run does not exist.
@@ -88,7 +107,11 @@ impl Host {
             if let Some(status) = self.status(run).filter(|status| ready(status)) {
                 return status;
             }
-            assert!(Instant::now() < deadline, "run {run} never became {what}: {:?}", self.status(run));
+            assert!(
+                Instant::now() < deadline,
+                "run {run} never became {what}: {:?}",
+                self.status(run)
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -98,7 +121,11 @@ impl Host {
         fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                 let path = entry.path();
-                if path.is_dir() { walk(&path, found) } else { found.push(path) }
+                if path.is_dir() {
+                    walk(&path, found)
+                } else {
+                    found.push(path)
+                }
             }
         }
         let mut found = Vec::new();
@@ -121,20 +148,32 @@ impl Run {
 
     /// Asserts the process succeeded.
     pub fn success(self) -> Self {
-        assert!(self.0.status.success(), "stepstone failed:\nstdout: {}\nstderr: {}", self.stdout(), self.stderr());
+        assert!(
+            self.0.status.success(),
+            "stepstone failed:\nstdout: {}\nstderr: {}",
+            self.stdout(),
+            self.stderr()
+        );
         self
     }
 
     /// Asserts the process failed, and returns its stderr.
     pub fn failure(self) -> String {
-        assert!(!self.0.status.success(), "stepstone succeeded unexpectedly:\nstdout: {}", self.stdout());
+        assert!(
+            !self.0.status.success(),
+            "stepstone succeeded unexpectedly:\nstdout: {}",
+            self.stdout()
+        );
         self.stderr()
     }
 
     /// The last line of stdout, as JSON.
     pub fn json_line(&self) -> Value {
         let stdout = self.stdout();
-        let last = stdout.lines().last().unwrap_or_else(|| panic!("no output; stderr: {}", self.stderr()));
+        let last = stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("no output; stderr: {}", self.stderr()));
         serde_json::from_str(last).unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}"))
     }
 
@@ -179,17 +218,34 @@ impl Server {
             .expect("stepstone starts");
         let stdout = process.stdout.take().expect("stdout is piped");
         let mut first = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).expect("the server prints its address");
-        let url = first.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {first:?}")).to_owned();
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(90)).build().expect("a client");
-        Self { host, url, config, process, client }
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)
+            .expect("the server prints its address");
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .build()
+            .expect("a client");
+        Self {
+            host,
+            url,
+            config,
+            process,
+            client,
+        }
     }
 
     /// Sends the server `signal` (`KILL`, `TERM`), waits for it to exit,
     /// and starts a new one on the same data.
     pub fn restart_after(mut self, signal: &str) -> Self {
         let pid = self.process.id().to_string();
-        let sent = Command::new("kill").args(["-s", signal, &pid]).status().expect("kill runs");
+        let sent = Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .expect("kill runs");
         assert!(sent.success(), "kill -s {signal} {pid} failed");
         let exited = self.process.wait().expect("reaped");
         if signal == "TERM" {
@@ -207,8 +263,16 @@ impl Server {
     /// The server's resident memory, in bytes (from /proc).
     pub fn rss_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id())).expect("/proc is readable");
-        let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).expect("VmRSS is listed");
-        kib.trim().trim_end_matches("kB").trim().parse::<u64>().expect("a number of kB") * 1024
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .expect("VmRSS is listed");
+        kib.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .expect("a number of kB")
+            * 1024
     }
 
     /// The value of one metric line (`name{labels}`), 0 if absent.
@@ -222,7 +286,9 @@ impl Server {
 
     /// A request to `path` as `token`.
     pub fn request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::blocking::RequestBuilder {
-        self.client.request(method, format!("{}{path}", self.url)).bearer_auth(token)
+        self.client
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(token)
     }
 
     pub fn get(&self, path: &str, token: &str) -> Reply {
@@ -240,7 +306,8 @@ impl Server {
     /// Uploads an example guest under its name.
     pub fn upload(&self, token: &str, name: &str) -> Value {
         let bytes = std::fs::read(guest(name)).expect("the guest is built");
-        self.post_bytes(&format!("/v1/components?name={name}"), token, bytes).expect(201)
+        self.post_bytes(&format!("/v1/components?name={name}"), token, bytes)
+            .expect(201)
     }
 }
 

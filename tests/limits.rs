@@ -9,7 +9,9 @@ fn limited(step: &str, options: Value) -> Value {
     let host = Host::new();
     let wasm = guest("limits");
     let input = json!({"step": step, "options": options}).to_string();
-    host.run(&["run", arg(&wasm), "call-limited", "--input", &input]).success().json_line()
+    host.run(&["run", arg(&wasm), "call-limited", "--input", &input])
+        .success()
+        .json_line()
 }
 
 #[test]
@@ -42,7 +44,9 @@ fn a_panicking_step_traps_and_is_retried_as_asked() {
 fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
     let host = Host::new();
     let wasm = guest("limits");
-    let stderr = host.run(&["run", arg(&wasm), "spin-workflow", "--run-id", "spinner"]).failure();
+    let stderr = host
+        .run(&["run", arg(&wasm), "spin-workflow", "--run-id", "spinner"])
+        .failure();
     assert!(stderr.contains("between two durable calls"), "{stderr}");
     let status = host.status("spinner").expect("the run exists");
     assert_eq!(status["state"], "failed");
@@ -55,9 +59,15 @@ fn a_step_output_over_the_limit_is_refused() {
     let host = Host::new();
     let wasm = guest("limits");
     let input = json!({"step": "big", "input": {"bytes": 2_000_000}}).to_string();
-    let seen = host.run(&["run", arg(&wasm), "call-limited", "--input", &input]).success().json_line();
+    let seen = host
+        .run(&["run", arg(&wasm), "call-limited", "--input", &input])
+        .success()
+        .json_line();
     assert_eq!(seen["error_kind"], "output-too-large", "{seen}");
     let small = json!({"step": "big", "input": {"bytes": 10}}).to_string();
-    let seen = host.run(&["run", arg(&wasm), "call-limited", "--input", &small]).success().json_line();
+    let seen = host
+        .run(&["run", arg(&wasm), "call-limited", "--input", &small])
+        .success()
+        .json_line();
     assert_eq!(seen["output"], "xxxxxxxxxx");
 }

@@ -13,15 +13,26 @@ fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_step
     let input = json!({"order_id": "o-9", "item": "book", "amount_cents": 1200, "sleep_ms": 3000}).to_string();
     let mut child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-9", "--input", &input]);
     host.wait_for("o-9", "sleeping", |s| s["state"] == "sleeping");
-    host.run(&["signal", "o-9", "approve", r#"{"approved":true}"#]).success();
+    host.run(&["signal", "o-9", "approve", r#"{"approved":true}"#])
+        .success();
     let before: Vec<Value> = host.history("o-9");
     child.kill().expect("SIGKILL");
     child.wait().expect("the killed host is reaped");
     std::thread::sleep(Duration::from_millis(100));
 
     let resumed = host.run(&["resume"]).success();
-    let line = resumed.stdout().lines().find(|l| l.starts_with("o-9 completed ")).map(str::to_owned);
-    let line = line.unwrap_or_else(|| panic!("o-9 not completed by resume: {}\n{}", resumed.stdout(), resumed.stderr()));
+    let line = resumed
+        .stdout()
+        .lines()
+        .find(|l| l.starts_with("o-9 completed "))
+        .map(str::to_owned);
+    let line = line.unwrap_or_else(|| {
+        panic!(
+            "o-9 not completed by resume: {}\n{}",
+            resumed.stdout(),
+            resumed.stderr()
+        )
+    });
     let output: Value = serde_json::from_str(line.trim_start_matches("o-9 completed ")).unwrap();
     let uninterrupted = json!({
         "order_id": "o-9", "status": "shipped", "reservation": "res-o-9", "charge": "ch-o-9", "tracking": "trk-o-9"
@@ -30,12 +41,23 @@ fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_step
 
     let after = host.history("o-9");
     let seqs: Vec<u64> = after.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (0..after.len() as u64).collect::<Vec<_>>(), "gap or duplicate in the journal");
-    assert!(before.len() >= 2, "reserve and charge had finished before the kill: {before:?}");
+    assert_eq!(
+        seqs,
+        (0..after.len() as u64).collect::<Vec<_>>(),
+        "gap or duplicate in the journal"
+    );
+    assert!(
+        before.len() >= 2,
+        "reserve and charge had finished before the kill: {before:?}"
+    );
     // Entries written before the kill are untouched: same attempts, same
     // timestamps, so those steps did not run again.
     assert_eq!(after[..before.len()], before[..]);
-    assert!(!resumed.stderr().contains("step=reserve") && !resumed.stderr().contains("step=charge"), "{}", resumed.stderr());
+    assert!(
+        !resumed.stderr().contains("step=reserve") && !resumed.stderr().contains("step=charge"),
+        "{}",
+        resumed.stderr()
+    );
 }
 
 #[test]
@@ -43,19 +65,38 @@ fn a_long_wait_evicts_the_instance_and_the_run_is_replayed_when_woken() {
     let host = Host::new();
     let wasm = guest("order");
     let input = json!({"order_id": "o-8", "item": "book", "amount_cents": 1200, "sleep_ms": 800}).to_string();
-    let args = ["--evict-after", "100ms", "run", arg(&wasm), "place-order", "--run-id", "o-8", "--input", &input];
+    let args = [
+        "--evict-after",
+        "100ms",
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--run-id",
+        "o-8",
+        "--input",
+        &input,
+    ];
     let child = host.spawn(&args);
     host.wait_for("o-8", "awaiting the approval", |s| s["state"] == "awaiting-signal");
     // Long enough for the signal wait to be evicted too.
     std::thread::sleep(Duration::from_millis(500));
-    host.run(&["signal", "o-8", "approve", r#"{"approved":true}"#]).success();
+    host.run(&["signal", "o-8", "approve", r#"{"approved":true}"#])
+        .success();
     let run = stepstone_e2e::Run(child.wait_with_output().unwrap()).success();
     assert_eq!(run.json_line()["tracking"], "trk-o-8");
     let evictions = run.stderr().matches("instance dropped").count();
-    assert!(evictions >= 2, "the sleep and the signal wait should each evict: {}", run.stderr());
+    assert!(
+        evictions >= 2,
+        "the sleep and the signal wait should each evict: {}",
+        run.stderr()
+    );
     let history = host.history("o-8");
     let names: Vec<&str> = history.iter().map(|e| e["call"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["reserve", "charge", "", "approve", "ship"], "each call journaled once");
+    assert_eq!(
+        names,
+        ["reserve", "charge", "", "approve", "ship"],
+        "each call journaled once"
+    );
 }
 
 #[test]
@@ -63,12 +104,35 @@ fn detach_leaves_a_long_wait_in_the_store_for_resume() {
     let host = Host::new();
     let wasm = guest("order");
     let input = json!({"order_id": "o-7", "item": "book", "amount_cents": 1200, "sleep_ms": 1500}).to_string();
-    let args = ["--evict-after", "100ms", "run", arg(&wasm), "place-order", "--run-id", "o-7", "--input", &input, "--detach-after", "500ms"];
+    let args = [
+        "--evict-after",
+        "100ms",
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--run-id",
+        "o-7",
+        "--input",
+        &input,
+        "--detach-after",
+        "500ms",
+    ];
     let detached = host.run(&args).success();
-    assert!(detached.stdout().contains("run o-7 suspended") && detached.stdout().contains("sleeping"), "{}", detached.stdout());
-    host.run(&["signal", "o-7", "approve", r#"{"approved":true}"#]).success();
+    assert!(
+        detached.stdout().contains("run o-7 suspended") && detached.stdout().contains("sleeping"),
+        "{}",
+        detached.stdout()
+    );
+    host.run(&["signal", "o-7", "approve", r#"{"approved":true}"#])
+        .success();
     let resumed = host.run(&["resume", "--detach-after", "1m"]).success();
-    assert!(resumed.stdout().contains(r#"o-7 completed {"order_id":"o-7","status":"shipped""#), "{}", resumed.stdout());
+    assert!(
+        resumed
+            .stdout()
+            .contains(r#"o-7 completed {"order_id":"o-7","status":"shipped""#),
+        "{}",
+        resumed.stdout()
+    );
 }
 
 /// Two hosts driving one run: journal writes are create-only, so the one
@@ -84,7 +148,10 @@ fn a_second_host_on_the_same_run_stands_down() {
     let second = host.spawn(&args);
     let (first, second) = (first.wait_with_output().unwrap(), second.wait_with_output().unwrap());
     let (first, second) = (stepstone_e2e::Run(first), stepstone_e2e::Run(second));
-    let stood_down = [&first, &second].iter().filter(|run| run.stderr().contains("this host stood down")).count();
+    let stood_down = [&first, &second]
+        .iter()
+        .filter(|run| run.stderr().contains("this host stood down"))
+        .count();
     assert_eq!(stood_down, 1, "first: {}\nsecond: {}", first.stderr(), second.stderr());
     let history = host.history("o-6");
     let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();

@@ -19,7 +19,11 @@ fn hash(token: &str) -> String {
             child.wait_with_output()
         })
         .expect("sha256sum runs");
-    String::from_utf8_lossy(&output.stdout).split_whitespace().next().expect("a digest").to_owned()
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a digest")
+        .to_owned()
 }
 
 /// Two tenants, each with the quota table given as TOML.
@@ -56,7 +60,9 @@ fn await_state(server: &Server, run: &str, state: &str) {
 }
 
 fn wait(server: &Server, token: &str, run: &str) -> Value {
-    server.get(&format!("/v1/runs/{run}/wait?timeout=60s"), token).expect(200)
+    server
+        .get(&format!("/v1/runs/{run}/wait?timeout=60s"), token)
+        .expect(200)
 }
 
 #[test]
@@ -64,18 +70,29 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
     let server = Server::start(&default_tenants());
     let info = server.upload(ACME, "order");
     assert_eq!(info["steps"], json!(["reserve", "charge", "ship", "refund", "release"]));
-    assert_eq!(server.upload(ACME, "order")["digest"], info["digest"], "re-uploading is idempotent");
+    assert_eq!(
+        server.upload(ACME, "order")["digest"],
+        info["digest"],
+        "re-uploading is idempotent"
+    );
     let listed = server.get("/v1/components", ACME).expect(200);
     assert_eq!(listed, json!([{"name": "order", "digest": info["digest"]}]));
 
     start(&server, ACME, "order", "place-order", order("h-1", 200), "h-1");
-    server.post_bytes("/v1/runs/h-1/signals/approve", ACME, br#"{"approved":true}"#.to_vec()).expect(202);
+    server
+        .post_bytes("/v1/runs/h-1/signals/approve", ACME, br#"{"approved":true}"#.to_vec())
+        .expect(202);
     let finished = wait(&server, ACME, "h-1");
     assert_eq!(finished["state"], "completed", "{finished}");
     assert_eq!(finished["output"]["tracking"], "trk-h-1");
 
     let journal = server.get("/v1/runs/h-1/journal", ACME).expect(200);
-    let kinds: Vec<&str> = journal.as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["step", "step", "sleep", "signal", "step"]);
     assert_eq!(journal[1]["attempts"], 2);
 
@@ -96,7 +113,10 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
     let page = server.get("/v1/runs?status=completed&limit=10", ACME).expect(200);
     assert_eq!(page["runs"].as_array().unwrap().len(), 1);
     let openapi = server.get("/v1/openapi.json", ACME).expect(200);
-    assert!(openapi["paths"]["/v1/runs/{id}/signals/{name}"]["post"].is_object(), "{openapi}");
+    assert!(
+        openapi["paths"]["/v1/runs/{id}/signals/{name}"]["post"].is_object(),
+        "{openapi}"
+    );
     assert_eq!(server.get("/healthz", "").expect(200), "ok");
 }
 
@@ -109,8 +129,14 @@ fn a_client_run_id_is_an_idempotency_key() {
     assert_eq!(first, again);
     let body = json!({"component": "hello", "workflow": "greet", "input": {"name": "Bob"}, "run_id": "greet-1"});
     let conflict = server.post_json("/v1/runs", ACME, &body).expect(409);
-    assert!(conflict["error"].as_str().unwrap().contains("already exists"), "{conflict}");
-    assert_eq!(wait(&server, ACME, "greet-1")["output"], json!({"greeting": "Hello, Ada!"}));
+    assert!(
+        conflict["error"].as_str().unwrap().contains("already exists"),
+        "{conflict}"
+    );
+    assert_eq!(
+        wait(&server, ACME, "greet-1")["output"],
+        json!({"greeting": "Hello, Ada!"})
+    );
 }
 
 #[test]
@@ -120,13 +146,24 @@ fn tenants_cannot_see_or_touch_each_others_runs_and_components() {
     start(&server, ACME, "hello", "greet", json!({"name": "Ada"}), "mine");
     wait(&server, ACME, "mine");
 
-    for path in ["/v1/runs/mine", "/v1/runs/mine/wait?timeout=1s", "/v1/runs/mine/journal", "/v1/components/hello", &format!("/v1/components/{digest}")] {
+    for path in [
+        "/v1/runs/mine",
+        "/v1/runs/mine/wait?timeout=1s",
+        "/v1/runs/mine/journal",
+        "/v1/components/hello",
+        &format!("/v1/components/{digest}"),
+    ] {
         let refused = server.get(path, GLOBEX).expect(404);
         assert!(refused["error"].is_string(), "{path}: {refused}");
         let missing = server.get(&path.replace("mine", "nobody").replace("hello", "nothing"), GLOBEX);
-        assert_eq!(missing.status, 404, "{path}: another tenant's must look like a missing one");
+        assert_eq!(
+            missing.status, 404,
+            "{path}: another tenant's must look like a missing one"
+        );
     }
-    server.post_bytes("/v1/runs/mine/signals/go", GLOBEX, b"{}".to_vec()).expect(404);
+    server
+        .post_bytes("/v1/runs/mine/signals/go", GLOBEX, b"{}".to_vec())
+        .expect(404);
     server.post_json("/v1/runs/mine/replay", GLOBEX, &json!({})).expect(404);
     server.post_json("/v1/runs/mine/cancel", GLOBEX, &json!({})).expect(404);
     let by_digest = json!({"component": digest, "workflow": "greet", "input": {"name": "Eve"}});
@@ -142,11 +179,19 @@ fn tenants_cannot_see_or_touch_each_others_runs_and_components() {
 
 #[test]
 fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
-    let server = Server::start(&two_tenants("max_component_bytes = 50000", "max_active_runs = 1\nstep_fuel = 10000000"));
+    let server = Server::start(&two_tenants(
+        "max_component_bytes = 50000",
+        "max_active_runs = 1\nstep_fuel = 10000000",
+    ));
     let too_big = std::fs::read(stepstone_e2e::guest("order")).unwrap();
     assert!(too_big.len() > 50_000);
-    let refused = server.post_bytes("/v1/components?name=order", ACME, too_big).expect(413);
-    assert!(refused["error"].as_str().unwrap().contains("at most 50000"), "{refused}");
+    let refused = server
+        .post_bytes("/v1/components?name=order", ACME, too_big)
+        .expect(413);
+    assert!(
+        refused["error"].as_str().unwrap().contains("at most 50000"),
+        "{refused}"
+    );
     server.upload(ACME, "wat-step");
 
     // A step asking for more fuel than the quota gets the quota's fuel.
@@ -169,9 +214,22 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
 #[test]
 fn a_component_that_compiles_too_long_is_refused_and_run_options_lower_the_quota() {
     let server = Server::start(&two_tenants("compile_timeout_ms = 1", ""));
-    let refused = server.post_bytes("/v1/components?name=order", ACME, std::fs::read(stepstone_e2e::guest("order")).unwrap()).expect(400);
-    assert!(refused["error"].as_str().unwrap().contains("took over 1ms"), "{refused}");
-    assert!(server.host.stored_objects().is_empty(), "{:?}", server.host.stored_objects());
+    let refused = server
+        .post_bytes(
+            "/v1/components?name=order",
+            ACME,
+            std::fs::read(stepstone_e2e::guest("order")).unwrap(),
+        )
+        .expect(400);
+    assert!(
+        refused["error"].as_str().unwrap().contains("took over 1ms"),
+        "{refused}"
+    );
+    assert!(
+        server.host.stored_objects().is_empty(),
+        "{:?}",
+        server.host.stored_objects()
+    );
 
     server.upload(GLOBEX, "limits");
     let body = json!({
@@ -198,37 +256,70 @@ fn bad_uploads_are_400_with_a_reason_and_store_nothing() {
         ("empty", Vec::new(), "body is empty"),
     ];
     for (name, bytes, reason) in cases {
-        let refused = server.post_bytes(&format!("/v1/components?name={name}"), ACME, bytes).expect(400);
+        let refused = server
+            .post_bytes(&format!("/v1/components?name={name}"), ACME, bytes)
+            .expect(400);
         assert!(refused["error"].as_str().unwrap().contains(reason), "{name}: {refused}");
     }
-    assert!(server.host.stored_objects().is_empty(), "{:?}", server.host.stored_objects());
+    assert!(
+        server.host.stored_objects().is_empty(),
+        "{:?}",
+        server.host.stored_objects()
+    );
 }
 
 #[test]
 fn a_killed_server_finishes_every_run_after_restart_without_rerunning_steps() {
     let server = Server::start(&default_tenants());
     server.upload(ACME, "order");
-    start(&server, ACME, "order", "place-order", order("k-sleep", 2_500), "k-sleep");
+    start(
+        &server,
+        ACME,
+        "order",
+        "place-order",
+        order("k-sleep", 2_500),
+        "k-sleep",
+    );
     start(&server, ACME, "order", "place-order", order("k-signal", 0), "k-signal");
     for run in ["k-sleep", "k-signal"] {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200).as_array().unwrap().len() < 2 {
+        while server
+            .get(&format!("/v1/runs/{run}/journal"), ACME)
+            .expect(200)
+            .as_array()
+            .unwrap()
+            .len()
+            < 2
+        {
             assert!(std::time::Instant::now() < deadline, "{run} never charged");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let before: Vec<Value> = ["k-sleep", "k-signal"].iter().map(|run| server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200)).collect();
+    let before: Vec<Value> = ["k-sleep", "k-signal"]
+        .iter()
+        .map(|run| server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200))
+        .collect();
 
     let server = server.restart_after("KILL");
     for run in ["k-sleep", "k-signal"] {
-        server.post_bytes(&format!("/v1/runs/{run}/signals/approve"), ACME, br#"{"approved":true}"#.to_vec()).expect(202);
+        server
+            .post_bytes(
+                &format!("/v1/runs/{run}/signals/approve"),
+                ACME,
+                br#"{"approved":true}"#.to_vec(),
+            )
+            .expect(202);
     }
     for (run, before) in ["k-sleep", "k-signal"].iter().zip(before) {
         let finished = wait(&server, ACME, run);
         assert_eq!(finished["output"]["tracking"], format!("trk-{run}"), "{finished}");
         let after = server.get(&format!("/v1/runs/{run}/journal"), ACME).expect(200);
         let before = before.as_array().unwrap();
-        assert_eq!(after.as_array().unwrap()[..before.len()], before[..], "{run}: a finished step ran again");
+        assert_eq!(
+            after.as_array().unwrap()[..before.len()],
+            before[..],
+            "{run}: a finished step ran again"
+        );
     }
 }
 
@@ -245,7 +336,11 @@ fn cancelling_interrupts_a_running_step_and_ends_the_run_cancelled() {
     let finished = wait(&server, ACME, "long");
     assert_eq!(finished["state"], "cancelled", "{finished}");
     assert_eq!(finished["reason"], "changed my mind");
-    assert!(started.elapsed() < Duration::from_secs(10), "the step was not interrupted: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the step was not interrupted: {:?}",
+        started.elapsed()
+    );
     let journal = server.get("/v1/runs/long/journal", ACME).expect(200);
     assert_eq!(journal, json!([]), "an interrupted attempt records nothing");
     let again = server.post_json("/v1/runs/long/cancel", ACME, &body).expect(409);
@@ -262,7 +357,9 @@ fn the_cli_drives_a_server_with_a_token() {
         server.host.run(&full)
     };
     let wasm = stepstone_e2e::guest("order");
-    let uploaded = cli(&["upload", stepstone_e2e::arg(&wasm), "--name", "order"]).success().json();
+    let uploaded = cli(&["upload", stepstone_e2e::arg(&wasm), "--name", "order"])
+        .success()
+        .json();
     assert_eq!(uploaded["name"], "order");
     let input = order("c-1", 0).to_string();
     let run = cli(&["start", "order", "place-order", "--input", &input, "--run-id", "c-1"]).success();
@@ -274,9 +371,14 @@ fn the_cli_drives_a_server_with_a_token() {
     assert_eq!(cli(&["history", "c-1"]).success().json().as_array().unwrap().len(), 5);
     assert_eq!(cli(&["replay", "c-1"]).success().json()["verdict"], "identical");
     let refused = cli(&["cancel", "c-1"]).failure();
-    assert!(refused.contains("already finished") && refused.contains("409"), "{refused}");
+    assert!(
+        refused.contains("already finished") && refused.contains("409"),
+        "{refused}"
+    );
 
-    let mut wrong = server.host.command(&["--server", &server.url, "--token", "sst_wrong", "status", "c-1"]);
+    let mut wrong = server
+        .host
+        .command(&["--server", &server.url, "--token", "sst_wrong", "status", "c-1"]);
     let stderr = String::from_utf8_lossy(&wrong.output().unwrap().stderr).into_owned();
     assert!(stderr.contains("refused the token"), "{stderr}");
 }
@@ -302,7 +404,11 @@ fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
     let evicted = r#"stepstone_runs_evicted{tenant="acme"}"#;
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while server.metric(evicted) < RUNS as f64 {
-        assert!(std::time::Instant::now() < deadline, "only {} runs evicted", server.metric(evicted));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} runs evicted",
+            server.metric(evicted)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let rss = server.rss_bytes();
@@ -310,11 +416,17 @@ fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
     assert!(rss < 500 << 20, "{} MiB", rss >> 20);
 
     in_parallel(&|i| {
-        server.post_bytes(&format!("/v1/runs/w-{i}/signals/go"), ACME, format!("{i}").into_bytes()).expect(202);
+        server
+            .post_bytes(&format!("/v1/runs/w-{i}/signals/go"), ACME, format!("{i}").into_bytes())
+            .expect(202);
     });
     let completed = r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"}"#;
     while server.metric(completed) < RUNS as f64 {
-        assert!(std::time::Instant::now() < deadline, "only {} runs completed", server.metric(completed));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} runs completed",
+            server.metric(completed)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     for i in [0, 4_321, RUNS - 1] {
@@ -328,11 +440,19 @@ fn cancelling_a_parent_cancels_its_children() {
     server.upload(ACME, "hello");
     start(&server, ACME, "hello", "await-go-child", json!({}), "parent");
     await_state(&server, "parent.0", "awaiting-signal");
-    server.post_json("/v1/runs/parent/cancel", ACME, &json!({"reason": "stop all"})).expect(202);
+    server
+        .post_json("/v1/runs/parent/cancel", ACME, &json!({"reason": "stop all"}))
+        .expect(202);
     assert_eq!(wait(&server, ACME, "parent")["state"], "cancelled");
     let child = wait(&server, ACME, "parent.0");
     assert_eq!(child["state"], "cancelled", "{child}");
-    assert!(child["reason"].as_str().unwrap().contains("its parent parent was cancelled"), "{child}");
+    assert!(
+        child["reason"]
+            .as_str()
+            .unwrap()
+            .contains("its parent parent was cancelled"),
+        "{child}"
+    );
 }
 
 #[test]
@@ -343,7 +463,9 @@ fn a_child_signalled_through_the_api_ends_its_parent() {
     await_state(&server, "p2.0", "awaiting-signal");
     // Long enough for the parent to have been evicted while it awaits the child.
     std::thread::sleep(Duration::from_millis(600));
-    server.post_bytes("/v1/runs/p2.0/signals/go", ACME, br#"{"done":true}"#.to_vec()).expect(202);
+    server
+        .post_bytes("/v1/runs/p2.0/signals/go", ACME, br#"{"done":true}"#.to_vec())
+        .expect(202);
     assert_eq!(wait(&server, ACME, "p2")["output"], json!({"done": true}));
 }
 
@@ -354,12 +476,23 @@ fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
     let slow = json!({"step": "slow", "input": {"ms": 1_500}});
     start(&server, ACME, "limits", "call-limited", slow, "graceful");
     std::thread::sleep(Duration::from_millis(400));
-    assert_eq!(server.get("/v1/runs/graceful/journal", ACME).expect(200), json!([]), "the step is still running");
+    assert_eq!(
+        server.get("/v1/runs/graceful/journal", ACME).expect(200),
+        json!([]),
+        "the step is still running"
+    );
 
     let server = server.restart_after("TERM");
     let journal = server.get("/v1/runs/graceful/journal", ACME).expect(200);
-    assert_eq!(journal[0]["name"], "slow", "the step in flight finished and was journaled before the exit: {journal}");
+    assert_eq!(
+        journal[0]["name"], "slow",
+        "the step in flight finished and was journaled before the exit: {journal}"
+    );
     let finished = wait(&server, ACME, "graceful");
     assert_eq!(finished["state"], "completed", "{finished}");
-    assert_eq!(server.get("/v1/runs/graceful/journal", ACME).expect(200), journal, "the step did not run again");
+    assert_eq!(
+        server.get("/v1/runs/graceful/journal", ACME).expect(200),
+        journal,
+        "the step did not run again"
+    );
 }

@@ -32,10 +32,7 @@ impl<F> Exports<F> {
     }
 
     fn names(&self) -> Vec<String> {
-        self.entries
-            .iter()
-            .map(|(name, _)| (*name).to_owned())
-            .collect()
+        self.entries.iter().map(|(name, _)| (*name).to_owned()).collect()
     }
 }
 
@@ -52,11 +49,7 @@ impl<F: Copy> Exports<F> {
         if self.entries.is_empty() {
             return format!("unknown {kind} `{name}`: this component exports no {kind}s");
         }
-        let known: Vec<_> = self
-            .entries
-            .iter()
-            .map(|(known, _)| format!("`{known}`"))
-            .collect();
+        let known: Vec<_> = self.entries.iter().map(|(known, _)| format!("`{known}`")).collect();
         format!(
             "unknown {kind} `{name}`: this component exports the {kind}s {}",
             known.join(", ")
@@ -73,22 +66,14 @@ pub fn describe(workflows: &Exports<WorkflowFn>, steps: &Exports<StepFn>) -> wit
 }
 
 /// The `workflow.run` export.
-pub fn run_workflow(
-    workflows: &Exports<WorkflowFn>,
-    name: &str,
-    input: &str,
-) -> Result<String, String> {
+pub fn run_workflow(workflows: &Exports<WorkflowFn>, name: &str, input: &str) -> Result<String, String> {
     let workflow = workflows.find(name)?;
     workflow(&Workflow::new(), input)
 }
 
 /// The `step.run-step` export. An unknown name fails permanently: no retry
 /// will make it exist.
-pub fn run_step(
-    steps: &Exports<StepFn>,
-    name: &str,
-    input: &str,
-) -> Result<String, wit::StepFailure> {
+pub fn run_step(steps: &Exports<StepFn>, name: &str, input: &str) -> Result<String, wit::StepFailure> {
     let step = steps
         .find(name)
         .map_err(|message| StepFailure::permanent(message).into_wit())?;
@@ -108,16 +93,14 @@ where
     O: Serialize,
     E: Into<Error>,
 {
-    let input = serde_json::from_str(input).map_err(|error| {
-        format!("the input of workflow `{name}` does not have the type it expects: {error}")
-    })?;
+    let input = serde_json::from_str(input)
+        .map_err(|error| format!("the input of workflow `{name}` does not have the type it expects: {error}"))?;
     // Set here, not in `run_workflow`, so that only components with
     // workflows reference (and so import) the workflow's log.
     route_panics_to(|message| Workflow::new().log(Level::Error, message));
     let output = workflow(ctx, input).map_err(|error| error.into().to_string())?;
-    serde_json::to_string(&output).map_err(|error| {
-        format!("the output of workflow `{name}` cannot be encoded as JSON: {error}")
-    })
+    serde_json::to_string(&output)
+        .map_err(|error| format!("the output of workflow `{name}` cannot be encoded as JSON: {error}"))
 }
 
 /// Calls a typed step on a JSON payload: becomes a [`StepFn`] in the table
@@ -274,9 +257,7 @@ mod tests {
 
     const STEPS: Exports<StepFn> = Exports::new(
         "step",
-        &[("halve", |ctx: &Step, input: &str| {
-            call_step(ctx, "halve", input, halve)
-        })],
+        &[("halve", |ctx: &Step, input: &str| call_step(ctx, "halve", input, halve))],
     );
 
     const NO_STEPS: Exports<StepFn> = Exports::new("step", &[]);
@@ -290,10 +271,7 @@ mod tests {
 
     #[test]
     fn workflows_run_on_json() {
-        assert_eq!(
-            run_workflow(&WORKFLOWS, "double", "21"),
-            Ok("42".to_owned())
-        );
+        assert_eq!(run_workflow(&WORKFLOWS, "double", "21"), Ok("42".to_owned()));
         assert_eq!(
             run_workflow(&WORKFLOWS, "refuse", "null"),
             Err("no, thank you".to_owned())
@@ -346,9 +324,6 @@ mod tests {
             "unknown step `quarter`: this component exports the steps `halve`"
         );
         let failure = run_step(&NO_STEPS, "halve", "8").unwrap_err();
-        assert_eq!(
-            failure.message,
-            "unknown step `halve`: this component exports no steps"
-        );
+        assert_eq!(failure.message, "unknown step `halve`: this component exports no steps");
     }
 }

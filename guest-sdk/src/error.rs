@@ -264,14 +264,8 @@ mod tests {
         let input = StepError::unencodable_input("quote", &json_error);
         assert_eq!((input.kind(), input.attempts()), (StepErrorKind::Failed, 0));
         let output = StepError::undecodable_output("quote", &json_error);
-        assert_eq!(
-            (output.kind(), output.attempts()),
-            (StepErrorKind::Failed, 1)
-        );
-        assert!(
-            output.message().contains("does not have the type"),
-            "{output}"
-        );
+        assert_eq!((output.kind(), output.attempts()), (StepErrorKind::Failed, 1));
+        assert!(output.message().contains("does not have the type"), "{output}");
     }
 
     #[test]
@@ -282,10 +276,7 @@ mod tests {
 
         let json_error = serde_json::from_str::<u32>("{").unwrap_err();
         let from_json = Error::from(json_error);
-        assert!(
-            from_json.to_string().starts_with("invalid JSON: "),
-            "{from_json}"
-        );
+        assert!(from_json.to_string().starts_with("invalid JSON: "), "{from_json}");
         assert_eq!(from_json.step_error(), None);
 
         assert_eq!(Error::from("out of stock").to_string(), "out of stock");

@@ -117,10 +117,7 @@ mod tests {
 
     #[test]
     fn later_calls_override_earlier_ones() {
-        assert_eq!(
-            StepOptions::new().fuel(1).fuel(2),
-            StepOptions::new().fuel(2)
-        );
+        assert_eq!(StepOptions::new().fuel(1).fuel(2), StepOptions::new().fuel(2));
     }
 
     #[test]

@@ -9,8 +9,6 @@ pub(crate) fn route_panics_to(log: fn(&str)) {
     // Natively (the unit tests) there is no host to log to, and the test
     // harness reports panics itself.
     if cfg!(target_arch = "wasm32") {
-        panic::set_hook(Box::new(move |info: &PanicHookInfo<'_>| {
-            log(&info.to_string())
-        }));
+        panic::set_hook(Box::new(move |info: &PanicHookInfo<'_>| log(&info.to_string())));
     }
 }

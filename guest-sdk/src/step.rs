@@ -111,10 +111,7 @@ mod tests {
     #[test]
     fn strings_become_retryable_failures() {
         assert_eq!(StepFailure::from("busy"), StepFailure::retryable("busy"));
-        assert_eq!(
-            StepFailure::from(String::from("busy")),
-            StepFailure::retryable("busy")
-        );
+        assert_eq!(StepFailure::from(String::from("busy")), StepFailure::retryable("busy"));
     }
 
     #[test]

@@ -44,12 +44,7 @@ impl Workflow {
     }
 
     /// Runs step `name` under `options`' retry and sandbox policy.
-    pub fn step_with<I, O>(
-        &self,
-        name: &str,
-        input: &I,
-        options: StepOptions,
-    ) -> Result<O, StepError>
+    pub fn step_with<I, O>(&self, name: &str, input: &I, options: StepOptions) -> Result<O, StepError>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
@@ -69,12 +64,7 @@ impl Workflow {
     }
 
     /// Starts step `name` under `options`' retry and sandbox policy.
-    pub fn start_with<I, O>(
-        &self,
-        name: &str,
-        input: &I,
-        options: StepOptions,
-    ) -> Result<Pending<O>, StepError>
+    pub fn start_with<I, O>(&self, name: &str, input: &I, options: StepOptions) -> Result<Pending<O>, StepError>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
@@ -104,14 +94,8 @@ impl Workflow {
     /// # Panics
     ///
     /// If `pending` is empty: there would be nothing to wait for.
-    pub fn any<T: DeserializeOwned>(
-        &self,
-        pending: &mut Vec<Pending<T>>,
-    ) -> (usize, Result<T, StepError>) {
-        assert!(
-            !pending.is_empty(),
-            "Workflow::any needs at least one pending step"
-        );
+    pub fn any<T: DeserializeOwned>(&self, pending: &mut Vec<Pending<T>>) -> (usize, Result<T, StepError>) {
+        assert!(!pending.is_empty(), "Workflow::any needs at least one pending step");
         let handles: Vec<_> = pending.iter().map(|step| step.handle).collect();
         let (index, result) = durable::await_any(&handles);
         // Lossless: usize is at least 32 bits wide on every target we build.
@@ -134,12 +118,7 @@ impl Workflow {
     /// journal, cancelled with this one — without waiting for it. With
     /// `component`, the workflow comes from that component (a component
     /// linked to the run, or one of the tenant's component names).
-    pub fn start_child<I, O>(
-        &self,
-        workflow: &str,
-        input: &I,
-        component: Option<&str>,
-    ) -> Result<Child<O>, Error>
+    pub fn start_child<I, O>(&self, workflow: &str, input: &I, component: Option<&str>) -> Result<Child<O>, Error>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
@@ -160,11 +139,7 @@ impl Workflow {
 
     /// Waits for the next signal called `name` and returns its payload, or
     /// `None` after `timeout`. Signals sent before the wait are buffered.
-    pub fn signal<T: DeserializeOwned>(
-        &self,
-        name: &str,
-        timeout: Duration,
-    ) -> Result<Option<T>, Error> {
+    pub fn signal<T: DeserializeOwned>(&self, name: &str, timeout: Duration) -> Result<Option<T>, Error> {
         durable::await_signal(name, millis(timeout))
             .map(|payload| decode_payload(&payload, format_args!("signal `{name}`")))
             .transpose()
@@ -226,7 +201,10 @@ impl<T: DeserializeOwned> Child<T> {
     pub fn join(self) -> Result<T, Error> {
         let output = durable::await_child(self.handle)
             .map_err(|error| Error::Message(format!("child workflow `{}` failed: {error}", self.workflow)))?;
-        decode_payload(&output, format_args!("the output of child workflow `{}`", self.workflow))
+        decode_payload(
+            &output,
+            format_args!("the output of child workflow `{}`", self.workflow),
+        )
     }
 }
 
@@ -234,19 +212,12 @@ fn encode_step_input<I: Serialize + ?Sized>(step: &str, input: &I) -> Result<Str
     serde_json::to_string(input).map_err(|error| StepError::unencodable_input(step, &error))
 }
 
-fn decode_step_result<T: DeserializeOwned>(
-    step: &str,
-    result: Result<String, wit::StepError>,
-) -> Result<T, StepError> {
+fn decode_step_result<T: DeserializeOwned>(step: &str, result: Result<String, wit::StepError>) -> Result<T, StepError> {
     let output = result.map_err(|error| StepError::from_wit(step, error))?;
     serde_json::from_str(&output).map_err(|error| StepError::undecodable_output(step, &error))
 }
 
-fn decode_payload<T: DeserializeOwned>(
-    payload: &str,
-    source: fmt::Arguments<'_>,
-) -> Result<T, Error> {
-    serde_json::from_str(payload).map_err(|error| {
-        Error::Message(format!("{source} does not hold the expected type: {error}"))
-    })
+fn decode_payload<T: DeserializeOwned>(payload: &str, source: fmt::Arguments<'_>) -> Result<T, Error> {
+    serde_json::from_str(payload)
+        .map_err(|error| Error::Message(format!("{source} does not hold the expected type: {error}")))
 }

@@ -20,9 +20,14 @@ pub enum ComponentizeError {
     AlreadyComponent { path: PathBuf },
     #[error("{path} is not a WebAssembly module")]
     NotWasm { path: PathBuf },
-    #[error("world `{world}` is not in {}: choose workflows, steps or workflows-and-steps", contract::PACKAGE)]
+    #[error(
+        "world `{world}` is not in {}: choose workflows, steps or workflows-and-steps",
+        contract::PACKAGE
+    )]
     UnknownWorld { world: String },
-    #[error("{path} carries no component type: build it with a WIT bindings generator, or name the world it implements with --world")]
+    #[error(
+        "{path} carries no component type: build it with a WIT bindings generator, or name the world it implements with --world"
+    )]
     NoComponentType { path: PathBuf },
     #[error("{path}: cannot make a component: {reason}")]
     Encode { path: PathBuf, reason: String },
@@ -31,13 +36,12 @@ pub enum ComponentizeError {
 /// Makes a component of `bytes` (a core module in binary or text form, read
 /// from `path`). With `world`, that world of the contract is embedded first;
 /// without it, the module must already carry its component type.
-pub fn componentize(
-    path: PathBuf,
-    bytes: &[u8],
-    world: Option<&str>,
-) -> Result<Vec<u8>, ComponentizeError> {
+pub fn componentize(path: PathBuf, bytes: &[u8], world: Option<&str>) -> Result<Vec<u8>, ComponentizeError> {
     let mut module = wat::parse_bytes(bytes)
-        .map_err(|e| ComponentizeError::Text { path: path.clone(), reason: e.to_string() })?
+        .map_err(|e| ComponentizeError::Text {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?
         .into_owned();
     if wasmparser::Parser::is_component(&module) {
         return Err(ComponentizeError::AlreadyComponent { path });
@@ -47,8 +51,13 @@ pub fn componentize(
     }
     match world {
         Some(world) => embed_world(&mut module, world).map_err(|e| match e {
-            EmbedError::UnknownWorld => ComponentizeError::UnknownWorld { world: world.to_owned() },
-            EmbedError::Encode(reason) => ComponentizeError::Encode { path: path.clone(), reason },
+            EmbedError::UnknownWorld => ComponentizeError::UnknownWorld {
+                world: world.to_owned(),
+            },
+            EmbedError::Encode(reason) => ComponentizeError::Encode {
+                path: path.clone(),
+                reason,
+            },
         })?,
         None if !has_component_type(&module) => return Err(ComponentizeError::NoComponentType { path }),
         None => {}
@@ -57,7 +66,10 @@ pub fn componentize(
         .validate(true)
         .module(&module)
         .and_then(|mut encoder| encoder.encode())
-        .map_err(|e| ComponentizeError::Encode { path, reason: format!("{e:#}") })
+        .map_err(|e| ComponentizeError::Encode {
+            path,
+            reason: format!("{e:#}"),
+        })
 }
 
 /// Whether a bindings generator embedded the module's component type (the

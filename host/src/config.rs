@@ -121,7 +121,11 @@ pub struct HostConfig {
 impl HostConfig {
     /// The defaults, with pooling on.
     pub fn new() -> Self {
-        Self { pooling: true, pool_instances: 256, ..Self::default() }
+        Self {
+            pooling: true,
+            pool_instances: 256,
+            ..Self::default()
+        }
     }
 }
 
@@ -131,10 +135,22 @@ mod tests {
 
     #[test]
     fn options_lower_limits_but_never_raise_them() {
-        let host = StepLimits { fuel: 100, timeout: Duration::from_secs(5), ..StepLimits::default() };
-        let asked = |fuel, timeout_ms, memory_bytes| LimitRequest { fuel, timeout_ms, memory_bytes, ..LimitRequest::default() };
+        let host = StepLimits {
+            fuel: 100,
+            timeout: Duration::from_secs(5),
+            ..StepLimits::default()
+        };
+        let asked = |fuel, timeout_ms, memory_bytes| LimitRequest {
+            fuel,
+            timeout_ms,
+            memory_bytes,
+            ..LimitRequest::default()
+        };
         let lowered = host.lowered_by(&asked(Some(10), Some(1_000), Some(1 << 20)));
-        assert_eq!((lowered.fuel, lowered.timeout, lowered.memory_bytes), (10, Duration::from_secs(1), 1 << 20));
+        assert_eq!(
+            (lowered.fuel, lowered.timeout, lowered.memory_bytes),
+            (10, Duration::from_secs(1), 1 << 20)
+        );
         let raised = host.lowered_by(&asked(Some(1_000), Some(50_000), Some(usize::MAX)));
         assert_eq!(raised, host);
         assert_eq!(host.lowered_by(&LimitRequest::default()), host);

@@ -16,7 +16,10 @@ fn main() -> ExitCode {
         .with_target(false);
     match args.log_format() {
         cli::LogFormat::Json => logs.json().init(),
-        cli::LogFormat::Text => logs.without_time().with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+        cli::LogFormat::Text => logs
+            .without_time()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

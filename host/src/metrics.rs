@@ -61,14 +61,34 @@ impl Default for Metrics {
             non_determinism: Family::default(),
             registry: Registry::default(),
         };
-        registry.register("runs_finished", "Runs that ended, by outcome", metrics.runs_finished.clone());
+        registry.register(
+            "runs_finished",
+            "Runs that ended, by outcome",
+            metrics.runs_finished.clone(),
+        );
         registry.register("runs_active", "Runs being driven now", metrics.runs_active.clone());
-        registry.register("runs_evicted", "Runs waiting with no instance", metrics.runs_evicted.clone());
-        registry.register("step_attempts", "Step attempts, by outcome", metrics.step_attempts.clone());
-        registry.register("step_attempt_seconds", "Wall time of step attempts", metrics.step_seconds.clone());
+        registry.register(
+            "runs_evicted",
+            "Runs waiting with no instance",
+            metrics.runs_evicted.clone(),
+        );
+        registry.register(
+            "step_attempts",
+            "Step attempts, by outcome",
+            metrics.step_attempts.clone(),
+        );
+        registry.register(
+            "step_attempt_seconds",
+            "Wall time of step attempts",
+            metrics.step_seconds.clone(),
+        );
         registry.register("fuel_consumed", "Fuel burnt by step attempts", metrics.fuel.clone());
         registry.register("replays", "Executions that replayed a journal", metrics.replays.clone());
-        registry.register("non_determinism_errors", "Replays that met a different call than recorded", metrics.non_determinism.clone());
+        registry.register(
+            "non_determinism_errors",
+            "Replays that met a different call than recorded",
+            metrics.non_determinism.clone(),
+        );
         Self { registry, ..metrics }
     }
 }
@@ -78,7 +98,10 @@ fn tenant(id: &TenantId) -> Tenant {
 }
 
 fn outcome(id: &TenantId, outcome: &str) -> TenantOutcome {
-    TenantOutcome { tenant: id.to_string(), outcome: outcome.to_owned() }
+    TenantOutcome {
+        tenant: id.to_string(),
+        outcome: outcome.to_owned(),
+    }
 }
 
 impl Metrics {
@@ -128,8 +151,17 @@ mod tests {
         metrics.step_attempt(&acme, "fuel-exhausted", Duration::from_millis(3), 1_000);
         metrics.run_finished(&acme, "completed");
         let text = metrics.encode();
-        assert!(text.contains(r#"stepstone_step_attempts_total{tenant="acme",outcome="fuel-exhausted"} 1"#), "{text}");
-        assert!(text.contains(r#"stepstone_fuel_consumed_total{tenant="acme"} 1000"#), "{text}");
-        assert!(text.contains(r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"stepstone_step_attempts_total{tenant="acme",outcome="fuel-exhausted"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"stepstone_fuel_consumed_total{tenant="acme"} 1000"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -111,10 +111,17 @@ impl Tenants {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(e) => return Err(TenancyError::Read { path: path.into(), reason: e.to_string() }),
+            Err(e) => {
+                return Err(TenancyError::Read {
+                    path: path.into(),
+                    reason: e.to_string(),
+                });
+            }
         };
-        let tenants: Self =
-            toml::from_str(&text).map_err(|e| TenancyError::Parse { path: path.into(), reason: e.to_string() })?;
+        let tenants: Self = toml::from_str(&text).map_err(|e| TenancyError::Parse {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
         let mut seen = std::collections::HashSet::new();
         if let Some(twice) = tenants.tenants.iter().find(|t| !seen.insert(&t.id)) {
             return Err(TenancyError::Duplicate(twice.id.clone()));
@@ -123,13 +130,25 @@ impl Tenants {
     }
 
     pub fn save(&self, path: &Path) -> Result<(), TenancyError> {
-        let text = toml::to_string_pretty(self).map_err(|e| TenancyError::Write { path: path.into(), reason: e.to_string() })?;
-        std::fs::write(path, text).map_err(|e| TenancyError::Write { path: path.into(), reason: e.to_string() })
+        let text = toml::to_string_pretty(self).map_err(|e| TenancyError::Write {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(path, text).map_err(|e| TenancyError::Write {
+            path: path.into(),
+            reason: e.to_string(),
+        })
     }
 
     /// A host with one tenant and one token.
     pub fn single(id: TenantId, token: &str) -> Self {
-        Self { tenants: vec![Tenant { id, token_sha256: vec![token_hash(token)], quotas: Quotas::default() }] }
+        Self {
+            tenants: vec![Tenant {
+                id,
+                token_sha256: vec![token_hash(token)],
+                quotas: Quotas::default(),
+            }],
+        }
     }
 
     /// Adds a token for tenant `id` (adding the tenant if new) and returns
@@ -139,7 +158,11 @@ impl Tenants {
         let hash = token_hash(&token);
         match self.tenants.iter_mut().find(|t| &t.id == id) {
             Some(tenant) => tenant.token_sha256.push(hash),
-            None => self.tenants.push(Tenant { id: id.clone(), token_sha256: vec![hash], quotas: Quotas::default() }),
+            None => self.tenants.push(Tenant {
+                id: id.clone(),
+                token_sha256: vec![hash],
+                quotas: Quotas::default(),
+            }),
         }
         token
     }
@@ -197,8 +220,8 @@ mod tests {
 
     #[test]
     fn quotas_default_and_parse_with_unknown_keys_refused() {
-        let parsed: Tenants = toml::from_str("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_active_runs = 2\n")
-            .expect("a valid file");
+        let parsed: Tenants =
+            toml::from_str("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_active_runs = 2\n").expect("a valid file");
         let quotas = &parsed.tenants[0].quotas;
         assert_eq!(quotas.max_active_runs, 2);
         assert_eq!(quotas.step_fuel, Quotas::default().step_fuel);

@@ -14,15 +14,22 @@ use stepstone::runtime::{Progress, ReplayReport, Runtime, Submission};
 use stepstone::store::{RunId, Storage, TenantId};
 
 fn guest(name: &str) -> Bytes {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests").join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}: run `make guests`", path.display())).into()
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/guests")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make guests`", path.display()))
+        .into()
 }
 
 /// Every backend the journal must work on, freshly made.
 fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
     let dir = tempfile::tempdir().unwrap();
     let local = Storage::local(&dir.path().join("objects")).unwrap();
-    vec![("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()), ("local-fs", local, dir)]
+    vec![
+        ("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()),
+        ("local-fs", local, dir),
+    ]
 }
 
 async fn runtime(storage: Storage) -> Runtime {
@@ -47,16 +54,24 @@ async fn the_order_saga_completes_the_same_way_on_every_backend() {
         submission.run_id = Some(RunId::new("b-1").unwrap());
         let run = runtime.submit(&tenant, submission).await.unwrap();
         let signal = stepstone::store::SignalName::new("approve").unwrap();
-        runtime.signal(&tenant, &run, &signal, r#"{"approved":true}"#).await.unwrap();
+        runtime
+            .signal(&tenant, &run, &signal, r#"{"approved":true}"#)
+            .await
+            .unwrap();
         let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
-        let Progress::Finished(Outcome::Completed { output }) = progress else { panic!("{backend}: {progress:?}") };
+        let Progress::Finished(Outcome::Completed { output }) = progress else {
+            panic!("{backend}: {progress:?}")
+        };
         assert!(output.contains(r#""tracking":"trk-b-1""#), "{backend}: {output}");
 
         let history = runtime.history(&tenant, &run).await.unwrap();
         let kinds: Vec<CallKind> = history.iter().map(|e| e.call.kind).collect();
         use CallKind::*;
         assert_eq!(kinds, [Step, Step, Sleep, Signal, Step], "{backend}");
-        assert!(history.iter().enumerate().all(|(i, e)| e.seq == i as u64), "{backend}: gap in seqs");
+        assert!(
+            history.iter().enumerate().all(|(i, e)| e.seq == i as u64),
+            "{backend}: gap in seqs"
+        );
         let replay = runtime.replay(&tenant, &run, None).await.unwrap();
         assert_eq!(replay, ReplayReport::Identical { calls: 5 }, "{backend}");
     }
@@ -76,7 +91,10 @@ async fn resubmitting_a_run_id_is_idempotent_for_the_same_input_and_refused_for_
         let first = submit(r#"{"name":"Ada"}"#).await.unwrap();
         assert_eq!(submit(r#"{"name":"Ada"}"#).await.unwrap(), first, "{backend}");
         let refused = submit(r#"{"name":"Bob"}"#).await.unwrap_err().to_string();
-        assert!(refused.contains("already exists with another workflow or input"), "{backend}: {refused}");
+        assert!(
+            refused.contains("already exists with another workflow or input"),
+            "{backend}: {refused}"
+        );
     }
 }
 
@@ -93,31 +111,74 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
         let run = runtime.submit(&tenant, submission).await.unwrap();
         // What a host that crashed after charge's first failed attempt left.
         let records = RunRecords::new(storage.tenant(&tenant), run.clone());
-        let error = StepError { kind: StepErrorKind::Failed, message: "earlier host".into(), attempts: 1 };
-        records.record_attempt(1, &AttemptRecord { attempt: 1, error, failed_at_ms: 0 }).await.unwrap();
+        let error = StepError {
+            kind: StepErrorKind::Failed,
+            message: "earlier host".into(),
+            attempts: 1,
+        };
+        records
+            .record_attempt(
+                1,
+                &AttemptRecord {
+                    attempt: 1,
+                    error,
+                    failed_at_ms: 0,
+                },
+            )
+            .await
+            .unwrap();
 
         let signal = stepstone::store::SignalName::new("approve").unwrap();
-        runtime.signal(&tenant, &run, &signal, r#"{"approved":true}"#).await.unwrap();
+        runtime
+            .signal(&tenant, &run, &signal, r#"{"approved":true}"#)
+            .await
+            .unwrap();
         runtime.run_to_end(&tenant, &run, None).await.unwrap();
-        let charge = runtime.history(&tenant, &run).await.unwrap().into_iter().find(|e| e.call.name == "charge").unwrap();
+        let charge = runtime
+            .history(&tenant, &run)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.call.name == "charge")
+            .unwrap();
         // `charge` fails only on attempt 1; this host started at attempt 2.
         assert_eq!(charge.attempts, 2, "{backend}");
-        assert!(matches!(charge.recorded, Recorded::Step { result: Ok(_) }), "{backend}: {charge:?}");
-        assert_eq!(records.attempts(1).await.unwrap().len(), 1, "{backend}: attempt 1 ran again");
+        assert!(
+            matches!(charge.recorded, Recorded::Step { result: Ok(_) }),
+            "{backend}: {charge:?}"
+        );
+        assert_eq!(
+            records.attempts(1).await.unwrap().len(),
+            1,
+            "{backend}: attempt 1 ran again"
+        );
     }
 }
 
 #[tokio::test]
 async fn compiled_code_is_cached_on_disk_and_reused() {
     let cache_dir = tempfile::tempdir().unwrap();
-    let first = Runtime::new(HostConfig::new(), Storage::in_memory(), CodeCache::open(cache_dir.path())).unwrap();
+    let first = Runtime::new(
+        HostConfig::new(),
+        Storage::in_memory(),
+        CodeCache::open(cache_dir.path()),
+    )
+    .unwrap();
     first.validate("hello", guest("hello")).await.unwrap();
     let cached: Vec<_> = std::fs::read_dir(cache_dir.path()).unwrap().flatten().collect();
     assert_eq!(cached.len(), 1, "one role compiled, one file cached");
 
-    let second = Runtime::new(HostConfig::new(), Storage::in_memory(), CodeCache::open(cache_dir.path())).unwrap();
+    let second = Runtime::new(
+        HostConfig::new(),
+        Storage::in_memory(),
+        CodeCache::open(cache_dir.path()),
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     second.validate("hello", guest("hello")).await.unwrap();
     let modified_after = std::fs::metadata(cached[0].path()).unwrap().modified().unwrap();
-    assert!(modified_after <= std::time::SystemTime::now() - started.elapsed(), "the cached file was rewritten");
+    assert!(
+        modified_after <= std::time::SystemTime::now() - started.elapsed(),
+        "the cached file was rewritten"
+    );
 }

@@ -25,10 +25,7 @@ struct First {
 /// `{"items": [1, 2, 3]}` → `{"squares": [1, 4, 9], "sum": 14}`.
 fn fan_out(ctx: &Workflow, input: Items) -> Result<Squares, Error> {
     let pending = start_squares(ctx, &input.items)?;
-    let squares = ctx
-        .all(pending)
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    let squares = ctx.all(pending).into_iter().collect::<Result<Vec<_>, _>>()?;
     let sum = squares
         .iter()
         .try_fold(0_i64, |sum, square| sum.checked_add(*square))
@@ -43,10 +40,7 @@ fn first_of(ctx: &Workflow, input: Items) -> Result<First, Error> {
     }
     let mut pending = start_squares(ctx, &input.items)?;
     let (index, square) = ctx.any(&mut pending);
-    Ok(First {
-        index,
-        square: square?,
-    })
+    Ok(First { index, square: square? })
 }
 
 fn start_squares(ctx: &Workflow, items: &[i64]) -> Result<Vec<Pending<i64>>, Error> {

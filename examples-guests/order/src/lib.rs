@@ -72,16 +72,11 @@ struct Compensation {
 
 fn place_order(ctx: &Workflow, order: Order) -> Result<Placed, Error> {
     let mut compensations = Vec::new();
-    fulfil(ctx, &order, &mut compensations)
-        .map_err(|failure| compensate(ctx, &order, &compensations, failure))
+    fulfil(ctx, &order, &mut compensations).map_err(|failure| compensate(ctx, &order, &compensations, failure))
 }
 
 /// The saga's forward path; each done step pushes what would undo it.
-fn fulfil(
-    ctx: &Workflow,
-    order: &Order,
-    compensations: &mut Vec<Compensation>,
-) -> Result<Placed, Error> {
+fn fulfil(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) -> Result<Placed, Error> {
     // The `reordered` build charges first, so replaying a journal recorded
     // by the normal build meets `charge` where the journal has `reserve`.
     let (reservation, charge) = if cfg!(feature = "reordered") {
@@ -103,11 +98,7 @@ fn fulfil(
     })
 }
 
-fn reserve_stock(
-    ctx: &Workflow,
-    order: &Order,
-    compensations: &mut Vec<Compensation>,
-) -> Result<Reservation, Error> {
+fn reserve_stock(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) -> Result<Reservation, Error> {
     let reservation: Reservation = ctx.step("reserve", order)?;
     compensations.push(Compensation {
         step: "release",
@@ -116,11 +107,7 @@ fn reserve_stock(
     Ok(reservation)
 }
 
-fn take_payment(
-    ctx: &Workflow,
-    order: &Order,
-    compensations: &mut Vec<Compensation>,
-) -> Result<Charge, Error> {
+fn take_payment(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) -> Result<Charge, Error> {
     let retry = StepOptions::new()
         .max_attempts(3)
         .initial_backoff(Duration::from_millis(100));
@@ -143,21 +130,14 @@ fn await_approval(ctx: &Workflow, order: &Order) -> Result<(), Error> {
 
 /// Undoes `compensations`, newest first, and says what happened. A
 /// compensation that fails is reported, and the others still run.
-fn compensate(
-    ctx: &Workflow,
-    order: &Order,
-    compensations: &[Compensation],
-    failure: Error,
-) -> Error {
+fn compensate(ctx: &Workflow, order: &Order, compensations: &[Compensation], failure: Error) -> Error {
     let undone: Vec<String> = compensations
         .iter()
         .rev()
-        .map(
-            |Compensation { step, id }| match ctx.step::<_, IgnoredAny>(step, id) {
-                Ok(_) => format!("{step} {id}"),
-                Err(error) => format!("{step} {id} FAILED: {error}"),
-            },
-        )
+        .map(|Compensation { step, id }| match ctx.step::<_, IgnoredAny>(step, id) {
+            Ok(_) => format!("{step} {id}"),
+            Err(error) => format!("{step} {id} FAILED: {error}"),
+        })
         .collect();
     let undone = if undone.is_empty() {
         "nothing to compensate".to_owned()
@@ -180,10 +160,7 @@ fn charge(ctx: &Step, order: Order) -> Result<Charge, StepFailure> {
     if ctx.attempt() == 1 {
         return Err("payment service unavailable (the first attempt always fails)".into());
     }
-    ctx.info(&format!(
-        "charging {} cents for {}",
-        order.amount_cents, order.order_id
-    ));
+    ctx.info(&format!("charging {} cents for {}", order.amount_cents, order.order_id));
     Ok(Charge {
         charge: format!("ch-{}", order.order_id),
     })
@@ -191,10 +168,7 @@ fn charge(ctx: &Step, order: Order) -> Result<Charge, StepFailure> {
 
 fn ship(ctx: &Step, order: Order) -> Result<Shipment, StepFailure> {
     if order.fail_shipping {
-        return Err(StepFailure::permanent(format!(
-            "no carrier takes {}",
-            order.item
-        )));
+        return Err(StepFailure::permanent(format!("no carrier takes {}", order.item)));
     }
     ctx.info(&format!("shipping {} for {}", order.item, order.order_id));
     Ok(Shipment {

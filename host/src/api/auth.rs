@@ -21,7 +21,10 @@ impl FromRequestParts<ApiState> for Caller {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
             .ok_or_else(ApiError::unauthorized)?;
-        let tenant = state.tenants.authenticate(token.trim()).ok_or_else(ApiError::unauthorized)?;
+        let tenant = state
+            .tenants
+            .authenticate(token.trim())
+            .ok_or_else(ApiError::unauthorized)?;
         Ok(Self(tenant.clone()))
     }
 }

@@ -66,12 +66,22 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<ComponentInfo>), ApiError> {
     let limit = tenant.quotas.max_component_bytes;
     if body.len() > limit {
-        return Err(ApiError::too_large(format!("the component is {} bytes; this tenant may upload at most {limit}", body.len())));
+        return Err(ApiError::too_large(format!(
+            "the component is {} bytes; this tenant may upload at most {limit}",
+            body.len()
+        )));
     }
     if body.is_empty() {
-        return Err(ApiError::bad_request("the body is empty: send the component's .wasm bytes"));
+        return Err(ApiError::bad_request(
+            "the body is empty: send the component's .wasm bytes",
+        ));
     }
-    let name = params.name.as_deref().map(ComponentName::new).transpose().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let name = params
+        .name
+        .as_deref()
+        .map(ComponentName::new)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let _compiling = state.compile_permit(&tenant.id).await;
     let budget = Duration::from_millis(tenant.quotas.compile_timeout_ms);
     let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, name.as_ref()))
@@ -82,9 +92,20 @@ pub async fn upload(
 
 /// List the tenant's component names.
 #[utoipa::path(get, path = "/v1/components", responses((status = 200, body = Vec<NamedComponent>)))]
-pub async fn list(State(state): State<ApiState>, Caller(tenant): Caller) -> Result<Json<Vec<NamedComponent>>, ApiError> {
+pub async fn list(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+) -> Result<Json<Vec<NamedComponent>>, ApiError> {
     let names = state.runtime.component_names(&tenant.id).await?;
-    Ok(Json(names.into_iter().map(|(name, digest)| NamedComponent { name: name.to_string(), digest }).collect()))
+    Ok(Json(
+        names
+            .into_iter()
+            .map(|(name, digest)| NamedComponent {
+                name: name.to_string(),
+                digest,
+            })
+            .collect(),
+    ))
 }
 
 /// Describe a component, by name or digest.

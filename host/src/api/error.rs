@@ -20,7 +20,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), retry_after_secs: None }
+        Self {
+            status,
+            message: message.into(),
+            retry_after_secs: None,
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -33,11 +37,17 @@ impl ApiError {
 
     /// 429: come back after `retry_after_secs`.
     pub fn too_many(message: impl Into<String>, retry_after_secs: u64) -> Self {
-        Self { retry_after_secs: Some(retry_after_secs), ..Self::new(StatusCode::TOO_MANY_REQUESTS, message) }
+        Self {
+            retry_after_secs: Some(retry_after_secs),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
     }
 
     pub fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "missing or unknown bearer token: send `Authorization: Bearer <token>`")
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or unknown bearer token: send `Authorization: Bearer <token>`",
+        )
     }
 }
 
@@ -54,10 +64,14 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status, Json(ErrorBody { error: self.message })).into_response();
         if let Some(secs) = self.retry_after_secs {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
@@ -67,9 +81,13 @@ impl From<RunError> for ApiError {
     fn from(error: RunError) -> Self {
         let status = match &error {
             RunError::UnknownRun { .. } => StatusCode::NOT_FOUND,
-            RunError::UnknownWorkflow { .. } | RunError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
+            RunError::UnknownWorkflow { .. } | RunError::InvalidJson { .. } | RunError::InvalidName(_) => {
+                StatusCode::BAD_REQUEST
+            }
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => StatusCode::CONFLICT,
+            RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => {
+                StatusCode::CONFLICT
+            }
             RunError::Component(ComponentError::Unknown { .. }) => StatusCode::NOT_FOUND,
             RunError::Component(ComponentError::Store(e)) => store_status(e),
             RunError::Component(_) => StatusCode::BAD_REQUEST,

@@ -53,26 +53,43 @@ impl ApiState {
         for tenant in tenants.iter() {
             runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
         }
-        Self { runtime, tenants: Arc::new(tenants), compiles: Arc::default(), new_runs: Arc::default() }
+        Self {
+            runtime,
+            tenants: Arc::new(tenants),
+            compiles: Arc::default(),
+            new_runs: Arc::default(),
+        }
     }
 
     async fn compile_permit(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
-        let semaphore = lock(&self.compiles).entry(tenant.clone()).or_insert_with(|| Arc::new(Semaphore::new(COMPILES_PER_TENANT))).clone();
+        let semaphore = lock(&self.compiles)
+            .entry(tenant.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(COMPILES_PER_TENANT)))
+            .clone();
         semaphore.acquire_owned().await.ok()
     }
 
     /// Counts a new run against the tenant's per-minute quota.
     fn admit_new_run(&self, tenant: &Tenant) -> Result<(), ApiError> {
         let mut windows = lock(&self.new_runs);
-        let window = windows.entry(tenant.id.clone()).or_insert(RateWindow { started: Instant::now(), admitted: 0 });
+        let window = windows.entry(tenant.id.clone()).or_insert(RateWindow {
+            started: Instant::now(),
+            admitted: 0,
+        });
         let elapsed = window.started.elapsed();
         if elapsed >= Duration::from_secs(60) {
-            *window = RateWindow { started: Instant::now(), admitted: 0 };
+            *window = RateWindow {
+                started: Instant::now(),
+                admitted: 0,
+            };
         }
         if window.admitted >= tenant.quotas.max_new_runs_per_minute {
             let retry_after = 60u64.saturating_sub(elapsed.as_secs()).max(1);
             return Err(ApiError::too_many(
-                format!("this tenant may start {} runs a minute", tenant.quotas.max_new_runs_per_minute),
+                format!(
+                    "this tenant may start {} runs a minute",
+                    tenant.quotas.max_new_runs_per_minute
+                ),
                 retry_after,
             ));
         }
@@ -82,7 +99,11 @@ impl ApiState {
 
     /// The largest body any tenant may send.
     fn max_body(&self) -> usize {
-        self.tenants.iter().map(|t| t.quotas.max_component_bytes.max(t.quotas.max_payload_bytes)).max().unwrap_or(0)
+        self.tenants
+            .iter()
+            .map(|t| t.quotas.max_component_bytes.max(t.quotas.max_payload_bytes))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -110,7 +131,10 @@ impl utoipa::Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
 }
 
@@ -131,8 +155,14 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(|State(state): State<ApiState>| async move { state.runtime.metrics().encode() }))
+        .route(
+            "/metrics",
+            get(|State(state): State<ApiState>| async move { state.runtime.metrics().encode() }),
+        )
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
         .with_state(state)
 }

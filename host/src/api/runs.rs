@@ -62,12 +62,18 @@ pub async fn start(
     let input = start.input.to_string();
     let limit = tenant.quotas.max_payload_bytes;
     if input.len() > limit {
-        return Err(ApiError::too_large(format!("the input is {} bytes; this tenant's payloads may be at most {limit}", input.len())));
+        return Err(ApiError::too_large(format!(
+            "the input is {} bytes; this tenant's payloads may be at most {limit}",
+            input.len()
+        )));
     }
     let run_id = start.run_id.as_deref().map(run_id).transpose()?;
     if state.runtime.active_runs(&tenant.id) >= tenant.quotas.max_active_runs {
         return Err(ApiError::too_many(
-            format!("this tenant already has {} active runs, its quota", tenant.quotas.max_active_runs),
+            format!(
+                "this tenant already has {} active runs, its quota",
+                tenant.quotas.max_active_runs
+            ),
             1,
         ));
     }
@@ -78,7 +84,12 @@ pub async fn start(
     submission.limits = start.limits;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
-    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run.to_string() })))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Started {
+            run_id: run.to_string(),
+        }),
+    ))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -112,17 +123,27 @@ pub async fn list(
             && params.status.as_ref().is_none_or(|s| run.state.name() == s)
     });
     let after_cursor: Vec<RunStatus> = match &params.cursor {
-        Some(cursor) => matching.skip_while(|run| run.run_id.as_str() != cursor).skip(1).collect(),
+        Some(cursor) => matching
+            .skip_while(|run| run.run_id.as_str() != cursor)
+            .skip(1)
+            .collect(),
         None => matching.collect(),
     };
     let next_cursor = (after_cursor.len() > limit).then(|| after_cursor[limit - 1].run_id.to_string());
-    Ok(Json(RunPage { runs: after_cursor.into_iter().take(limit).collect(), next_cursor }))
+    Ok(Json(RunPage {
+        runs: after_cursor.into_iter().take(limit).collect(),
+        next_cursor,
+    }))
 }
 
 /// Where a run stands.
 #[utoipa::path(get, path = "/v1/runs/{id}", params(("id" = String, Path)),
     responses((status = 200, body = RunStatus), (status = 404, body = ErrorBody)))]
-pub async fn status(State(state): State<ApiState>, Caller(tenant): Caller, Path(id): Path<String>) -> Result<Json<RunStatus>, ApiError> {
+pub async fn status(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<RunStatus>, ApiError> {
     Ok(Json(state.runtime.status(&tenant.id, &run_id(&id)?).await?))
 }
 
@@ -142,7 +163,9 @@ pub async fn wait(
     Query(params): Query<WaitParams>,
 ) -> Result<Json<RunStatus>, ApiError> {
     let timeout = match params.timeout {
-        Some(text) => humantime::parse_duration(&text).map_err(|e| ApiError::bad_request(format!("timeout `{text}`: {e}")))?,
+        Some(text) => {
+            humantime::parse_duration(&text).map_err(|e| ApiError::bad_request(format!("timeout `{text}`: {e}")))?
+        }
         None => Duration::from_secs(30),
     };
     let run = run_id(&id)?;
@@ -200,10 +223,14 @@ pub async fn signal(
     Path((id, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let payload = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
+    let payload =
+        std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
     let limit = tenant.quotas.max_payload_bytes;
     if payload.len() > limit {
-        return Err(ApiError::too_large(format!("the payload is {} bytes; this tenant's payloads may be at most {limit}", payload.len())));
+        return Err(ApiError::too_large(format!(
+            "the payload is {} bytes; this tenant's payloads may be at most {limit}",
+            payload.len()
+        )));
     }
     let name = SignalName::new(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     state.runtime.signal(&tenant.id, &run_id(&id)?, &name, payload).await?;
@@ -225,7 +252,9 @@ pub async fn cancel(
     Path(id): Path<String>,
     body: Option<Json<CancelRun>>,
 ) -> Result<StatusCode, ApiError> {
-    let reason = body.and_then(|Json(cancel)| cancel.reason).unwrap_or_else(|| "cancelled through the API".into());
+    let reason = body
+        .and_then(|Json(cancel)| cancel.reason)
+        .unwrap_or_else(|| "cancelled through the API".into());
     state.runtime.cancel(&tenant.id, &run_id(&id)?, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -233,6 +262,10 @@ pub async fn cancel(
 /// Re-execute a run against its journal without running any step.
 #[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)),
     responses((status = 200, body = ReplayReport), (status = 404, body = ErrorBody)))]
-pub async fn replay(State(state): State<ApiState>, Caller(tenant): Caller, Path(id): Path<String>) -> Result<Json<ReplayReport>, ApiError> {
+pub async fn replay(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ReplayReport>, ApiError> {
     Ok(Json(state.runtime.replay(&tenant.id, &run_id(&id)?, None).await?))
 }

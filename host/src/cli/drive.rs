@@ -59,7 +59,10 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     report(runtime, &tenant, &run, progress).await
 }
 
-async fn load(runtime: &Runtime, path: &std::path::Path) -> anyhow::Result<std::sync::Arc<stepstone::component::Loaded>> {
+async fn load(
+    runtime: &Runtime,
+    path: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<stepstone::component::Loaded>> {
     let bytes = read_file(path)?;
     Ok(runtime.validate(&path.display().to_string(), bytes).await?)
 }
@@ -86,7 +89,9 @@ async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Pro
 
 pub async fn upload(runtime: &Runtime, path: &std::path::Path, name: Option<&str>) -> anyhow::Result<ExitCode> {
     let name = name.map(ComponentName::new).transpose()?;
-    let loaded = runtime.upload(&TenantId::default_tenant(), read_file(path)?, name.as_ref()).await?;
+    let loaded = runtime
+        .upload(&TenantId::default_tenant(), read_file(path)?, name.as_ref())
+        .await?;
     let info = serde_json::json!({
         "name": name.map(|n| n.to_string()),
         "digest": loaded.digest,
@@ -97,7 +102,13 @@ pub async fn upload(runtime: &Runtime, path: &std::path::Path, name: Option<&str
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn start(runtime: &Runtime, component: &str, workflow: &str, input: &str, run_id: Option<RunId>) -> anyhow::Result<ExitCode> {
+pub async fn start(
+    runtime: &Runtime,
+    component: &str,
+    workflow: &str,
+    input: &str,
+    run_id: Option<RunId>,
+) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let component = runtime.component(&tenant, component).await?;
     let mut submission = Submission::new(component, workflow, input);
@@ -129,7 +140,11 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
             }
         }
     }
-    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 pub async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Result<ExitCode> {

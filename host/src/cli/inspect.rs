@@ -28,7 +28,10 @@ pub async fn wait(runtime: &Runtime, run: &RunId, timeout: Duration) -> anyhow::
     let deadline = Instant::now() + timeout;
     let status = loop {
         let status = runtime.status(&tenant, run).await?;
-        let finished = matches!(status.state, RunState::Completed { .. } | RunState::Failed { .. } | RunState::Cancelled { .. });
+        let finished = matches!(
+            status.state,
+            RunState::Completed { .. } | RunState::Failed { .. } | RunState::Cancelled { .. }
+        );
         if finished || Instant::now() >= deadline {
             break status;
         }
@@ -65,14 +68,21 @@ fn status_line(status: &RunStatus) -> String {
     let state = match &status.state {
         RunState::Pending => "pending".to_owned(),
         RunState::Running => "running".to_owned(),
-        RunState::Retrying { seq, failed_attempts } => format!("retrying seq {seq} after {failed_attempts} failed attempts"),
+        RunState::Retrying { seq, failed_attempts } => {
+            format!("retrying seq {seq} after {failed_attempts} failed attempts")
+        }
         RunState::Sleeping { seq, until_ms } => format!("sleeping at seq {seq} until {until_ms}"),
-        RunState::AwaitingSignal { seq, signal, until_ms } => format!("awaiting signal `{signal}` at seq {seq} until {until_ms}"),
+        RunState::AwaitingSignal { seq, signal, until_ms } => {
+            format!("awaiting signal `{signal}` at seq {seq} until {until_ms}")
+        }
         RunState::Completed { output } => format!("completed: {output}"),
         RunState::Failed { kind, message } => format!("failed ({kind}): {message}"),
         RunState::Cancelled { reason } => format!("cancelled: {reason}"),
     };
-    format!("{}  {}  {} calls  {state}", status.run_id, status.workflow, status.journaled_calls)
+    format!(
+        "{}  {}  {} calls  {state}",
+        status.run_id, status.workflow, status.journaled_calls
+    )
 }
 
 pub async fn history(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Result<ExitCode> {
@@ -81,7 +91,10 @@ pub async fn history(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resu
         println!("{}", serde_json::to_string_pretty(&entries)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:>5}  {:<10}  {:<20}  {:>8}  {:>9}  outcome", "seq", "kind", "name", "attempts", "duration");
+    println!(
+        "{:>5}  {:<10}  {:<20}  {:>8}  {:>9}  outcome",
+        "seq", "kind", "name", "attempts", "duration"
+    );
     for entry in &entries {
         println!(
             "{:>5}  {:<10}  {:<20}  {:>8}  {:>7}ms  {}",
@@ -101,13 +114,17 @@ fn outcome(entry: &Entry) -> String {
         Recorded::Step { result: Ok(output) } => format!("ok {output}"),
         Recorded::Step { result: Err(e) } => format!("{} {}", kind_name(e.kind), e.message),
         Recorded::Slept => "woke".into(),
-        Recorded::Signal { payload: Some(payload), .. } => format!("received {payload}"),
+        Recorded::Signal {
+            payload: Some(payload), ..
+        } => format!("received {payload}"),
         Recorded::Signal { payload: None, .. } => "timed out".into(),
         Recorded::Value(value) => value.to_string(),
         Recorded::MemoSet { value } => format!("set {value}"),
         Recorded::Winner(index) => format!("handle #{index} first"),
         Recorded::Child { run: Ok(child) } => format!("started {child}"),
-        Recorded::Child { run: Err(refused) } | Recorded::ChildEnded { result: Err(refused) } => format!("failed {refused}"),
+        Recorded::Child { run: Err(refused) } | Recorded::ChildEnded { result: Err(refused) } => {
+            format!("failed {refused}")
+        }
         Recorded::ChildEnded { result: Ok(output) } => format!("ok {output}"),
     }
 }

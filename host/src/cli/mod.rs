@@ -183,9 +183,12 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
         Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,
         Command::Upload { component, name } => drive::upload(&host()?, &component, name.as_deref()).await,
-        Command::Start { component, workflow, input, run_id } => {
-            drive::start(&host()?, &component, &workflow, &input, run_id).await
-        }
+        Command::Start {
+            component,
+            workflow,
+            input,
+            run_id,
+        } => drive::start(&host()?, &component, &workflow, &input, run_id).await,
         Command::Wait { run, timeout } => inspect::wait(&host()?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host()?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host()?, &run, json).await,

@@ -17,9 +17,21 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         Ok(ExitCode::SUCCESS)
     };
     match command {
-        Command::Upload { component, name } => print(&remote.upload(read_file(&component)?.to_vec(), name.as_deref()).await?),
-        Command::Start { component, workflow, input, run_id } => {
-            println!("{}", remote.start(&component, &workflow, &input, run_id.as_ref().map(|r| r.as_str())).await?);
+        Command::Upload { component, name } => {
+            print(&remote.upload(read_file(&component)?.to_vec(), name.as_deref()).await?)
+        }
+        Command::Start {
+            component,
+            workflow,
+            input,
+            run_id,
+        } => {
+            println!(
+                "{}",
+                remote
+                    .start(&component, &workflow, &input, run_id.as_ref().map(|r| r.as_str()))
+                    .await?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { run, .. } => print(&remote.status(run.as_str()).await?),
@@ -29,17 +41,29 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             Ok(super::inspect::exit_code(status["state"].as_str().unwrap_or_default()))
         }
         Command::History { run, .. } => print(&remote.history(run.as_str()).await?),
-        Command::Signal { run, name, payload } => remote.signal(run.as_str(), &name, &payload).await.map(|()| ExitCode::SUCCESS),
+        Command::Signal { run, name, payload } => remote
+            .signal(run.as_str(), &name, &payload)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Cancel { run, reason } => remote.cancel(run.as_str(), &reason).await.map(|()| ExitCode::SUCCESS),
         Command::Replay { run, component: None } => {
             let report = remote.replay(run.as_str()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(if report["verdict"] == "diverged" { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+            Ok(if report["verdict"] == "diverged" {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Replay { component: Some(_), .. } => {
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
-        Command::Run(_) | Command::Resume { .. } | Command::List { .. } | Command::Serve { .. } | Command::Tenant(_) | Command::Componentize { .. } => {
+        Command::Run(_)
+        | Command::Resume { .. }
+        | Command::List { .. }
+        | Command::Serve { .. }
+        | Command::Tenant(_)
+        | Command::Componentize { .. } => {
             anyhow::bail!("this command works on the embedded store only; drop --server")
         }
     }
@@ -56,17 +80,26 @@ impl Remote {
     pub fn new(server: &str, token: Option<String>) -> anyhow::Result<Self> {
         let token = token.context("--server needs a tenant token: pass --token or set STEPSTONE_TOKEN")?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
-        Ok(Self { base: server.trim_end_matches('/').to_owned(), token, http })
+        Ok(Self {
+            base: server.trim_end_matches('/').to_owned(),
+            token,
+            http,
+        })
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token)
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
     }
 
     /// Sends a request; an error status becomes an error carrying the
     /// server's message.
     async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
-        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
         let status = response.status();
         let text = response.text().await?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
@@ -89,11 +122,20 @@ impl Remote {
         self.send(request).await
     }
 
-    pub async fn start(&self, component: &str, workflow: &str, input: &str, run_id: Option<&str>) -> anyhow::Result<String> {
+    pub async fn start(
+        &self,
+        component: &str,
+        workflow: &str,
+        input: &str,
+        run_id: Option<&str>,
+    ) -> anyhow::Result<String> {
         let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
         let body = json!({"component": component, "workflow": workflow, "input": input, "run_id": run_id});
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
-        started["run_id"].as_str().map(str::to_owned).context("the server answered without a run id")
+        started["run_id"]
+            .as_str()
+            .map(str::to_owned)
+            .context("the server answered without a run id")
     }
 
     pub async fn status(&self, run: &str) -> anyhow::Result<Value> {
@@ -102,25 +144,37 @@ impl Remote {
 
     pub async fn wait(&self, run: &str, timeout: Duration) -> anyhow::Result<Value> {
         let timeout = humantime::format_duration(timeout).to_string();
-        let request = self.request(Method::GET, &format!("/v1/runs/{run}/wait")).query(&[("timeout", timeout)]);
+        let request = self
+            .request(Method::GET, &format!("/v1/runs/{run}/wait"))
+            .query(&[("timeout", timeout)]);
         self.send(request).await
     }
 
     pub async fn history(&self, run: &str) -> anyhow::Result<Value> {
-        self.send(self.request(Method::GET, &format!("/v1/runs/{run}/journal"))).await
+        self.send(self.request(Method::GET, &format!("/v1/runs/{run}/journal")))
+            .await
     }
 
     pub async fn signal(&self, run: &str, name: &str, payload: &str) -> anyhow::Result<()> {
         let request = self.request(Method::POST, &format!("/v1/runs/{run}/signals/{name}"));
-        self.send(request.header("content-type", "application/json").body(payload.to_owned())).await.map(drop)
+        self.send(
+            request
+                .header("content-type", "application/json")
+                .body(payload.to_owned()),
+        )
+        .await
+        .map(drop)
     }
 
     pub async fn cancel(&self, run: &str, reason: &str) -> anyhow::Result<()> {
-        let request = self.request(Method::POST, &format!("/v1/runs/{run}/cancel")).json(&json!({"reason": reason}));
+        let request = self
+            .request(Method::POST, &format!("/v1/runs/{run}/cancel"))
+            .json(&json!({"reason": reason}));
         self.send(request).await.map(drop)
     }
 
     pub async fn replay(&self, run: &str) -> anyhow::Result<Value> {
-        self.send(self.request(Method::POST, &format!("/v1/runs/{run}/replay"))).await
+        self.send(self.request(Method::POST, &format!("/v1/runs/{run}/replay")))
+            .await
     }
 }

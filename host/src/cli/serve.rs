@@ -34,7 +34,9 @@ pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> any
         let recovered = runtime.recover(&tenant.id).await?;
         tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
     }
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let address = listener.local_addr()?;
     // Scripts and tests read the address (the port may have been 0).
     println!("listening on http://{address}");
@@ -43,7 +45,10 @@ pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> any
     axum::serve(listener, router).with_graceful_shutdown(shutdown()).await?;
     let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
     if unfinished > 0 {
-        tracing::warn!(steps = unfinished, "step attempts still running after {SHUTDOWN_GRACE:?} are abandoned; they run again at the next start");
+        tracing::warn!(
+            steps = unfinished,
+            "step attempts still running after {SHUTDOWN_GRACE:?} are abandoned; they run again at the next start"
+        );
     }
     tracing::info!("stopped; unfinished runs resume from their journals at the next start");
     Ok(ExitCode::SUCCESS)
@@ -56,7 +61,9 @@ fn single_tenant() -> Tenants {
     let token = tenants.add_token(&TenantId::default_tenant());
     eprintln!("no --config: serving the single tenant `default`; its token, for this process only, is");
     eprintln!("  {token}");
-    eprintln!("for lasting tokens: `stepstone tenant add default --config stepstone.toml`, then `serve --config stepstone.toml`");
+    eprintln!(
+        "for lasting tokens: `stepstone tenant add default --config stepstone.toml`, then `serve --config stepstone.toml`"
+    );
     tenants
 }
 
@@ -82,7 +89,10 @@ pub fn add_tenant(id: &TenantId, config: &PathBuf) -> anyhow::Result<ExitCode> {
     let mut tenants = Tenants::load(config)?;
     let token = tenants.add_token(id);
     tenants.save(config)?;
-    eprintln!("tenant `{id}` has a new token in {}; it is shown only this once:", config.display());
+    eprintln!(
+        "tenant `{id}` has a new token in {}; it is shown only this once:",
+        config.display()
+    );
     println!("{token}");
     Ok(ExitCode::SUCCESS)
 }

@@ -76,7 +76,9 @@ impl CodeCache {
         let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
             // Write aside, then rename: a reader never sees half a file.
             let partial = format!("{file}.{}.partial", std::process::id());
-            dir.write(&partial, bytes).and_then(|()| dir.rename(&partial, dir, file)).map_err(|e| e.to_string())
+            dir.write(&partial, bytes)
+                .and_then(|()| dir.rename(&partial, dir, file))
+                .map_err(|e| e.to_string())
         });
         if let Err(e) = written {
             tracing::warn!(file, "cannot cache compiled code: {e}");

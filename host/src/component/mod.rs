@@ -27,9 +27,17 @@ pub enum ComponentError {
     #[error("component {digest} imports `{import}`, which no Stepstone policy grants; it may import only the {package} interfaces `durable` and `step-support`", package = crate::contract::PACKAGE)]
     ForbiddenImport { digest: String, import: String },
     #[error("component {digest} does not export `{export}`: build it against the {package} world `{world}`", package = crate::contract::PACKAGE)]
-    MissingExport { digest: String, export: String, world: &'static str },
+    MissingExport {
+        digest: String,
+        export: String,
+        world: &'static str,
+    },
     #[error("component {digest}: `describe` failed ({kind:?}): {message}")]
-    Describe { digest: String, kind: crate::sandbox::StepErrorKind, message: String },
+    Describe {
+        digest: String,
+        kind: crate::sandbox::StepErrorKind,
+        message: String,
+    },
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
     #[error(transparent)]

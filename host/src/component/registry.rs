@@ -46,7 +46,11 @@ pub struct Components {
 
 impl Components {
     pub fn new(engines: Engines, cache: CodeCache) -> Self {
-        Self { engines, cache, loaded: Mutex::default() }
+        Self {
+            engines,
+            cache,
+            loaded: Mutex::default(),
+        }
     }
 
     pub fn engines(&self) -> &Engines {
@@ -71,7 +75,9 @@ impl Components {
 
     /// Points `name` at a stored component: the name now means this build.
     pub async fn name(&self, store: &TenantStore, name: &ComponentName, digest: &str) -> Result<(), ComponentError> {
-        Ok(store.overwrite(&component_name_key(name), Bytes::from(digest.to_owned())).await?)
+        Ok(store
+            .overwrite(&component_name_key(name), Bytes::from(digest.to_owned()))
+            .await?)
     }
 
     /// The digest `name` points at, if the tenant has such a name.
@@ -84,7 +90,9 @@ impl Components {
     pub async fn names(&self, store: &TenantStore) -> Result<Vec<(ComponentName, String)>, ComponentError> {
         let mut names = Vec::new();
         for key in store.list(&component_names_key()).await? {
-            let Some(name) = key.filename().and_then(|n| ComponentName::new(n).ok()) else { continue };
+            let Some(name) = key.filename().and_then(|n| ComponentName::new(n).ok()) else {
+                continue;
+            };
             if let Some(digest) = self.by_name(store, &name).await? {
                 names.push((name, digest));
             }
@@ -102,7 +110,9 @@ impl Components {
         let bytes = store
             .get(&component_key(digest))
             .await?
-            .ok_or_else(|| ComponentError::Unknown { digest: digest.to_owned() })?;
+            .ok_or_else(|| ComponentError::Unknown {
+                digest: digest.to_owned(),
+            })?;
         let loaded = Arc::new(self.check(digest, bytes).await?);
         self.remember(store.tenant(), loaded.clone());
         Ok(loaded)
@@ -110,7 +120,9 @@ impl Components {
 
     /// The component compiled for the workflow engine.
     pub async fn workflow(&self, loaded: &Loaded) -> Result<Component, ComponentError> {
-        let compiled = loaded.workflow.get_or_try_init(|| self.compile(Role::Workflow, &loaded.digest, &loaded.bytes));
+        let compiled = loaded
+            .workflow
+            .get_or_try_init(|| self.compile(Role::Workflow, &loaded.digest, &loaded.bytes));
         compiled.await.cloned()
     }
 
@@ -146,7 +158,11 @@ impl Components {
         let digest = hex::encode(Sha256::digest(&bytes));
         let exports_workflows = exports.contains(&contract::interface("workflow"));
         let exports_steps = exports.contains(&contract::interface("step"));
-        let missing = |export: &str, world| ComponentError::MissingExport { digest: digest.clone(), export: export.into(), world };
+        let missing = |export: &str, world| ComponentError::MissingExport {
+            digest: digest.clone(),
+            export: export.into(),
+            world,
+        };
         if !exports.contains(&contract::interface("describe")) {
             return Err(missing(&contract::interface("describe"), "steps"));
         }
@@ -156,8 +172,10 @@ impl Components {
         let slot = self.engines.slot(role).await;
         let described = sandbox::describe(self.engines.get(role), &component).await;
         drop(slot);
-        let manifest = described.map_err(|failure| {
-            ComponentError::Describe { digest: digest.clone(), kind: failure.kind, message: failure.message }
+        let manifest = described.map_err(|failure| ComponentError::Describe {
+            digest: digest.clone(),
+            kind: failure.kind,
+            message: failure.message,
         })?;
         if !manifest.workflows.is_empty() && !exports_workflows {
             return Err(missing(&contract::interface("workflow"), "workflows"));
@@ -165,13 +183,27 @@ impl Components {
         if !manifest.steps.is_empty() && !exports_steps {
             return Err(missing(&contract::interface("step"), "steps"));
         }
-        let workflow = if role == Role::Workflow { OnceCell::new_with(Some(component)) } else { OnceCell::new() };
-        Ok(Loaded { digest, manifest, bytes, workflow, step: OnceCell::new() })
+        let workflow = if role == Role::Workflow {
+            OnceCell::new_with(Some(component))
+        } else {
+            OnceCell::new()
+        };
+        Ok(Loaded {
+            digest,
+            manifest,
+            bytes,
+            workflow,
+            step: OnceCell::new(),
+        })
     }
 }
 
 fn compile_error(digest: &str, role: Role, error: &wasmtime::Error) -> ComponentError {
-    ComponentError::Compile { digest: digest.to_owned(), role, reason: format!("{error:#}") }
+    ComponentError::Compile {
+        digest: digest.to_owned(),
+        role,
+        reason: format!("{error:#}"),
+    }
 }
 
 /// The names a component exports at its top level, read without compiling it.
@@ -208,9 +240,15 @@ fn top_level_exports(what: &str, bytes: &[u8]) -> Result<Vec<String>, ComponentE
 fn check_imports(digest: &str, component: &Component, engine: &wasmtime::Engine) -> Result<(), ComponentError> {
     let allowed = ["types", "durable", "step-support"].map(contract::interface);
     let component_type = component.component_type();
-    let forbidden = component_type.imports(engine).map(|(name, _)| name).find(|name| !allowed.iter().any(|a| a == name));
+    let forbidden = component_type
+        .imports(engine)
+        .map(|(name, _)| name)
+        .find(|name| !allowed.iter().any(|a| a == name));
     match forbidden {
-        Some(import) => Err(ComponentError::ForbiddenImport { digest: digest.to_owned(), import: import.to_owned() }),
+        Some(import) => Err(ComponentError::ForbiddenImport {
+            digest: digest.to_owned(),
+            import: import.to_owned(),
+        }),
         None => Ok(()),
     }
 }

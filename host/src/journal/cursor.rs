@@ -34,9 +34,11 @@ impl Cursor {
         let seq = self.next_seq;
         self.next_seq += 1;
         match self.entries.get(&seq) {
-            Some(entry) if entry.call != *call => {
-                Err(NonDeterminism { seq, recorded: entry.call.clone(), asked: call.clone() })
-            }
+            Some(entry) if entry.call != *call => Err(NonDeterminism {
+                seq,
+                recorded: entry.call.clone(),
+                asked: call.clone(),
+            }),
             found => Ok((seq, found)),
         }
     }
@@ -57,7 +59,14 @@ mod tests {
     use crate::journal::{CallKind, Recorded};
 
     fn entry(seq: u64, call: Call) -> Entry {
-        Entry { seq, call, recorded: Recorded::Slept, attempts: 1, started_at_ms: 0, finished_at_ms: 0 }
+        Entry {
+            seq,
+            call,
+            recorded: Recorded::Slept,
+            attempts: 1,
+            started_at_ms: 0,
+            finished_at_ms: 0,
+        }
     }
 
     #[test]
@@ -73,7 +82,10 @@ mod tests {
     #[test]
     fn a_different_name_or_input_is_non_determinism_at_its_seq() {
         let recorded = Call::new(CallKind::Step, "reserve", b"{}");
-        for asked in [Call::new(CallKind::Step, "charge", b"{}"), Call::new(CallKind::Step, "reserve", b"[]")] {
+        for asked in [
+            Call::new(CallKind::Step, "charge", b"{}"),
+            Call::new(CallKind::Step, "reserve", b"[]"),
+        ] {
             let mut cursor = Cursor::new(BTreeMap::from([(0, entry(0, recorded.clone()))]));
             let err = cursor.next(&asked).unwrap_err();
             assert_eq!(err.seq, 0);

@@ -36,7 +36,9 @@ pub fn decode<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, String> {
     let body = &bytes[HEADER..];
     let actual = crc32fast::hash(body);
     if actual != expected {
-        return Err(format!("checksum mismatch (stored {expected:08x}, computed {actual:08x})"));
+        return Err(format!(
+            "checksum mismatch (stored {expected:08x}, computed {actual:08x})"
+        ));
     }
     rmp_serde::from_slice(body).map_err(|e| format!("undecodable body: {e}"))
 }
@@ -52,7 +54,10 @@ mod tests {
     }
 
     fn sample() -> Sample {
-        Sample { seq: 7, name: "charge".into() }
+        Sample {
+            seq: 7,
+            name: "charge".into(),
+        }
     }
 
     #[test]
@@ -78,6 +83,10 @@ mod tests {
         let mut newer = encode(&sample());
         newer[3] = FORMAT_VERSION + 1;
         assert!(decode::<Sample>(&newer).unwrap_err().contains("format version"));
-        assert!(decode::<Sample>(&encode(&sample())[..5]).unwrap_err().contains("bad header"));
+        assert!(
+            decode::<Sample>(&encode(&sample())[..5])
+                .unwrap_err()
+                .contains("bad header")
+        );
     }
 }

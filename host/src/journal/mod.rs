@@ -15,7 +15,7 @@ mod run_records;
 pub use cursor::{Cursor, NonDeterminism};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{
-    AttemptRecord, Call, CancelRecord, CallKind, Entry, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
+    AttemptRecord, Call, CallKind, CancelRecord, Entry, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
 pub use run_records::RunRecords;
 

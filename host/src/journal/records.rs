@@ -98,7 +98,11 @@ pub struct Call {
 
 impl Call {
     pub fn new(kind: CallKind, name: impl Into<String>, input: &[u8]) -> Self {
-        Self { kind, name: name.into(), input_digest: digest(input) }
+        Self {
+            kind,
+            name: name.into(),
+            input_digest: digest(input),
+        }
     }
 }
 
@@ -111,20 +115,31 @@ impl fmt::Display for Call {
 /// What a durable call returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Recorded {
-    Step { result: Result<String, StepError> },
+    Step {
+        result: Result<String, StepError>,
+    },
     /// The timer fired.
     Slept,
     /// The signal that was taken (its key, so it is never taken twice), or
     /// none if the wait timed out.
-    Signal { payload: Option<String>, key: Option<String> },
+    Signal {
+        payload: Option<String>,
+        key: Option<String>,
+    },
     Value(u64),
-    MemoSet { value: String },
+    MemoSet {
+        value: String,
+    },
     /// The index, among the awaited handles, of the first to finish.
     Winner(u32),
     /// The child run that was started, or why it could not be.
-    Child { run: Result<RunId, String> },
+    Child {
+        run: Result<RunId, String>,
+    },
     /// How a child run ended: its output, or why it failed.
-    ChildEnded { result: Result<String, String> },
+    ChildEnded {
+        result: Result<String, String>,
+    },
 }
 
 /// One journal entry: a durable call and its result.

@@ -35,8 +35,13 @@ impl RunRecords {
     }
 
     async fn read<R: DeserializeOwned>(&self, key: &StoreKey) -> Result<Option<R>, JournalError> {
-        let Some(bytes) = self.store.get(key).await? else { return Ok(None) };
-        decode(&bytes).map(Some).map_err(|reason| JournalError::Corrupt { key: key.to_string(), reason })
+        let Some(bytes) = self.store.get(key).await? else {
+            return Ok(None);
+        };
+        decode(&bytes).map(Some).map_err(|reason| JournalError::Corrupt {
+            key: key.to_string(),
+            reason,
+        })
     }
 
     async fn create<R: Serialize>(&self, key: &StoreKey, record: &R) -> Result<(), JournalError> {
@@ -63,9 +68,10 @@ impl RunRecords {
     pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
         match self.create(&keys_of(&self.run).outcome(), outcome).await {
             Ok(()) => Ok(outcome.clone()),
-            Err(JournalError::Store(StoreError::AlreadyExists { key })) => {
-                self.outcome().await?.ok_or(JournalError::Store(StoreError::NotFound { key }))
-            }
+            Err(JournalError::Store(StoreError::AlreadyExists { key })) => self
+                .outcome()
+                .await?
+                .ok_or(JournalError::Store(StoreError::NotFound { key })),
             Err(e) => Err(e),
         }
     }
@@ -88,7 +94,10 @@ impl RunRecords {
         let keys = self.store.list(&keys_of(&self.run).journal()).await?;
         futures::stream::iter(keys)
             .map(|key| async move {
-                let entry: Entry = self.read(&key).await?.ok_or(StoreError::NotFound { key: key.to_string() })?;
+                let entry: Entry = self
+                    .read(&key)
+                    .await?
+                    .ok_or(StoreError::NotFound { key: key.to_string() })?;
                 Ok::<_, JournalError>((entry.seq, entry))
             })
             .buffered(READ_AHEAD)
@@ -112,7 +121,8 @@ impl RunRecords {
     }
 
     pub async fn record_attempt(&self, seq: u64, attempt: &AttemptRecord) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).attempt(seq, attempt.attempt), attempt).await
+        self.create(&keys_of(&self.run).attempt(seq, attempt.attempt), attempt)
+            .await
     }
 
     /// The timer of the wait at `seq`: the one recorded when the wait first
@@ -122,11 +132,12 @@ impl RunRecords {
         if let Some(timer) = self.read(&key).await? {
             return Ok(timer);
         }
-        let timer = TimerRecord { deadline_ms, signal: signal.map(str::to_owned) };
+        let timer = TimerRecord {
+            deadline_ms,
+            signal: signal.map(str::to_owned),
+        };
         match self.create(&key, &timer).await {
-            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
-                Ok(self.read(&key).await?.unwrap_or(timer))
-            }
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(self.read(&key).await?.unwrap_or(timer)),
             other => other.map(|()| timer),
         }
     }
@@ -147,7 +158,11 @@ impl RunRecords {
     pub async fn retries(&self) -> Result<Vec<(u64, usize)>, JournalError> {
         let keys = self.store.list(&keys_of(&self.run).all_attempts()).await?;
         let mut retries: Vec<(u64, usize)> = Vec::new();
-        for seq in keys.iter().filter_map(|key| key.parts().nth_back(1)).filter_map(|p| p.as_ref().parse().ok()) {
+        for seq in keys
+            .iter()
+            .filter_map(|key| key.parts().nth_back(1))
+            .filter_map(|p| p.as_ref().parse().ok())
+        {
             match retries.last_mut() {
                 Some((last, count)) if *last == seq => *count += 1,
                 _ => retries.push((seq, 1)),
@@ -170,7 +185,8 @@ impl RunRecords {
 
     /// Stores a signal for the run; it waits there until the run takes it.
     pub async fn send_signal(&self, name: &SignalName, signal: &SignalRecord) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms), signal).await
+        self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms), signal)
+            .await
     }
 }
 
@@ -213,7 +229,10 @@ mod tests {
         assert_eq!(entries.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(entries[&1], entry(1));
         let again = run.append(&entry(1)).await.unwrap_err();
-        assert!(matches!(again, JournalError::Store(StoreError::AlreadyExists { .. })), "{again}");
+        assert!(
+            matches!(again, JournalError::Store(StoreError::AlreadyExists { .. })),
+            "{again}"
+        );
         Ok(())
     }
 
@@ -226,7 +245,10 @@ mod tests {
         let key = keys_of(run.run_id()).entry(0);
         run.store().create(&key, Bytes::from(bytes)).await?;
         let err = run.entries().await.unwrap_err().to_string();
-        assert!(err.contains("runs/r1/journal/0000000000") && err.contains("checksum mismatch"), "{err}");
+        assert!(
+            err.contains("runs/r1/journal/0000000000") && err.contains("checksum mismatch"),
+            "{err}"
+        );
         Ok(())
     }
 

@@ -75,7 +75,10 @@ impl Runtime {
 
     /// How many of the tenant's runs are being driven right now.
     pub fn active_runs(&self, tenant: &TenantId) -> usize {
-        lock(&self.host.background.running).keys().filter(|(owner, _)| owner == tenant).count()
+        lock(&self.host.background.running)
+            .keys()
+            .filter(|(owner, _)| owner == tenant)
+            .count()
     }
 
     /// Starts no new step call and lets those in flight finish and journal
@@ -102,7 +105,9 @@ impl Runtime {
     /// Waits up to `timeout` for a run driven in the background to finish,
     /// then says where it stands.
     pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
-        let finished = lock(&self.host.background.running).get(&(tenant.clone(), run.clone())).cloned();
+        let finished = lock(&self.host.background.running)
+            .get(&(tenant.clone(), run.clone()))
+            .cloned();
         if let Some(mut finished) = finished {
             // Either it finished, or the time is up: the status says which.
             let _ = tokio::time::timeout(timeout, finished.wait_for(|done| *done)).await;

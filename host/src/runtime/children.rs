@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
-use super::workflow::{Mode, WorkflowState};
+use super::workflow::WorkflowState;
 use super::{RunContext, RunError, Runtime, Submission};
 use crate::journal::{Call, CallKind, Recorded};
 use crate::store::{ComponentName, RunId};
@@ -18,16 +18,21 @@ impl RunContext {
     /// Starts child run `id` of workflow `workflow`, from `component` (a
     /// link of this run or a component name of the tenant; none for this
     /// run's own), and drives it in the background.
-    async fn start_child(&self, id: RunId, workflow: &str, input: &str, component: Option<&str>) -> Result<RunId, RunError> {
-        let runtime = Runtime { host: self.host.clone() };
+    async fn start_child(
+        &self,
+        id: RunId,
+        workflow: &str,
+        input: &str,
+        component: Option<&str>,
+    ) -> Result<RunId, RunError> {
+        let runtime = Runtime {
+            host: self.host.clone(),
+        };
         let tenant = self.records.store().tenant().clone();
         let component = match component {
             None => self.own.clone(),
             Some(link) if self.links.contains_key(link) => self.links[link].clone(),
-            Some(name) => {
-                let name = ComponentName::new(name).map_err(|e| RunError::InvalidJson { what: "component name".into(), reason: e.to_string() })?;
-                runtime.component(&tenant, name.as_str()).await?
-            }
+            Some(name) => runtime.component(&tenant, ComponentName::new(name)?.as_str()).await?,
         };
         let mut submission = Submission::new(component, workflow, input);
         submission.run_id = Some(id);
@@ -40,7 +45,12 @@ impl RunContext {
 }
 
 impl WorkflowState {
-    pub(super) async fn start_child_run(&mut self, workflow: String, input: String, component: Option<String>) -> Result<u32, Interruption> {
+    pub(super) async fn start_child_run(
+        &mut self,
+        workflow: String,
+        input: String,
+        component: Option<String>,
+    ) -> Result<u32, Interruption> {
         let mut identity = input.clone().into_bytes();
         identity.extend(component.iter().flat_map(|c| [b"\0".as_slice(), c.as_bytes()].concat()));
         let call = Call::new(CallKind::StartChild, &workflow, &identity);
@@ -54,14 +64,15 @@ impl WorkflowState {
                 let id = format!("{}.{seq}", self.run.records.run_id());
                 let child = match RunId::new(&id) {
                     Ok(id) => self.run.start_child(id, &workflow, &input, component.as_deref()).await,
-                    Err(e) => Err(RunError::InvalidJson { what: "child run id".into(), reason: e.to_string() }),
+                    Err(e) => Err(RunError::from(e)),
                 };
                 let child = match child {
                     Ok(child) => Ok(child),
                     Err(RunError::Journal(e)) => return Err(Interruption::Journal(e)),
                     Err(refused) => Err(refused.to_string()),
                 };
-                self.append(seq, call, Recorded::Child { run: child.clone() }, started_at_ms).await?;
+                self.append(seq, call, Recorded::Child { run: child.clone() }, started_at_ms)
+                    .await?;
                 child
             }
         };
@@ -70,9 +81,11 @@ impl WorkflowState {
     }
 
     pub(super) async fn await_child_run(&mut self, handle: u32) -> Result<Result<String, String>, Interruption> {
-        let child = self.children.get(&handle).cloned().ok_or_else(|| {
-            Interruption::InvalidCall(format!("no child was started with handle {handle}"))
-        })?;
+        let child = self
+            .children
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| Interruption::InvalidCall(format!("no child was started with handle {handle}")))?;
         let name = child.as_ref().map_or_else(|_| String::new(), RunId::to_string);
         let call = Call::new(CallKind::AwaitChild, &name, &handle.to_le_bytes());
         let (seq, recorded) = self.next_call(&call)?;
@@ -80,7 +93,15 @@ impl WorkflowState {
             (Some(Recorded::ChildEnded { result }), _) => Ok(result),
             (Some(other), _) => Err(super::durable::mismatch(seq, other)),
             (None, Err(refused)) => {
-                self.append(seq, call, Recorded::ChildEnded { result: Err(refused.clone()) }, now_ms()).await?;
+                self.append(
+                    seq,
+                    call,
+                    Recorded::ChildEnded {
+                        result: Err(refused.clone()),
+                    },
+                    now_ms(),
+                )
+                .await?;
                 Ok(Err(refused))
             }
             (None, Ok(child)) => self.await_child_live(seq, call, child).await,
@@ -89,8 +110,12 @@ impl WorkflowState {
 
     /// Waits for `child` to end, in this instance up to the eviction
     /// threshold, then suspended (its end rings this run's bell).
-    async fn await_child_live(&mut self, seq: u64, call: Call, child: RunId) -> Result<Result<String, String>, Interruption> {
-        debug_assert_eq!(self.mode, Mode::Live);
+    async fn await_child_live(
+        &mut self,
+        seq: u64,
+        call: Call,
+        child: RunId,
+    ) -> Result<Result<String, String>, Interruption> {
         let started_at_ms = now_ms();
         let records = crate::journal::RunRecords::new(self.run.records.store().clone(), child.clone());
         let wait = self.run.host.config.wait;
@@ -98,13 +123,30 @@ impl WorkflowState {
         loop {
             if let Some(outcome) = records.outcome().await? {
                 let result = outcome.as_result();
-                self.append(seq, call, Recorded::ChildEnded { result: result.clone() }, started_at_ms).await?;
+                self.append(
+                    seq,
+                    call,
+                    Recorded::ChildEnded { result: result.clone() },
+                    started_at_ms,
+                )
+                .await?;
                 return Ok(result);
             }
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
-                return Err(Interruption::Suspend(Suspension { wake_at_ms: u64::MAX, signal: None, child: Some(child) }));
+                return Err(Interruption::Suspend(Suspension {
+                    wake_at_ms: u64::MAX,
+                    signal: None,
+                    child: Some(child),
+                }));
             };
-            self.run.control.nap(until_eviction.min(wait.signal_poll_interval).min(Duration::from_secs(1))).await;
+            self.run
+                .control
+                .nap(
+                    until_eviction
+                        .min(wait.signal_poll_interval)
+                        .min(Duration::from_secs(1)),
+                )
+                .await;
             if self.run.control.is_cancelled() {
                 return Err(Interruption::Cancelled);
             }

@@ -1,5 +1,6 @@
-//! Reaching a run this host is driving: its bell, rung when a signal for it
-//! arrives through this host, and its cancellation flag. Signals and
+//! Reaching a run: signals and cancellation, stored for the run and, when
+//! this host is driving it, delivered at once through the run's bell and
+//! cancellation flag. Signals and
 //! cancellations written into the store by another process are found by
 //! polling, at the configured interval.
 
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
-use super::lock;
-use crate::store::{RunId, TenantId};
+use super::clock::now_ms;
+use super::{RunError, Runtime, lock};
+use crate::journal::{CancelRecord, Recorded, SignalRecord};
+use crate::store::{RunId, SignalName, TenantId};
 
 type RunKey = (TenantId, RunId);
 
@@ -22,7 +25,10 @@ pub struct RunControl {
 
 impl Default for RunControl {
     fn default() -> Self {
-        Self { bell: Notify::new(), cancelled: watch::Sender::new(false) }
+        Self {
+            bell: Notify::new(),
+            cancelled: watch::Sender::new(false),
+        }
     }
 }
 
@@ -56,7 +62,10 @@ pub struct Controls {
 impl Controls {
     /// The control of a run, made on first use.
     pub fn of(&self, tenant: &TenantId, run: &RunId) -> Arc<RunControl> {
-        lock(&self.runs).entry((tenant.clone(), run.clone())).or_default().clone()
+        lock(&self.runs)
+            .entry((tenant.clone(), run.clone()))
+            .or_default()
+            .clone()
     }
 
     fn existing(&self, tenant: &TenantId, run: &RunId) -> Option<Arc<RunControl>> {
@@ -81,6 +90,63 @@ impl Controls {
     /// Drops the control of a run that has finished.
     pub fn forget(&self, tenant: &TenantId, run: &RunId) {
         lock(&self.runs).remove(&(tenant.clone(), run.clone()));
+    }
+}
+
+/// Messages to a run from outside: signals and cancellation.
+impl Runtime {
+    /// Sends signal `name` to a run; it is buffered until the run takes it.
+    pub async fn signal(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        name: &SignalName,
+        payload: &str,
+    ) -> Result<(), RunError> {
+        self.check_json("signal payload", payload)?;
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if records.outcome().await?.is_some() {
+            return Err(RunError::Finished { run: run.clone() });
+        }
+        let signal = SignalRecord {
+            payload: payload.to_owned(),
+            sent_at_ms: now_ms(),
+        };
+        records.send_signal(name, &signal).await?;
+        self.host.controls.ring(tenant, run);
+        Ok(())
+    }
+
+    /// Cancels a run: its current step attempt is interrupted (its result, if
+    /// any, discarded) and the run ends `cancelled`. Asking twice is harmless.
+    pub async fn cancel(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if records.outcome().await?.is_some() {
+            return Err(RunError::Finished { run: run.clone() });
+        }
+        records
+            .request_cancel(&CancelRecord {
+                reason: reason.to_owned(),
+                requested_at_ms: now_ms(),
+            })
+            .await?;
+        self.host.controls.cancel(tenant, run);
+        for entry in records.entries().await?.into_values() {
+            if let Recorded::Child { run: Ok(child) } = entry.recorded {
+                // A child that already ended, or whose own cancellation fails, does not stop the parent's.
+                if let Err(e) = Box::pin(self.cancel(tenant, &child, &format!("its parent {run} was cancelled"))).await
+                {
+                    tracing::debug!(%child, "child not cancelled: {e}");
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -113,7 +179,10 @@ mod tests {
             async move { control.cancelled().await }
         });
         controls.cancel(&tenant, &run);
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken").expect("joined");
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("joined");
         assert!(control.is_cancelled());
         control.nap(Duration::from_secs(30)).await;
     }

@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Shared};
 
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
-use super::workflow::{Mode, StepResult, WorkflowState};
+use super::workflow::{Mode, StartedStep, StepResult, WorkflowState};
 use crate::config::LimitRequest;
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -25,20 +25,41 @@ impl WorkflowState {
     /// Takes the next seq for `call`; returns the recorded result if the
     /// journal has one, fails in verify mode if it does not.
     pub(super) fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+        let (seq, recorded) = self.take_seq(call)?;
+        if recorded.is_none() && self.mode == Mode::Verify {
+            return Err(Interruption::JournalEnd { seq });
+        }
+        Ok((seq, recorded))
+    }
+
+    /// Like [`next_call`](Self::next_call), but a call the journal lacks is
+    /// no error in verify mode (a step started and never awaited may have
+    /// been dropped unrecorded when its run ended).
+    fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
         if self.run.control.is_cancelled() {
             return Err(Interruption::Cancelled);
         }
         let (seq, entry) = self.cursor.next(call)?;
         let recorded = entry.map(|entry| entry.recorded.clone());
-        if recorded.is_none() && self.mode == Mode::Verify {
-            return Err(Interruption::JournalEnd { seq });
-        }
         self.end_activation();
         Ok((seq, recorded))
     }
 
-    pub(super) async fn append(&mut self, seq: u64, call: Call, recorded: Recorded, started_at_ms: u64) -> Result<(), Interruption> {
-        let entry = Entry { seq, call, recorded, attempts: 1, started_at_ms, finished_at_ms: now_ms() };
+    pub(super) async fn append(
+        &mut self,
+        seq: u64,
+        call: Call,
+        recorded: Recorded,
+        started_at_ms: u64,
+    ) -> Result<(), Interruption> {
+        let entry = Entry {
+            seq,
+            call,
+            recorded,
+            attempts: 1,
+            started_at_ms,
+            finished_at_ms: now_ms(),
+        };
         self.run.records.append(&entry).await?;
         Ok(())
     }
@@ -57,31 +78,57 @@ impl WorkflowState {
     async fn start(&mut self, step: String, input: String, options: StepOptions) -> Result<u32, Interruption> {
         self.check_payload(&format!("input of step `{step}`"), &input)?;
         let call = Call::new(CallKind::Step, &step, input.as_bytes());
-        let (seq, recorded) = self.next_call(&call)?;
+        let (seq, recorded) = self.take_seq(&call)?;
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
         let result: BoxFuture<'static, StepResult> = match recorded {
             Some(Recorded::Step { result }) => futures::future::ready(Ok(result)).boxed(),
             Some(other) => return Err(mismatch(seq, other)),
+            None if self.mode == Mode::Verify => {
+                self.steps.insert(handle, StartedStep::Unrecorded);
+                return Ok(handle);
+            }
             None => {
                 let target = self.run.resolve_step(&step);
-                let asked = LimitRequest { fuel: options.fuel, timeout_ms: options.timeout_ms, ..LimitRequest::default() };
+                let asked = LimitRequest {
+                    fuel: options.fuel,
+                    timeout_ms: options.timeout_ms,
+                    ..LimitRequest::default()
+                };
                 let limits = self.run.step_limits.lowered_by(&asked);
-                let step = StepCall { seq, call, target, input, options, limits };
+                let step = StepCall {
+                    seq,
+                    call,
+                    target,
+                    input,
+                    options,
+                    limits,
+                };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
                 self.running.push(task.abort_handle());
-                task.map(|joined| joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string())))))
-                    .boxed()
+                task.map(|joined| {
+                    joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string()))))
+                })
+                .boxed()
             }
         };
-        self.steps.insert(handle, result.shared());
+        self.steps.insert(handle, StartedStep::Running(result.shared()));
         Ok(handle)
     }
 
+    /// The step started with `handle`, as a future of its result.
+    fn started(&self, handle: u32) -> Result<Shared<BoxFuture<'static, StepResult>>, Interruption> {
+        match self.steps.get(&handle) {
+            Some(StartedStep::Running(step)) => Ok(step.clone()),
+            Some(StartedStep::Unrecorded) => Err(Interruption::JournalEnd { seq: u64::from(handle) }),
+            None => Err(Interruption::InvalidCall(format!(
+                "no step was started with handle {handle}"
+            ))),
+        }
+    }
+
     async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
-        let step = self.steps.get(&handle).cloned().ok_or_else(|| {
-            Interruption::InvalidCall(format!("no step was started with handle {handle}"))
-        })?;
+        let step = self.started(handle)?;
         let result = self.unless_cancelled(step).await?.map_err(Interruption::Journal)?;
         // Waiting for a step may take long: the guest resumes with a fresh
         // activation budget, as after any durable call.
@@ -94,7 +141,11 @@ impl WorkflowState {
     async fn wait_until(&self, deadline_ms: u64) -> Result<(), Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         if remaining > self.run.host.config.wait.eviction_threshold {
-            return Err(Interruption::Suspend(Suspension { wake_at_ms: deadline_ms, signal: None, child: None }));
+            return Err(Interruption::Suspend(Suspension {
+                wake_at_ms: deadline_ms,
+                signal: None,
+                child: None,
+            }));
         }
         self.unless_cancelled(tokio::time::sleep(remaining)).await
     }
@@ -110,37 +161,71 @@ impl WorkflowState {
     /// The oldest signal called `name` the run has not taken yet.
     async fn next_signal(&self, name: &SignalName) -> Result<(usize, Option<(String, String)>), Interruption> {
         let signals = self.run.records.signals(name).await?;
-        let taken = signals.iter().filter(|(key, _)| self.consumed_signals.contains(key)).count();
-        let next = signals.into_iter().find(|(key, _)| !self.consumed_signals.contains(key));
+        let taken = signals
+            .iter()
+            .filter(|(key, _)| self.consumed_signals.contains(key))
+            .count();
+        let next = signals
+            .into_iter()
+            .find(|(key, _)| !self.consumed_signals.contains(key));
         Ok((taken, next.map(|(key, signal)| (key, signal.payload))))
     }
 
-    async fn await_signal_live(&mut self, seq: u64, call: Call, name: SignalName, timeout_ms: u64) -> Result<Option<String>, Interruption> {
+    async fn await_signal_live(
+        &mut self,
+        seq: u64,
+        call: Call,
+        name: SignalName,
+        timeout_ms: u64,
+    ) -> Result<Option<String>, Interruption> {
         let started_at_ms = now_ms();
-        let timer = self.run.records.timer(seq, started_at_ms.saturating_add(timeout_ms), Some(name.as_str())).await?;
+        let timer = self
+            .run
+            .records
+            .timer(seq, started_at_ms.saturating_add(timeout_ms), Some(name.as_str()))
+            .await?;
         let waiting_since = Instant::now();
         let wait = self.run.host.config.wait;
         loop {
             let (taken, next) = self.next_signal(&name).await?;
             if let Some((key, payload)) = next {
                 self.consumed_signals.insert(key.clone());
-                let recorded = Recorded::Signal { payload: Some(payload.clone()), key: Some(key) };
+                let recorded = Recorded::Signal {
+                    payload: Some(payload.clone()),
+                    key: Some(key),
+                };
                 self.append(seq, call, recorded, started_at_ms).await?;
                 tracing::info!(seq, signal = %name, "signal received");
                 return Ok(Some(payload));
             }
             let now = now_ms();
             if now >= timer.deadline_ms {
-                self.append(seq, call, Recorded::Signal { payload: None, key: None }, started_at_ms).await?;
+                self.append(
+                    seq,
+                    call,
+                    Recorded::Signal {
+                        payload: None,
+                        key: None,
+                    },
+                    started_at_ms,
+                )
+                .await?;
                 tracing::info!(seq, signal = %name, "signal wait timed out");
                 return Ok(None);
             }
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 let signal = Some((name, taken));
-                return Err(Interruption::Suspend(Suspension { wake_at_ms: timer.deadline_ms, signal, child: None }));
+                return Err(Interruption::Suspend(Suspension {
+                    wake_at_ms: timer.deadline_ms,
+                    signal,
+                    child: None,
+                }));
             };
             let left = Duration::from_millis(timer.deadline_ms - now);
-            self.run.control.nap(left.min(wait.signal_poll_interval).min(until_eviction)).await;
+            self.run
+                .control
+                .nap(left.min(wait.signal_poll_interval).min(until_eviction))
+                .await;
             if self.run.control.is_cancelled() {
                 return Err(Interruption::Cancelled);
             }
@@ -169,7 +254,12 @@ pub(super) fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
 }
 
 impl durable::Host for WorkflowState {
-    async fn call_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<Result<String, StepError>> {
+    async fn call_step(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+    ) -> Trappable<Result<String, StepError>> {
         let handle = self.start(step, input, options).await.map_err(Interruption::trap)?;
         self.finish(handle).await.map_err(Interruption::trap)
     }
@@ -194,24 +284,31 @@ impl durable::Host for WorkflowState {
             (seq, Some(other)) => return Err(mismatch(seq, other).trap()),
             (seq, None) => {
                 let started_at_ms = now_ms();
-                let mut racing = Vec::with_capacity(handles.len());
-                for handle in &handles {
-                    let step = self.steps.get(handle).cloned().ok_or_else(|| {
-                        Interruption::InvalidCall(format!("no step was started with handle {handle}")).trap()
-                    })?;
-                    racing.push(step);
-                }
+                let racing = handles
+                    .iter()
+                    .map(|handle| self.started(*handle))
+                    .collect::<Result<Vec<_>, _>>();
+                let racing = racing.map_err(Interruption::trap)?;
                 if racing.is_empty() {
                     return Err(Interruption::InvalidCall("await-any needs at least one handle".into()).trap());
                 }
-                let (_, index, _) = self.unless_cancelled(futures::future::select_all(racing)).await.map_err(Interruption::trap)?;
+                let (_, index, _) = self
+                    .unless_cancelled(futures::future::select_all(racing))
+                    .await
+                    .map_err(Interruption::trap)?;
                 let index = index as u32;
-                self.append(seq, call, Recorded::Winner(index), started_at_ms).await.map_err(Interruption::trap)?;
+                self.append(seq, call, Recorded::Winner(index), started_at_ms)
+                    .await
+                    .map_err(Interruption::trap)?;
                 index
             }
         };
         let handle = *handles.get(winner as usize).ok_or_else(|| {
-            Interruption::InvalidCall(format!("recorded winner {winner} is not among {} handles", handles.len())).trap()
+            Interruption::InvalidCall(format!(
+                "recorded winner {winner} is not among {} handles",
+                handles.len()
+            ))
+            .trap()
         })?;
         let result = self.finish(handle).await.map_err(Interruption::trap)?;
         Ok((winner, result))
@@ -225,7 +322,11 @@ impl durable::Host for WorkflowState {
                 (seq, Some(other)) => Err(mismatch(seq, other)),
                 (seq, None) => {
                     let started_at_ms = now_ms();
-                    let timer = self.run.records.timer(seq, started_at_ms.saturating_add(duration_ms), None).await?;
+                    let timer = self
+                        .run
+                        .records
+                        .timer(seq, started_at_ms.saturating_add(duration_ms), None)
+                        .await?;
                     self.wait_until(timer.deadline_ms).await?;
                     self.append(seq, call.clone(), Recorded::Slept, started_at_ms).await?;
                     tracing::info!(seq, duration_ms, "slept");
@@ -253,11 +354,15 @@ impl durable::Host for WorkflowState {
     }
 
     async fn now(&mut self) -> Trappable<u64> {
-        self.recorded_value(CallKind::Now, now_ms).await.map_err(Interruption::trap)
+        self.recorded_value(CallKind::Now, now_ms)
+            .await
+            .map_err(Interruption::trap)
     }
 
     async fn random(&mut self) -> Trappable<u64> {
-        self.recorded_value(CallKind::Random, rand::random).await.map_err(Interruption::trap)
+        self.recorded_value(CallKind::Random, rand::random)
+            .await
+            .map_err(Interruption::trap)
     }
 
     async fn memo_get(&mut self, key: String) -> Trappable<Option<String>> {
@@ -271,7 +376,10 @@ impl durable::Host for WorkflowState {
             match self.next_call(&call)? {
                 (_, Some(Recorded::MemoSet { .. })) => {}
                 (seq, Some(other)) => return Err(mismatch(seq, other)),
-                (seq, None) => self.append(seq, call, Recorded::MemoSet { value: value.clone() }, now_ms()).await?,
+                (seq, None) => {
+                    self.append(seq, call, Recorded::MemoSet { value: value.clone() }, now_ms())
+                        .await?
+                }
             }
             self.memos.insert(key, value);
             Ok(())
@@ -280,7 +388,9 @@ impl durable::Host for WorkflowState {
     }
 
     async fn start_child(&mut self, workflow: String, input: String, component: Option<String>) -> Trappable<u32> {
-        self.start_child_run(workflow, input, component).await.map_err(Interruption::trap)
+        self.start_child_run(workflow, input, component)
+            .await
+            .map_err(Interruption::trap)
     }
 
     async fn await_child(&mut self, child: u32) -> Trappable<Result<String, String>> {

@@ -33,13 +33,13 @@ mod replay;
 mod retry;
 mod status;
 mod step_call;
+mod submit;
 mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tracing::Instrument;
 
 pub use clock::now_ms;
@@ -47,15 +47,16 @@ pub use interruption::Suspension;
 pub use replay::ReplayReport;
 pub use retry::RetryPolicy;
 pub use status::{RunState, RunStatus};
+pub use submit::Submission;
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
-use crate::config::{HostConfig, LimitRequest, StepLimits};
+use crate::config::{HostConfig, StepLimits};
+use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
-use crate::journal::{CancelRecord, Cursor, JournalError, Outcome, Recorded, RunRecord, RunRecords, SignalRecord, digest};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
-use crate::store::{ComponentName, RunId, SignalName, Storage, StoreError, TenantId, runs_key};
-use interruption::Interruption;
+use crate::store::{InvalidName, RunId, Storage, StoreError, TenantId, runs_key};
 use control::{Controls, RunControl};
+use interruption::Interruption;
 use workflow::{Mode, WorkflowProgram, WorkflowState};
 
 /// Why a run could not be submitted, driven or inspected.
@@ -64,11 +65,17 @@ pub enum RunError {
     #[error("no run `{run}`: `stepstone list` shows the runs there are")]
     UnknownRun { run: RunId },
     #[error("component {digest} has no workflow `{workflow}`; it exports: {available}")]
-    UnknownWorkflow { workflow: String, digest: String, available: String },
+    UnknownWorkflow {
+        workflow: String,
+        digest: String,
+        available: String,
+    },
     #[error("{what} is not valid JSON: {reason}")]
     InvalidJson { what: String, reason: String },
     #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
     TooLarge { what: String, size: usize, limit: usize },
+    #[error(transparent)]
+    InvalidName(#[from] InvalidName),
     #[error("run `{run}` already exists with another workflow or input: choose another run id")]
     InputMismatch { run: RunId },
     #[error("run `{run}` has already finished")]
@@ -105,34 +112,6 @@ pub enum Progress {
     Finished(Outcome),
     /// The run waits with no instance; wake it by driving it again.
     Suspended(Suspension),
-}
-
-/// A run to start.
-pub struct Submission {
-    pub run_id: Option<RunId>,
-    pub workflow: String,
-    pub component: Arc<Loaded>,
-    /// Components whose steps the run may call as `name/step`.
-    pub links: BTreeMap<String, Arc<Loaded>>,
-    pub input: String,
-    /// Step limits for this run, below the tenant's.
-    pub limits: LimitRequest,
-    /// The run starting this one as its child.
-    pub parent: Option<RunId>,
-}
-
-impl Submission {
-    pub fn new(component: Arc<Loaded>, workflow: &str, input: &str) -> Self {
-        Self {
-            run_id: None,
-            workflow: workflow.into(),
-            component,
-            links: BTreeMap::new(),
-            input: input.into(),
-            limits: LimitRequest::default(),
-            parent: None,
-        }
-    }
 }
 
 /// What every run on this host shares.
@@ -209,7 +188,10 @@ impl Runtime {
     }
 
     fn step_limits(&self, tenant: &TenantId) -> StepLimits {
-        lock(&self.host.tenant_limits).get(tenant).copied().unwrap_or(self.host.config.step)
+        lock(&self.host.tenant_limits)
+            .get(tenant)
+            .copied()
+            .unwrap_or(self.host.config.step)
     }
 
     pub fn config(&self) -> &HostConfig {
@@ -224,90 +206,6 @@ impl Runtime {
         RunRecords::new(self.host.storage.tenant(tenant), run.clone())
     }
 
-    /// Validates a component without storing anything.
-    pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, RunError> {
-        Ok(self.host.components.validate(what, bytes).await?)
-    }
-
-    /// Validates a component and stores it for the tenant; with `name`, the
-    /// name then points at it. Nothing is stored if validation fails.
-    pub async fn upload(
-        &self,
-        tenant: &TenantId,
-        bytes: Bytes,
-        name: Option<&ComponentName>,
-    ) -> Result<Arc<Loaded>, RunError> {
-        let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
-        let loaded = self.validate(&what, bytes).await?;
-        let store = self.host.storage.tenant(tenant);
-        self.host.components.store(&store, &loaded).await?;
-        if let Some(name) = name {
-            self.host.components.name(&store, name, &loaded.digest).await?;
-        }
-        Ok(loaded)
-    }
-
-    /// The tenant's component called `reference`: a name, else a digest.
-    pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
-        let store = self.host.storage.tenant(tenant);
-        let named = match ComponentName::new(reference) {
-            Ok(name) => self.host.components.by_name(&store, &name).await?,
-            Err(_) => None,
-        };
-        let digest = named.as_deref().unwrap_or(reference);
-        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(ComponentError::Unknown { digest: reference.to_owned() }.into());
-        }
-        Ok(self.host.components.get(&store, digest).await?)
-    }
-
-    /// The tenant's component names, with the digest each points at.
-    pub async fn component_names(&self, tenant: &TenantId) -> Result<Vec<(ComponentName, String)>, RunError> {
-        Ok(self.host.components.names(&self.host.storage.tenant(tenant)).await?)
-    }
-
-    /// Starts a run: checks everything, then stores its components and its
-    /// run record. Submitting the same run id with the same workflow and input
-    /// again returns the existing run; with another input it is refused.
-    pub async fn submit(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
-        self.check_json("input", &submission.input)?;
-        let component = &submission.component;
-        if !component.has_workflow(&submission.workflow) {
-            return Err(RunError::UnknownWorkflow {
-                workflow: submission.workflow,
-                digest: component.digest.clone(),
-                available: component.manifest.workflows.join(", "),
-            });
-        }
-        let store = self.host.storage.tenant(tenant);
-        for loaded in std::iter::once(component).chain(submission.links.values()) {
-            self.host.components.store(&store, loaded).await?;
-        }
-        let run_id = submission.run_id.unwrap_or_else(RunId::generate);
-        let record = RunRecord {
-            run_id: run_id.clone(),
-            workflow: submission.workflow,
-            component: component.digest.clone(),
-            links: submission.links.iter().map(|(name, c)| (name.clone(), c.digest.clone())).collect(),
-            input_digest: digest(submission.input.as_bytes()),
-            input: submission.input,
-            created_at_ms: now_ms(),
-            limits: submission.limits,
-            parent: submission.parent,
-        };
-        let records = RunRecords::new(store, run_id.clone());
-        match records.create_run(&record).await {
-            Ok(()) => Ok(run_id),
-            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
-                let existing = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
-                let same = (&existing.workflow, &existing.component, &existing.input_digest)
-                    == (&record.workflow, &record.component, &record.input_digest);
-                if same { Ok(run_id) } else { Err(RunError::InputMismatch { run: run_id }) }
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Executes a run until it finishes or suspends.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
         let (context, record) = self.context(tenant, run).await?;
@@ -315,7 +213,10 @@ impl Runtime {
             return Ok(Progress::Finished(outcome));
         }
         if let Some(request) = context.records.cancel_request().await? {
-            let outcome = context.records.finish(&Outcome::Cancelled { reason: request.reason }).await?;
+            let outcome = context
+                .records
+                .finish(&Outcome::Cancelled { reason: request.reason })
+                .await?;
             self.count_finished(tenant, &outcome);
             return Ok(Progress::Finished(outcome));
         }
@@ -326,7 +227,11 @@ impl Runtime {
                 self.host.metrics.replayed(tenant);
             }
             let records = context.records.clone();
-            let outcome = match self.execute(context, &record, Cursor::new(entries), Mode::Live).await?.0 {
+            let outcome = match self
+                .execute(context, &record, Cursor::new(entries), Mode::Live)
+                .await?
+                .0
+            {
                 Ended::Returned(Ok(output)) => match self.check_size("workflow output", &output) {
                     Ok(()) => Outcome::Completed { output },
                     Err(e) => failed("output-too-large", e.to_string()),
@@ -338,7 +243,10 @@ impl Runtime {
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
                 Ended::Interrupted(Interruption::Cancelled) => {
-                    let reason = records.cancel_request().await?.map_or_else(String::new, |request| request.reason);
+                    let reason = records
+                        .cancel_request()
+                        .await?
+                        .map_or_else(String::new, |request| request.reason);
                     Outcome::Cancelled { reason }
                 }
                 Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
@@ -372,7 +280,12 @@ impl Runtime {
     /// Drives a run through its suspensions, waiting for its timers and
     /// signals outside any instance, until it finishes — or, with
     /// `detach_after`, until it would wait longer than that.
-    pub async fn run_to_end(&self, tenant: &TenantId, run: &RunId, detach_after: Option<Duration>) -> Result<Progress, RunError> {
+    pub async fn run_to_end(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        detach_after: Option<Duration>,
+    ) -> Result<Progress, RunError> {
         loop {
             let suspension = match self.drive(tenant, run).await? {
                 Progress::Suspended(suspension) => suspension,
@@ -416,45 +329,6 @@ impl Runtime {
         }
     }
 
-    /// Sends signal `name` to a run; it is buffered until the run takes it.
-    pub async fn signal(&self, tenant: &TenantId, run: &RunId, name: &SignalName, payload: &str) -> Result<(), RunError> {
-        self.check_json("signal payload", payload)?;
-        let records = self.records(tenant, run);
-        if records.run().await?.is_none() {
-            return Err(RunError::UnknownRun { run: run.clone() });
-        }
-        if records.outcome().await?.is_some() {
-            return Err(RunError::Finished { run: run.clone() });
-        }
-        let signal = SignalRecord { payload: payload.to_owned(), sent_at_ms: now_ms() };
-        records.send_signal(name, &signal).await?;
-        self.host.controls.ring(tenant, run);
-        Ok(())
-    }
-
-    /// Cancels a run: its current step attempt is interrupted (its result, if
-    /// any, discarded) and the run ends `cancelled`. Asking twice is harmless.
-    pub async fn cancel(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
-        let records = self.records(tenant, run);
-        if records.run().await?.is_none() {
-            return Err(RunError::UnknownRun { run: run.clone() });
-        }
-        if records.outcome().await?.is_some() {
-            return Err(RunError::Finished { run: run.clone() });
-        }
-        records.request_cancel(&CancelRecord { reason: reason.to_owned(), requested_at_ms: now_ms() }).await?;
-        self.host.controls.cancel(tenant, run);
-        for entry in records.entries().await?.into_values() {
-            if let Recorded::Child { run: Ok(child) } = entry.recorded {
-                // A child that already ended, or whose own cancellation fails, does not stop the parent's.
-                if let Err(e) = Box::pin(self.cancel(tenant, &child, &format!("its parent {run} was cancelled"))).await {
-                    tracing::debug!(%child, "child not cancelled: {e}");
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Every run of the tenant that has not finished.
     pub async fn unfinished(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
         let mut open = Vec::new();
@@ -474,7 +348,10 @@ impl Runtime {
     /// The run's record and the components it uses, loaded.
     async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<(Arc<RunContext>, RunRecord), RunError> {
         let records = self.records(tenant, run);
-        let record = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let record = records
+            .run()
+            .await?
+            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
         let store = records.store().clone();
         let own = self.host.components.get(&store, &record.component).await?;
         let mut links = BTreeMap::new();
@@ -483,7 +360,14 @@ impl Runtime {
         }
         let control = self.host.controls.of(tenant, run);
         let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
-        let context = RunContext { host: self.host.clone(), records, own, links, control, step_limits };
+        let context = RunContext {
+            host: self.host.clone(),
+            records,
+            own,
+            links,
+            control,
+            step_limits,
+        };
         Ok((Arc::new(context), record))
     }
 
@@ -492,19 +376,34 @@ impl Runtime {
             return Ok(program.clone());
         }
         let component = self.host.components.workflow(loaded).await?;
-        let program = WorkflowProgram::new(self.host.components.engines().get(Role::Workflow), &component)
-            .map_err(|e| ComponentError::Compile { digest: loaded.digest.clone(), role: Role::Workflow, reason: format!("{e:#}") })?;
+        let program =
+            WorkflowProgram::new(self.host.components.engines().get(Role::Workflow), &component).map_err(|e| {
+                ComponentError::Compile {
+                    digest: loaded.digest.clone(),
+                    role: Role::Workflow,
+                    reason: format!("{e:#}"),
+                }
+            })?;
         let program = Arc::new(program);
         lock(&self.host.programs).insert(loaded.digest.clone(), program.clone());
         Ok(program)
     }
 
     /// Runs the workflow from the start against `cursor`.
-    async fn execute(&self, context: Arc<RunContext>, record: &RunRecord, cursor: Cursor, mode: Mode) -> Result<(Ended, u64), RunError> {
+    async fn execute(
+        &self,
+        context: Arc<RunContext>,
+        record: &RunRecord,
+        cursor: Cursor,
+        mode: Mode,
+    ) -> Result<(Ended, u64), RunError> {
         let program = self.program(&context.own).await?;
         let _slot = self.host.components.engines().slot(Role::Workflow).await;
         let state = WorkflowState::new(context, cursor, mode, self.host.config.workflow);
-        let instance_error = |e: wasmtime::Error| RunError::Instance { run: record.run_id.clone(), reason: format!("{e:#}") };
+        let instance_error = |e: wasmtime::Error| RunError::Instance {
+            run: record.run_id.clone(),
+            reason: format!("{e:#}"),
+        };
         let mut store = program.store(state).map_err(instance_error)?;
         let ended = match program.run(&mut store, &record.workflow, &record.input).await {
             Ok(result) => Ended::Returned(result),
@@ -525,21 +424,6 @@ impl Runtime {
             _ => RunError::Journal(error),
         }
     }
-
-    fn check_size(&self, what: &str, payload: &str) -> Result<(), RunError> {
-        let limit = self.host.config.workflow.max_payload_bytes;
-        if payload.len() > limit {
-            return Err(RunError::TooLarge { what: what.into(), size: payload.len(), limit });
-        }
-        Ok(())
-    }
-
-    fn check_json(&self, what: &str, payload: &str) -> Result<(), RunError> {
-        self.check_size(what, payload)?;
-        serde_json::from_str::<serde::de::IgnoredAny>(payload)
-            .map(drop)
-            .map_err(|e| RunError::InvalidJson { what: what.into(), reason: e.to_string() })
-    }
 }
 
 /// Locks one of the host's maps. A panic while one is held cannot leave it
@@ -550,7 +434,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn failed(kind: &str, message: String) -> Outcome {
-    Outcome::Failed { kind: kind.into(), message }
+    Outcome::Failed {
+        kind: kind.into(),
+        message,
+    }
 }
 
 fn interruption_kind(interruption: &Interruption) -> &'static str {

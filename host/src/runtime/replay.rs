@@ -29,7 +29,12 @@ pub enum ReplayReport {
 impl Runtime {
     /// Replays a run against its journal; with `component`, against that
     /// build instead of the one the run started with.
-    pub async fn replay(&self, tenant: &TenantId, run: &RunId, component: Option<Arc<Loaded>>) -> Result<ReplayReport, RunError> {
+    pub async fn replay(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        component: Option<Arc<Loaded>>,
+    ) -> Result<ReplayReport, RunError> {
         let (context, record) = self.context(tenant, run).await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
@@ -53,7 +58,9 @@ impl Runtime {
         let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         let _entered = span.enter();
-        let (ended, calls) = self.execute(context, &record, Cursor::new(entries), Mode::Verify).await?;
+        let (ended, calls) = self
+            .execute(context, &record, Cursor::new(entries), Mode::Verify)
+            .await?;
         self.host.metrics.replayed(tenant);
         let replayed = match ended {
             Ended::Returned(Ok(output)) => Outcome::Completed { output },
@@ -61,7 +68,10 @@ impl Runtime {
             Ended::Stopped(kind, message) => failed(kind_name(kind), message),
             Ended::Interrupted(Interruption::NonDeterminism(nd)) => {
                 self.host.metrics.non_determinism(tenant);
-                return Ok(ReplayReport::Diverged { seq: Some(nd.seq), message: nd.to_string() });
+                return Ok(ReplayReport::Diverged {
+                    seq: Some(nd.seq),
+                    message: nd.to_string(),
+                });
             }
             Ended::Interrupted(Interruption::JournalEnd { seq })
                 if matches!(recorded, None | Some(Outcome::Cancelled { .. })) =>
@@ -74,7 +84,12 @@ impl Runtime {
                     message: format!("the workflow makes a call at seq {seq} that the finished run never made"),
                 });
             }
-            Ended::Interrupted(other) => return Ok(ReplayReport::Diverged { seq: None, message: other.to_string() }),
+            Ended::Interrupted(other) => {
+                return Ok(ReplayReport::Diverged {
+                    seq: None,
+                    message: other.to_string(),
+                });
+            }
         };
         Ok(match recorded {
             _ if calls < recorded_calls => ReplayReport::Diverged {

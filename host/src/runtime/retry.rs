@@ -17,7 +17,10 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     pub fn from_options(options: &StepOptions) -> Self {
-        let rate = options.backoff_rate.filter(|r| r.is_finite() && *r > 0.0).unwrap_or(2.0);
+        let rate = options
+            .backoff_rate
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .unwrap_or(2.0);
         Self {
             // 0 attempts makes no sense; it means "no retry", like 1.
             max_attempts: options.max_attempts.unwrap_or(1).max(1),
@@ -65,7 +68,10 @@ mod tests {
 
     #[test]
     fn zero_attempts_means_one() {
-        let policy = RetryPolicy::from_options(&StepOptions { max_attempts: Some(0), ..options() });
+        let policy = RetryPolicy::from_options(&StepOptions {
+            max_attempts: Some(0),
+            ..options()
+        });
         assert_eq!(policy.max_attempts, 1);
     }
 
@@ -78,7 +84,10 @@ mod tests {
         });
         assert_eq!(policy.backoff(2), Duration::from_secs(5));
         assert_eq!(policy.backoff(u32::MAX), Duration::from_secs(5));
-        let nan = RetryPolicy::from_options(&StepOptions { backoff_rate: Some(f64::NAN), ..options() });
+        let nan = RetryPolicy::from_options(&StepOptions {
+            backoff_rate: Some(f64::NAN),
+            ..options()
+        });
         assert_eq!(nan.backoff_rate, 2.0);
     }
 }

@@ -16,17 +16,32 @@ pub enum RunState {
     /// Between durable calls (or its host stopped there: `resume` picks it up).
     Running,
     /// A step failed and waits for its next attempt.
-    Retrying { seq: u64, failed_attempts: usize },
-    Sleeping { seq: u64, until_ms: u64 },
-    AwaitingSignal { seq: u64, signal: String, until_ms: u64 },
+    Retrying {
+        seq: u64,
+        failed_attempts: usize,
+    },
+    Sleeping {
+        seq: u64,
+        until_ms: u64,
+    },
+    AwaitingSignal {
+        seq: u64,
+        signal: String,
+        until_ms: u64,
+    },
     Completed {
         /// The workflow's output; shown as JSON, not as a string of JSON.
         #[serde(serialize_with = "as_json")]
         #[schema(value_type = Object)]
         output: String,
     },
-    Failed { kind: String, message: String },
-    Cancelled { reason: String },
+    Failed {
+        kind: String,
+        message: String,
+    },
+    Cancelled {
+        reason: String,
+    },
 }
 
 impl RunState {
@@ -70,19 +85,39 @@ pub struct RunStatus {
 impl Runtime {
     pub async fn status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
-        let record = records.run().await?.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let record = records
+            .run()
+            .await?
+            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
         let entries = records.entries().await?;
         let state = match records.outcome().await? {
             Some(Outcome::Completed { output }) => RunState::Completed { output },
             Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
             Some(Outcome::Cancelled { reason }) => RunState::Cancelled { reason },
             None => {
-                let open_wait = records.timers().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));
-                let open_retry = records.retries().await?.into_iter().rev().find(|(seq, _)| !entries.contains_key(seq));
+                let open_wait = records
+                    .timers()
+                    .await?
+                    .into_iter()
+                    .rev()
+                    .find(|(seq, _)| !entries.contains_key(seq));
+                let open_retry = records
+                    .retries()
+                    .await?
+                    .into_iter()
+                    .rev()
+                    .find(|(seq, _)| !entries.contains_key(seq));
                 match (open_wait, open_retry) {
                     (Some((seq, timer)), _) => match timer.signal {
-                        Some(signal) => RunState::AwaitingSignal { seq, signal, until_ms: timer.deadline_ms },
-                        None => RunState::Sleeping { seq, until_ms: timer.deadline_ms },
+                        Some(signal) => RunState::AwaitingSignal {
+                            seq,
+                            signal,
+                            until_ms: timer.deadline_ms,
+                        },
+                        None => RunState::Sleeping {
+                            seq,
+                            until_ms: timer.deadline_ms,
+                        },
                     },
                     (None, Some((seq, failed_attempts))) => RunState::Retrying { seq, failed_attempts },
                     (None, None) if entries.is_empty() => RunState::Pending,

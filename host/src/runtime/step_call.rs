@@ -49,7 +49,14 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
         "step finished"
     );
     let recorded = Recorded::Step { result: result.clone() };
-    let entry = Entry { seq: step.seq, call: step.call, recorded, attempts, started_at_ms, finished_at_ms };
+    let entry = Entry {
+        seq: step.seq,
+        call: step.call,
+        recorded,
+        attempts,
+        started_at_ms,
+        finished_at_ms,
+    };
     records.append(&entry).await.map_err(Arc::new)?;
     Ok(result)
 }
@@ -76,9 +83,15 @@ async fn attempt_until_done(
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
         let _slot = host.components.engines().slot(Role::Step).await;
         let started = std::time::Instant::now();
-        let report = run_attempt(&program, name, &step.input, attempt, &step.limits).instrument(span).await;
-        let how = report.result.as_ref().map_or_else(|failure| kind_name(failure.kind), |_| "ok");
-        host.metrics.step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
+        let report = run_attempt(&program, name, &step.input, attempt, &step.limits)
+            .instrument(span)
+            .await;
+        let how = report
+            .result
+            .as_ref()
+            .map_or_else(|failure| kind_name(failure.kind), |_| "ok");
+        host.metrics
+            .step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
         let failure = match report.result {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,
@@ -88,8 +101,19 @@ async fn attempt_until_done(
             return Ok((Err(error), attempt));
         }
         let wait = policy.backoff(attempt);
-        tracing::warn!(seq = step.seq, step = name, attempt, kind = kind_name(error.kind), "attempt failed: {}; retrying in {wait:?}", error.message);
-        let record = AttemptRecord { attempt, error, failed_at_ms: now_ms() };
+        tracing::warn!(
+            seq = step.seq,
+            step = name,
+            attempt,
+            kind = kind_name(error.kind),
+            "attempt failed: {}; retrying in {wait:?}",
+            error.message
+        );
+        let record = AttemptRecord {
+            attempt,
+            error,
+            failed_at_ms: now_ms(),
+        };
         records.record_attempt(step.seq, &record).await.map_err(Arc::new)?;
         tokio::time::sleep(wait).await;
         attempt += 1;
@@ -97,9 +121,17 @@ async fn attempt_until_done(
 }
 
 fn error(kind: StepErrorKind, message: String, attempts: u32) -> StepError {
-    StepError { kind, message, attempts }
+    StepError {
+        kind,
+        message,
+        attempts,
+    }
 }
 
 fn unknown_step(name: &str) -> StepError {
-    error(StepErrorKind::UnknownStep, format!("no component linked to this run exports step `{name}`"), 0)
+    error(
+        StepErrorKind::UnknownStep,
+        format!("no component linked to this run exports step `{name}`"),
+        0,
+    )
 }

@@ -32,6 +32,15 @@ pub enum Mode {
 /// The result of a step call, shared by everyone awaiting its handle.
 pub type StepResult = Result<Result<String, StepError>, Arc<JournalError>>;
 
+/// A step the workflow started.
+pub enum StartedStep {
+    /// Its result, to come (or replayed from the journal).
+    Running(Shared<BoxFuture<'static, StepResult>>),
+    /// Checking a journal that never recorded it: the run ended before the
+    /// step did, so awaiting it is where the journal ends.
+    Unrecorded,
+}
+
 /// Store data of a workflow instance: where the run stands in its journal,
 /// and the steps it has started.
 pub struct WorkflowState {
@@ -47,7 +56,7 @@ pub struct WorkflowState {
     pub(super) cursor: Cursor,
     pub(super) memos: BTreeMap<String, String>,
     pub(super) consumed_signals: HashSet<String>,
-    pub(super) steps: HashMap<u32, Shared<BoxFuture<'static, StepResult>>>,
+    pub(super) steps: HashMap<u32, StartedStep>,
     /// Child runs started, by handle: the run, or why it could not start.
     pub(super) children: HashMap<u32, Result<RunId, String>>,
     pub(super) running: Vec<AbortHandle>,
@@ -87,7 +96,10 @@ impl WorkflowState {
     /// Whether the workflow is still re-executing recorded calls (so its
     /// logs were already written once).
     pub(super) fn replaying(&self) -> bool {
-        self.cursor.entries().next_back().is_some_and(|last| self.cursor.position() <= last.seq)
+        self.cursor
+            .entries()
+            .next_back()
+            .is_some_and(|last| self.cursor.position() <= last.seq)
     }
 }
 
@@ -118,7 +130,9 @@ pub struct WorkflowProgram {
 impl WorkflowProgram {
     /// Links `component` (compiled by the workflow engine) against `durable`.
     pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
-        let pre = link(engine, component, |linker| durable::add_to_linker::<_, HasSelf<_>>(linker, |state| state))?;
+        let pre = link(engine, component, |linker| {
+            durable::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+        })?;
         let workflow = workflow::GuestIndices::new(&pre)?;
         Ok(Self { pre, workflow })
     }

@@ -6,9 +6,9 @@ use std::time::Instant;
 use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{Engine, Store};
 
+use super::StepErrorKind;
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
 use super::link::link;
-use super::StepErrorKind;
 use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
@@ -83,7 +83,11 @@ pub struct AttemptFailure {
 
 impl AttemptFailure {
     pub fn new(kind: StepErrorKind, message: String) -> Self {
-        Self { kind, message, permanent: false }
+        Self {
+            kind,
+            message,
+            permanent: false,
+        }
     }
 
     /// The failure of guest code that stopped with `error`.
@@ -109,22 +113,37 @@ pub async fn run_attempt(
 ) -> AttemptReport {
     let mut store = match program.store(attempt, limits) {
         Ok(store) => store,
-        Err(failure) => return AttemptReport { result: Err(failure), fuel_used: 0 },
+        Err(failure) => {
+            return AttemptReport {
+                result: Err(failure),
+                fuel_used: 0,
+            };
+        }
     };
     let called = async {
         let instance = program.pre.instantiate_async(&mut store).await?;
-        program.step.load(&mut store, &instance)?.call_run_step(&mut store, &name.to_owned(), &input.to_owned()).await
+        program
+            .step
+            .load(&mut store, &instance)?
+            .call_run_step(&mut store, &name.to_owned(), &input.to_owned())
+            .await
     }
     .await;
     let result = match called {
         Ok(Ok(output)) if output.len() > limits.max_output_bytes => Err(AttemptFailure::new(
             StepErrorKind::OutputTooLarge,
-            format!("output of {} bytes exceeds the limit of {} bytes", output.len(), limits.max_output_bytes),
+            format!(
+                "output of {} bytes exceeds the limit of {} bytes",
+                output.len(),
+                limits.max_output_bytes
+            ),
         )),
         Ok(Ok(output)) => Ok(output),
-        Ok(Err(StepFailure { message, permanent })) => {
-            Err(AttemptFailure { kind: StepErrorKind::Failed, message, permanent })
-        }
+        Ok(Err(StepFailure { message, permanent })) => Err(AttemptFailure {
+            kind: StepErrorKind::Failed,
+            message,
+            permanent,
+        }),
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store)),
     };
     let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));

@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::component::Component;
 use wasmtime::Engine;
+use wasmtime::component::Component;
 
+use super::StepErrorKind;
 use super::attempt::AttemptFailure;
 use super::limiter::{MemoryGuard, Sandboxed, new_store};
 use super::link::link;
-use super::StepErrorKind;
 use crate::contract::bindings::Manifest;
 use crate::contract::bindings::exports::stepstone::workflow::describe;
 
@@ -38,7 +38,10 @@ pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest
     let setup = |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("{e:#}"));
     let pre = link(engine, component, |_| Ok(())).map_err(setup)?;
     let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
-    let state = DescribeState { guard: MemoryGuard::new(MEMORY, 10_000), deadline: Instant::now() + TIMEOUT };
+    let state = DescribeState {
+        guard: MemoryGuard::new(MEMORY, 10_000),
+        deadline: Instant::now() + TIMEOUT,
+    };
     let mut store = new_store(engine, state, FUEL).map_err(setup)?;
     let result = async {
         let instance = pre.instantiate_async(&mut store).await?;

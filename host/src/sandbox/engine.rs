@@ -54,7 +54,13 @@ impl Engines {
         let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()])
             .map_err(|e| SandboxError::Ticker(e.to_string()))?;
         let slots = || Arc::new(Semaphore::new(config.pool_instances as usize));
-        Ok(Self { workflow, step, workflow_slots: slots(), step_slots: slots(), _ticker: Arc::new(ticker) })
+        Ok(Self {
+            workflow,
+            step,
+            workflow_slots: slots(),
+            step_slots: slots(),
+            _ticker: Arc::new(ticker),
+        })
     }
 
     /// Waits for a free instance slot of `role`; the slot is held until the
@@ -65,7 +71,11 @@ impl Engines {
             Role::Step => &self.step_slots,
         };
         // The semaphores are never closed.
-        slots.clone().acquire_owned().await.expect("instance slots are never closed")
+        slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("instance slots are never closed")
     }
 
     pub fn get(&self, role: Role) -> &Engine {
@@ -88,7 +98,10 @@ fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError>
         }
         wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
     }
-    Engine::new(&wasm).map_err(|e| SandboxError::Engine { role, reason: format!("{e:#}") })
+    Engine::new(&wasm).map_err(|e| SandboxError::Engine {
+        role,
+        reason: format!("{e:#}"),
+    })
 }
 
 fn base_config(role: Role) -> Config {
@@ -98,7 +111,8 @@ fn base_config(role: Role) -> Config {
         .epoch_interruption(true)
         .max_wasm_stack(1 << 20);
     if role == Role::Workflow {
-        wasm.cranelift_nan_canonicalization(true).relaxed_simd_deterministic(true);
+        wasm.cranelift_nan_canonicalization(true)
+            .relaxed_simd_deterministic(true);
     }
     wasm
 }
@@ -130,14 +144,12 @@ impl EpochTicker {
     fn start(engines: Vec<Engine>) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
-        thread::Builder::new()
-            .name("stepstone-epoch".into())
-            .spawn(move || {
-                while !stopped.load(Ordering::Relaxed) {
-                    thread::sleep(EPOCH_TICK);
-                    engines.iter().for_each(Engine::increment_epoch);
-                }
-            })?;
+        thread::Builder::new().name("stepstone-epoch".into()).spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                thread::sleep(EPOCH_TICK);
+                engines.iter().for_each(Engine::increment_epoch);
+            }
+        })?;
         Ok(Self { stop })
     }
 }
@@ -155,11 +167,20 @@ mod tests {
     #[test]
     fn a_pool_the_platform_cannot_reserve_falls_back_to_on_demand() {
         // Millions of 256 MiB slots: far more address space than exists.
-        let config = HostConfig { pool_instances: 50_000_000, ..HostConfig::new() };
+        let config = HostConfig {
+            pool_instances: 50_000_000,
+            ..HostConfig::new()
+        };
         let mut impossible = base_config(Role::Step);
         impossible.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(Role::Step, &config)));
-        assert!(Engine::new(&impossible).is_err(), "the test needs a pool that cannot be reserved");
+        assert!(
+            Engine::new(&impossible).is_err(),
+            "the test needs a pool that cannot be reserved"
+        );
         assert!(build_engine(Role::Step, &config).is_ok());
-        assert!(Engines::new(&HostConfig::new()).is_ok(), "the default pool is reservable here");
+        assert!(
+            Engines::new(&HostConfig::new()).is_ok(),
+            "the default pool is reservable here"
+        );
     }
 }

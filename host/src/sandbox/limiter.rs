@@ -88,7 +88,10 @@ pub fn kind_name(kind: StepErrorKind) -> &'static str {
 /// Why guest code stopped, from the error its call returned.
 pub fn classify(error: &wasmtime::Error, guard: &MemoryGuard) -> (StepErrorKind, String) {
     if guard.refused() {
-        return (StepErrorKind::MemoryLimit, format!("memory or table growth refused: {error:#}"));
+        return (
+            StepErrorKind::MemoryLimit,
+            format!("memory or table growth refused: {error:#}"),
+        );
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => (StepErrorKind::FuelExhausted, "all fuel consumed".into()),
@@ -120,6 +123,9 @@ mod tests {
         assert_eq!(kind(Trap::UnreachableCodeReached), StepErrorKind::Trapped);
         let mut refused = MemoryGuard::new(0, 0);
         refused.memory_growing(0, 1, None).unwrap();
-        assert_eq!(classify(&wasmtime::Error::new(Trap::UnreachableCodeReached), &refused).0, StepErrorKind::MemoryLimit);
+        assert_eq!(
+            classify(&wasmtime::Error::new(Trap::UnreachableCodeReached), &refused).0,
+            StepErrorKind::MemoryLimit
+        );
     }
 }

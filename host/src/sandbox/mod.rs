@@ -15,8 +15,8 @@ mod link;
 pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_attempt};
 pub use describe::describe;
 pub use engine::{Engines, Role};
-pub use link::link;
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
+pub use link::link;
 
 pub use crate::contract::bindings::StepErrorKind;
 

@@ -19,7 +19,9 @@ use object_store::path::Path as Key;
 
 /// A name was refused because it cannot be part of a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {what} `{name}`: use 1 to {max} characters among letters, digits, `-`, `_` and `.`, not starting with `.`")]
+#[error(
+    "invalid {what} `{name}`: use 1 to {max} characters among letters, digits, `-`, `_` and `.`, not starting with `.`"
+)]
 pub struct InvalidName {
     what: &'static str,
     name: String,
@@ -30,8 +32,18 @@ fn check(what: &'static str, name: &str, max: usize) -> Result<String, InvalidNa
     let valid = !name.is_empty()
         && name.len() <= max
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if valid { Ok(name.to_owned()) } else { Err(InvalidName { what, name: name.to_owned(), max }) }
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err(InvalidName {
+            what,
+            name: name.to_owned(),
+            max,
+        })
+    }
 }
 
 macro_rules! name_type {

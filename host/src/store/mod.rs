@@ -20,7 +20,10 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-pub use keys::{ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key, keys_of, runs_key};
+pub use keys::{
+    ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key,
+    keys_of, runs_key,
+};
 pub use object_store::path::Path as StoreKey;
 
 /// A failed store operation, typed by what the caller can do about it.
@@ -70,7 +73,10 @@ impl Storage {
 
     /// Storage on the local file system under `dir`, created if absent.
     pub fn local(dir: &Path) -> Result<Self, StoreError> {
-        let open = |reason: String| StoreError::Open { path: dir.display().to_string(), reason };
+        let open = |reason: String| StoreError::Open {
+            path: dir.display().to_string(),
+            reason,
+        };
         std::fs::create_dir_all(dir).map_err(|e| open(e.to_string()))?;
         let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| open(e.to_string()))?;
         Ok(Self::new(Arc::new(fs)))
@@ -79,7 +85,10 @@ impl Storage {
     /// The part of the store that belongs to `tenant`.
     pub fn tenant(&self, tenant: &TenantId) -> TenantStore {
         let prefix = Key::from_iter(["tenants", tenant.as_str()]);
-        TenantStore { store: Arc::new(PrefixStore::new(self.root.clone(), prefix)), tenant: tenant.clone() }
+        TenantStore {
+            store: Arc::new(PrefixStore::new(self.root.clone(), prefix)),
+            tenant: tenant.clone(),
+        }
     }
 }
 
@@ -108,7 +117,10 @@ impl TenantStore {
     }
 
     async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), StoreError> {
-        let options = PutOptions { mode, ..PutOptions::default() };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
         self.store
             .put_opts(key, PutPayload::from_bytes(bytes), options)
             .await
@@ -141,7 +153,11 @@ impl TenantStore {
 
     /// The names of the "directories" right under `prefix`.
     pub async fn children(&self, prefix: &Key) -> Result<Vec<String>, StoreError> {
-        let listing = self.store.list_with_delimiter(Some(prefix)).await.map_err(|e| StoreError::at(prefix, e))?;
+        let listing = self
+            .store
+            .list_with_delimiter(Some(prefix))
+            .await
+            .map_err(|e| StoreError::at(prefix, e))?;
         let mut names: Vec<String> = listing
             .common_prefixes
             .iter()

@@ -1,0 +1,164 @@
+//! Getting work in: validating and storing components, and submitting runs
+//! — checked whole before anything is stored, idempotent on the run id.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::clock::now_ms;
+use super::{RunError, Runtime};
+use crate::component::{ComponentError, Loaded};
+use crate::config::LimitRequest;
+use crate::journal::{JournalError, RunRecord, RunRecords, digest};
+use crate::store::{ComponentName, RunId, StoreError, TenantId};
+
+/// A run to start.
+pub struct Submission {
+    pub run_id: Option<RunId>,
+    pub workflow: String,
+    pub component: Arc<Loaded>,
+    /// Components whose steps the run may call as `name/step`.
+    pub links: BTreeMap<String, Arc<Loaded>>,
+    pub input: String,
+    /// Step limits for this run, below the tenant's.
+    pub limits: LimitRequest,
+    /// The run starting this one as its child.
+    pub parent: Option<RunId>,
+}
+
+impl Submission {
+    pub fn new(component: Arc<Loaded>, workflow: &str, input: &str) -> Self {
+        Self {
+            run_id: None,
+            workflow: workflow.into(),
+            component,
+            links: BTreeMap::new(),
+            input: input.into(),
+            limits: LimitRequest::default(),
+            parent: None,
+        }
+    }
+}
+
+impl Runtime {
+    /// Validates a component without storing anything.
+    pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, RunError> {
+        Ok(self.host.components.validate(what, bytes).await?)
+    }
+
+    /// Validates a component and stores it for the tenant; with `name`, the
+    /// name then points at it. Nothing is stored if validation fails.
+    pub async fn upload(
+        &self,
+        tenant: &TenantId,
+        bytes: Bytes,
+        name: Option<&ComponentName>,
+    ) -> Result<Arc<Loaded>, RunError> {
+        let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
+        let loaded = self.validate(&what, bytes).await?;
+        let store = self.host.storage.tenant(tenant);
+        self.host.components.store(&store, &loaded).await?;
+        if let Some(name) = name {
+            self.host.components.name(&store, name, &loaded.digest).await?;
+        }
+        Ok(loaded)
+    }
+
+    /// The tenant's component called `reference`: a name, else a digest.
+    pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let named = match ComponentName::new(reference) {
+            Ok(name) => self.host.components.by_name(&store, &name).await?,
+            Err(_) => None,
+        };
+        let digest = named.as_deref().unwrap_or(reference);
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ComponentError::Unknown {
+                digest: reference.to_owned(),
+            }
+            .into());
+        }
+        Ok(self.host.components.get(&store, digest).await?)
+    }
+
+    /// The tenant's component names, with the digest each points at.
+    pub async fn component_names(&self, tenant: &TenantId) -> Result<Vec<(ComponentName, String)>, RunError> {
+        Ok(self.host.components.names(&self.host.storage.tenant(tenant)).await?)
+    }
+
+    /// Starts a run: checks everything, then stores its components and its
+    /// run record. Submitting the same run id with the same workflow and input
+    /// again returns the existing run; with another input it is refused.
+    pub async fn submit(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
+        self.check_json("input", &submission.input)?;
+        let component = &submission.component;
+        if !component.has_workflow(&submission.workflow) {
+            return Err(RunError::UnknownWorkflow {
+                workflow: submission.workflow,
+                digest: component.digest.clone(),
+                available: component.manifest.workflows.join(", "),
+            });
+        }
+        let store = self.host.storage.tenant(tenant);
+        for loaded in std::iter::once(component).chain(submission.links.values()) {
+            self.host.components.store(&store, loaded).await?;
+        }
+        let run_id = submission.run_id.unwrap_or_else(RunId::generate);
+        let record = RunRecord {
+            run_id: run_id.clone(),
+            workflow: submission.workflow,
+            component: component.digest.clone(),
+            links: submission
+                .links
+                .iter()
+                .map(|(name, c)| (name.clone(), c.digest.clone()))
+                .collect(),
+            input_digest: digest(submission.input.as_bytes()),
+            input: submission.input,
+            created_at_ms: now_ms(),
+            limits: submission.limits,
+            parent: submission.parent,
+        };
+        let records = RunRecords::new(store, run_id.clone());
+        match records.create_run(&record).await {
+            Ok(()) => Ok(run_id),
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
+                let existing = records
+                    .run()
+                    .await?
+                    .ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
+                let same = (&existing.workflow, &existing.component, &existing.input_digest)
+                    == (&record.workflow, &record.component, &record.input_digest);
+                if same {
+                    Ok(run_id)
+                } else {
+                    Err(RunError::InputMismatch { run: run_id })
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(super) fn check_size(&self, what: &str, payload: &str) -> Result<(), RunError> {
+        let limit = self.host.config.workflow.max_payload_bytes;
+        if payload.len() > limit {
+            return Err(RunError::TooLarge {
+                what: what.into(),
+                size: payload.len(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_json(&self, what: &str, payload: &str) -> Result<(), RunError> {
+        self.check_size(what, payload)?;
+        serde_json::from_str::<serde::de::IgnoredAny>(payload)
+            .map(drop)
+            .map_err(|e| RunError::InvalidJson {
+                what: what.into(),
+                reason: e.to_string(),
+            })
+    }
+}
