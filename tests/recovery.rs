@@ -10,7 +10,7 @@ use stepstone_e2e::{Host, arg, guest};
 fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_steps() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-9", "item": "book", "amount_cents": 1200, "sleep_ms": 3000}).to_string();
+    let input = json!({"order_id": "o-9", "item": "book", "amount_cents": 1200, "sleep_ms": 4000}).to_string();
     let mut child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-9", "--input", &input]);
     host.wait_for("o-9", "sleeping", |s| s["state"] == "sleeping");
     host.run(&["signal", "o-9", "approve", r#"{"approved":true}"#])

@@ -475,12 +475,12 @@ fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
     server.upload(ACME, "limits");
     let slow = json!({"step": "slow", "input": {"ms": 1_500}});
     start(&server, ACME, "limits", "call-limited", slow, "graceful");
-    std::thread::sleep(Duration::from_millis(400));
-    assert_eq!(
-        server.get("/v1/runs/graceful/journal", ACME).expect(200),
-        json!([]),
-        "the step is still running"
-    );
+    let running = r#"stepstone_step_attempts_running{tenant="acme"}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.metric(running) < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let server = server.restart_after("TERM");
     let journal = server.get("/v1/runs/graceful/journal", ACME).expect(200);

@@ -34,12 +34,22 @@ impl MetricConstructor<Histogram> for StepDurations {
     }
 }
 
+/// A step attempt counted as running.
+pub struct Running(Gauge);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Every metric the host keeps.
 pub struct Metrics {
     registry: Registry,
     runs_finished: Family<TenantOutcome, Counter>,
     runs_active: Family<Tenant, Gauge>,
     runs_evicted: Family<Tenant, Gauge>,
+    attempts_running: Family<Tenant, Gauge>,
     step_attempts: Family<TenantOutcome, Counter>,
     step_seconds: Family<Tenant, Histogram, StepDurations>,
     fuel: Family<Tenant, Counter>,
@@ -54,6 +64,7 @@ impl Default for Metrics {
             runs_finished: Family::default(),
             runs_active: Family::default(),
             runs_evicted: Family::default(),
+            attempts_running: Family::default(),
             step_attempts: Family::default(),
             step_seconds: Family::new_with_constructor(StepDurations),
             fuel: Family::default(),
@@ -81,6 +92,11 @@ impl Default for Metrics {
             "step_attempt_seconds",
             "Wall time of step attempts",
             metrics.step_seconds.clone(),
+        );
+        registry.register(
+            "step_attempts_running",
+            "Step attempts running now",
+            metrics.attempts_running.clone(),
         );
         registry.register("fuel_consumed", "Fuel burnt by step attempts", metrics.fuel.clone());
         registry.register("replays", "Executions that replayed a journal", metrics.replays.clone());
@@ -115,6 +131,14 @@ impl Metrics {
 
     pub fn run_evicted(&self, id: &TenantId, delta: i64) {
         self.runs_evicted.get_or_create(&tenant(id)).inc_by(delta);
+    }
+
+    /// Counts a step attempt as running until the guard is dropped (also
+    /// when the attempt is abandoned midway).
+    pub fn attempt_running(&self, id: &TenantId) -> Running {
+        let gauge = self.attempts_running.get_or_create(&tenant(id)).clone();
+        gauge.inc();
+        Running(gauge)
     }
 
     pub fn step_attempt(&self, id: &TenantId, how: &str, took: Duration, fuel: u64) {

@@ -83,9 +83,11 @@ async fn attempt_until_done(
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
         let _slot = host.components.engines().slot(Role::Step).await;
         let started = std::time::Instant::now();
+        let running = host.metrics.attempt_running(records.store().tenant());
         let report = run_attempt(&program, name, &step.input, attempt, &step.limits)
             .instrument(span)
             .await;
+        drop(running);
         let how = report
             .result
             .as_ref()
