@@ -193,7 +193,8 @@ pub fn arg(path: &Path) -> &str {
 pub struct Server {
     pub host: Host,
     pub url: String,
-    config: PathBuf,
+    /// The arguments it was started with, to start it again.
+    args: Vec<String>,
     process: Child,
     client: reqwest::blocking::Client,
 }
@@ -204,14 +205,17 @@ impl Server {
         let host = Host::new();
         let config = host.data_dir().join("stepstone.toml");
         std::fs::write(&config, tenants).expect("the tenants file is written");
-        Self::start_on(host, config)
+        Self::start_with(host, &["--config", arg(&config)])
     }
 
-    fn start_on(host: Host, config: PathBuf) -> Self {
+    /// Starts `stepstone serve ARGS` on a loopback port of its choosing.
+    pub fn start_with(host: Host, args: &[&str]) -> Self {
+        let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
+        full.extend_from_slice(args);
         // The server logs a lot: into a file, so a full pipe never blocks it.
         let log = std::fs::File::create(host.data_dir().join("serve.log")).expect("a log file");
         let mut process = host
-            .command(&["serve", "--listen", "127.0.0.1:0", "--config", arg(&config)])
+            .command(&full)
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -229,10 +233,11 @@ impl Server {
             .timeout(Duration::from_secs(90))
             .build()
             .expect("a client");
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
         Self {
             host,
             url,
-            config,
+            args,
             process,
             client,
         }
@@ -251,8 +256,9 @@ impl Server {
         if signal == "TERM" {
             assert!(exited.success(), "a SIGTERM'd server exits cleanly: {exited}");
         }
-        let (host, config) = (std::mem::replace(&mut self.host, Host::new()), self.config.clone());
-        Self::start_on(host, config)
+        let host = std::mem::replace(&mut self.host, Host::new());
+        let args: Vec<String> = std::mem::take(&mut self.args);
+        Self::start_with(host, &args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     /// What the server has logged so far.

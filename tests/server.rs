@@ -496,3 +496,42 @@ fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
         "the step did not run again"
     );
 }
+
+#[test]
+fn without_a_config_one_default_tenant_gets_a_token_printed_at_start() {
+    let server = Server::start_with(stepstone_e2e::Host::new(), &["--log-format", "json"]);
+    let log = server.log();
+    let token = log
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sst_"))
+        .expect("the token is printed");
+    assert!(log.contains("stepstone tenant add default"), "{log}");
+    assert_eq!(server.upload(token, "hello")["name"], "hello");
+    assert_eq!(server.get("/v1/components", "sst_other").status, 401);
+    // Logs are JSON lines, one event each.
+    let events: Vec<Value> = log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["fields"]["message"] == "recovered unfinished runs"),
+        "{log}"
+    );
+}
+
+#[test]
+fn payload_and_start_rate_quotas_answer_413_and_429() {
+    let server = Server::start(&two_tenants("max_payload_bytes = 100\nmax_new_runs_per_minute = 1", ""));
+    server.upload(ACME, "hello");
+    let big = json!({"component": "hello", "workflow": "greet", "input": {"name": "x".repeat(200)}});
+    let refused = server.post_json("/v1/runs", ACME, &big).expect(413);
+    assert!(refused["error"].as_str().unwrap().contains("at most 100"), "{refused}");
+    start(&server, ACME, "hello", "greet", json!({"name": "Ada"}), "first");
+    let second = json!({"component": "hello", "workflow": "greet", "input": {"name": "Bob"}});
+    let limited = server.post_json("/v1/runs", ACME, &second);
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    let retry_after: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let signal = server.post_bytes("/v1/runs/first/signals/s", ACME, vec![b'1'; 200]);
+    assert_eq!(signal.status, 413, "{}", signal.body);
+}
