@@ -170,6 +170,32 @@ fn a_run_cancelled_from_another_shell_ends_cancelled() {
     let stderr = stepstone_e2e::Run(child.wait_with_output().unwrap()).failure();
     assert!(stderr.contains("run o-5 was cancelled: out of stock"), "{stderr}");
     assert_eq!(host.status("o-5").unwrap()["state"], "cancelled");
+    // The sleep ended early, so did the approval wait; the saga then ran
+    // its compensations, and the run still ended cancelled.
+    let history = host.history("o-5");
+    let calls: Vec<(&str, &str)> = history
+        .iter()
+        .map(|e| {
+            (
+                e["call"]["name"].as_str().unwrap(),
+                e["recorded"].as_object().unwrap().keys().next().unwrap().as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("reserve", "Step"),
+            ("charge", "Step"),
+            ("", "Cancelled"),
+            ("approve", "Cancelled"),
+            ("refund", "Step"),
+            ("release", "Step")
+        ],
+        "{history:?}"
+    );
+    let replay = host.run(&["replay", "o-5"]).success();
+    assert!(replay.stdout().contains("deterministic"), "{}", replay.stdout());
     let again = host.run(&["cancel", "o-5"]).failure();
     assert!(again.contains("has already finished"), "{again}");
 }

@@ -342,7 +342,12 @@ fn cancelling_interrupts_a_running_step_and_ends_the_run_cancelled() {
         started.elapsed()
     );
     let journal = server.get("/v1/runs/long/journal", ACME).expect(200);
-    assert_eq!(journal, json!([]), "an interrupted attempt records nothing");
+    assert_eq!(journal[0]["name"], "slow");
+    assert_eq!(
+        journal[0]["recorded"],
+        json!({"Cancelled": {"reason": "changed my mind"}}),
+        "the interrupted step is journaled as cancelled, not as its result"
+    );
     let again = server.post_json("/v1/runs/long/cancel", ACME, &body).expect(409);
     assert!(again["error"].as_str().unwrap().contains("already finished"), "{again}");
     server.post_json("/v1/runs/nobody/cancel", ACME, &body).expect(404);

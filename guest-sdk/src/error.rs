@@ -28,6 +28,9 @@ pub enum StepErrorKind {
     OutputTooLarge,
     /// No component linked to the run exports a step of that name.
     UnknownStep,
+    /// The run was cancelled while the workflow awaited the step. Steps
+    /// called after this still run, so a workflow can compensate.
+    Cancelled,
 }
 
 impl StepErrorKind {
@@ -41,6 +44,7 @@ impl StepErrorKind {
             Self::Trapped => "trapped",
             Self::OutputTooLarge => "output-too-large",
             Self::UnknownStep => "unknown-step",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -53,6 +57,7 @@ impl StepErrorKind {
             wit::StepErrorKind::Trapped => Self::Trapped,
             wit::StepErrorKind::OutputTooLarge => Self::OutputTooLarge,
             wit::StepErrorKind::UnknownStep => Self::UnknownStep,
+            wit::StepErrorKind::Cancelled => Self::Cancelled,
         }
     }
 }
@@ -250,6 +255,7 @@ mod tests {
             (wit::StepErrorKind::Trapped, "trapped"),
             (wit::StepErrorKind::OutputTooLarge, "output-too-large"),
             (wit::StepErrorKind::UnknownStep, "unknown-step"),
+            (wit::StepErrorKind::Cancelled, "cancelled"),
         ];
         for (wit_kind, name) in kinds {
             let kind = StepErrorKind::from_wit(wit_kind);

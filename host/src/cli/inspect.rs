@@ -126,6 +126,7 @@ fn outcome(entry: &Entry) -> String {
             format!("failed {refused}")
         }
         Recorded::ChildEnded { result: Ok(output) } => format!("ok {output}"),
+        Recorded::Cancelled { reason } => format!("cancelled: {reason}"),
     }
 }
 

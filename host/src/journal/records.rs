@@ -140,6 +140,11 @@ pub enum Recorded {
     ChildEnded {
         result: Result<String, String>,
     },
+    /// The run was cancelled during this call: a wait ended early, an
+    /// awaited step was interrupted.
+    Cancelled {
+        reason: String,
+    },
 }
 
 /// One journal entry: a durable call and its result.

@@ -91,6 +91,7 @@ impl WorkflowState {
         let (seq, recorded) = self.next_call(&call)?;
         match (recorded, child) {
             (Some(Recorded::ChildEnded { result }), _) => Ok(result),
+            (Some(Recorded::Cancelled { reason }), _) => Ok(Err(format!("cancelled: {reason}"))),
             (Some(other), _) => Err(super::durable::mismatch(seq, other)),
             (None, Err(refused)) => {
                 self.append(
@@ -148,7 +149,8 @@ impl WorkflowState {
                 )
                 .await;
             if self.run.control.is_cancelled() {
-                return Err(Interruption::Cancelled);
+                let reason = self.record_cancelled(seq, call, started_at_ms).await?;
+                return Ok(Err(format!("cancelled: {reason}")));
             }
         }
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
+use super::cancellation::cancelled_step;
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
@@ -36,9 +37,6 @@ impl WorkflowState {
     /// no error in verify mode (a step started and never awaited may have
     /// been dropped unrecorded when its run ended).
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
-        if self.run.control.is_cancelled() {
-            return Err(Interruption::Cancelled);
-        }
         let (seq, entry) = self.cursor.next(call)?;
         let recorded = entry.map(|entry| entry.recorded.clone());
         self.end_activation();
@@ -82,6 +80,7 @@ impl WorkflowState {
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
         let result: BoxFuture<'static, StepResult> = match recorded {
             Some(Recorded::Step { result }) => futures::future::ready(Ok(result)).boxed(),
+            Some(Recorded::Cancelled { reason }) => futures::future::ready(Ok(Err(cancelled_step(reason)))).boxed(),
             Some(other) => return Err(mismatch(seq, other)),
             None if self.mode == Mode::Verify => {
                 self.steps.insert(handle, StartedStep::Unrecorded);
@@ -97,7 +96,7 @@ impl WorkflowState {
                 let limits = self.run.step_limits.lowered_by(&asked);
                 let step = StepCall {
                     seq,
-                    call,
+                    call: call.clone(),
                     target,
                     input,
                     options,
@@ -105,21 +104,27 @@ impl WorkflowState {
                 };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
-                self.running.push(task.abort_handle());
+                self.running.insert(handle, task.abort_handle());
                 task.map(|joined| {
                     joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string()))))
                 })
                 .boxed()
             }
         };
-        self.steps.insert(handle, StartedStep::Running(result.shared()));
+        self.steps.insert(
+            handle,
+            StartedStep::Running {
+                result: result.shared(),
+                call,
+            },
+        );
         Ok(handle)
     }
 
     /// The step started with `handle`, as a future of its result.
     fn started(&self, handle: u32) -> Result<Shared<BoxFuture<'static, StepResult>>, Interruption> {
         match self.steps.get(&handle) {
-            Some(StartedStep::Running(step)) => Ok(step.clone()),
+            Some(StartedStep::Running { result, .. }) => Ok(result.clone()),
             Some(StartedStep::Unrecorded) => Err(Interruption::JournalEnd { seq: u64::from(handle) }),
             None => Err(Interruption::InvalidCall(format!(
                 "no step was started with handle {handle}"
@@ -129,7 +134,15 @@ impl WorkflowState {
 
     async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
         let step = self.started(handle)?;
-        let result = self.unless_cancelled(step).await?.map_err(Interruption::Journal)?;
+        let result = if self.cancellation_seen {
+            step.await
+        } else {
+            tokio::select! {
+                result = step.clone() => result,
+                () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
+            }
+        };
+        let result = result.map_err(Interruption::Journal)?;
         // Waiting for a step may take long: the guest resumes with a fresh
         // activation budget, as after any durable call.
         self.end_activation();
@@ -137,8 +150,9 @@ impl WorkflowState {
     }
 
     /// Waits until `deadline_ms` in this instance, or suspends the run if the
-    /// wait is longer than the eviction threshold.
-    async fn wait_until(&self, deadline_ms: u64) -> Result<(), Interruption> {
+    /// wait is longer than the eviction threshold. Returns whether the wait
+    /// ended because the run was cancelled.
+    async fn wait_until(&self, deadline_ms: u64) -> Result<bool, Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         if remaining > self.run.host.config.wait.eviction_threshold {
             return Err(Interruption::Suspend(Suspension {
@@ -147,14 +161,9 @@ impl WorkflowState {
                 child: None,
             }));
         }
-        self.unless_cancelled(tokio::time::sleep(remaining)).await
-    }
-
-    /// Awaits `future`, unless the run is cancelled first.
-    async fn unless_cancelled<T>(&self, future: impl std::future::Future<Output = T>) -> Result<T, Interruption> {
         tokio::select! {
-            () = self.run.control.cancelled() => Err(Interruption::Cancelled),
-            value = future => Ok(value),
+            () = tokio::time::sleep(remaining) => Ok(false),
+            () = self.run.control.cancelled() => Ok(true),
         }
     }
 
@@ -227,7 +236,8 @@ impl WorkflowState {
                 .nap(left.min(wait.signal_poll_interval).min(until_eviction))
                 .await;
             if self.run.control.is_cancelled() {
-                return Err(Interruption::Cancelled);
+                self.record_cancelled(seq, call, started_at_ms).await?;
+                return Ok(None);
             }
         }
     }
@@ -292,10 +302,9 @@ impl durable::Host for WorkflowState {
                 if racing.is_empty() {
                     return Err(Interruption::InvalidCall("await-any needs at least one handle".into()).trap());
                 }
-                let (_, index, _) = self
-                    .unless_cancelled(futures::future::select_all(racing))
-                    .await
-                    .map_err(Interruption::trap)?;
+                // Not a point where cancellation is seen: the steps raced
+                // here end on their own, and the one awaited next is cut short.
+                let (_, index, _) = futures::future::select_all(racing).await;
                 let index = index as u32;
                 self.append(seq, call, Recorded::Winner(index), started_at_ms)
                     .await
@@ -318,7 +327,7 @@ impl durable::Host for WorkflowState {
         let call = Call::new(CallKind::Sleep, "", &duration_ms.to_le_bytes());
         let run = async {
             match self.next_call(&call)? {
-                (_, Some(Recorded::Slept)) => Ok(()),
+                (_, Some(Recorded::Slept | Recorded::Cancelled { .. })) => Ok(()),
                 (seq, Some(other)) => Err(mismatch(seq, other)),
                 (seq, None) => {
                     let started_at_ms = now_ms();
@@ -327,7 +336,10 @@ impl durable::Host for WorkflowState {
                         .records
                         .timer(seq, started_at_ms.saturating_add(duration_ms), None)
                         .await?;
-                    self.wait_until(timer.deadline_ms).await?;
+                    if self.run.control.is_cancelled() || self.wait_until(timer.deadline_ms).await? {
+                        self.record_cancelled(seq, call.clone(), started_at_ms).await?;
+                        return Ok(());
+                    }
                     self.append(seq, call.clone(), Recorded::Slept, started_at_ms).await?;
                     tracing::info!(seq, duration_ms, "slept");
                     Ok(())
@@ -346,6 +358,7 @@ impl durable::Host for WorkflowState {
                     self.consumed_signals.extend(key);
                     Ok(payload)
                 }
+                (_, Some(Recorded::Cancelled { .. })) => Ok(None),
                 (seq, Some(other)) => Err(mismatch(seq, other)),
                 (seq, None) => self.await_signal_live(seq, call.clone(), signal, timeout_ms).await,
             }

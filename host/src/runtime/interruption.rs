@@ -33,9 +33,6 @@ pub enum Interruption {
     /// stops here and resumes from the journal later.
     #[error(transparent)]
     Journal(Arc<JournalError>),
-    /// The run was cancelled.
-    #[error("the run was cancelled")]
-    Cancelled,
     /// The workflow called the host wrongly (a bad handle, a payload too big).
     #[error("{0}")]
     InvalidCall(String),

@@ -24,6 +24,7 @@
 //! ```
 
 mod background;
+mod cancellation;
 mod children;
 mod clock;
 mod control;
@@ -212,13 +213,10 @@ impl Runtime {
         if let Some(outcome) = context.records.outcome().await? {
             return Ok(Progress::Finished(outcome));
         }
-        if let Some(request) = context.records.cancel_request().await? {
-            let outcome = context
-                .records
-                .finish(&Outcome::Cancelled { reason: request.reason })
-                .await?;
-            self.count_finished(tenant, &outcome);
-            return Ok(Progress::Finished(outcome));
+        if context.records.cancel_request().await?.is_some() {
+            // Cancelled while no instance ran: the workflow meets it at its
+            // next wait, and may compensate before it ends.
+            self.host.controls.cancel(tenant, run);
         }
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
@@ -242,15 +240,13 @@ impl Runtime {
                     return Ok(Progress::Suspended(suspension));
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
-                Ended::Interrupted(Interruption::Cancelled) => {
-                    let reason = records
-                        .cancel_request()
-                        .await?
-                        .map_or_else(String::new, |request| request.reason);
-                    Outcome::Cancelled { reason }
-                }
                 Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
                 Ended::Stopped(kind, message) => failed(kind_name(kind), activation_message(kind, &message)),
+            };
+            // However the workflow ended, a cancelled run ends cancelled.
+            let outcome = match records.cancel_request().await? {
+                Some(request) => Outcome::Cancelled { reason: request.reason },
+                None => outcome,
             };
             let outcome = records.finish(&outcome).await?;
             self.count_finished(tenant, &outcome);

@@ -96,6 +96,8 @@ impl Runtime {
                 seq: Some(calls),
                 message: format!("the workflow finished after {calls} calls, but the journal records {recorded_calls}"),
             },
+            // A cancelled run ends cancelled whatever its workflow returned.
+            Some(Outcome::Cancelled { .. }) => ReplayReport::Identical { calls },
             Some(outcome) if outcome == replayed => ReplayReport::Identical { calls },
             Some(outcome) => ReplayReport::Diverged {
                 seq: None,

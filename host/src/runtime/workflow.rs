@@ -16,7 +16,7 @@ use crate::config::WorkflowLimits;
 use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
-use crate::journal::{Cursor, JournalError, Recorded};
+use crate::journal::{Call, Cursor, JournalError, Recorded};
 use crate::sandbox::{MemoryGuard, Sandboxed, link, new_store};
 use crate::store::RunId;
 
@@ -34,8 +34,12 @@ pub type StepResult = Result<Result<String, StepError>, Arc<JournalError>>;
 
 /// A step the workflow started.
 pub enum StartedStep {
-    /// Its result, to come (or replayed from the journal).
-    Running(Shared<BoxFuture<'static, StepResult>>),
+    /// Its result, to come (or replayed from the journal), and the call
+    /// that started it.
+    Running {
+        result: Shared<BoxFuture<'static, StepResult>>,
+        call: Call,
+    },
     /// Checking a journal that never recorded it: the run ended before the
     /// step did, so awaiting it is where the journal ends.
     Unrecorded,
@@ -59,11 +63,18 @@ pub struct WorkflowState {
     pub(super) steps: HashMap<u32, StartedStep>,
     /// Child runs started, by handle: the run, or why it could not start.
     pub(super) children: HashMap<u32, Result<RunId, String>>,
-    pub(super) running: Vec<AbortHandle>,
+    /// The tasks of steps running live, by handle.
+    pub(super) running: HashMap<u32, AbortHandle>,
+    /// Whether the workflow has met its run's cancellation (a call was
+    /// journaled `Cancelled`); from then on, awaited steps are not cut short.
+    pub(super) cancellation_seen: bool,
 }
 
 impl WorkflowState {
     pub fn new(run: Arc<RunContext>, cursor: Cursor, mode: Mode, limits: WorkflowLimits) -> Self {
+        let cancellation_seen = cursor
+            .entries()
+            .any(|e| matches!(e.recorded, Recorded::Cancelled { .. }));
         let consumed_signals = cursor
             .entries()
             .filter_map(|entry| match &entry.recorded {
@@ -83,7 +94,8 @@ impl WorkflowState {
             consumed_signals,
             steps: HashMap::new(),
             children: HashMap::new(),
-            running: Vec::new(),
+            running: HashMap::new(),
+            cancellation_seen,
         }
     }
 
@@ -107,7 +119,7 @@ impl Drop for WorkflowState {
     /// Steps started but never awaited die with the instance; a step that had
     /// not recorded its result runs again when the run is replayed.
     fn drop(&mut self) {
-        self.running.iter().for_each(AbortHandle::abort);
+        self.running.values().for_each(AbortHandle::abort);
     }
 }
 

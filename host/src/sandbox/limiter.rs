@@ -82,6 +82,7 @@ pub fn kind_name(kind: StepErrorKind) -> &'static str {
         StepErrorKind::Trapped => "trapped",
         StepErrorKind::OutputTooLarge => "output-too-large",
         StepErrorKind::UnknownStep => "unknown-step",
+        StepErrorKind::Cancelled => "cancelled",
     }
 }
 
