@@ -235,7 +235,7 @@ fn a_component_that_compiles_too_long_is_refused_and_run_options_lower_the_quota
     let body = json!({
         "component": "limits", "workflow": "call-limited", "run_id": "lowered",
         "input": {"step": "spin", "options": {"fuel": 1_000_000_000_000u64}},
-        "limits": {"fuel": 1_000_000},
+        "options": {"fuel": 1_000_000},
     });
     server.post_json("/v1/runs", GLOBEX, &body).expect(202);
     let lowered = wait(&server, GLOBEX, "lowered");
@@ -539,4 +539,18 @@ fn payload_and_start_rate_quotas_answer_413_and_429() {
     assert!((1..=60).contains(&retry_after), "{retry_after}");
     let signal = server.post_bytes("/v1/runs/first/signals/s", ACME, vec![b'1'; 200]);
     assert_eq!(signal.status, 413, "{}", signal.body);
+}
+
+#[test]
+fn a_name_points_at_the_newest_upload_and_a_digest_pins_a_build() {
+    let server = Server::start(&default_tenants());
+    let hello = server.upload(ACME, "hello")["digest"].clone();
+    let order = std::fs::read(stepstone_e2e::guest("order")).unwrap();
+    let newer = server.post_bytes("/v1/components?name=hello", ACME, order).expect(201)["digest"].clone();
+    assert_ne!(hello, newer);
+    assert_eq!(server.get("/v1/components/hello", ACME).expect(200)["digest"], newer);
+    let pinned = server
+        .get(&format!("/v1/components/{}", hello.as_str().unwrap()), ACME)
+        .expect(200);
+    assert_eq!(pinned["workflows"][0], "greet", "{pinned}");
 }

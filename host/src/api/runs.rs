@@ -33,9 +33,10 @@ pub struct StartRun {
     /// An idempotency key: the same id with the same input returns the same
     /// run; with another input, 409.
     pub run_id: Option<String>,
-    /// Step limits for this run: each can lower the tenant's quota, never raise it.
+    /// Step limits for this run (`fuel`, `memory_bytes`, `timeout_ms`,
+    /// `max_output_bytes`): each can lower the tenant's quota, never raise it.
     #[serde(default)]
-    pub limits: LimitRequest,
+    pub options: LimitRequest,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -81,7 +82,7 @@ pub async fn start(
     let component = state.runtime.component(&tenant.id, &start.component).await?;
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = run_id;
-    submission.limits = start.limits;
+    submission.limits = start.options;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
     Ok((
