@@ -16,5 +16,6 @@ pub mod journal;
 pub mod metrics;
 pub mod runtime;
 pub mod sandbox;
+mod shared_map;
 pub mod store;
 pub mod tenancy;

@@ -24,6 +24,7 @@ use utoipa::OpenApi;
 pub use error::ApiError;
 
 use crate::runtime::Runtime;
+use crate::shared_map::lock;
 use crate::store::TenantId;
 use crate::tenancy::{Tenant, Tenants};
 
@@ -105,11 +106,6 @@ impl ApiState {
             .max()
             .unwrap_or(0)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every update under these locks is a single insert or counter bump.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The API's OpenAPI document, generated from the handlers.

@@ -13,6 +13,7 @@ use wasmtime::component::Component;
 use super::{CodeCache, ComponentError};
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
+use crate::shared_map::lock;
 use crate::store::{
     ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
 };
@@ -104,7 +105,7 @@ impl Components {
     /// first use.
     pub async fn get(&self, store: &TenantStore, digest: &str) -> Result<Arc<Loaded>, ComponentError> {
         let key = (store.tenant().clone(), digest.to_owned());
-        if let Some(loaded) = self.lock().get(&key) {
+        if let Some(loaded) = lock(&self.loaded).get(&key) {
             return Ok(loaded.clone());
         }
         let bytes = store
@@ -137,13 +138,8 @@ impl Components {
         program.await.cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TenantId, String), Arc<Loaded>>> {
-        // A panic while holding this lock cannot leave the map inconsistent.
-        self.loaded.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn remember(&self, tenant: &TenantId, loaded: Arc<Loaded>) {
-        self.lock().insert((tenant.clone(), loaded.digest.clone()), loaded);
+        lock(&self.loaded).insert((tenant.clone(), loaded.digest.clone()), loaded);
     }
 
     async fn compile(&self, role: Role, digest: &str, bytes: &[u8]) -> Result<Component, ComponentError> {

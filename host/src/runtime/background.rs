@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{RunError, RunStatus, Runtime, lock};
+use super::{RunError, RunStatus, Runtime};
+use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
 
 type RunKey = (TenantId, RunId);

@@ -11,8 +11,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use super::clock::now_ms;
-use super::{RunError, Runtime, lock};
+use super::{RunError, Runtime};
 use crate::journal::{CancelRecord, Recorded, SignalRecord};
+use crate::shared_map::lock;
 use crate::store::{RunId, SignalName, TenantId};
 
 type RunKey = (TenantId, RunId);

@@ -55,6 +55,7 @@ use crate::config::{HostConfig, StepLimits};
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::shared_map::lock;
 use crate::store::{InvalidName, RunId, Storage, StoreError, TenantId, runs_key};
 use control::{Controls, RunControl};
 use interruption::Interruption;
@@ -420,13 +421,6 @@ impl Runtime {
             _ => RunError::Journal(error),
         }
     }
-}
-
-/// Locks one of the host's maps. A panic while one is held cannot leave it
-/// inconsistent (every update is a single insert or remove), so a poisoned
-/// lock is taken as it is.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn failed(kind: &str, message: String) -> Outcome {
