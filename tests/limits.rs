@@ -71,3 +71,77 @@ fn a_step_output_over_the_limit_is_refused() {
         .json_line();
     assert_eq!(seen["output"], "xxxxxxxxxx");
 }
+
+#[test]
+fn a_run_past_the_journal_limit_fails_with_a_host_limit() {
+    let host = Host::new();
+    let wasm = guest("fanout");
+    let args = [
+        "--max-journal-entries",
+        "3",
+        "run",
+        arg(&wasm),
+        "fan-out",
+        "--run-id",
+        "long",
+        "--input",
+        r#"{"items":[1,2,3,4,5]}"#,
+    ];
+    let stderr = host.run(&args).failure();
+    assert!(
+        stderr.contains("(host-limit)") && stderr.contains("limit of 3 durable calls"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_run_holds_only_so_many_untaken_signals() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "s", "item": "book", "amount_cents": 1, "sleep_ms": 60_000}).to_string();
+    let detach = [
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--run-id",
+        "s",
+        "--input",
+        &input,
+        "--detach-after",
+        "1s",
+    ];
+    host.run(&detach).success();
+    for _ in 0..2 {
+        host.run(&["--max-buffered-signals", "2", "signal", "s", "approve", "true"])
+            .success();
+    }
+    let refused = host
+        .run(&["--max-buffered-signals", "2", "signal", "s", "approve", "true"])
+        .failure();
+    assert!(
+        refused.contains("already holds 2 signals it has not taken"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn guest_logs_past_the_run_allowance_are_dropped_with_one_warning() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = json!({"order_id": "l", "item": "book", "amount_cents": 1, "sleep_ms": 0, "approval_timeout_ms": 0})
+        .to_string();
+    let run = host.run(&[
+        "--max-log-bytes",
+        "30",
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--input",
+        &input,
+    ]);
+    let stderr = run.failure();
+    assert!(stderr.contains("reserving book for l"), "{stderr}");
+    assert_eq!(stderr.matches("log allowance is used up").count(), 1, "{stderr}");
+    assert!(!stderr.contains("charging 1 cents"), "{stderr}");
+    assert!(!stderr.contains("refunding"), "{stderr}");
+}

@@ -87,6 +87,28 @@ impl Default for WorkflowLimits {
     }
 }
 
+/// Limits on what one run may accumulate in the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Durable calls one run may journal.
+    pub max_journal_entries: u64,
+    /// Signals waiting, untaken, for one run.
+    pub max_buffered_signals: usize,
+    /// Bytes of guest log lines one execution of a run may write; the rest
+    /// is dropped, once, with a warning.
+    pub max_log_bytes: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self {
+            max_journal_entries: 100_000,
+            max_buffered_signals: 1_000,
+            max_log_bytes: 1 << 20,
+        }
+    }
+}
+
 /// How the host behaves while a run waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitPolicy {
@@ -111,6 +133,7 @@ impl Default for WaitPolicy {
 pub struct HostConfig {
     pub step: StepLimits,
     pub workflow: WorkflowLimits,
+    pub run: RunLimits,
     pub wait: WaitPolicy,
     /// Use wasmtime's pooling allocator when the platform allows it.
     pub pooling: bool,

@@ -1,14 +1,49 @@
 //! Where guests' log lines go: the host's `tracing` output, inside the span
-//! of the run and step that wrote them, cut to a bounded length.
+//! of the run and step that wrote them, cut to a bounded length, and within
+//! the run's allowance, so a guest cannot flood the host's logs.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::contract::bindings::LogLevel;
+
+/// What one execution of a run may still log, shared by its workflow and
+/// its steps.
+#[derive(Debug)]
+pub struct LogBudget {
+    left: AtomicUsize,
+    exhausted: AtomicBool,
+}
+
+impl LogBudget {
+    pub fn new(bytes: usize) -> Self {
+        Self {
+            left: AtomicUsize::new(bytes),
+            exhausted: AtomicBool::new(false),
+        }
+    }
+
+    /// Emits `message` if the budget allows it; the first line over budget
+    /// is replaced by one warning, the rest dropped.
+    pub fn emit(&self, level: LogLevel, message: &str) {
+        let line = truncated(message);
+        let spent = self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(line.len())
+        });
+        match spent {
+            Ok(_) => emit(level, line),
+            Err(_) if !self.exhausted.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(target: "stepstone::guest", "the run's log allowance is used up; further guest log lines are dropped");
+            }
+            Err(_) => {}
+        }
+    }
+}
 
 /// Longest guest log line kept, in bytes; the rest is cut.
 const MAX_LINE: usize = 4096;
 
 /// Emits one guest log line at its level.
-pub fn emit(level: LogLevel, message: &str) {
-    let line = truncated(message);
+fn emit(level: LogLevel, line: &str) {
     match level {
         LogLevel::Trace => tracing::trace!(target: "stepstone::guest", "{line}"),
         LogLevel::Debug => tracing::debug!(target: "stepstone::guest", "{line}"),
@@ -32,6 +67,16 @@ fn truncated(message: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_stops_lines_once_spent() {
+        let budget = LogBudget::new(10);
+        budget.emit(LogLevel::Info, "12345");
+        budget.emit(LogLevel::Info, "12345");
+        assert_eq!(budget.left.load(Ordering::Relaxed), 0);
+        budget.emit(LogLevel::Info, "x");
+        assert!(budget.exhausted.load(Ordering::Relaxed));
+    }
 
     #[test]
     fn long_lines_are_cut_on_a_char_boundary() {

@@ -11,7 +11,7 @@ pub mod component;
 pub mod componentize;
 pub mod config;
 pub mod contract;
-mod guest_log;
+pub mod guest_log;
 pub mod journal;
 pub mod metrics;
 pub mod runtime;

@@ -85,6 +85,7 @@ impl From<RunError> for ApiError {
                 StatusCode::BAD_REQUEST
             }
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => {
                 StatusCode::CONFLICT
             }
@@ -97,7 +98,10 @@ impl From<RunError> for ApiError {
             },
             RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self::new(status, error.to_string())
+        match status {
+            StatusCode::TOO_MANY_REQUESTS => Self::too_many(error.to_string(), 1),
+            _ => Self::new(status, error.to_string()),
+        }
     }
 }
 

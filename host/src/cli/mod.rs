@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::HostConfig;
+use stepstone::config::{HostConfig, RunLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{RunId, Storage, TenantId};
 
@@ -34,6 +34,15 @@ pub struct Cli {
     /// The tenant token for --server.
     #[arg(long, global = true, env = "STEPSTONE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Durable calls one run may journal.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_JOURNAL_ENTRIES", default_value_t = RunLimits::default().max_journal_entries)]
+    max_journal_entries: u64,
+    /// Signals one run may hold untaken.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_BUFFERED_SIGNALS", default_value_t = RunLimits::default().max_buffered_signals)]
+    max_buffered_signals: usize,
+    /// Bytes of guest log lines one execution of a run may write.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
+    max_log_bytes: usize,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -164,6 +173,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         return remote::execute(remote::Remote::new(server, cli.token)?, cli.command).await;
     }
     let mut config = HostConfig::new();
+    config.run = RunLimits {
+        max_journal_entries: cli.max_journal_entries,
+        max_buffered_signals: cli.max_buffered_signals,
+        max_log_bytes: cli.max_log_bytes,
+    };
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is

@@ -183,6 +183,21 @@ impl RunRecords {
         Ok(signals)
     }
 
+    /// How many signals were sent to the run and not yet taken by it.
+    pub async fn buffered_signals(&self) -> Result<usize, JournalError> {
+        let sent = self.store.list(&keys_of(&self.run).all_signals()).await?;
+        let taken: std::collections::HashSet<String> = self
+            .entries()
+            .await?
+            .into_values()
+            .filter_map(|entry| match entry.recorded {
+                super::Recorded::Signal { key, .. } => key,
+                _ => None,
+            })
+            .collect();
+        Ok(sent.iter().filter(|key| !taken.contains(key.as_ref())).count())
+    }
+
     /// Stores a signal for the run; it waits there until the run takes it.
     pub async fn send_signal(&self, name: &SignalName, signal: &SignalRecord) -> Result<(), JournalError> {
         self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms), signal)

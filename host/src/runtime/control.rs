@@ -112,6 +112,13 @@ impl Runtime {
         if records.outcome().await?.is_some() {
             return Err(RunError::Finished { run: run.clone() });
         }
+        let limit = self.host.config.run.max_buffered_signals;
+        if records.buffered_signals().await? >= limit {
+            return Err(RunError::SignalsFull {
+                run: run.clone(),
+                limit,
+            });
+        }
         let signal = SignalRecord {
             payload: payload.to_owned(),
             sent_at_ms: now_ms(),

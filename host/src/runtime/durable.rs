@@ -37,6 +37,12 @@ impl WorkflowState {
     /// no error in verify mode (a step started and never awaited may have
     /// been dropped unrecorded when its run ended).
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+        let limit = self.run.host.config.run.max_journal_entries;
+        if self.cursor.position() >= limit {
+            return Err(Interruption::HostLimit(format!(
+                "the run reached the host's limit of {limit} durable calls: split its work into child workflows"
+            )));
+        }
         let (seq, entry) = self.cursor.next(call)?;
         let recorded = entry.map(|entry| entry.recorded.clone());
         self.end_activation();
@@ -101,6 +107,7 @@ impl WorkflowState {
                     input,
                     options,
                     limits,
+                    log: self.run.log.clone(),
                 };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
@@ -412,7 +419,7 @@ impl durable::Host for WorkflowState {
 
     async fn log(&mut self, level: LogLevel, message: String) -> Trappable<()> {
         if !self.replaying() && self.mode == Mode::Live {
-            crate::guest_log::emit(level, &message);
+            self.run.log.emit(level, &message);
         }
         Ok(())
     }

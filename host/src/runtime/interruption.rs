@@ -33,6 +33,9 @@ pub enum Interruption {
     /// stops here and resumes from the journal later.
     #[error(transparent)]
     Journal(Arc<JournalError>),
+    /// The run reached one of the host's own limits.
+    #[error("{0}")]
+    HostLimit(String),
     /// The workflow called the host wrongly (a bad handle, a payload too big).
     #[error("{0}")]
     InvalidCall(String),

@@ -52,6 +52,7 @@ pub use submit::Submission;
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits};
+use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
@@ -80,6 +81,8 @@ pub enum RunError {
     InvalidName(#[from] InvalidName),
     #[error("run `{run}` already exists with another workflow or input: choose another run id")]
     InputMismatch { run: RunId },
+    #[error("run `{run}` already holds {limit} signals it has not taken, the host's limit: wait until it takes some")]
+    SignalsFull { run: RunId, limit: usize },
     #[error("run `{run}` has already finished")]
     Finished { run: RunId },
     #[error("run `{run}` is being driven by another host, which wrote its journal first; this host stood down")]
@@ -139,6 +142,8 @@ pub struct RunContext {
     control: Arc<RunControl>,
     /// The tenant's limits for one step attempt.
     step_limits: StepLimits,
+    /// What this execution of the run may still log.
+    log: Arc<LogBudget>,
 }
 
 impl RunContext {
@@ -364,6 +369,7 @@ impl Runtime {
             links,
             control,
             step_limits,
+            log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
         };
         Ok((Arc::new(context), record))
     }
@@ -433,6 +439,7 @@ fn failed(kind: &str, message: String) -> Outcome {
 fn interruption_kind(interruption: &Interruption) -> &'static str {
     match interruption {
         Interruption::NonDeterminism(_) => "non-determinism",
+        Interruption::HostLimit(_) => "host-limit",
         _ => "invalid-call",
     }
 }

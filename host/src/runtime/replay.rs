@@ -50,6 +50,7 @@ impl Runtime {
                 links: context.links.clone(),
                 control: context.control.clone(),
                 step_limits: context.step_limits,
+                log: context.log.clone(),
             }),
             None => context,
         };

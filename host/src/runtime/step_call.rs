@@ -13,6 +13,7 @@ use super::workflow::StepResult;
 use crate::component::Loaded;
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
+use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
 use crate::sandbox::{Role, kind_name, run_attempt};
@@ -28,6 +29,8 @@ pub struct StepCall {
     pub options: StepOptions,
     /// The attempt limits: the tenant's, lowered by the call's options.
     pub limits: StepLimits,
+    /// The run's log allowance, which its steps share.
+    pub log: Arc<LogBudget>,
 }
 
 /// Runs `step` to its final result and journals it. The result is durable
@@ -84,7 +87,7 @@ async fn attempt_until_done(
         let _slot = host.components.engines().slot(Role::Step).await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());
-        let report = run_attempt(&program, name, &step.input, attempt, &step.limits)
+        let report = run_attempt(&program, name, &step.input, attempt, &step.limits, step.log.clone())
             .instrument(span)
             .await;
         drop(running);

@@ -1,6 +1,7 @@
 //! One step attempt: a fresh instance from the component's [`InstancePre`],
 //! one call, then the instance is dropped. Nothing survives an attempt.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::{Component, HasSelf, InstancePre};
@@ -13,12 +14,14 @@ use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
 use crate::contract::bindings::{LogLevel, StepFailure};
+use crate::guest_log::LogBudget;
 
 /// Store data of a step instance.
 pub struct StepState {
     guard: MemoryGuard,
     attempt: u32,
     deadline: Instant,
+    log: Arc<LogBudget>,
 }
 
 impl Sandboxed for StepState {
@@ -35,7 +38,7 @@ impl types::Host for StepState {}
 
 impl step_support::Host for StepState {
     async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
-        crate::guest_log::emit(level, &message);
+        self.log.emit(level, &message);
         Ok(())
     }
 
@@ -61,11 +64,17 @@ impl StepProgram {
         Ok(Self { pre, step })
     }
 
-    fn store(&self, attempt: u32, limits: &StepLimits) -> Result<Store<StepState>, AttemptFailure> {
+    fn store(
+        &self,
+        attempt: u32,
+        limits: &StepLimits,
+        log: Arc<LogBudget>,
+    ) -> Result<Store<StepState>, AttemptFailure> {
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             attempt,
             deadline: Instant::now() + limits.timeout,
+            log,
         };
         new_store(self.pre.engine(), state, limits.fuel)
             .map_err(|e| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}")))
@@ -110,8 +119,9 @@ pub async fn run_attempt(
     input: &str,
     attempt: u32,
     limits: &StepLimits,
+    log: Arc<LogBudget>,
 ) -> AttemptReport {
-    let mut store = match program.store(attempt, limits) {
+    let mut store = match program.store(attempt, limits, log) {
         Ok(store) => store,
         Err(failure) => {
             return AttemptReport {

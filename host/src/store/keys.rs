@@ -184,6 +184,10 @@ impl RunKeys<'_> {
         self.key(&["timers", &seq_part(seq)])
     }
 
+    pub fn all_signals(&self) -> Key {
+        self.key(&["signals"])
+    }
+
     pub fn signals(&self, name: &SignalName) -> Key {
         self.key(&["signals", name.as_str()])
     }
