@@ -69,12 +69,7 @@ fn fanout_runs_steps_in_parallel_and_combines_them() {
 }
 
 fn order(id: &str, extra: Value) -> String {
-    let mut order = json!({"order_id": id, "item": "book", "amount_cents": 1200, "sleep_ms": 1000});
-    order
-        .as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    order.to_string()
+    stepstone_e2e::order_input(id, 1000, extra).to_string()
 }
 
 /// What an uninterrupted, approved order returns.

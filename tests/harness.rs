@@ -183,6 +183,15 @@ impl Run {
     }
 }
 
+/// Input for the `order` example: order `id` for a book at 12.00, with the
+/// given `sleep_ms` and any other fields of `extra` (`{}` for none).
+pub fn order_input(id: &str, sleep_ms: u64, extra: Value) -> Value {
+    let mut order = serde_json::json!({"order_id": id, "item": "book", "amount_cents": 1200, "sleep_ms": sleep_ms});
+    let fields = order.as_object_mut().expect("an object");
+    fields.extend(extra.as_object().cloned().unwrap_or_default());
+    order
+}
+
 /// The path of a guest as the `&str` the command line takes.
 pub fn arg(path: &Path) -> &str {
     path.to_str().expect("paths here are UTF-8")

@@ -2,7 +2,7 @@
 //! error the workflow sees, and the host stays up.
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, arg, guest};
+use stepstone_e2e::{Host, arg, guest, order_input};
 
 /// Runs `call-limited` on `step` with `options`, returning what the workflow saw.
 fn limited(step: &str, options: Value) -> Value {
@@ -98,7 +98,7 @@ fn a_run_past_the_journal_limit_fails_with_a_host_limit() {
 fn a_run_holds_only_so_many_untaken_signals() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "s", "item": "book", "amount_cents": 1, "sleep_ms": 60_000}).to_string();
+    let input = order_input("s", 60_000, json!({})).to_string();
     let detach = [
         "run",
         arg(&wasm),
@@ -128,8 +128,7 @@ fn a_run_holds_only_so_many_untaken_signals() {
 fn guest_logs_past_the_run_allowance_are_dropped_with_one_warning() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "l", "item": "book", "amount_cents": 1, "sleep_ms": 0, "approval_timeout_ms": 0})
-        .to_string();
+    let input = order_input("l", 0, json!({"approval_timeout_ms": 0})).to_string();
     let run = host.run(&[
         "--max-log-bytes",
         "30",
@@ -142,6 +141,6 @@ fn guest_logs_past_the_run_allowance_are_dropped_with_one_warning() {
     let stderr = run.failure();
     assert!(stderr.contains("reserving book for l"), "{stderr}");
     assert_eq!(stderr.matches("log allowance is used up").count(), 1, "{stderr}");
-    assert!(!stderr.contains("charging 1 cents"), "{stderr}");
+    assert!(!stderr.contains("charging 1200 cents"), "{stderr}");
     assert!(!stderr.contains("refunding"), "{stderr}");
 }

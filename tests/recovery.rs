@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, arg, guest};
+use stepstone_e2e::{Host, arg, guest, order_input};
 
 #[test]
 fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_steps() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-9", "item": "book", "amount_cents": 1200, "sleep_ms": 4000}).to_string();
+    let input = order_input("o-9", 4000, json!({})).to_string();
     let mut child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-9", "--input", &input]);
     host.wait_for("o-9", "sleeping", |s| s["state"] == "sleeping");
     host.run(&["signal", "o-9", "approve", r#"{"approved":true}"#])
@@ -64,7 +64,7 @@ fn a_run_killed_while_sleeping_resumes_to_the_same_output_without_rerunning_step
 fn a_long_wait_evicts_the_instance_and_the_run_is_replayed_when_woken() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-8", "item": "book", "amount_cents": 1200, "sleep_ms": 800}).to_string();
+    let input = order_input("o-8", 800, json!({})).to_string();
     let args = [
         "--evict-after",
         "100ms",
@@ -103,7 +103,7 @@ fn a_long_wait_evicts_the_instance_and_the_run_is_replayed_when_woken() {
 fn detach_leaves_a_long_wait_in_the_store_for_resume() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-7", "item": "book", "amount_cents": 1200, "sleep_ms": 1500}).to_string();
+    let input = order_input("o-7", 1500, json!({})).to_string();
     let args = [
         "--evict-after",
         "100ms",
@@ -141,7 +141,7 @@ fn detach_leaves_a_long_wait_in_the_store_for_resume() {
 fn a_second_host_on_the_same_run_stands_down() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-6", "item": "book", "amount_cents": 1200, "sleep_ms": 1500}).to_string();
+    let input = order_input("o-6", 1500, json!({})).to_string();
     let args = ["run", arg(&wasm), "place-order", "--run-id", "o-6", "--input", &input];
     let first = host.spawn(&args);
     host.wait_for("o-6", "sleeping", |s| s["state"] == "sleeping");
@@ -163,7 +163,7 @@ fn a_second_host_on_the_same_run_stands_down() {
 fn a_run_cancelled_from_another_shell_ends_cancelled() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = json!({"order_id": "o-5", "item": "book", "amount_cents": 1200, "sleep_ms": 30_000}).to_string();
+    let input = order_input("o-5", 30_000, json!({})).to_string();
     let child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-5", "--input", &input]);
     host.wait_for("o-5", "sleeping", |s| s["state"] == "sleeping");
     host.run(&["cancel", "o-5", "--reason", "out of stock"]).success();

@@ -42,7 +42,7 @@ fn default_tenants() -> String {
 }
 
 fn order(id: &str, sleep_ms: u64) -> Value {
-    json!({"order_id": id, "item": "book", "amount_cents": 1200, "sleep_ms": sleep_ms, "approval_timeout_ms": 60_000})
+    stepstone_e2e::order_input(id, sleep_ms, json!({"approval_timeout_ms": 60_000}))
 }
 
 fn start(server: &Server, token: &str, component: &str, workflow: &str, input: Value, run_id: &str) -> Value {

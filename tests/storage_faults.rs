@@ -2,14 +2,14 @@
 //! naming its key, and other runs go on.
 
 use serde_json::json;
-use stepstone_e2e::{Host, arg, guest};
+use stepstone_e2e::{Host, arg, guest, order_input};
 
 #[test]
 fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
     let host = Host::new();
     let wasm = guest("order");
     for run in ["healthy", "damaged"] {
-        let input = json!({"order_id": run, "item": "book", "amount_cents": 1, "sleep_ms": 60_000}).to_string();
+        let input = order_input(run, 60_000, json!({})).to_string();
         let args = [
             "run",
             arg(&wasm),
