@@ -64,13 +64,7 @@ pub async fn upload(
     Query(params): Query<UploadParams>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<ComponentInfo>), ApiError> {
-    let limit = tenant.quotas.max_component_bytes;
-    if body.len() > limit {
-        return Err(ApiError::too_large(format!(
-            "the component is {} bytes; this tenant may upload at most {limit}",
-            body.len()
-        )));
-    }
+    ApiError::check_size("the component", body.len(), tenant.quotas.max_component_bytes)?;
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the body is empty: send the component's .wasm bytes",

@@ -31,8 +31,13 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
 
-    pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+    /// 413 unless `size` is within the tenant's `limit` for `what`.
+    pub fn check_size(what: &str, size: usize, limit: usize) -> Result<(), Self> {
+        if size <= limit {
+            return Ok(());
+        }
+        let message = format!("{what} is {size} bytes; this tenant's quota allows at most {limit}");
+        Err(Self::new(StatusCode::PAYLOAD_TOO_LARGE, message))
     }
 
     /// 429: come back after `retry_after_secs`.

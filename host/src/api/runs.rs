@@ -61,13 +61,7 @@ pub async fn start(
     Json(start): Json<StartRun>,
 ) -> Result<(StatusCode, Json<Started>), ApiError> {
     let input = start.input.to_string();
-    let limit = tenant.quotas.max_payload_bytes;
-    if input.len() > limit {
-        return Err(ApiError::too_large(format!(
-            "the input is {} bytes; this tenant's payloads may be at most {limit}",
-            input.len()
-        )));
-    }
+    ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
     let run_id = start.run_id.as_deref().map(run_id).transpose()?;
     if state.runtime.active_runs(&tenant.id) >= tenant.quotas.max_active_runs {
         return Err(ApiError::too_many(
@@ -226,13 +220,7 @@ pub async fn signal(
 ) -> Result<StatusCode, ApiError> {
     let payload =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
-    let limit = tenant.quotas.max_payload_bytes;
-    if payload.len() > limit {
-        return Err(ApiError::too_large(format!(
-            "the payload is {} bytes; this tenant's payloads may be at most {limit}",
-            payload.len()
-        )));
-    }
+    ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
     let name = SignalName::new(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     state.runtime.signal(&tenant.id, &run_id(&id)?, &name, payload).await?;
     Ok(StatusCode::ACCEPTED)
