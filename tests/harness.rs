@@ -299,6 +299,22 @@ impl Server {
             .map_or(0.0, |value| value.parse().expect("a number"))
     }
 
+    /// Waits until metric `series` reaches `at_least`, for at most `timeout`.
+    pub fn await_metric(&self, series: &str, at_least: f64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let value = self.metric(series);
+            if value >= at_least {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{series} stayed at {value}, below {at_least}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// A request to `path` as `token`.
     pub fn request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::blocking::RequestBuilder {
         self.client

@@ -406,16 +406,8 @@ fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
         let body = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": format!("w-{i}")});
         server.post_json("/v1/runs", ACME, &body).expect(202);
     });
-    let evicted = r#"stepstone_runs_evicted{tenant="acme"}"#;
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    while server.metric(evicted) < RUNS as f64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {} runs evicted",
-            server.metric(evicted)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let patience = Duration::from_secs(300);
+    server.await_metric(r#"stepstone_runs_evicted{tenant="acme"}"#, RUNS as f64, patience);
     let rss = server.rss_bytes();
     eprintln!("RSS with {RUNS} runs waiting for a signal: {} MiB", rss >> 20);
     assert!(rss < 500 << 20, "{} MiB", rss >> 20);
@@ -426,14 +418,7 @@ fn ten_thousand_waiting_runs_stay_small_and_all_complete() {
             .expect(202);
     });
     let completed = r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"}"#;
-    while server.metric(completed) < RUNS as f64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {} runs completed",
-            server.metric(completed)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    server.await_metric(completed, RUNS as f64, patience);
     for i in [0, 4_321, RUNS - 1] {
         assert_eq!(wait(&server, ACME, &format!("w-{i}"))["output"], json!(i));
     }
@@ -481,11 +466,7 @@ fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
     let slow = json!({"step": "slow", "input": {"ms": 1_500}});
     start(&server, ACME, "limits", "call-limited", slow, "graceful");
     let running = r#"stepstone_step_attempts_running{tenant="acme"}"#;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server.metric(running) < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "the step never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.await_metric(running, 1.0, Duration::from_secs(30));
 
     let server = server.restart_after("TERM");
     let journal = server.get("/v1/runs/graceful/journal", ACME).expect(200);

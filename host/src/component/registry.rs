@@ -66,6 +66,11 @@ impl Components {
     /// Stores a validated component in the tenant's store, content-addressed.
     /// Storing the same bytes again changes nothing.
     pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>) -> Result<(), ComponentError> {
+        // Known here means already in this tenant's store: every submit of a
+        // run would otherwise repeat the put.
+        if lock(&self.loaded).contains_key(&(store.tenant().clone(), loaded.digest.clone())) {
+            return Ok(());
+        }
         match store.create(&component_key(&loaded.digest), loaded.bytes.clone()).await {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
