@@ -371,3 +371,35 @@ impl Reply {
         self.body
     }
 }
+
+/// One line of `docs/RELIABILITY.md`: a fault a suite tried, how many times,
+/// what happened, and how many recorded results were lost (should be 0).
+///
+/// Suites call [`record_reliability`] after their assertions pass, so a
+/// result on file is a result the suite checked; `make reliability` turns the
+/// files into the report.
+#[derive(serde::Serialize)]
+pub struct ReliabilityResult<'a> {
+    /// The suite (test file), e.g. "crash".
+    pub suite: &'a str,
+    /// The fault tried, e.g. "SIGKILL after journal write 12".
+    pub fault: &'a str,
+    /// How many times it was tried.
+    pub trials: u64,
+    /// What the host did, e.g. "run completed with the uninterrupted output".
+    pub outcome: &'a str,
+    /// Recorded results lost (journal entries, step outputs, signals).
+    pub lost: u64,
+}
+
+/// Files `result` under `target/reliability/` for the report.
+pub fn record_reliability(result: &ReliabilityResult<'_>) {
+    let dir = root().join("target/reliability");
+    std::fs::create_dir_all(&dir).expect("target/reliability can be created");
+    let slug: String = format!("{}-{}", result.suite, result.fault)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    let json = serde_json::to_string_pretty(result).expect("a result serialises");
+    std::fs::write(dir.join(format!("{slug}.json")), json).expect("the result is written");
+}
