@@ -7,7 +7,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo test bench clean check-host-toolchain
+.PHONY: all host demo test reliability bench clean check-host-toolchain
 
 all: host guests
 
@@ -37,8 +37,19 @@ demo: host guests
 	@echo "== replayed against that journal"
 	@STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) replay demo-order
 
+# The reliability suites file their results in target/reliability/ as they
+# pass (`make fuzz` in target/fuzz-results/); docs/RELIABILITY.md is rebuilt
+# from this run's results and the last fuzz run's.
+RELIABILITY_RESULTS := target/reliability
+FUZZ_RESULTS := target/fuzz-results
+
 test: host guests guest-sdk-test
+	@rm -rf $(RELIABILITY_RESULTS)
 	$(CARGO) test --workspace
+	@$(MAKE) --no-print-directory reliability
+
+reliability:
+	python3 tests/reliability_report.py docs/RELIABILITY.md $(RELIABILITY_RESULTS) $(FUZZ_RESULTS)
 
 bench:
 	@echo "make bench: the benchmark suite is not written yet (its own issue)" >&2; exit 1
