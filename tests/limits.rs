@@ -55,6 +55,42 @@ fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
 }
 
 #[test]
+fn time_a_workflow_waits_for_its_step_does_not_count_against_its_own_budget() {
+    let host = Host::new();
+    let wasm = guest("limits");
+    let input = json!({"step": "slow", "input": {"ms": 1_000}, "options": {"timeout_ms": 60_000}}).to_string();
+    let seen = host
+        .run(&[
+            "--workflow-timeout",
+            "200ms",
+            "run",
+            arg(&wasm),
+            "call-limited",
+            "--input",
+            &input,
+        ])
+        .success()
+        .json_line();
+    assert!(
+        seen["output"].is_u64(),
+        "the one-second step returned to its workflow: {seen}"
+    );
+
+    let spun = host
+        .run(&[
+            "--workflow-timeout",
+            "200ms",
+            "run",
+            arg(&wasm),
+            "spin-workflow",
+            "--run-id",
+            "spin",
+        ])
+        .failure();
+    assert!(spun.contains("between two durable calls"), "{spun}");
+}
+
+#[test]
 fn a_step_output_over_the_limit_is_refused() {
     let host = Host::new();
     let wasm = guest("limits");

@@ -34,6 +34,9 @@ pub struct Cli {
     /// The tenant token for --server.
     #[arg(long, global = true, env = "STEPSTONE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// How long workflow code may run between two durable calls.
+    #[arg(long, global = true, env = "STEPSTONE_WORKFLOW_TIMEOUT", value_parser = humantime::parse_duration)]
+    workflow_timeout: Option<Duration>,
     /// Durable calls one run may journal.
     #[arg(long, global = true, env = "STEPSTONE_MAX_JOURNAL_ENTRIES", default_value_t = RunLimits::default().max_journal_entries)]
     max_journal_entries: u64,
@@ -184,6 +187,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         // polled only as a backstop.
         config.wait.eviction_threshold = SERVE_EVICT_AFTER;
         config.wait.signal_poll_interval = SERVE_POLL;
+    }
+    if let Some(timeout) = cli.workflow_timeout {
+        config.workflow.activation_timeout = timeout;
     }
     if let Some(evict_after) = cli.evict_after {
         config.wait.eviction_threshold = evict_after;

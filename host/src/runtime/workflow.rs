@@ -150,12 +150,16 @@ impl WorkflowProgram {
     }
 
     /// A sandboxed store for `state`. A call hook renews fuel and deadline
-    /// each time the guest resumes after a journaled call.
+    /// each time the guest resumes after a journaled call: on the way back
+    /// from the host, or earlier, when the host calls the guest's allocator
+    /// to hand it the call's result (time spent waiting for a step must not
+    /// count against the guest's own budget).
     pub fn store(&self, state: WorkflowState) -> wasmtime::Result<Store<WorkflowState>> {
         let fuel = state.limits.activation_fuel;
         let mut store = new_store(self.pre.engine(), state, fuel)?;
         store.call_hook(move |mut cx, hook| {
-            if matches!(hook, CallHook::ReturningFromHost) && cx.data().activation_ended {
+            let resuming = matches!(hook, CallHook::ReturningFromHost | CallHook::CallingWasm);
+            if resuming && cx.data().activation_ended {
                 let data = cx.data_mut();
                 data.activation_ended = false;
                 data.deadline = Instant::now() + data.limits.activation_timeout;
