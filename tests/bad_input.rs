@@ -89,3 +89,18 @@ fn every_error_is_one_line() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
 }
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_command_quietly() {
+    let host = Host::new();
+    let mut child = host
+        .command(&["list", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("stepstone starts");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("stepstone ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

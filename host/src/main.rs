@@ -9,6 +9,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    quit_quietly_on_a_closed_pipe();
     let args = cli::Cli::parse();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("stepstone=info")))
@@ -34,5 +35,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `stepstone history RUN | head` ends like `cat` would, without an error:
+/// Rust ignores SIGPIPE, which turns a closed stdout into a panic in
+/// `println!`. Sockets are unaffected: they write with `MSG_NOSIGNAL`.
+fn quit_quietly_on_a_closed_pipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists,
+    // and it only restores the default disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
