@@ -535,3 +535,53 @@ fn a_name_points_at_the_newest_upload_and_a_digest_pins_a_build() {
         .expect(200);
     assert_eq!(pinned["workflows"][0], "greet", "{pinned}");
 }
+
+/// A valid step component with `functions` extra functions, so that
+/// compiling it takes seconds: the WAT step padded with dead code.
+fn huge_component(server: &Server, functions: usize) -> Vec<u8> {
+    let wat = std::fs::read_to_string(stepstone_e2e::root().join("examples-guests/wat-step/step.wat")).unwrap();
+    let end = wat.trim_end().rfind(')').expect("the module's closing paren");
+    let padding: String = (0..functions)
+        .map(|k| {
+            format!(
+                "(func $pad{k} (param i32) (result i32) (local i32) \
+                 (local.set 1 (i32.mul (local.get 0) (i32.const {k}))) \
+                 (i32.add (i32.xor (local.get 1) (i32.const 7)) (i32.rotl (local.get 0) (local.get 1))))\n"
+            )
+        })
+        .collect();
+    let dir = server.host.data_dir();
+    std::fs::write(dir.join("huge.wat"), format!("{}{padding}{}", &wat[..end], &wat[end..])).unwrap();
+    let (wat, wasm) = (dir.join("huge.wat"), dir.join("huge.wasm"));
+    let args = ["componentize", stepstone_e2e::arg(&wat), "--world", "steps", "-o"];
+    server
+        .host
+        .run(&[&args[..], &[stepstone_e2e::arg(&wasm)]].concat())
+        .success();
+    std::fs::read(wasm).unwrap()
+}
+
+#[test]
+fn one_tenants_huge_upload_does_not_stall_another_tenants_runs() {
+    let server = Server::start(&default_tenants());
+    server.upload(GLOBEX, "hello");
+    let huge = huge_component(&server, 40_000);
+    let compiling = r#"stepstone_uploads_compiling{tenant="acme"}"#;
+    std::thread::scope(|scope| {
+        let upload = scope.spawn(|| server.post_bytes("/v1/components?name=huge", ACME, huge).expect(201));
+        server.await_metric(compiling, 1.0, Duration::from_secs(30));
+        for n in 0..5 {
+            let run = format!("while-acme-compiles-{n}");
+            start(&server, GLOBEX, "hello", "greet", json!({"name": n.to_string()}), &run);
+            let done = wait(&server, GLOBEX, &run);
+            assert_eq!(done["output"], json!({"greeting": format!("Hello, {n}!")}), "{done}");
+        }
+        assert_eq!(
+            server.metric(compiling),
+            1.0,
+            "globex's five runs finished while acme's upload was still compiling"
+        );
+        let stored = upload.join().expect("the upload thread");
+        assert_eq!(stored["steps"], json!(["wrap"]), "{stored}");
+    });
+}

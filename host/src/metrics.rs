@@ -1,6 +1,6 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
-//! durations, fuel burnt, replays and non-determinism errors.
+//! durations, fuel burnt, replays, non-determinism errors and uploads compiling.
 
 use std::time::Duration;
 
@@ -34,10 +34,18 @@ impl MetricConstructor<Histogram> for StepDurations {
     }
 }
 
-/// A step attempt counted as running.
-pub struct Running(Gauge);
+/// Work counted as in progress (a step attempt, an upload compiling) until
+/// dropped.
+pub struct InProgress(Gauge);
 
-impl Drop for Running {
+impl InProgress {
+    fn start(gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InProgress {
     fn drop(&mut self) {
         self.0.dec();
     }
@@ -50,6 +58,7 @@ pub struct Metrics {
     runs_active: Family<Tenant, Gauge>,
     runs_evicted: Family<Tenant, Gauge>,
     attempts_running: Family<Tenant, Gauge>,
+    uploads_compiling: Family<Tenant, Gauge>,
     step_attempts: Family<TenantOutcome, Counter>,
     step_seconds: Family<Tenant, Histogram, StepDurations>,
     fuel: Family<Tenant, Counter>,
@@ -65,6 +74,7 @@ impl Default for Metrics {
             runs_active: Family::default(),
             runs_evicted: Family::default(),
             attempts_running: Family::default(),
+            uploads_compiling: Family::default(),
             step_attempts: Family::default(),
             step_seconds: Family::new_with_constructor(StepDurations),
             fuel: Family::default(),
@@ -97,6 +107,11 @@ impl Default for Metrics {
             "step_attempts_running",
             "Step attempts running now",
             metrics.attempts_running.clone(),
+        );
+        registry.register(
+            "uploads_compiling",
+            "Uploaded components being validated and compiled now",
+            metrics.uploads_compiling.clone(),
         );
         registry.register("fuel_consumed", "Fuel burnt by step attempts", metrics.fuel.clone());
         registry.register("replays", "Executions that replayed a journal", metrics.replays.clone());
@@ -135,10 +150,13 @@ impl Metrics {
 
     /// Counts a step attempt as running until the guard is dropped (also
     /// when the attempt is abandoned midway).
-    pub fn attempt_running(&self, id: &TenantId) -> Running {
-        let gauge = self.attempts_running.get_or_create(&tenant(id)).clone();
-        gauge.inc();
-        Running(gauge)
+    pub fn attempt_running(&self, id: &TenantId) -> InProgress {
+        InProgress::start(&self.attempts_running.get_or_create(&tenant(id)))
+    }
+
+    /// Counts an upload as compiling until the guard is dropped.
+    pub fn upload_compiling(&self, id: &TenantId) -> InProgress {
+        InProgress::start(&self.uploads_compiling.get_or_create(&tenant(id)))
     }
 
     pub fn step_attempt(&self, id: &TenantId, how: &str, took: Duration, fuel: u64) {

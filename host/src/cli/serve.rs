@@ -1,7 +1,7 @@
 //! `stepstone serve` and `stepstone tenant`: the host as a shared server.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -85,7 +85,7 @@ async fn shutdown() {
 }
 
 /// `stepstone tenant add`: a new token for a tenant, printed once.
-pub fn add_tenant(id: &TenantId, config: &PathBuf) -> anyhow::Result<ExitCode> {
+pub fn add_tenant(id: &TenantId, config: &Path) -> anyhow::Result<ExitCode> {
     let mut tenants = Tenants::load(config)?;
     let token = tenants.add_token(id);
     tenants.save(config)?;

@@ -5,9 +5,14 @@
 //! version, target, and every setting that changes code), so a cached file is
 //! only ever loaded by an engine that could have written it. The cache lives
 //! on local disk only: native code is never loaded from shared storage.
+//!
+//! Compiling an upload runs on background-priority threads of its own, so a
+//! huge upload takes only the CPU that runs leave idle, and never queues in
+//! front of a compilation a run is waiting for.
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
+use std::sync::Arc;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -15,9 +20,20 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The on-disk cache, or none (then every load compiles).
+/// Who waits for a compilation, which decides the threads it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Urgency {
+    /// A run needs the code now: tokio's blocking threads and rayon's pool.
+    Run,
+    /// A new upload: the background-priority compile threads.
+    Upload,
+}
+
+/// The on-disk cache, or none (then every load compiles), and the threads
+/// that compile uploads.
 pub struct CodeCache {
     dir: Option<Dir>,
+    uploads: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl CodeCache {
@@ -26,7 +42,10 @@ impl CodeCache {
     pub fn open(dir: &Path) -> Self {
         let opened = std::fs::create_dir_all(dir).and_then(|()| Dir::open_ambient_dir(dir, ambient_authority()));
         match opened {
-            Ok(dir) => Self { dir: Some(dir) },
+            Ok(dir) => Self {
+                dir: Some(dir),
+                ..Self::disabled()
+            },
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), "compiled-code cache disabled: {e}");
                 Self::disabled()
@@ -35,12 +54,21 @@ impl CodeCache {
     }
 
     pub fn disabled() -> Self {
-        Self { dir: None }
+        Self {
+            dir: None,
+            uploads: upload_compile_threads(),
+        }
     }
 
     /// The compiled component, from the cache or freshly compiled (and then
-    /// cached). Compilation runs on a blocking thread.
-    pub async fn load_or_compile(&self, engine: &Engine, digest: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+    /// cached). Compilation runs off the async threads, where `urgency` says.
+    pub async fn load_or_compile(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        bytes: &[u8],
+        urgency: Urgency,
+    ) -> wasmtime::Result<Component> {
         let file = format!("{digest}-{}.cwasm", fingerprint(engine));
         let started = std::time::Instant::now();
         if let Some(component) = self.cached(engine, &file) {
@@ -48,9 +76,15 @@ impl CodeCache {
             return Ok(component);
         }
         let (engine, owned) = (engine.clone(), bytes.to_vec());
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
-            .await
-            .map_err(wasmtime::Error::msg)??;
+        let threads = self.uploads.clone().filter(|_| urgency == Urgency::Upload);
+        let component = tokio::task::spawn_blocking(move || match threads {
+            // wasmtime compiles functions in parallel on the rayon pool it is
+            // called from.
+            Some(threads) => threads.install(|| Component::new(&engine, owned)),
+            None => Component::new(&engine, owned),
+        })
+        .await
+        .map_err(wasmtime::Error::msg)??;
         tracing::debug!(%digest, elapsed = ?started.elapsed(), "component compiled");
         self.store(&file, &component);
         Ok(component)
@@ -82,6 +116,27 @@ impl CodeCache {
         });
         if let Err(e) = written {
             tracing::warn!(file, "cannot cache compiled code: {e}");
+        }
+    }
+}
+
+/// One compile thread per core, each lowered to background priority (nice
+/// 10). Without them (the pool cannot start) uploads compile like runs do.
+fn upload_compile_threads() -> Option<Arc<rayon::ThreadPool>> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .thread_name(|n| format!("stepstone-upload-compile-{n}"))
+        .start_handler(|_| {
+            // On Linux a nice value is per thread: only these threads yield.
+            if let Err(e) = rustix::process::nice(10) {
+                tracing::debug!("upload compile thread keeps normal priority: {e}");
+            }
+        })
+        .build();
+    match pool {
+        Ok(pool) => Some(Arc::new(pool)),
+        Err(e) => {
+            tracing::warn!("uploads compile on the shared threads: {e}");
+            None
         }
     }
 }

@@ -10,6 +10,7 @@ use tokio::sync::OnceCell;
 use wasmparser::{Parser, Payload};
 use wasmtime::component::Component;
 
+use super::cache::Urgency;
 use super::{CodeCache, ComponentError};
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
@@ -59,8 +60,14 @@ impl Components {
     }
 
     /// Validates `bytes` (read from `what`, for messages), storing nothing.
+    /// Compiles every role a run of it will need, so no run waits for a
+    /// compilation (a run may share the CPU with other uploads' compiles).
     pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
-        Ok(Arc::new(self.check(what, bytes).await?))
+        let loaded = self.check(what, bytes, Urgency::Upload).await?;
+        if !loaded.manifest.steps.is_empty() {
+            self.step_program(&loaded, Urgency::Upload).await?;
+        }
+        Ok(Arc::new(loaded))
     }
 
     /// Stores a validated component in the tenant's store, content-addressed.
@@ -119,7 +126,7 @@ impl Components {
             .ok_or_else(|| ComponentError::Unknown {
                 digest: digest.to_owned(),
             })?;
-        let loaded = Arc::new(self.check(digest, bytes).await?);
+        let loaded = Arc::new(self.check(digest, bytes, Urgency::Run).await?);
         self.remember(store.tenant(), loaded.clone());
         Ok(loaded)
     }
@@ -128,14 +135,18 @@ impl Components {
     pub async fn workflow(&self, loaded: &Loaded) -> Result<Component, ComponentError> {
         let compiled = loaded
             .workflow
-            .get_or_try_init(|| self.compile(Role::Workflow, &loaded.digest, &loaded.bytes));
+            .get_or_try_init(|| self.compile(Role::Workflow, &loaded.digest, &loaded.bytes, Urgency::Run));
         compiled.await.cloned()
     }
 
     /// The component's steps, linked and ready to instantiate.
     pub async fn steps(&self, loaded: &Loaded) -> Result<Arc<StepProgram>, ComponentError> {
+        self.step_program(loaded, Urgency::Run).await
+    }
+
+    async fn step_program(&self, loaded: &Loaded, urgency: Urgency) -> Result<Arc<StepProgram>, ComponentError> {
         let program = loaded.step.get_or_try_init(|| async {
-            let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes).await?;
+            let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes, urgency).await?;
             StepProgram::new(self.engines.get(Role::Step), &component)
                 .map(Arc::new)
                 .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
@@ -147,14 +158,20 @@ impl Components {
         lock(&self.loaded).insert((tenant.clone(), loaded.digest.clone()), loaded);
     }
 
-    async fn compile(&self, role: Role, digest: &str, bytes: &[u8]) -> Result<Component, ComponentError> {
+    async fn compile(
+        &self,
+        role: Role,
+        digest: &str,
+        bytes: &[u8],
+        urgency: Urgency,
+    ) -> Result<Component, ComponentError> {
         self.cache
-            .load_or_compile(self.engines.get(role), digest, bytes)
+            .load_or_compile(self.engines.get(role), digest, bytes, urgency)
             .await
             .map_err(|e| compile_error(digest, role, &e))
     }
 
-    async fn check(&self, what: &str, bytes: Bytes) -> Result<Loaded, ComponentError> {
+    async fn check(&self, what: &str, bytes: Bytes, urgency: Urgency) -> Result<Loaded, ComponentError> {
         let exports = top_level_exports(what, &bytes)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         let exports_workflows = exports.contains(&contract::interface("workflow"));
@@ -168,7 +185,7 @@ impl Components {
             return Err(missing(&contract::interface("describe"), "steps"));
         }
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
-        let component = self.compile(role, &digest, &bytes).await?;
+        let component = self.compile(role, &digest, &bytes, urgency).await?;
         check_imports(&digest, &component, self.engines.get(role))?;
         let slot = self.engines.slot(role).await;
         let described = sandbox::describe(self.engines.get(role), &component).await;

@@ -56,7 +56,9 @@ impl Runtime {
         name: Option<&ComponentName>,
     ) -> Result<Arc<Loaded>, RunError> {
         let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
+        let compiling = self.host.metrics.upload_compiling(tenant);
         let loaded = self.validate(&what, bytes).await?;
+        drop(compiling);
         let store = self.host.storage.tenant(tenant);
         self.host.components.store(&store, &loaded).await?;
         if let Some(name) = name {

@@ -135,7 +135,7 @@ pub async fn run_attempt(
         program
             .step
             .load(&mut store, &instance)?
-            .call_run_step(&mut store, &name.to_owned(), &input.to_owned())
+            .call_run_step(&mut store, name, &input.to_owned())
             .await
     }
     .await;
