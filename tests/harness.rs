@@ -265,7 +265,7 @@ impl Server {
         if signal == "TERM" {
             assert!(exited.success(), "a SIGTERM'd server exits cleanly: {exited}");
         }
-        let host = std::mem::replace(&mut self.host, Host::new());
+        let host = std::mem::take(&mut self.host);
         let args: Vec<String> = std::mem::take(&mut self.args);
         Self::start_with(host, &args.iter().map(String::as_str).collect::<Vec<_>>())
     }
