@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, RunLimits};
 use stepstone::runtime::Runtime;
-use stepstone::store::{RunId, Storage, TenantId};
+use stepstone::store::{CrashPoint, RunId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -215,6 +215,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The host over the local file system store in `data_dir`.
 fn host(data_dir: &Path, config: HostConfig) -> anyhow::Result<Runtime> {
     let storage = Storage::local(&data_dir.join("objects"))?;
+    let storage = match CrashPoint::from_env()? {
+        Some(point) => storage.crashing_at(point),
+        None => storage,
+    };
     let cache = CodeCache::open(&data_dir.join("cache"));
     Ok(Runtime::new(config, storage, cache)?)
 }
