@@ -60,7 +60,8 @@ fn phase_args(phase: Phase, wasm: &Path) -> Vec<String> {
             "--detach-after",
             "2s",
         ]),
-        Phase::Signal => command(&["signal", RUN, "approve", APPROVAL]),
+        // With an id, so the user's resend after a crash stores it once.
+        Phase::Signal => command(&["signal", RUN, "approve", APPROVAL, "--id", "approval-1"]),
         Phase::Resume => command(&["resume", "--detach-after", "2s"]),
     }
 }
@@ -283,6 +284,12 @@ fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, wri
         (0..baseline.journal_len).collect::<Vec<_>>(),
         "{point}: gap or duplicate"
     );
+    let signals = objects(&host)
+        .0
+        .iter()
+        .filter(|path| path.to_string_lossy().contains("/signals/approve/"))
+        .count();
+    assert_eq!(signals, 1, "{point}: the approval was stored {signals} times");
     let after = journal_on_disk(&host);
     let lost = at_kill
         .iter()

@@ -23,8 +23,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use keys::{
-    ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key,
-    keys_of, runs_key,
+    ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
+    component_names_key, keys_of, runs_key,
 };
 pub use object_store::path::Path as StoreKey;
 
