@@ -9,7 +9,9 @@
 //! * complete with the output of an uninterrupted run;
 //! * have a journal of seqs 0..n, no gap, no duplicate, n as uninterrupted;
 //! * have left every entry that was on disk at the kill byte for byte;
-//! * not have run again any step whose entry was on disk at the kill.
+//! * hold the approval once, though the user may have sent it twice;
+//! * not have run again any step whose entry was on disk at the kill, nor
+//!   repeated an attempt whose failure was on disk.
 //!
 //! The kill points come from the host's `STEPSTONE_CRASH_AT` decorator
 //! (`host/src/store/crash_points.rs`).
@@ -106,9 +108,37 @@ fn journal_on_disk(host: &Host) -> BTreeMap<u64, Vec<u8>> {
     entries
 }
 
-/// Each step attempt the host logged: the seq of its call and what the step
-/// said it was (`step=NAME key=KEY`).
-fn executions(stderr: &str) -> Vec<(u64, String)> {
+/// The failed attempts on disk, by seq: how many of each step call.
+fn failed_attempts_on_disk(host: &Host) -> BTreeMap<u64, u32> {
+    let dir = host
+        .data_dir()
+        .join("objects/tenants/default/runs")
+        .join(RUN)
+        .join("attempts");
+    let mut failed = BTreeMap::new();
+    for seq_dir in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Some(seq) = seq_dir.file_name().to_str().and_then(|name| name.parse().ok()) else {
+            continue;
+        };
+        let attempts = std::fs::read_dir(seq_dir.path()).expect("an attempts folder is readable");
+        let numbers = attempts
+            .flatten()
+            .filter_map(|file| file.file_name().to_str()?.parse::<u32>().ok());
+        failed.insert(seq, numbers.max().unwrap_or(0));
+    }
+    failed
+}
+
+/// A step attempt as the host logged it.
+struct Execution {
+    seq: u64,
+    /// What the step said it was: `step=NAME key=KEY`.
+    call: String,
+    attempt: u32,
+}
+
+/// Each step attempt the host logged.
+fn executions(stderr: &str) -> Vec<Execution> {
     stderr
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -117,8 +147,13 @@ fn executions(stderr: &str) -> Vec<(u64, String)> {
             let seq = log["span"]["seq"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("a step execution outside an attempt span: {log}"));
-            let (call, _attempt) = message.rsplit_once(" attempt=").expect("the batch steps' format");
-            Some((seq, call.to_owned()))
+            let (call, attempt) = message.rsplit_once(" attempt=").expect("the batch steps' format");
+            let attempt = attempt.parse().expect("an attempt number");
+            Some(Execution {
+                seq,
+                call: call.to_owned(),
+                attempt,
+            })
         })
         .collect()
 }
@@ -154,7 +189,7 @@ fn baseline(wasm: &Path) -> Baseline {
         .lines()
         .find_map(|line| line.strip_prefix(&format!("{RUN} completed ")))
         .unwrap_or_else(|| panic!("the uninterrupted run did not complete: {resumed}"));
-    let steps: BTreeMap<u64, String> = executions(&stderr).into_iter().collect();
+    let steps: BTreeMap<u64, String> = executions(&stderr).into_iter().map(|e| (e.seq, e.call)).collect();
     assert_eq!(steps.len(), 5, "fetch, three transforms and publish ran: {steps:?}");
     let journal_len = host.history(RUN).len() as u64;
     Baseline {
@@ -264,6 +299,7 @@ fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, wri
     let killed = kill(&host, wasm, phase, mode, write);
     let point = format!("{phase:?} {mode}:{write} at {}", killed.key);
     let at_kill = journal_on_disk(&host);
+    let failed_at_kill = failed_attempts_on_disk(&host);
     if mode == "during" {
         let staged = objects(&host).1;
         assert!(
@@ -296,7 +332,7 @@ fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, wri
         .filter(|(seq, bytes)| after.get(seq) != Some(bytes))
         .count();
     assert_eq!(lost, 0, "{point}: entries on disk at the kill were changed or lost");
-    for (seq, call) in executions(&stderr) {
+    for Execution { seq, call, attempt } in executions(&stderr) {
         assert_eq!(
             baseline.steps.get(&seq),
             Some(&call),
@@ -305,6 +341,11 @@ fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, wri
         assert!(
             !at_kill.contains_key(&seq),
             "{point}: {call} (seq {seq}) ran again although its entry was written"
+        );
+        let failed = failed_at_kill.get(&seq).copied().unwrap_or(0);
+        assert!(
+            attempt > failed,
+            "{point}: {call} made attempt {attempt} again, after {failed} failed attempts were stored"
         );
     }
     killed
@@ -350,12 +391,20 @@ fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
     }
     for mode in MODES {
         let trials = kills.iter().filter(|k| k.mode == mode).count() as u64;
-        let fault = format!("SIGKILL {mode} a store write (each write of run, signal and resume)");
+        let fault = match mode {
+            "before" => "SIGKILL before a store write (a step finished, its entry unwritten)",
+            "during" => "SIGKILL during a store write (half written, unpublished)",
+            _ => "SIGKILL after a store write (stored, unacknowledged)",
+        };
+        let outcome = format!(
+            "at each of the {total} writes of run, signal and resume: the run completed with the uninterrupted \
+             output, a journal 0..n without gap or duplicate, no journaled step run again"
+        );
         record_reliability(&ReliabilityResult {
             suite: "crash",
-            fault: &fault,
+            fault,
             trials,
-            outcome: "run completed with the uninterrupted output; journal 0..n, no gap or duplicate; no journaled step ran again",
+            outcome: &outcome,
             lost: 0,
         });
     }
