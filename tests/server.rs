@@ -79,12 +79,30 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
     assert_eq!(listed, json!([{"name": "order", "digest": info["digest"]}]));
 
     start(&server, ACME, "order", "place-order", order("h-1", 200), "h-1");
-    server
-        .post_bytes("/v1/runs/h-1/signals/approve", ACME, br#"{"approved":true}"#.to_vec())
-        .expect(202);
+    // Sent twice with one signal id (a client retrying): stored once.
+    let approve = |query: &str| {
+        server
+            .post_bytes(
+                &format!("/v1/runs/h-1/signals/approve{query}"),
+                ACME,
+                br#"{"approved":true}"#.to_vec(),
+            )
+            .status
+    };
+    assert_eq!([approve("?signal_id=ok-1"), approve("?signal_id=ok-1")], [202, 202]);
     let finished = wait(&server, ACME, "h-1");
     assert_eq!(finished["state"], "completed", "{finished}");
     assert_eq!(finished["output"]["tracking"], "trk-h-1");
+    assert_eq!(
+        [approve("?signal_id=ok-1"), approve("")],
+        [202, 409],
+        "a resend of a stored signal succeeds after the run ended; a new one does not"
+    );
+    let signals = server.host.stored_objects();
+    let signals = signals
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/signals/approve/"));
+    assert_eq!(signals.count(), 1, "the approval was stored once");
 
     let journal = server.get("/v1/runs/h-1/journal", ACME).expect(200);
     let kinds: Vec<&str> = journal

@@ -182,3 +182,19 @@ async fn compiled_code_is_cached_on_disk_and_reused() {
         "the cached file was rewritten"
     );
 }
+
+/// A submission killed half-way through writing its run record leaves a run
+/// folder holding only the store's staging file (`run#1`): that is no run,
+/// and listing or recovering runs passes over it instead of failing.
+#[tokio::test]
+async fn a_run_folder_without_its_record_is_no_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    let runtime = runtime(Storage::local(&objects).unwrap()).await;
+    let half = objects.join("tenants/default/runs/half");
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::write(half.join("run#1"), b"STP").unwrap();
+    let tenant = TenantId::default_tenant();
+    assert_eq!(runtime.unfinished(&tenant).await.unwrap(), []);
+    assert!(runtime.list(&tenant).await.unwrap().is_empty());
+}

@@ -16,7 +16,7 @@ use super::error::{ApiError, ErrorBody};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{ReplayReport, RunStatus, Submission};
-use crate::store::{RunId, SignalName};
+use crate::store::{RunId, SignalId, SignalName};
 
 /// Longest a `wait` may hold a request.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -207,22 +207,34 @@ pub async fn journal(
     Ok(Json(entries.into_iter().map(JournalEntry::from).collect()))
 }
 
+#[derive(Deserialize, IntoParams)]
+pub struct SignalParams {
+    /// An idempotency key: sending again with the same id stores the signal once.
+    signal_id: Option<String>,
+}
+
 /// Send a signal (the body is its JSON payload); buffered until the run waits for it.
 #[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}",
-    params(("id" = String, Path), ("name" = String, Path)),
+    params(("id" = String, Path), ("name" = String, Path), SignalParams),
     request_body(content = Object, content_type = "application/json"),
     responses((status = 202), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn signal(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Path((id, name)): Path<(String, String)>,
+    Query(params): Query<SignalParams>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let payload =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
     ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
     let name = SignalName::new(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    state.runtime.signal(&tenant.id, &run_id(&id)?, &name, payload).await?;
+    let signal_id = params.signal_id.as_deref().map(SignalId::new).transpose();
+    let signal_id = signal_id.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    state
+        .runtime
+        .signal_with_id(&tenant.id, &run_id(&id)?, &name, payload, signal_id.as_ref())
+        .await?;
     Ok(StatusCode::ACCEPTED)
 }
 

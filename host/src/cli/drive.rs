@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{Progress, Runtime, Submission};
-use stepstone::store::{ComponentName, RunId, SignalName, TenantId};
+use stepstone::store::{ComponentName, RunId, SignalId, SignalName, TenantId};
 
 use super::read_file;
 
@@ -155,10 +155,16 @@ pub async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn signal(runtime: &Runtime, run: &RunId, name: &str, payload: &str) -> anyhow::Result<ExitCode> {
+pub async fn signal(
+    runtime: &Runtime,
+    run: &RunId,
+    name: &str,
+    payload: &str,
+    id: Option<&SignalId>,
+) -> anyhow::Result<ExitCode> {
     let name = SignalName::new(name)?;
     runtime
-        .signal(&TenantId::default_tenant(), run, &name, payload)
+        .signal_with_id(&TenantId::default_tenant(), run, &name, payload, id)
         .await
         .with_context(|| format!("cannot signal run {run}"))?;
     Ok(ExitCode::SUCCESS)

@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, RunLimits};
 use stepstone::runtime::Runtime;
-use stepstone::store::{RunId, Storage, TenantId};
+use stepstone::store::{CrashPoint, RunId, SignalId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -104,6 +104,9 @@ enum Command {
         name: String,
         /// The payload, as JSON.
         payload: String,
+        /// An idempotency key: sending again with the same id stores the signal once.
+        #[arg(long)]
+        id: Option<SignalId>,
     },
     /// Cancel a run: its running step attempt is interrupted and the run ends `cancelled`.
     Cancel {
@@ -201,7 +204,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { listen, config } => serve::serve(host()?, &listen, config.as_deref()).await,
         Command::Run(args) => drive::run(&host()?, args).await,
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
-        Command::Signal { run, name, payload } => drive::signal(&host()?, &run, &name, &payload).await,
+        Command::Signal { run, name, payload, id } => drive::signal(&host()?, &run, &name, &payload, id.as_ref()).await,
         Command::Upload { component, name } => drive::upload(&host()?, &component, name.as_deref()).await,
         Command::Start {
             component,
@@ -221,6 +224,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The host over the local file system store in `data_dir`.
 fn host(data_dir: &Path, config: HostConfig) -> anyhow::Result<Runtime> {
     let storage = Storage::local(&data_dir.join("objects"))?;
+    let storage = match CrashPoint::from_env()? {
+        Some(point) => storage.crashing_at(point),
+        None => storage,
+    };
     let cache = CodeCache::open(&data_dir.join("cache"));
     Ok(Runtime::new(config, storage, cache)?)
 }

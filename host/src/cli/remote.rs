@@ -41,8 +41,8 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             Ok(super::inspect::exit_code(status["state"].as_str().unwrap_or_default()))
         }
         Command::History { run, .. } => print(&remote.history(run.as_str()).await?),
-        Command::Signal { run, name, payload } => remote
-            .signal(run.as_str(), &name, &payload)
+        Command::Signal { run, name, payload, id } => remote
+            .signal(run.as_str(), &name, &payload, id.as_ref().map(|id| id.as_str()))
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Cancel { run, reason } => remote.cancel(run.as_str(), &reason).await.map(|()| ExitCode::SUCCESS),
@@ -155,8 +155,12 @@ impl Remote {
             .await
     }
 
-    pub async fn signal(&self, run: &str, name: &str, payload: &str) -> anyhow::Result<()> {
+    pub async fn signal(&self, run: &str, name: &str, payload: &str, id: Option<&str>) -> anyhow::Result<()> {
         let request = self.request(Method::POST, &format!("/v1/runs/{run}/signals/{name}"));
+        let request = match id {
+            Some(id) => request.query(&[("signal_id", id)]),
+            None => request,
+        };
         self.send(
             request
                 .header("content-type", "application/json")

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::records::{AttemptRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::{JournalError, decode, encode};
-use crate::store::{RunId, SignalName, StoreError, StoreKey, TenantStore, keys_of};
+use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of};
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
@@ -199,9 +199,25 @@ impl RunRecords {
     }
 
     /// Stores a signal for the run; it waits there until the run takes it.
-    pub async fn send_signal(&self, name: &SignalName, signal: &SignalRecord) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms), signal)
+    pub async fn send_signal(
+        &self,
+        name: &SignalName,
+        signal: &SignalRecord,
+        id: Option<&SignalId>,
+    ) -> Result<(), JournalError> {
+        self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms, id), signal)
             .await
+    }
+
+    /// Whether a signal called `name` was stored with the sender's `id`.
+    pub async fn signal_stored(&self, name: &SignalName, id: &SignalId) -> Result<bool, JournalError> {
+        let keys = self.store.list(&keys_of(&self.run).signals(name)).await?;
+        // Keys are `{sent-at}-{id}`, and sent-at is digits only.
+        Ok(keys.iter().any(|key| {
+            key.filename()
+                .and_then(|file| file.split_once('-'))
+                .is_some_and(|(_, stored)| stored == id.as_str())
+        }))
     }
 }
 
@@ -274,6 +290,24 @@ mod tests {
         assert_eq!(run.finish(&first).await?, first);
         let second = Outcome::Completed { output: "2".into() };
         assert_eq!(run.finish(&second).await?, first);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_signal_sent_with_an_id_is_found_by_that_id_only() -> TestResult {
+        let run = records();
+        let name = SignalName::new("go")?;
+        let id = SignalId::new("x-once")?;
+        assert!(!run.signal_stored(&name, &id).await?);
+        let signal = SignalRecord {
+            payload: "1".into(),
+            sent_at_ms: 5,
+        };
+        run.send_signal(&name, &signal, Some(&id)).await?;
+        assert!(run.signal_stored(&name, &id).await?);
+        for other in ["once", "x"] {
+            assert!(!run.signal_stored(&name, &SignalId::new(other)?).await?, "{other}");
+        }
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use super::clock::now_ms;
 use super::{RunError, Runtime};
 use crate::journal::{CancelRecord, Recorded, SignalRecord};
 use crate::shared_map::lock;
-use crate::store::{RunId, SignalName, TenantId};
+use crate::store::{RunId, SignalId, SignalName, TenantId};
 
 type RunKey = (TenantId, RunId);
 
@@ -104,10 +104,29 @@ impl Runtime {
         name: &SignalName,
         payload: &str,
     ) -> Result<(), RunError> {
+        self.signal_with_id(tenant, run, name, payload, None).await
+    }
+
+    /// Like [`signal`](Self::signal); with the sender's `id`, sending again
+    /// (say, after a crash hid whether the first send was stored) is a no-op
+    /// once the signal is stored, even if the run has taken it and finished.
+    pub async fn signal_with_id(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        name: &SignalName,
+        payload: &str,
+        id: Option<&SignalId>,
+    ) -> Result<(), RunError> {
         self.check_json("signal payload", payload)?;
         let records = self.records(tenant, run);
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if let Some(id) = id
+            && records.signal_stored(name, id).await?
+        {
+            return Ok(());
         }
         if records.outcome().await?.is_some() {
             return Err(RunError::Finished { run: run.clone() });
@@ -123,7 +142,7 @@ impl Runtime {
             payload: payload.to_owned(),
             sent_at_ms: now_ms(),
         };
-        records.send_signal(name, &signal).await?;
+        records.send_signal(name, &signal, id).await?;
         self.host.controls.ring(tenant, run);
         Ok(())
     }

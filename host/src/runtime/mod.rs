@@ -335,13 +335,18 @@ impl Runtime {
     pub async fn unfinished(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
         let mut open = Vec::new();
         for run in self.run_ids(tenant).await? {
-            if self.records(tenant, &run).outcome().await?.is_none() {
+            let records = self.records(tenant, &run);
+            // Only an unfinished run is checked for its record: see `run_ids`.
+            if records.outcome().await?.is_none() && records.run().await?.is_some() {
                 open.push(run);
             }
         }
         Ok(open)
     }
 
+    /// The ids of every run folder, including one whose run record was never
+    /// written (its submission crashed mid-write, leaving only the store's
+    /// staging file): that one is no run, and callers skip it.
     async fn run_ids(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
         let names = self.host.storage.tenant(tenant).children(&runs_key()).await?;
         Ok(names.iter().filter_map(|name| RunId::new(name).ok()).collect())

@@ -139,7 +139,11 @@ impl Runtime {
     pub async fn list(&self, tenant: &TenantId) -> Result<Vec<RunStatus>, RunError> {
         let mut statuses = Vec::new();
         for run in self.run_ids(tenant).await? {
-            statuses.push(self.status(tenant, &run).await?);
+            match self.status(tenant, &run).await {
+                Ok(status) => statuses.push(status),
+                Err(RunError::UnknownRun { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         statuses.sort_by_key(|status| status.created_at_ms);
         Ok(statuses)

@@ -8,7 +8,7 @@
 //! runs/{run}/journal/{seq}                      one entry per durable call (create-only)
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
 //! runs/{run}/timers/{seq}                       deadline of a sleep or a signal wait
-//! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run
+//! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run (id: the sender's, or fresh)
 //! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! ```
@@ -107,6 +107,11 @@ name_type!(
     /// The name a signal is sent and awaited under.
     SignalName, "signal name", 128
 );
+name_type!(
+    /// A sender's idempotency key for one signal: sending again with the same
+    /// id (after a crash hid whether the first send was stored) stores it once.
+    SignalId, "signal id", 64
+);
 
 impl RunId {
     /// A fresh id, sortable by creation time.
@@ -192,9 +197,10 @@ impl RunKeys<'_> {
         self.key(&["signals", name.as_str()])
     }
 
-    /// A new signal's key: sorts after every signal sent before it.
-    pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64) -> Key {
-        let id = uuid::Uuid::now_v7().simple().to_string();
+    /// A new signal's key, `{sent-at}-{id}`: sorts after every signal sent
+    /// before it. Without the sender's `id`, a fresh one.
+    pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64, id: Option<&SignalId>) -> Key {
+        let id = id.map_or_else(|| uuid::Uuid::now_v7().simple().to_string(), |id| id.to_string());
         self.key(&["signals", name.as_str(), &format!("{sent_at_ms:016}-{id}")])
     }
 }

@@ -7,6 +7,7 @@
 //! second writer fails instead of replacing what the first wrote; only
 //! pointers (a component name) are overwritten.
 
+mod crash_points;
 mod keys;
 
 use std::path::Path;
@@ -20,9 +21,10 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
+pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use keys::{
-    ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key,
-    keys_of, runs_key,
+    ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
+    component_names_key, keys_of, runs_key,
 };
 pub use object_store::path::Path as StoreKey;
 
