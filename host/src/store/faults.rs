@@ -1,0 +1,480 @@
+//! Storage faults on purpose: an [`ObjectStore`] decorator, in the style of
+//! object_store's `ThrottledStore`, that fails a share of the calls made
+//! through it and slows every one down, to prove the host survives a flaky
+//! store.
+//!
+//! Invariants: which calls fail is decided by a generator seeded from the
+//! config, so a single-threaded sequence of calls fails the same way every
+//! time; an injected failure is always `Error::Generic` and says it was
+//! injected; a failed write may still have landed (its reply was "lost"),
+//! as with a real remote store; every call and every injected failure is
+//! counted.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, Result,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::shared_map::lock;
+
+/// Which calls may fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultScope {
+    #[default]
+    All,
+    /// Gets and listings only.
+    Reads,
+    /// Puts, copies and deletes only.
+    Writes,
+}
+
+/// How faulty the store is: `errors=0.1,latency=2ms,seed=7,on=writes`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultConfig {
+    /// The share of calls in scope that fail, from 0 to 1.
+    pub error_rate: f64,
+    /// Added to every call, failed or not.
+    pub latency: Duration,
+    /// Seeds the generator that picks the failing calls.
+    pub seed: u64,
+    pub scope: FaultScope,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        Self {
+            error_rate: 0.0,
+            latency: Duration::ZERO,
+            seed: 0,
+            scope: FaultScope::All,
+        }
+    }
+}
+
+/// A fault config that could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "invalid storage fault setting `{setting}`: {reason} (expected e.g. `errors=0.1,latency=2ms,seed=7,on=writes`)"
+)]
+pub struct FaultConfigError {
+    setting: String,
+    reason: String,
+}
+
+impl FromStr for FaultConfig {
+    type Err = FaultConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut config = Self::default();
+        for setting in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let refused = |reason: &str| FaultConfigError {
+                setting: setting.to_owned(),
+                reason: reason.to_owned(),
+            };
+            let (name, value) = setting.split_once('=').ok_or_else(|| refused("not NAME=VALUE"))?;
+            match name.trim() {
+                "errors" => {
+                    config.error_rate = value
+                        .parse()
+                        .ok()
+                        .filter(|rate| (0.0..=1.0).contains(rate))
+                        .ok_or_else(|| refused("the error rate must be a number from 0 to 1"))?
+                }
+                "latency" => {
+                    config.latency = humantime::parse_duration(value)
+                        .map_err(|e| refused(&format!("the latency must be a duration like 2ms: {e}")))?
+                }
+                "seed" => config.seed = value.parse().map_err(|_| refused("the seed must be a whole number"))?,
+                "on" => {
+                    config.scope = match value {
+                        "all" => FaultScope::All,
+                        "reads" => FaultScope::Reads,
+                        "writes" => FaultScope::Writes,
+                        _ => return Err(refused("`on` must be all, reads or writes")),
+                    }
+                }
+                _ => return Err(refused("unknown setting; known: errors, latency, seed, on")),
+            }
+        }
+        Ok(config)
+    }
+}
+
+impl fmt::Display for FaultConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scope = match self.scope {
+            FaultScope::All => "all",
+            FaultScope::Reads => "reads",
+            FaultScope::Writes => "writes",
+        };
+        write!(
+            f,
+            "errors={},latency={},seed={},on={scope}",
+            self.error_rate,
+            humantime::format_duration(self.latency),
+            self.seed
+        )
+    }
+}
+
+/// What went through a [`FaultyStore`]: read at any time, from any thread.
+#[derive(Debug, Default)]
+pub struct FaultCounts {
+    operations: AtomicU64,
+    injected: AtomicU64,
+}
+
+impl FaultCounts {
+    /// Calls made through the store.
+    pub fn operations(&self) -> u64 {
+        self.operations.load(Ordering::Relaxed)
+    }
+
+    /// Calls the store failed on purpose.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+}
+
+/// A failure the store made up.
+#[derive(Debug, thiserror::Error)]
+#[error("injected fault: {operation} {key} failed{}", if *.landed { " after the write landed (its reply was lost)" } else { "" })]
+pub struct InjectedFault {
+    operation: &'static str,
+    key: String,
+    /// The write was carried out before the failure was reported.
+    landed: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+/// When an injected write failure strikes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Strike {
+    /// Before the call reaches the store: nothing happened.
+    Before,
+    /// After the write landed: only its reply is lost.
+    After,
+}
+
+/// An [`ObjectStore`] that fails and slows down calls as its [`FaultConfig`] says.
+#[derive(Debug)]
+pub struct FaultyStore<T> {
+    inner: T,
+    config: FaultConfig,
+    rng: Arc<Mutex<StdRng>>,
+    counts: Arc<FaultCounts>,
+}
+
+impl<T: ObjectStore> FaultyStore<T> {
+    pub fn new(inner: T, config: FaultConfig) -> Self {
+        Self {
+            inner,
+            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(config.seed))),
+            config,
+            counts: Arc::default(),
+        }
+    }
+
+    pub fn config(&self) -> FaultConfig {
+        self.config
+    }
+
+    /// The counters of this store, to read after it was moved behind an `Arc<dyn ObjectStore>`.
+    pub fn counts(&self) -> Arc<FaultCounts> {
+        self.counts.clone()
+    }
+
+    /// Counts one call, waits the latency, and decides whether it fails.
+    async fn call(&self, access: Access) -> Option<Strike> {
+        let strike = decide(&self.config, &self.rng, &self.counts, access);
+        pause(self.config.latency).await;
+        strike
+    }
+}
+
+/// Counts one call and decides whether and when it fails.
+fn decide(config: &FaultConfig, rng: &Mutex<StdRng>, counts: &FaultCounts, access: Access) -> Option<Strike> {
+    counts.operations.fetch_add(1, Ordering::Relaxed);
+    let in_scope = match config.scope {
+        FaultScope::All => true,
+        FaultScope::Reads => access == Access::Read,
+        FaultScope::Writes => access == Access::Write,
+    };
+    let mut rng = lock(rng);
+    if !in_scope || !rng.random_bool(config.error_rate) {
+        return None;
+    }
+    counts.injected.fetch_add(1, Ordering::Relaxed);
+    // Half the failed writes land first, like a remote store whose reply is lost.
+    Some(match access {
+        Access::Write if rng.random_bool(0.5) => Strike::After,
+        _ => Strike::Before,
+    })
+}
+
+async fn pause(latency: Duration) {
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+}
+
+fn injected(operation: &'static str, key: &Path, landed: bool) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "FaultyStore",
+        source: Box::new(InjectedFault {
+            operation,
+            key: key.to_string(),
+            landed,
+        }),
+    }
+}
+
+/// Carries out a write unless it fails before; a write that fails after is carried out first.
+async fn write<R>(
+    strike: Option<Strike>,
+    operation: &'static str,
+    key: &Path,
+    write: impl Future<Output = Result<R>>,
+) -> Result<R> {
+    match strike {
+        None => write.await,
+        Some(Strike::Before) => Err(injected(operation, key, false)),
+        Some(Strike::After) => {
+            write.await?;
+            Err(injected(operation, key, true))
+        }
+    }
+}
+
+impl<T: ObjectStore> fmt::Display for FaultyStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultyStore({}, {})", self.inner, self.config)
+    }
+}
+
+#[async_trait]
+impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        let strike = self.call(Access::Write).await;
+        write(strike, "put", location, self.inner.put_opts(location, payload, opts)).await
+    }
+
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        match self.call(Access::Write).await {
+            Some(_) => Err(injected("multipart put", location, false)),
+            None => self.inner.put_multipart_opts(location, opts).await,
+        }
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        match self.call(Access::Read).await {
+            Some(_) => Err(injected("get", location, false)),
+            None => self.inner.get_opts(location, options).await,
+        }
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        let (config, rng, counts) = (self.config, self.rng.clone(), self.counts.clone());
+        // Each location is one call; a failed one reaches the store as an error, so it is not deleted.
+        let checked = locations.then(move |location| {
+            let strike = decide(&config, &rng, &counts, Access::Write);
+            pause(config.latency).map(move |()| match (location, strike) {
+                (Ok(location), Some(_)) => Err(injected("delete", &location, false)),
+                (location, _) => location,
+            })
+        });
+        self.inner.delete_stream(checked.boxed())
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let listing = self.inner.list(prefix);
+        let prefix = prefix.cloned().unwrap_or_default();
+        let (config, rng, counts) = (self.config, self.rng.clone(), self.counts.clone());
+        futures::stream::once(async move {
+            let strike = decide(&config, &rng, &counts, Access::Read);
+            pause(config.latency).await;
+            match strike {
+                Some(_) => futures::stream::once(async move { Err(injected("list", &prefix, false)) }).boxed(),
+                None => listing,
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        match self.call(Access::Read).await {
+            Some(_) => Err(injected("list", &prefix.cloned().unwrap_or_default(), false)),
+            None => self.inner.list_with_delimiter(prefix).await,
+        }
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let strike = self.call(Access::Write).await;
+        write(strike, "copy to", to, self.inner.copy_opts(from, to, options)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use futures::TryStreamExt;
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, PutMode};
+
+    use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn faulty(config: &str) -> FaultyStore<InMemory> {
+        FaultyStore::new(InMemory::new(), config.parse().expect("a valid config"))
+    }
+
+    #[test]
+    fn a_config_reads_every_setting_and_prints_back_the_same() {
+        let config: FaultConfig = "errors=0.25, latency=2ms,seed=7,on=writes".parse().unwrap();
+        assert_eq!(
+            config,
+            FaultConfig {
+                error_rate: 0.25,
+                latency: Duration::from_millis(2),
+                seed: 7,
+                scope: FaultScope::Writes,
+            }
+        );
+        assert_eq!(config.to_string().parse::<FaultConfig>().unwrap(), config);
+        assert_eq!("".parse::<FaultConfig>().unwrap(), FaultConfig::default());
+    }
+
+    #[test]
+    fn a_bad_config_names_the_setting_and_what_is_expected() {
+        for (text, says) in [
+            ("errors=1.5", "from 0 to 1"),
+            ("errors=often", "from 0 to 1"),
+            ("latency=fast", "duration like 2ms"),
+            ("seed=-1", "whole number"),
+            ("on=deletes", "all, reads or writes"),
+            ("errors", "NAME=VALUE"),
+            ("jitter=1", "unknown setting"),
+        ] {
+            let error = text.parse::<FaultConfig>().unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("`{text}`")) && error.contains(says),
+                "{text}: {error}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn about_the_configured_share_of_calls_fail_and_each_says_it_was_injected() -> TestResult {
+        let store = faulty("errors=0.1,seed=7");
+        let counts = store.counts();
+        let mut failed = 0;
+        for i in 0..2000 {
+            match store
+                .put(&Path::from(format!("k/{i}")), PutPayload::from_static(b"x"))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(
+                        e.to_string().contains(&format!("injected fault: put k/{i} failed")),
+                        "{e}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        assert_eq!((counts.operations(), counts.injected()), (2000, failed));
+        assert!(
+            (150..=250).contains(&failed),
+            "{failed} of 2000 failed at a rate of 0.1"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_same_seed_fails_the_same_calls() {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let store = faulty("errors=0.3,seed=42");
+            let mut pattern = Vec::new();
+            for i in 0..100 {
+                pattern.push(matches!(
+                    store.get(&Path::from(format!("k/{i}"))).await,
+                    Err(object_store::Error::Generic { .. })
+                ));
+            }
+            runs.push(pattern);
+        }
+        assert_eq!(runs[0], runs[1]);
+        assert!(runs[0].contains(&true) && runs[0].contains(&false));
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_may_have_landed_and_reads_are_left_alone_when_only_writes_fail() -> TestResult {
+        let store = faulty("errors=1,on=writes,seed=3");
+        let mut landed = 0;
+        for i in 0..40 {
+            let key = Path::from(format!("k/{i}"));
+            let options = PutOptions::from(PutMode::Create);
+            let error = store
+                .put_opts(&key, PutPayload::from_static(b"v"), options)
+                .await
+                .unwrap_err();
+            match store.get(&key).await {
+                Ok(read) => {
+                    assert!(error.to_string().contains("reply was lost"), "{error}");
+                    assert_eq!(read.bytes().await?, Bytes::from_static(b"v"));
+                    landed += 1;
+                }
+                Err(object_store::Error::NotFound { .. }) => assert!(!error.to_string().contains("landed")),
+                Err(other) => panic!("a read failed while only writes may: {other}"),
+            }
+        }
+        assert!((5..=35).contains(&landed), "{landed} of 40 failed writes landed");
+        let listed: Vec<_> = store.list(None).try_collect().await?;
+        assert_eq!(listed.len(), landed);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn listings_fail_too() {
+        let store = faulty("errors=1,on=reads");
+        let listed: Result<Vec<_>> = store.list(Some(&Path::from("runs"))).try_collect().await;
+        assert!(listed.unwrap_err().to_string().contains("injected fault: list runs"));
+        assert!(store.list_with_delimiter(None).await.is_err());
+        assert_eq!(store.counts().injected(), 2);
+    }
+
+    #[tokio::test]
+    async fn every_call_waits_the_latency() -> TestResult {
+        let store = faulty("latency=40ms");
+        let started = std::time::Instant::now();
+        store.put(&Path::from("k"), PutPayload::from_static(b"v")).await?;
+        store.get(&Path::from("k")).await?;
+        assert!(
+            started.elapsed() >= Duration::from_millis(80),
+            "{:?}",
+            started.elapsed()
+        );
+        Ok(())
+    }
+}
