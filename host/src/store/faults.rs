@@ -40,7 +40,7 @@ pub enum FaultScope {
     Writes,
 }
 
-/// How faulty the store is: `errors=0.1,latency=2ms,seed=7,on=writes`.
+/// How faulty the store is: `errors=0.1,latency=2ms,seed=7,on=writes,landed=0.5`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FaultConfig {
     /// The share of calls in scope that fail, from 0 to 1.
@@ -50,6 +50,9 @@ pub struct FaultConfig {
     /// Seeds the generator that picks the failing calls.
     pub seed: u64,
     pub scope: FaultScope,
+    /// The share of failed writes that landed before failing (their reply
+    /// was lost), from 0 to 1: 0 for a store that is down.
+    pub landed: f64,
 }
 
 impl Default for FaultConfig {
@@ -59,6 +62,7 @@ impl Default for FaultConfig {
             latency: Duration::ZERO,
             seed: 0,
             scope: FaultScope::All,
+            landed: 0.5,
         }
     }
 }
@@ -66,7 +70,7 @@ impl Default for FaultConfig {
 /// A fault config that could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
-    "invalid storage fault setting `{setting}`: {reason} (expected e.g. `errors=0.1,latency=2ms,seed=7,on=writes`)"
+    "invalid storage fault setting `{setting}`: {reason} (expected e.g. `errors=0.1,latency=2ms,seed=7,on=writes,landed=0.5`)"
 )]
 pub struct FaultConfigError {
     setting: String,
@@ -86,11 +90,12 @@ impl FromStr for FaultConfig {
             let (name, value) = setting.split_once('=').ok_or_else(|| refused("not NAME=VALUE"))?;
             match name.trim() {
                 "errors" => {
-                    config.error_rate = value
-                        .parse()
-                        .ok()
-                        .filter(|rate| (0.0..=1.0).contains(rate))
-                        .ok_or_else(|| refused("the error rate must be a number from 0 to 1"))?
+                    config.error_rate =
+                        share(value).ok_or_else(|| refused("the error rate must be a number from 0 to 1"))?
+                }
+                "landed" => {
+                    config.landed =
+                        share(value).ok_or_else(|| refused("the landed share must be a number from 0 to 1"))?
                 }
                 "latency" => {
                     config.latency = humantime::parse_duration(value)
@@ -105,11 +110,16 @@ impl FromStr for FaultConfig {
                         _ => return Err(refused("`on` must be all, reads or writes")),
                     }
                 }
-                _ => return Err(refused("unknown setting; known: errors, latency, seed, on")),
+                _ => return Err(refused("unknown setting; known: errors, latency, seed, on, landed")),
             }
         }
         Ok(config)
     }
+}
+
+/// A number from 0 to 1.
+fn share(value: &str) -> Option<f64> {
+    value.parse().ok().filter(|share| (0.0..=1.0).contains(share))
 }
 
 impl fmt::Display for FaultConfig {
@@ -121,10 +131,11 @@ impl fmt::Display for FaultConfig {
         };
         write!(
             f,
-            "errors={},latency={},seed={},on={scope}",
+            "errors={},latency={},seed={},on={scope},landed={}",
             self.error_rate,
             humantime::format_duration(self.latency),
-            self.seed
+            self.seed,
+            self.landed
         )
     }
 }
@@ -222,9 +233,9 @@ fn decide(config: &FaultConfig, rng: &Mutex<StdRng>, counts: &FaultCounts, acces
         return None;
     }
     counts.injected.fetch_add(1, Ordering::Relaxed);
-    // Half the failed writes land first, like a remote store whose reply is lost.
+    // Some failed writes land first, like a remote store whose reply is lost.
     Some(match access {
-        Access::Write if rng.random_bool(0.5) => Strike::After,
+        Access::Write if rng.random_bool(config.landed) => Strike::After,
         _ => Strike::Before,
     })
 }
@@ -349,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_config_reads_every_setting_and_prints_back_the_same() {
-        let config: FaultConfig = "errors=0.25, latency=2ms,seed=7,on=writes".parse().unwrap();
+        let config: FaultConfig = "errors=0.25, latency=2ms,seed=7,on=writes,landed=0".parse().unwrap();
         assert_eq!(
             config,
             FaultConfig {
@@ -357,6 +368,7 @@ mod tests {
                 latency: Duration::from_millis(2),
                 seed: 7,
                 scope: FaultScope::Writes,
+                landed: 0.0,
             }
         );
         assert_eq!(config.to_string().parse::<FaultConfig>().unwrap(), config);
@@ -368,6 +380,7 @@ mod tests {
         for (text, says) in [
             ("errors=1.5", "from 0 to 1"),
             ("errors=often", "from 0 to 1"),
+            ("landed=2", "from 0 to 1"),
             ("latency=fast", "duration like 2ms"),
             ("seed=-1", "whole number"),
             ("on=deletes", "all, reads or writes"),

@@ -45,11 +45,12 @@ pub enum StoreError {
     #[error("{key} was already written by another writer")]
     AlreadyExists { key: String },
     /// The store could not be reached or failed, and kept failing.
-    #[error("storage failed at {key} after {attempts} attempt(s): {source}")]
+    #[error("storage failed at {key} after {attempts} attempt(s): {cause}")]
     Unavailable {
         key: String,
         attempts: u32,
-        source: object_store::Error,
+        /// The last failure; part of the message, so not a `source` to print twice.
+        cause: object_store::Error,
     },
     /// The data directory could not be opened.
     #[error("cannot open the data directory {path}: {reason}")]
@@ -62,7 +63,7 @@ impl StoreError {
         match source {
             object_store::Error::NotFound { .. } => Self::NotFound { key },
             object_store::Error::AlreadyExists { .. } => Self::AlreadyExists { key },
-            source => Self::Unavailable { key, attempts, source },
+            cause => Self::Unavailable { key, attempts, cause },
         }
     }
 }
@@ -370,7 +371,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_store_that_keeps_failing_is_reported_with_the_key_and_the_attempts() -> TestResult {
-        let (storage, counts) = Storage::in_memory().with_faults("errors=1".parse()?);
+        let (storage, counts) = Storage::in_memory().with_faults("errors=1,landed=0".parse()?);
         let store = storage.with_retries(quick_retries(3)).tenant(&tenant("t"));
         let error = store.get(&Key::from("runs/r/run")).await.unwrap_err();
         assert!(matches!(error, StoreError::Unavailable { attempts: 3, .. }), "{error}");
