@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::memory::InMemory;
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::HostConfig;
 use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, CallKind, Outcome, Recorded, RunRecords};
 use stepstone::runtime::{Progress, ReplayReport, Runtime, Submission};
-use stepstone::store::{RunId, Storage, TenantId};
+use stepstone::store::{FaultCounts, FaultyStore, RunId, Storage, TenantId};
 
 fn guest(name: &str) -> Bytes {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -29,7 +30,16 @@ fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
     vec![
         ("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()),
         ("local-fs", local, dir),
+        ("in-memory failing 10%", flaky().0, tempfile::tempdir().unwrap()),
     ]
+}
+
+/// A store that fails one call in ten (half of the failed writes landing
+/// anyway), which the host's retries must hide.
+fn flaky() -> (Storage, Arc<FaultCounts>) {
+    let store = FaultyStore::new(InMemory::new(), "errors=0.1,seed=5".parse().unwrap());
+    let counts = store.counts();
+    (Storage::new(Arc::new(store)), counts)
 }
 
 async fn runtime(storage: Storage) -> Runtime {
@@ -153,6 +163,32 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
             "{backend}: attempt 1 ran again"
         );
     }
+}
+
+#[tokio::test]
+async fn runs_complete_although_the_store_fails_calls() {
+    let tenant = TenantId::default_tenant();
+    let (storage, counts) = flaky();
+    let runtime = runtime(storage).await;
+    let fanout = load(&runtime, "fanout").await;
+    for i in 0..5 {
+        let submission = Submission::new(fanout.clone(), "fan-out", &format!(r#"{{"items":[{i},2,3]}}"#));
+        let run = runtime.submit(&tenant, submission).await.unwrap();
+        let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
+        let Progress::Finished(Outcome::Completed { output }) = progress else {
+            panic!("{progress:?}")
+        };
+        assert_eq!(output, format!(r#"{{"squares":[{},4,9],"sum":{}}}"#, i * i, i * i + 13));
+        let seqs: Vec<u64> = runtime
+            .history(&tenant, &run)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
+    }
+    assert!(counts.injected() > 0, "{} calls, none failed", counts.operations());
 }
 
 #[tokio::test]
