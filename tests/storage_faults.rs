@@ -4,7 +4,7 @@
 //! losing it.
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Run, arg, guest, order_input, record_reliability};
+use stepstone_e2e::{Host, ReliabilityResult, Run, Server, arg, guest, order_input, record_reliability};
 
 #[test]
 fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
@@ -256,4 +256,23 @@ fn a_store_refusing_every_write_stops_the_run_intact_and_resume_finishes_it() {
         outcome: "the run stopped naming the key and 8 attempts, stayed unfinished, and `resume` completed it once writes worked",
         lost: 0,
     });
+}
+
+#[test]
+fn a_server_whose_store_takes_no_write_answers_503_naming_the_key() {
+    let server = Server::start_with(Host::new(), &["--faults", "errors=1,on=writes,landed=0"]);
+    let log = server.log();
+    let token = log
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sst_"))
+        .expect("the token is printed");
+    assert!(log.contains("storage fault injection is ON"), "{log}");
+    let bytes = std::fs::read(guest("hello")).expect("the guest is built");
+    let refused = server.post_bytes("/v1/components?name=hello", token, bytes).expect(503);
+    let error = refused["error"].as_str().expect("an error message");
+    assert!(
+        error.starts_with("storage failed at components/") && error.contains("after 8 attempt(s)"),
+        "{error}"
+    );
 }
