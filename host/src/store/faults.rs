@@ -232,7 +232,6 @@ fn decide(config: &FaultConfig, rng: &Mutex<StdRng>, counts: &FaultCounts, acces
     if !in_scope || !rng.random_bool(config.error_rate) {
         return None;
     }
-    counts.injected.fetch_add(1, Ordering::Relaxed);
     // Some failed writes land first, like a remote store whose reply is lost.
     Some(match access {
         Access::Write if rng.random_bool(config.landed) => Strike::After,
@@ -246,7 +245,9 @@ async fn pause(latency: Duration) {
     }
 }
 
-fn injected(operation: &'static str, key: &Path, landed: bool) -> object_store::Error {
+/// The failure to report, counted as injected.
+fn injected(counts: &FaultCounts, operation: &'static str, key: &Path, landed: bool) -> object_store::Error {
+    counts.injected.fetch_add(1, Ordering::Relaxed);
     object_store::Error::Generic {
         store: "FaultyStore",
         source: Box::new(InjectedFault {
@@ -257,8 +258,10 @@ fn injected(operation: &'static str, key: &Path, landed: bool) -> object_store::
     }
 }
 
-/// Carries out a write unless it fails before; a write that fails after is carried out first.
+/// Carries out a write unless it fails before; a write that fails after is
+/// carried out first, and a real error of the write wins over the injected one.
 async fn write<R>(
+    counts: &FaultCounts,
     strike: Option<Strike>,
     operation: &'static str,
     key: &Path,
@@ -266,10 +269,10 @@ async fn write<R>(
 ) -> Result<R> {
     match strike {
         None => write.await,
-        Some(Strike::Before) => Err(injected(operation, key, false)),
+        Some(Strike::Before) => Err(injected(counts, operation, key, false)),
         Some(Strike::After) => {
             write.await?;
-            Err(injected(operation, key, true))
+            Err(injected(counts, operation, key, true))
         }
     }
 }
@@ -284,19 +287,26 @@ impl<T: ObjectStore> fmt::Display for FaultyStore<T> {
 impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         let strike = self.call(Access::Write).await;
-        write(strike, "put", location, self.inner.put_opts(location, payload, opts)).await
+        write(
+            &self.counts,
+            strike,
+            "put",
+            location,
+            self.inner.put_opts(location, payload, opts),
+        )
+        .await
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
         match self.call(Access::Write).await {
-            Some(_) => Err(injected("multipart put", location, false)),
+            Some(_) => Err(injected(&self.counts, "multipart put", location, false)),
             None => self.inner.put_multipart_opts(location, opts).await,
         }
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         match self.call(Access::Read).await {
-            Some(_) => Err(injected("get", location, false)),
+            Some(_) => Err(injected(&self.counts, "get", location, false)),
             None => self.inner.get_opts(location, options).await,
         }
     }
@@ -306,8 +316,9 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
         // Each location is one call; a failed one reaches the store as an error, so it is not deleted.
         let checked = locations.then(move |location| {
             let strike = decide(&config, &rng, &counts, Access::Write);
+            let counts = counts.clone();
             pause(config.latency).map(move |()| match (location, strike) {
-                (Ok(location), Some(_)) => Err(injected("delete", &location, false)),
+                (Ok(location), Some(_)) => Err(injected(&counts, "delete", &location, false)),
                 (location, _) => location,
             })
         });
@@ -322,7 +333,7 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
             let strike = decide(&config, &rng, &counts, Access::Read);
             pause(config.latency).await;
             match strike {
-                Some(_) => futures::stream::once(async move { Err(injected("list", &prefix, false)) }).boxed(),
+                Some(_) => futures::stream::iter([Err(injected(&counts, "list", &prefix, false))]).boxed(),
                 None => listing,
             }
         })
@@ -332,14 +343,26 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         match self.call(Access::Read).await {
-            Some(_) => Err(injected("list", &prefix.cloned().unwrap_or_default(), false)),
+            Some(_) => Err(injected(
+                &self.counts,
+                "list",
+                &prefix.cloned().unwrap_or_default(),
+                false,
+            )),
             None => self.inner.list_with_delimiter(prefix).await,
         }
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         let strike = self.call(Access::Write).await;
-        write(strike, "copy to", to, self.inner.copy_opts(from, to, options)).await
+        write(
+            &self.counts,
+            strike,
+            "copy to",
+            to,
+            self.inner.copy_opts(from, to, options),
+        )
+        .await
     }
 }
 
@@ -466,6 +489,16 @@ mod tests {
         let listed: Vec<_> = store.list(None).try_collect().await?;
         assert_eq!(listed.len(), landed);
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_write_that_fails_for_real_reports_its_own_error_not_an_injected_one() {
+        let store = faulty("errors=1,on=writes,landed=1");
+        let key = Path::from("k");
+        let create = || store.put_opts(&key, PutPayload::from_static(b"v"), PutOptions::from(PutMode::Create));
+        assert!(create().await.unwrap_err().to_string().contains("reply was lost"));
+        assert!(matches!(create().await, Err(object_store::Error::AlreadyExists { .. })));
+        assert_eq!((store.counts().operations(), store.counts().injected()), (2, 1));
     }
 
     #[tokio::test]
