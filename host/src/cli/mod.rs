@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, RunLimits};
 use stepstone::runtime::Runtime;
-use stepstone::store::{FaultConfig, FaultCounts, RunId, Storage, TenantId};
+use stepstone::store::{FaultConfig, Faults, RunId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -223,7 +223,7 @@ struct DataDir {
     path: PathBuf,
     faults: Option<FaultConfig>,
     /// What the fault injector did, once a host was opened with one.
-    injected: std::sync::OnceLock<std::sync::Arc<FaultCounts>>,
+    injected: std::sync::OnceLock<std::sync::Arc<Faults>>,
 }
 
 impl DataDir {

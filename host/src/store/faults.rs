@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
@@ -140,14 +140,35 @@ impl fmt::Display for FaultConfig {
     }
 }
 
-/// What went through a [`FaultyStore`]: read at any time, from any thread.
-#[derive(Debug, Default)]
-pub struct FaultCounts {
+/// The faults of a [`FaultyStore`]: its config, which can be changed while
+/// it is in use (a store going down and recovering), and what it counted.
+/// Shared: read and set from any thread.
+#[derive(Debug)]
+pub struct Faults {
+    /// The config and the generator seeded from it, changed together.
+    state: Mutex<(FaultConfig, StdRng)>,
     operations: AtomicU64,
     injected: AtomicU64,
 }
 
-impl FaultCounts {
+impl Faults {
+    fn new(config: FaultConfig) -> Self {
+        Self {
+            state: Mutex::new((config, StdRng::seed_from_u64(config.seed))),
+            operations: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        }
+    }
+
+    pub fn config(&self) -> FaultConfig {
+        lock(&self.state).0
+    }
+
+    /// Fails calls from now on as `config` says (its seed restarts the generator).
+    pub fn set_config(&self, config: FaultConfig) {
+        *lock(&self.state) = (config, StdRng::seed_from_u64(config.seed));
+    }
+
     /// Calls made through the store.
     pub fn operations(&self) -> u64 {
         self.operations.load(Ordering::Relaxed)
@@ -156,6 +177,48 @@ impl FaultCounts {
     /// Calls the store failed on purpose.
     pub fn injected(&self) -> u64 {
         self.injected.load(Ordering::Relaxed)
+    }
+
+    /// Counts one call, waits the latency, and decides whether and when it fails.
+    async fn call(&self, access: Access) -> Option<Strike> {
+        let (strike, latency) = self.decide(access);
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        strike
+    }
+
+    fn decide(&self, access: Access) -> (Option<Strike>, Duration) {
+        self.operations.fetch_add(1, Ordering::Relaxed);
+        let mut state = lock(&self.state);
+        let (config, rng) = &mut *state;
+        let in_scope = match config.scope {
+            FaultScope::All => true,
+            FaultScope::Reads => access == Access::Read,
+            FaultScope::Writes => access == Access::Write,
+        };
+        if !in_scope || !rng.random_bool(config.error_rate) {
+            return (None, config.latency);
+        }
+        // Some failed writes land first, like a remote store whose reply is lost.
+        let strike = match access {
+            Access::Write if rng.random_bool(config.landed) => Strike::After,
+            _ => Strike::Before,
+        };
+        (Some(strike), config.latency)
+    }
+
+    /// The failure to report, counted as injected.
+    fn error(&self, operation: &'static str, key: &Path, landed: bool) -> object_store::Error {
+        self.injected.fetch_add(1, Ordering::Relaxed);
+        object_store::Error::Generic {
+            store: "FaultyStore",
+            source: Box::new(InjectedFault {
+                operation,
+                key: key.to_string(),
+                landed,
+            }),
+        }
     }
 }
 
@@ -184,143 +247,82 @@ enum Strike {
     After,
 }
 
-/// An [`ObjectStore`] that fails and slows down calls as its [`FaultConfig`] says.
+/// An [`ObjectStore`] that fails and slows down calls as its [`Faults`] say.
 #[derive(Debug)]
 pub struct FaultyStore<T> {
     inner: T,
-    config: FaultConfig,
-    rng: Arc<Mutex<StdRng>>,
-    counts: Arc<FaultCounts>,
+    faults: Arc<Faults>,
 }
 
 impl<T: ObjectStore> FaultyStore<T> {
     pub fn new(inner: T, config: FaultConfig) -> Self {
         Self {
             inner,
-            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(config.seed))),
-            config,
-            counts: Arc::default(),
+            faults: Arc::new(Faults::new(config)),
         }
     }
 
-    pub fn config(&self) -> FaultConfig {
-        self.config
+    /// Its faults, to count or change after it was moved behind an `Arc<dyn ObjectStore>`.
+    pub fn faults(&self) -> Arc<Faults> {
+        self.faults.clone()
     }
 
-    /// The counters of this store, to read after it was moved behind an `Arc<dyn ObjectStore>`.
-    pub fn counts(&self) -> Arc<FaultCounts> {
-        self.counts.clone()
+    /// Carries out a write unless it fails before; a write that fails after
+    /// is carried out first, and a real error of the write wins over the
+    /// injected one.
+    async fn write<R>(&self, operation: &'static str, key: &Path, write: impl Future<Output = Result<R>>) -> Result<R> {
+        match self.faults.call(Access::Write).await {
+            None => write.await,
+            Some(Strike::Before) => Err(self.faults.error(operation, key, false)),
+            Some(Strike::After) => {
+                write.await?;
+                Err(self.faults.error(operation, key, true))
+            }
+        }
     }
 
-    /// Counts one call, waits the latency, and decides whether it fails.
-    async fn call(&self, access: Access) -> Option<Strike> {
-        let strike = decide(&self.config, &self.rng, &self.counts, access);
-        pause(self.config.latency).await;
-        strike
-    }
-}
-
-/// Counts one call and decides whether and when it fails.
-fn decide(config: &FaultConfig, rng: &Mutex<StdRng>, counts: &FaultCounts, access: Access) -> Option<Strike> {
-    counts.operations.fetch_add(1, Ordering::Relaxed);
-    let in_scope = match config.scope {
-        FaultScope::All => true,
-        FaultScope::Reads => access == Access::Read,
-        FaultScope::Writes => access == Access::Write,
-    };
-    let mut rng = lock(rng);
-    if !in_scope || !rng.random_bool(config.error_rate) {
-        return None;
-    }
-    // Some failed writes land first, like a remote store whose reply is lost.
-    Some(match access {
-        Access::Write if rng.random_bool(config.landed) => Strike::After,
-        _ => Strike::Before,
-    })
-}
-
-async fn pause(latency: Duration) {
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-}
-
-/// The failure to report, counted as injected.
-fn injected(counts: &FaultCounts, operation: &'static str, key: &Path, landed: bool) -> object_store::Error {
-    counts.injected.fetch_add(1, Ordering::Relaxed);
-    object_store::Error::Generic {
-        store: "FaultyStore",
-        source: Box::new(InjectedFault {
-            operation,
-            key: key.to_string(),
-            landed,
-        }),
-    }
-}
-
-/// Carries out a write unless it fails before; a write that fails after is
-/// carried out first, and a real error of the write wins over the injected one.
-async fn write<R>(
-    counts: &FaultCounts,
-    strike: Option<Strike>,
-    operation: &'static str,
-    key: &Path,
-    write: impl Future<Output = Result<R>>,
-) -> Result<R> {
-    match strike {
-        None => write.await,
-        Some(Strike::Before) => Err(injected(counts, operation, key, false)),
-        Some(Strike::After) => {
-            write.await?;
-            Err(injected(counts, operation, key, true))
+    /// Carries out a read unless it fails.
+    async fn read<R>(&self, operation: &'static str, key: &Path, read: impl Future<Output = Result<R>>) -> Result<R> {
+        match self.faults.call(Access::Read).await {
+            None => read.await,
+            Some(_) => Err(self.faults.error(operation, key, false)),
         }
     }
 }
 
 impl<T: ObjectStore> fmt::Display for FaultyStore<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "FaultyStore({}, {})", self.inner, self.config)
+        write!(f, "FaultyStore({}, {})", self.inner, self.faults.config())
     }
 }
 
 #[async_trait]
 impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        let strike = self.call(Access::Write).await;
-        write(
-            &self.counts,
-            strike,
-            "put",
-            location,
-            self.inner.put_opts(location, payload, opts),
-        )
-        .await
+        let put = self.inner.put_opts(location, payload, opts);
+        self.write("put", location, put).await
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        match self.call(Access::Write).await {
-            Some(_) => Err(injected(&self.counts, "multipart put", location, false)),
-            None => self.inner.put_multipart_opts(location, opts).await,
-        }
+        let start = self.inner.put_multipart_opts(location, opts);
+        self.write("multipart put", location, start).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        match self.call(Access::Read).await {
-            Some(_) => Err(injected(&self.counts, "get", location, false)),
-            None => self.inner.get_opts(location, options).await,
-        }
+        self.read("get", location, self.inner.get_opts(location, options)).await
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        let (config, rng, counts) = (self.config, self.rng.clone(), self.counts.clone());
+        let faults = self.faults.clone();
         // Each location is one call; a failed one reaches the store as an error, so it is not deleted.
         let checked = locations.then(move |location| {
-            let strike = decide(&config, &rng, &counts, Access::Write);
-            let counts = counts.clone();
-            pause(config.latency).map(move |()| match (location, strike) {
-                (Ok(location), Some(_)) => Err(injected(&counts, "delete", &location, false)),
-                (location, _) => location,
-            })
+            let faults = faults.clone();
+            async move {
+                match (location, faults.call(Access::Write).await) {
+                    (Ok(location), Some(_)) => Err(faults.error("delete", &location, false)),
+                    (location, _) => location,
+                }
+            }
         });
         self.inner.delete_stream(checked.boxed())
     }
@@ -328,12 +330,10 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let listing = self.inner.list(prefix);
         let prefix = prefix.cloned().unwrap_or_default();
-        let (config, rng, counts) = (self.config, self.rng.clone(), self.counts.clone());
+        let faults = self.faults.clone();
         futures::stream::once(async move {
-            let strike = decide(&config, &rng, &counts, Access::Read);
-            pause(config.latency).await;
-            match strike {
-                Some(_) => futures::stream::iter([Err(injected(&counts, "list", &prefix, false))]).boxed(),
+            match faults.call(Access::Read).await {
+                Some(_) => futures::stream::iter([Err(faults.error("list", &prefix, false))]).boxed(),
                 None => listing,
             }
         })
@@ -342,27 +342,12 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        match self.call(Access::Read).await {
-            Some(_) => Err(injected(
-                &self.counts,
-                "list",
-                &prefix.cloned().unwrap_or_default(),
-                false,
-            )),
-            None => self.inner.list_with_delimiter(prefix).await,
-        }
+        let key = prefix.cloned().unwrap_or_default();
+        self.read("list", &key, self.inner.list_with_delimiter(prefix)).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        let strike = self.call(Access::Write).await;
-        write(
-            &self.counts,
-            strike,
-            "copy to",
-            to,
-            self.inner.copy_opts(from, to, options),
-        )
-        .await
+        self.write("copy to", to, self.inner.copy_opts(from, to, options)).await
     }
 }
 
@@ -421,7 +406,7 @@ mod tests {
     #[tokio::test]
     async fn about_the_configured_share_of_calls_fail_and_each_says_it_was_injected() -> TestResult {
         let store = faulty("errors=0.1,seed=7");
-        let counts = store.counts();
+        let counts = store.faults();
         let mut failed = 0;
         for i in 0..2000 {
             match store
@@ -498,7 +483,7 @@ mod tests {
         let create = || store.put_opts(&key, PutPayload::from_static(b"v"), PutOptions::from(PutMode::Create));
         assert!(create().await.unwrap_err().to_string().contains("reply was lost"));
         assert!(matches!(create().await, Err(object_store::Error::AlreadyExists { .. })));
-        assert_eq!((store.counts().operations(), store.counts().injected()), (2, 1));
+        assert_eq!((store.faults().operations(), store.faults().injected()), (2, 1));
     }
 
     #[tokio::test]
@@ -507,7 +492,7 @@ mod tests {
         let listed: Result<Vec<_>> = store.list(Some(&Path::from("runs"))).try_collect().await;
         assert!(listed.unwrap_err().to_string().contains("injected fault: list runs"));
         assert!(store.list_with_delimiter(None).await.is_err());
-        assert_eq!(store.counts().injected(), 2);
+        assert_eq!(store.faults().injected(), 2);
     }
 
     #[tokio::test]

@@ -28,7 +28,7 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-pub use faults::{FaultConfig, FaultConfigError, FaultCounts, FaultScope, FaultyStore, InjectedFault};
+pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, InvalidName, RunId, SignalName, TenantId, component_key, component_name_key, component_names_key,
     keys_of, runs_key,
@@ -146,11 +146,11 @@ impl Storage {
         Self { retries, ..self }
     }
 
-    /// The same storage seen through a [`FaultyStore`], with the counters of
-    /// the calls it fails.
-    pub fn with_faults(self, config: FaultConfig) -> (Self, Arc<FaultCounts>) {
+    /// The same storage seen through a [`FaultyStore`], with its faults to
+    /// count and change.
+    pub fn with_faults(self, config: FaultConfig) -> (Self, Arc<Faults>) {
         let faulty = FaultyStore::new(self.root, config);
-        let counts = faulty.counts();
+        let counts = faulty.faults();
         let storage = Self {
             root: Arc::new(faulty),
             ..self
