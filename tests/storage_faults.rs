@@ -103,8 +103,9 @@ impl<'a> Flaky<'a> {
     }
 }
 
-/// The steps of `order-N` (reserve, charge that fails once, sleep, approval
-/// signal, ship) and a fan-out, run by `runner`: their outputs and journals.
+/// Order sagas `order-N` (reserve, a charge that fails once, a sleep, an
+/// approval signal, ship) and a fan-out, each command run by `runner`: their
+/// outputs by run, once every journal was checked for gaps and duplicates.
 fn order_and_fanout_runs(host: &Host, mut runner: impl FnMut(&[&str]) -> Run, orders: usize) -> Vec<(String, Value)> {
     let order = guest("order");
     runner(&["upload", arg(&order), "--name", "order"]).success();
