@@ -1,8 +1,10 @@
-//! Faults in what the store holds: a corrupt record is reported as corrupt,
-//! naming its key, and other runs go on.
+//! Faults in the store: a corrupt record is reported as corrupt, naming its
+//! key, and other runs go on; a store that fails calls (`STEPSTONE_FAULTS`)
+//! is retried through, and one that keeps failing stops a run without
+//! losing it.
 
-use serde_json::json;
-use stepstone_e2e::{Host, arg, guest, order_input};
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, ReliabilityResult, Run, Server, arg, guest, order_input, record_reliability};
 
 #[test]
 fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
@@ -50,4 +52,228 @@ fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
     );
     let damaged = host.run(&["history", "damaged"]).failure();
     assert!(damaged.contains("checksum mismatch"), "{damaged}");
+}
+
+/// A host whose every command sees the store fail as `faults` says (see
+/// `STEPSTONE_FAULTS`), and what the injector and the retries reported.
+struct Flaky<'a> {
+    host: &'a Host,
+    /// The fault config, with `{seed}` replaced by a new seed per command.
+    faults: &'a str,
+    commands: u64,
+    injected: u64,
+    retries: u64,
+}
+
+impl<'a> Flaky<'a> {
+    fn new(host: &'a Host, faults: &'a str) -> Self {
+        Self {
+            host,
+            faults,
+            commands: 0,
+            injected: 0,
+            retries: 0,
+        }
+    }
+
+    /// Runs `stepstone ARGS` under faults and tallies what its log says.
+    fn run(&mut self, args: &[&str]) -> Run {
+        self.commands += 1;
+        let faults = self.faults.replace("{seed}", &self.commands.to_string());
+        let output = self
+            .host
+            .command(args)
+            .env("STEPSTONE_FAULTS", faults)
+            .output()
+            .expect("stepstone starts");
+        let run = Run(output);
+        let stderr = run.stderr();
+        let summary = stderr
+            .lines()
+            .find(|l| l.contains("storage faults injected"))
+            .unwrap_or_else(|| panic!("no fault summary at exit: {stderr}"));
+        let injected: u64 = summary
+            .split("injected=")
+            .nth(1)
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in {summary:?}"));
+        self.injected += injected;
+        self.retries += stderr.matches("storage call failed; retrying").count() as u64;
+        run
+    }
+}
+
+/// Order sagas `order-N` (reserve, a charge that fails once, a sleep, an
+/// approval signal, ship) and a fan-out, each command run by `runner`: their
+/// outputs by run, once every journal was checked for gaps and duplicates.
+fn order_and_fanout_runs(host: &Host, mut runner: impl FnMut(&[&str]) -> Run, orders: usize) -> Vec<(String, Value)> {
+    let order = guest("order");
+    runner(&["upload", arg(&order), "--name", "order"]).success();
+    let ids: Vec<String> = (0..orders).map(|i| format!("order-{i}")).collect();
+    for id in &ids {
+        let input = order_input(id, 200, json!({})).to_string();
+        runner(&["start", "order", "place-order", "--run-id", id, "--input", &input]).success();
+        runner(&["signal", id, "approve", r#"{"approved":true}"#]).success();
+    }
+    let resumed = runner(&["resume"]).success().stdout();
+    let mut outputs: Vec<(String, Value)> = ids
+        .iter()
+        .map(|id| {
+            let line = resumed
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{id} completed ")))
+                .unwrap_or_else(|| panic!("{id} did not complete: {resumed}"));
+            (id.clone(), serde_json::from_str(line).expect("JSON output"))
+        })
+        .collect();
+    let fanout = guest("fanout");
+    let args = [
+        "run",
+        arg(&fanout),
+        "fan-out",
+        "--input",
+        r#"{"items":[1,2,3,4,5,6]}"#,
+        "--run-id",
+        "fan",
+    ];
+    outputs.push(("fan".into(), runner(&args).success().json_line()));
+    for (run, _) in &outputs {
+        let seqs: Vec<u64> = host.history(run).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert_eq!(
+            seqs,
+            (0..seqs.len() as u64).collect::<Vec<_>>(),
+            "{run}: a gap or a duplicate seq"
+        );
+    }
+    outputs
+}
+
+/// What a journal entry says, less what differs between two hosts (times,
+/// the stored signal's key).
+fn shape(entry: &Value) -> Value {
+    let mut recorded = entry["recorded"].clone();
+    if let Some(signal) = recorded.get_mut("Signal").and_then(Value::as_object_mut) {
+        signal.remove("key");
+    }
+    json!([entry["seq"], entry["call"], entry["attempts"], recorded])
+}
+
+#[test]
+fn runs_end_as_without_faults_while_a_tenth_of_store_calls_fail() {
+    const ORDERS: usize = 6;
+    let calm = Host::new();
+    let expected = order_and_fanout_runs(&calm, |args| calm.run(args), ORDERS);
+
+    let host = Host::new();
+    let mut flaky = Flaky::new(&host, "errors=0.1,latency=1ms,seed={seed}");
+    let outputs = order_and_fanout_runs(&host, |args| flaky.run(args), ORDERS);
+    assert_eq!(outputs, expected);
+    let mut lost = 0;
+    for (run, _) in &expected {
+        let want: Vec<Value> = calm.history(run).iter().map(shape).collect();
+        let got: Vec<Value> = host.history(run).iter().map(shape).collect();
+        lost += want.iter().filter(|entry| !got.contains(entry)).count() as u64;
+        assert_eq!(got, want, "{run}: the journal differs from the fault-free one");
+    }
+    assert!(flaky.injected >= 10, "only {} faults injected", flaky.injected);
+    // Every injected fault was retried (none exhausted the retries).
+    assert_eq!(flaky.retries, flaky.injected);
+    eprintln!(
+        "{} runs, {} commands: {} faults injected, {} retries",
+        expected.len(),
+        flaky.commands,
+        flaky.injected,
+        flaky.retries
+    );
+    record_reliability(&ReliabilityResult {
+        suite: "storage_faults",
+        fault: "10% of store calls fail (half of the failed writes land first)",
+        trials: expected.len() as u64,
+        outcome: &format!(
+            "every run completed with the fault-free output and journal; {} faults injected, all retried",
+            flaky.injected
+        ),
+        lost,
+    });
+}
+
+#[test]
+fn a_store_refusing_every_write_stops_the_run_intact_and_resume_finishes_it() {
+    let host = Host::new();
+    let order = guest("order");
+    host.run(&["upload", arg(&order), "--name", "order"]).success();
+    let input = order_input("down", 200, json!({})).to_string();
+    host.run(&["start", "order", "place-order", "--run-id", "down", "--input", &input])
+        .success();
+    host.run(&["signal", "down", "approve", r#"{"approved":true}"#])
+        .success();
+
+    let mut down = Flaky::new(&host, "errors=1,on=writes,landed=0,seed={seed}");
+    let stderr = down.run(&["resume"]).failure();
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error: run down"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        error.contains("storage failed at runs/down/journal/0000000000 after 8 attempt(s)")
+            && error.contains("injected fault")
+            && error.contains("`stepstone resume` continues it"),
+        "{error}"
+    );
+    assert_eq!((down.injected, down.retries), (8, 7));
+    // Not failed: as it was before the outage, nothing recorded.
+    let status = host.status("down").expect("the run is there");
+    assert_eq!(status["state"], "pending", "{status}");
+
+    let resumed = host.run(&["resume"]).success().stdout();
+    let output = resumed
+        .lines()
+        .find_map(|l| l.strip_prefix("down completed "))
+        .unwrap_or_else(|| panic!("{resumed}"));
+    let output: Value = serde_json::from_str(output).unwrap();
+    assert_eq!(
+        (&output["status"], &output["tracking"]),
+        (&json!("shipped"), &json!("trk-down"))
+    );
+    let steps: Vec<Value> = host
+        .history("down")
+        .iter()
+        .map(|e| json!([e["call"]["kind"], e["call"]["name"]]))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            json!(["Step", "reserve"]),
+            json!(["Step", "charge"]),
+            json!(["Sleep", ""]),
+            json!(["Signal", "approve"]),
+            json!(["Step", "ship"])
+        ]
+    );
+    record_reliability(&ReliabilityResult {
+        suite: "storage_faults",
+        fault: "every store write fails",
+        trials: 1,
+        outcome: "the run stopped naming the key and 8 attempts, stayed unfinished, and `resume` completed it once writes worked",
+        lost: 0,
+    });
+}
+
+#[test]
+fn a_server_whose_store_takes_no_write_answers_503_naming_the_key() {
+    let server = Server::start_with(Host::new(), &["--faults", "errors=1,on=writes,landed=0"]);
+    let log = server.log();
+    let token = log
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sst_"))
+        .expect("the token is printed");
+    assert!(log.contains("storage fault injection is ON"), "{log}");
+    let bytes = std::fs::read(guest("hello")).expect("the guest is built");
+    let refused = server.post_bytes("/v1/components?name=hello", token, bytes).expect(503);
+    let error = refused["error"].as_str().expect("an error message");
+    assert!(
+        error.starts_with("storage failed at components/") && error.contains("after 8 attempt(s)"),
+        "{error}"
+    );
 }

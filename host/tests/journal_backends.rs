@@ -4,14 +4,16 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use object_store::memory::InMemory;
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::HostConfig;
 use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, CallKind, Outcome, Recorded, RunRecords};
-use stepstone::runtime::{Progress, ReplayReport, Runtime, Submission};
-use stepstone::store::{RunId, Storage, TenantId};
+use stepstone::runtime::{Progress, ReplayReport, RunState, Runtime, Submission};
+use stepstone::store::{FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId};
 
 fn guest(name: &str) -> Bytes {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -29,7 +31,16 @@ fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
     vec![
         ("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()),
         ("local-fs", local, dir),
+        ("in-memory failing 10%", flaky().0, tempfile::tempdir().unwrap()),
     ]
+}
+
+/// A store that fails one call in ten (half of the failed writes landing
+/// anyway), which the host's retries must hide.
+fn flaky() -> (Storage, Arc<Faults>) {
+    let store = FaultyStore::new(InMemory::new(), "errors=0.1,seed=5".parse().unwrap());
+    let counts = store.faults();
+    (Storage::new(Arc::new(store)), counts)
 }
 
 async fn runtime(storage: Storage) -> Runtime {
@@ -153,6 +164,73 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
             "{backend}: attempt 1 ran again"
         );
     }
+}
+
+#[tokio::test]
+async fn runs_complete_although_the_store_fails_calls() {
+    let tenant = TenantId::default_tenant();
+    let (storage, counts) = flaky();
+    let runtime = runtime(storage).await;
+    let fanout = load(&runtime, "fanout").await;
+    for i in 0..5 {
+        let submission = Submission::new(fanout.clone(), "fan-out", &format!(r#"{{"items":[{i},2,3]}}"#));
+        let run = runtime.submit(&tenant, submission).await.unwrap();
+        let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
+        let Progress::Finished(Outcome::Completed { output }) = progress else {
+            panic!("{progress:?}")
+        };
+        assert_eq!(output, format!(r#"{{"squares":[{},4,9],"sum":{}}}"#, i * i, i * i + 13));
+        let seqs: Vec<u64> = runtime
+            .history(&tenant, &run)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
+    }
+    assert!(counts.injected() > 0, "{} calls, none failed", counts.operations());
+}
+
+/// A run driven in the background, as `serve` drives runs, meets a store
+/// that takes no write: it stops without failing, and continues by itself
+/// once the store takes writes again.
+#[tokio::test]
+async fn a_background_run_continues_by_itself_once_the_store_recovers() {
+    let tenant = TenantId::default_tenant();
+    let (storage, faults) = flaky();
+    faults.set_config(FaultConfig::default());
+    let runtime = runtime(storage).await;
+    let order = load(&runtime, "order").await;
+    let mut submission = Submission::new(order, "place-order", &order_input("down"));
+    submission.run_id = Some(RunId::new("down").unwrap());
+    let run = runtime.submit(&tenant, submission).await.unwrap();
+    let approve = stepstone::store::SignalName::new("approve").unwrap();
+    runtime
+        .signal(&tenant, &run, &approve, r#"{"approved":true}"#)
+        .await
+        .unwrap();
+
+    faults.set_config("errors=1,on=writes,landed=0".parse().unwrap());
+    runtime.drive_in_background(&tenant, &run);
+    let outage = async {
+        while faults.injected() < 8 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), outage)
+        .await
+        .expect("the first journal write was tried 8 times");
+    let status = runtime.status(&tenant, &run).await.unwrap();
+    assert_eq!(status.state, RunState::Pending, "stopped, not failed");
+
+    faults.set_config(FaultConfig::default());
+    let status = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    assert!(
+        matches!(&status.state, RunState::Completed { output } if output.contains("trk-down")),
+        "{status:?}"
+    );
+    assert_eq!(status.journaled_calls, 5);
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{Progress, Runtime, Submission};
+use stepstone::runtime::{Progress, RunError, Runtime, Submission};
 use stepstone::store::{ComponentName, RunId, SignalId, SignalName, TenantId};
 
 use super::read_file;
@@ -55,8 +55,23 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     submission.links = links;
     let run = runtime.submit(&tenant, submission).await?;
     tracing::info!(run = %run, "run started");
-    let progress = runtime.run_to_end(&tenant, &run, args.detach_after).await?;
+    let progress = runtime
+        .run_to_end(&tenant, &run, args.detach_after)
+        .await
+        .map_err(|e| stopped(&run, e))?;
     report(runtime, &tenant, &run, progress).await
+}
+
+/// Why driving `run` stopped. A storage failure leaves the run as it was,
+/// and says so, with how to go on.
+fn stopped(run: &RunId, error: RunError) -> anyhow::Error {
+    if error.is_storage_failure() {
+        anyhow::Error::new(error).context(format!(
+            "run {run} stopped on a storage failure; it has not failed: what it recorded is kept, and `stepstone resume` continues it once storage recovers"
+        ))
+    } else {
+        anyhow::Error::new(error).context(format!("run {run}"))
+    }
 }
 
 async fn load(
@@ -136,7 +151,7 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
             Ok(Progress::Suspended(suspension)) => println!("{run} suspended until {}", suspension.wake_at_ms),
             Err(e) => {
                 failures += 1;
-                eprintln!("error: run {run}: {e:#}");
+                eprintln!("error: {:#}", stopped(run, e));
             }
         }
     }

@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, RunLimits};
 use stepstone::runtime::Runtime;
-use stepstone::store::{CrashPoint, RunId, SignalId, Storage, TenantId};
+use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -46,6 +46,9 @@ pub struct Cli {
     /// Bytes of guest log lines one execution of a run may write.
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Inject storage faults, for testing: `errors=0.1,latency=2ms,seed=7,on=writes`.
+    #[arg(long, global = true, env = "STEPSTONE_FAULTS", hide = true)]
+    faults: Option<FaultConfig>,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -197,8 +200,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(evict_after) = cli.evict_after {
         config.wait.eviction_threshold = evict_after;
     }
-    let host = || host(&cli.data_dir, config.clone());
-    match cli.command {
+    let data = DataDir::new(cli.data_dir, cli.faults);
+    let host = || data.host(config.clone());
+    let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Serve { listen, config } => serve::serve(host()?, &listen, config.as_deref()).await,
@@ -218,18 +222,54 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::History { run, json } => inspect::history(&host()?, &run, json).await,
         Command::List { json } => inspect::list(&host()?, json).await,
         Command::Replay { run, component } => inspect::replay(&host()?, &run, component.as_deref()).await,
-    }
+    };
+    data.report_faults();
+    result
 }
 
-/// The host over the local file system store in `data_dir`.
-fn host(data_dir: &Path, config: HostConfig) -> anyhow::Result<Runtime> {
-    let storage = Storage::local(&data_dir.join("objects"))?;
-    let storage = match CrashPoint::from_env()? {
-        Some(point) => storage.crashing_at(point),
-        None => storage,
-    };
-    let cache = CodeCache::open(&data_dir.join("cache"));
-    Ok(Runtime::new(config, storage, cache)?)
+/// The data directory, and the storage faults to inject into it, if any.
+struct DataDir {
+    path: PathBuf,
+    faults: Option<FaultConfig>,
+    /// What the fault injector did, once a host was opened with one.
+    injected: std::sync::OnceLock<std::sync::Arc<Faults>>,
+}
+
+impl DataDir {
+    fn new(path: PathBuf, faults: Option<FaultConfig>) -> Self {
+        Self {
+            path,
+            faults,
+            injected: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The host over the local file system store in the directory.
+    fn host(&self, config: HostConfig) -> anyhow::Result<Runtime> {
+        let mut storage = Storage::local(&self.path.join("objects"))?;
+        if let Some(point) = CrashPoint::from_env()? {
+            storage = storage.crashing_at(point);
+        }
+        if let Some(faults) = self.faults {
+            tracing::warn!(%faults, "storage fault injection is ON: store calls fail and slow down on purpose");
+            let (faulty, counts) = storage.with_faults(faults);
+            storage = faulty;
+            let _ = self.injected.set(counts);
+        }
+        let cache = CodeCache::open(&self.path.join("cache"));
+        Ok(Runtime::new(config, storage, cache)?)
+    }
+
+    /// Logs how many store calls were made and failed on purpose.
+    fn report_faults(&self) {
+        if let Some(counts) = self.injected.get() {
+            tracing::info!(
+                operations = counts.operations(),
+                injected = counts.injected(),
+                "storage faults injected"
+            );
+        }
+    }
 }
 
 /// Reads a file the user named, saying which one failed.

@@ -1,15 +1,17 @@
 //! Runs driven on background tasks, for a long-lived host: at most one task
 //! per run, each driving its run until it finishes (waiting outside any
-//! instance between activations), and a way to wait for one to finish.
+//! instance between activations, and through storage outages), and a way to
+//! wait for one to finish.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::watch;
 
-use super::{RunError, RunStatus, Runtime};
+use super::{Progress, RunError, RunStatus, Runtime};
 use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
 
@@ -65,13 +67,29 @@ impl Runtime {
         self.host.metrics.run_active(tenant, 1);
         tokio::spawn(async move {
             let (tenant, run) = &key;
-            if let Err(e) = runtime.run_to_end(tenant, run, None).await {
+            if let Err(e) = runtime.run_to_end_through_outages(tenant, run).await {
                 tracing::error!(%tenant, %run, "run stopped: {e}");
             }
             lock(&runtime.host.background.running).remove(&key);
             runtime.host.metrics.run_active(tenant, -1);
             done.send_replace(true);
         });
+    }
+
+    /// Drives a run to its end, and again each time storage failed under
+    /// it (which decided nothing), waiting longer between tries, up to a
+    /// minute: a server continues its runs by itself once storage recovers.
+    async fn run_to_end_through_outages(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
+        let outages = ExponentialBuilder::default()
+            .with_jitter()
+            .with_min_delay(Duration::from_secs(1))
+            .with_max_delay(Duration::from_secs(60))
+            .without_max_times();
+        (|| self.run_to_end(tenant, run, None))
+            .retry(outages)
+            .when(RunError::is_storage_failure)
+            .notify(|e, wait| tracing::error!(%tenant, %run, ?wait, "run stopped on a storage failure; driving it again: {e}"))
+            .await
     }
 
     /// How many of the tenant's runs are being driven right now.

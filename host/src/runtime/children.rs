@@ -11,8 +11,9 @@ use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::workflow::WorkflowState;
 use super::{RunContext, RunError, Runtime, Submission};
-use crate::journal::{Call, CallKind, Recorded};
-use crate::store::{ComponentName, RunId};
+use crate::component::ComponentError;
+use crate::journal::{Call, CallKind, JournalError, Recorded};
+use crate::store::{ComponentName, RunId, StoreError};
 
 impl RunContext {
     /// Starts child run `id` of workflow `workflow`, from `component` (a
@@ -66,9 +67,14 @@ impl WorkflowState {
                     Ok(id) => self.run.start_child(id, &workflow, &input, component.as_deref()).await,
                     Err(e) => Err(RunError::from(e)),
                 };
+                // A refusal is the child's result and is journaled; a store
+                // that failed decided nothing, so the run stops unrecorded.
                 let child = match child {
                     Ok(child) => Ok(child),
                     Err(RunError::Journal(e)) => return Err(Interruption::Journal(e)),
+                    Err(RunError::Component(ComponentError::Store(e @ StoreError::Unavailable { .. }))) => {
+                        return Err(JournalError::Store(e).into());
+                    }
                     Err(refused) => Err(refused.to_string()),
                 };
                 self.append(seq, call, Recorded::Child { run: child.clone() }, started_at_ms)

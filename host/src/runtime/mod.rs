@@ -99,6 +99,18 @@ pub enum RunError {
     Sandbox(#[from] SandboxError),
 }
 
+impl RunError {
+    /// Whether the store kept failing: nothing about the run was decided,
+    /// so driving it again once storage recovers continues it.
+    pub fn is_storage_failure(&self) -> bool {
+        match self {
+            Self::Journal(error) => matches!(&**error, JournalError::Store(StoreError::Unavailable { .. })),
+            Self::Component(ComponentError::Store(StoreError::Unavailable { .. })) => true,
+            _ => false,
+        }
+    }
+}
+
 impl From<JournalError> for RunError {
     fn from(error: JournalError) -> Self {
         Self::Journal(Arc::new(error))

@@ -5,14 +5,22 @@
 //! `tenants/{tenant}/` (a [`TenantStore`] cannot name any other); records are
 //! written whole, never in place, and create-only (`PutMode::Create`), so a
 //! second writer fails instead of replacing what the first wrote; only
-//! pointers (a component name) are overwritten.
+//! pointers (a component name) are overwritten. Every call is retried
+//! while the store fails transiently (bounded, with backoff and jitter), and
+//! a create-only write retried after a lost reply succeeds only if what is
+//! stored is byte for byte what it wrote.
 
 mod crash_points;
+mod faults;
 mod keys;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::local::LocalFileSystem;
@@ -22,6 +30,7 @@ use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
+pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
     component_names_key, keys_of, runs_key,
@@ -37,35 +46,118 @@ pub enum StoreError {
     /// A create-only write found the key taken: another writer got there first.
     #[error("{key} was already written by another writer")]
     AlreadyExists { key: String },
-    /// The store could not be reached or failed; retrying may help.
-    #[error("storage failed at {key}: {source}")]
-    Unavailable { key: String, source: object_store::Error },
+    /// The store could not be reached or failed, and kept failing.
+    #[error("storage failed at {key} after {attempts} attempt(s): {cause}")]
+    Unavailable {
+        key: String,
+        attempts: u32,
+        /// The last failure; part of the message, so not a `source` to print twice.
+        cause: object_store::Error,
+    },
     /// The data directory could not be opened.
     #[error("cannot open the data directory {path}: {reason}")]
     Open { path: String, reason: String },
 }
 
 impl StoreError {
-    fn at(key: &Key, source: object_store::Error) -> Self {
+    fn at(key: &Key, Failed { source, attempts }: Failed) -> Self {
         let key = key.to_string();
         match source {
             object_store::Error::NotFound { .. } => Self::NotFound { key },
             object_store::Error::AlreadyExists { .. } => Self::AlreadyExists { key },
-            source => Self::Unavailable { key, source },
+            cause => Self::Unavailable { key, attempts, cause },
         }
     }
+}
+
+/// The last error of a call, and how many times it was tried.
+struct Failed {
+    source: object_store::Error,
+    attempts: u32,
+}
+
+/// How store calls are retried: exponential backoff with jitter, bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreRetries {
+    /// Tries of one call, the first included.
+    pub attempts: u32,
+    /// The wait before the first retry; each next one doubles, plus jitter.
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for StoreRetries {
+    /// Eight tries over about 2.5 s at most: a store that fails that long is
+    /// down, and the caller is told.
+    fn default() -> Self {
+        Self {
+            attempts: 8,
+            first_delay: Duration::from_millis(10),
+            max_delay: Duration::from_secs(1),
+        }
+    }
+}
+
+impl StoreRetries {
+    fn backoff(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_jitter()
+            .with_min_delay(self.first_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.attempts.saturating_sub(1) as usize)
+    }
+}
+
+/// Whether trying the same call again may succeed: not for answers about the
+/// data (missing, taken) or the request itself.
+fn is_transient(error: &object_store::Error) -> bool {
+    use object_store::Error::*;
+    !matches!(
+        error,
+        NotFound { .. }
+            | AlreadyExists { .. }
+            | Precondition { .. }
+            | NotModified { .. }
+            | NotImplemented { .. }
+            | NotSupported { .. }
+            | PermissionDenied { .. }
+            | Unauthenticated { .. }
+            | InvalidPath { .. }
+            | UnknownConfigurationKey { .. }
+    )
 }
 
 /// The host's storage: any [`ObjectStore`], shared by every tenant.
 #[derive(Clone, Debug)]
 pub struct Storage {
     root: Arc<dyn ObjectStore>,
+    retries: StoreRetries,
 }
 
 impl Storage {
     /// Storage over any object store (S3, a fault injector, ...).
     pub fn new(root: Arc<dyn ObjectStore>) -> Self {
-        Self { root }
+        Self {
+            root,
+            retries: StoreRetries::default(),
+        }
+    }
+
+    /// The same storage, with store calls retried as `retries` says.
+    pub fn with_retries(self, retries: StoreRetries) -> Self {
+        Self { retries, ..self }
+    }
+
+    /// The same storage seen through a [`FaultyStore`], with its faults to
+    /// count and change.
+    pub fn with_faults(self, config: FaultConfig) -> (Self, Arc<Faults>) {
+        let faulty = FaultyStore::new(self.root, config);
+        let counts = faulty.faults();
+        let storage = Self {
+            root: Arc::new(faulty),
+            ..self
+        };
+        (storage, counts)
     }
 
     /// Storage in memory, gone with the process: for tests.
@@ -90,6 +182,7 @@ impl Storage {
         TenantStore {
             store: Arc::new(PrefixStore::new(self.root.clone(), prefix)),
             tenant: tenant.clone(),
+            retries: self.retries,
         }
     }
 }
@@ -99,6 +192,7 @@ impl Storage {
 pub struct TenantStore {
     store: Arc<PrefixStore<Arc<dyn ObjectStore>>>,
     tenant: TenantId,
+    retries: StoreRetries,
 }
 
 impl TenantStore {
@@ -107,48 +201,66 @@ impl TenantStore {
     }
 
     /// Writes `bytes` at `key`; fails with [`StoreError::AlreadyExists`] if
-    /// the key is taken.
+    /// the key holds anything else.
     pub async fn create(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
-        self.put(key, bytes, PutMode::Create).await
+        match self.put(key, bytes.clone(), PutMode::Create).await {
+            // An earlier try may have landed with its reply lost: then the
+            // key holds these very bytes, and the write did succeed.
+            Err(Failed {
+                source: object_store::Error::AlreadyExists { .. },
+                attempts: 2..,
+            }) if self.get(key).await?.as_ref() == Some(&bytes) => {
+                tracing::debug!(%key, "a retried create found its own earlier write");
+                Ok(())
+            }
+            result => result.map_err(|failed| StoreError::at(key, failed)),
+        }
     }
 
     /// Writes `bytes` at `key`, replacing what was there: for pointers only
     /// (a component name), never for records.
     pub async fn overwrite(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
-        self.put(key, bytes, PutMode::Overwrite).await
+        self.put(key, bytes, PutMode::Overwrite)
+            .await
+            .map_err(|failed| StoreError::at(key, failed))
     }
 
-    async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), StoreError> {
-        let options = PutOptions {
-            mode,
-            ..PutOptions::default()
+    async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), Failed> {
+        let put = || {
+            let options = PutOptions {
+                mode: mode.clone(),
+                ..PutOptions::default()
+            };
+            self.store.put_opts(key, PutPayload::from_bytes(bytes.clone()), options)
         };
-        self.store
-            .put_opts(key, PutPayload::from_bytes(bytes), options)
-            .await
-            .map(drop)
-            .map_err(|e| StoreError::at(key, e))
+        self.retried(key, put).await.map(drop)
     }
 
     /// Reads `key`, or `None` if nothing is stored there.
     pub async fn get(&self, key: &Key) -> Result<Option<Bytes>, StoreError> {
-        let read = async { self.store.get(key).await?.bytes().await };
-        match read.await {
+        let read = || async { self.store.get(key).await?.bytes().await };
+        match self.retried(key, read).await {
             Ok(bytes) => Ok(Some(bytes)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::at(key, e)),
+            Err(Failed {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(None),
+            Err(failed) => Err(StoreError::at(key, failed)),
         }
     }
 
     /// Every key under `prefix`, in lexicographic order.
     pub async fn list(&self, prefix: &Key) -> Result<Vec<Key>, StoreError> {
-        let mut keys: Vec<Key> = self
-            .store
-            .list(Some(prefix))
-            .map_ok(|meta| meta.location)
-            .try_collect()
+        let list = || {
+            self.store
+                .list(Some(prefix))
+                .map_ok(|meta| meta.location)
+                .try_collect::<Vec<Key>>()
+        };
+        let mut keys = self
+            .retried(prefix, list)
             .await
-            .map_err(|e| StoreError::at(prefix, e))?;
+            .map_err(|failed| StoreError::at(prefix, failed))?;
         keys.sort();
         Ok(keys)
     }
@@ -156,10 +268,9 @@ impl TenantStore {
     /// The names of the "directories" right under `prefix`.
     pub async fn children(&self, prefix: &Key) -> Result<Vec<String>, StoreError> {
         let listing = self
-            .store
-            .list_with_delimiter(Some(prefix))
+            .retried(prefix, || self.store.list_with_delimiter(Some(prefix)))
             .await
-            .map_err(|e| StoreError::at(prefix, e))?;
+            .map_err(|failed| StoreError::at(prefix, failed))?;
         let mut names: Vec<String> = listing
             .common_prefixes
             .iter()
@@ -167,6 +278,27 @@ impl TenantStore {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Makes `call` on `key` until it succeeds, fails for good, or has
+    /// been tried as often as the retry policy allows.
+    async fn retried<T, F>(&self, key: &Key, mut call: impl FnMut() -> F) -> Result<T, Failed>
+    where
+        F: Future<Output = object_store::Result<T>>,
+    {
+        let attempts = AtomicU32::new(1);
+        let result = (|| call())
+            .retry(self.retries.backoff())
+            .when(is_transient)
+            .notify(|error, wait| {
+                let attempt = attempts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%key, attempt, ?wait, %error, "storage call failed; retrying");
+            })
+            .await;
+        result.map_err(|source| Failed {
+            source,
+            attempts: attempts.into_inner(),
+        })
     }
 }
 
@@ -213,6 +345,44 @@ mod tests {
             store.create(&Key::from(key), Bytes::new()).await?;
         }
         assert_eq!(store.children(&Key::from("runs")).await?, ["r1", "r2"]);
+        Ok(())
+    }
+
+    fn quick_retries(attempts: u32) -> StoreRetries {
+        StoreRetries {
+            attempts,
+            first_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+        }
+    }
+
+    #[tokio::test]
+    async fn retries_hide_a_flaky_store_and_a_create_whose_reply_was_lost_succeeds() -> TestResult {
+        let (storage, counts) = Storage::in_memory().with_faults("errors=0.5,on=writes,seed=11".parse()?);
+        let store = storage.with_retries(quick_retries(40)).tenant(&tenant("t"));
+        for i in 0..100 {
+            let key = Key::from(format!("runs/r/journal/{i:010}"));
+            store.create(&key, Bytes::from(format!("entry {i}"))).await?;
+            let other = store.create(&key, Bytes::from_static(b"another")).await.unwrap_err();
+            assert!(matches!(other, StoreError::AlreadyExists { .. }), "{other}");
+        }
+        assert_eq!(store.list(&Key::from("runs/r/journal")).await?.len(), 100);
+        assert!(counts.injected() >= 50, "only {} faults injected", counts.injected());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_keeps_failing_is_reported_with_the_key_and_the_attempts() -> TestResult {
+        let (storage, counts) = Storage::in_memory().with_faults("errors=1,landed=0".parse()?);
+        let store = storage.with_retries(quick_retries(3)).tenant(&tenant("t"));
+        let error = store.get(&Key::from("runs/r/run")).await.unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable { attempts: 3, .. }), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("storage failed at runs/r/run after 3 attempt(s): ") && message.contains("injected"),
+            "{message}"
+        );
+        assert_eq!(counts.operations(), 3);
         Ok(())
     }
 }
