@@ -7,7 +7,7 @@ use stepstone_e2e::{Host, arg, guest, order_input};
 /// Runs `call-limited` on `step` with `options`, returning what the workflow saw.
 fn limited(step: &str, options: Value) -> Value {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let input = json!({"step": step, "options": options}).to_string();
     host.run(&["run", arg(&wasm), "call-limited", "--input", &input])
         .success()
@@ -43,7 +43,7 @@ fn a_panicking_step_traps_and_is_retried_as_asked() {
 #[test]
 fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let stderr = host
         .run(&["run", arg(&wasm), "spin-workflow", "--run-id", "spinner"])
         .failure();
@@ -57,7 +57,7 @@ fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
 #[test]
 fn a_step_output_over_the_limit_is_refused() {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let input = json!({"step": "big", "input": {"bytes": 2_000_000}}).to_string();
     let seen = host
         .run(&["run", arg(&wasm), "call-limited", "--input", &input])

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, RunLimits};
+use stepstone::config::{HostConfig, RunLimits, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{RunId, Storage, TenantId};
 
@@ -43,6 +43,12 @@ pub struct Cli {
     /// Bytes of guest log lines one execution of a run may write.
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Fuel a workflow may burn between two durable calls.
+    #[arg(long, global = true, env = "STEPSTONE_ACTIVATION_FUEL", default_value_t = WorkflowLimits::default().activation_fuel)]
+    activation_fuel: u64,
+    /// Wall-clock time a workflow may run between two durable calls [default: 10s].
+    #[arg(long, global = true, env = "STEPSTONE_ACTIVATION_TIMEOUT", value_parser = humantime::parse_duration)]
+    activation_timeout: Option<Duration>,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -178,6 +184,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
     };
+    config.workflow.activation_fuel = cli.activation_fuel;
+    if let Some(timeout) = cli.activation_timeout {
+        config.workflow.activation_timeout = timeout;
+    }
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is
