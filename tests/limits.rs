@@ -65,6 +65,28 @@ fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
 }
 
 #[test]
+fn awaiting_a_step_does_not_count_against_the_workflow_budget() {
+    let host = Host::new();
+    let wasm = guest("hostile");
+    // The step runs until its 1.5 s timeout, three times the workflow's
+    // budget, and the workflow awaits it in one instance.
+    let input = json!({"step": "spin", "options": {"timeout_ms": 1500}}).to_string();
+    let args = [
+        "--activation-timeout",
+        "500ms",
+        "--evict-after",
+        "60s",
+        "run",
+        arg(&wasm),
+        "call-limited",
+        "--input",
+        &input,
+    ];
+    let seen = host.run(&args).success().json_line();
+    assert_eq!(seen["error_kind"], "timed-out", "the step's own timeout: {seen}");
+}
+
+#[test]
 fn a_step_output_over_the_limit_is_refused() {
     let host = Host::new();
     let wasm = guest("hostile");

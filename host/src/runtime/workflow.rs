@@ -51,10 +51,10 @@ pub struct WorkflowState {
     guard: MemoryGuard,
     deadline: Instant,
     limits: WorkflowLimits,
-    /// Set by every journaled call, so the call hook starts a new activation
-    /// when the guest resumes. Only journaled calls reset the budget: a loop
-    /// around `log` does not.
-    activation_ended: bool,
+    /// Where the current activation stands; a journaled call ends it, so the
+    /// call hook starts a new one when the guest resumes. Only journaled calls
+    /// reset the budget: a loop around `log` does not.
+    activation: Activation,
     pub(super) run: Arc<RunContext>,
     pub(super) mode: Mode,
     pub(super) cursor: Cursor,
@@ -86,7 +86,7 @@ impl WorkflowState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             deadline: Instant::now() + limits.activation_timeout,
             limits,
-            activation_ended: false,
+            activation: Activation::Running,
             run,
             mode,
             cursor,
@@ -102,7 +102,7 @@ impl WorkflowState {
     /// Marks the end of an activation: the guest gets a fresh budget when it
     /// resumes.
     pub(super) fn end_activation(&mut self) {
-        self.activation_ended = true;
+        self.activation = Activation::Ended;
     }
 
     /// Whether the workflow is still re-executing recorded calls (so its
@@ -128,9 +128,29 @@ impl Sandboxed for WorkflowState {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
+    /// Guest code that runs after a journaled call ended and before the call
+    /// hook fires is the canonical ABI lowering the call's result into the
+    /// guest (its `cabi_realloc`): it belongs to the next activation, so its
+    /// deadline starts when it first runs, not before a long step or wait.
+    fn deadline(&mut self) -> Instant {
+        if self.activation == Activation::Ended {
+            self.activation = Activation::Lowering;
+            self.deadline = Instant::now() + self.limits.activation_timeout;
+        }
         self.deadline
     }
+}
+
+/// The stages of a workflow activation, between two journaled calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    /// The guest runs on its budget.
+    Running,
+    /// A journaled call ended it; no guest code has run since.
+    Ended,
+    /// The call's result is being lowered into the guest, on a fresh
+    /// deadline (the fuel is renewed when the guest resumes).
+    Lowering,
 }
 
 /// A workflow component linked against `durable`, ready to instantiate.
@@ -155,9 +175,9 @@ impl WorkflowProgram {
         let fuel = state.limits.activation_fuel;
         let mut store = new_store(self.pre.engine(), state, fuel)?;
         store.call_hook(move |mut cx, hook| {
-            if matches!(hook, CallHook::ReturningFromHost) && cx.data().activation_ended {
+            if matches!(hook, CallHook::ReturningFromHost) && cx.data().activation != Activation::Running {
                 let data = cx.data_mut();
-                data.activation_ended = false;
+                data.activation = Activation::Running;
                 data.deadline = Instant::now() + data.limits.activation_timeout;
                 cx.set_fuel(fuel)?;
             }

@@ -29,7 +29,7 @@ impl Sandboxed for StepState {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
+    fn deadline(&mut self) -> Instant {
         self.deadline
     }
 }

@@ -27,7 +27,7 @@ impl Sandboxed for DescribeState {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
+    fn deadline(&mut self) -> Instant {
         self.deadline
     }
 }

@@ -82,8 +82,9 @@ impl ResourceLimiter for MemoryGuard {
 /// The store data of a sandboxed instance.
 pub trait Sandboxed: Send + 'static {
     fn guard(&mut self) -> &mut MemoryGuard;
-    /// When the current stretch of guest code must have stopped.
-    fn deadline(&self) -> Instant;
+    /// When the current stretch of guest code must have stopped; asked at
+    /// each epoch tick while guest code runs.
+    fn deadline(&mut self) -> Instant;
 }
 
 /// A store with every limit in place: `fuel`, the data's memory guard, and an
@@ -93,8 +94,8 @@ pub fn new_store<T: Sandboxed>(engine: &wasmtime::Engine, data: T, fuel: u64) ->
     let mut store = Store::new(engine, data);
     store.limiter(|data| data.guard());
     store.set_fuel(fuel)?;
-    store.epoch_deadline_callback(|cx| {
-        Ok(if Instant::now() >= cx.data().deadline() {
+    store.epoch_deadline_callback(|mut cx| {
+        Ok(if Instant::now() >= cx.data_mut().deadline() {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::Yield(1)
