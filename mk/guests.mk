@@ -1,5 +1,6 @@
-# The example guests: `make guests` builds every example under
-# examples-guests/ into a component in target/guests/.
+# The guests: `make guests` builds every example under examples-guests/ and
+# the hostile-guest corpus under tests/hostile-guests/ into components in
+# target/guests/.
 #
 # Included by the top-level Makefile and run from the repository root. Set
 # STEPSTONE (the host binary, whose `componentize` subcommand turns a core
@@ -11,20 +12,25 @@ STEPSTONE ?= target/debug/stepstone
 GUEST_TARGET := wasm32-unknown-unknown
 GUESTS_DIR := target/guests
 GUEST_MANIFEST := examples-guests/Cargo.toml
+HOSTILE_DIR := tests/hostile-guests
+HOSTILE_MANIFEST := $(HOSTILE_DIR)/Cargo.toml
 # Two cargo target dirs, so building `order --features reordered` does not
 # evict the normal build's artifacts (and the other way round).
 GUEST_BUILD_DIR := target/guest-build
 GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
 
-RUST_GUESTS := hello order fanout limits batch
-RUST_GUEST_CORES := $(RUST_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
+EXAMPLE_GUESTS := hello order fanout batch
+HOSTILE_GUESTS := hostile forbidden
+RUST_GUESTS := $(EXAMPLE_GUESTS) $(HOSTILE_GUESTS)
+EXAMPLE_GUEST_CORES := $(EXAMPLE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
+HOSTILE_GUEST_CORES := $(HOSTILE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
 GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \
-	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm
+	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm $(GUESTS_DIR)/bombs.wasm
 
 # Everything a Rust guest's core module is built from.
-GUEST_SOURCES := $(shell find guest-sdk/Cargo.toml guest-sdk/src examples-guests wit \
+GUEST_SOURCES := $(shell find guest-sdk/Cargo.toml guest-sdk/src examples-guests $(HOSTILE_DIR) wit \
 	-name target -prune -o \
 	-type f \( -name '*.rs' -o -name '*.toml' -o -name '*.lock' -o -name '*.wit' \) -print)
 
@@ -44,10 +50,10 @@ GUEST_TOOLCHAIN_FILES := /usr/bin/rustc /usr/bin/cargo /usr/bin/wasm-ld-19 \
 endif
 GUEST_APT_PACKAGES := rustc-web cargo-web rust-web-src lld-19
 
-# $(call guest-cargo-build,TARGET_DIR,CARGO_ARGS): builds guest core modules
-# in release mode for wasm32.
+# $(call guest-cargo-build,MANIFEST,TARGET_DIR,CARGO_ARGS): builds guest core
+# modules in release mode for wasm32.
 guest-cargo-build = $(GUEST_CARGO) build --release $(GUEST_CARGO_FLAGS) \
-	--target $(GUEST_TARGET) --manifest-path $(GUEST_MANIFEST) --target-dir $(1) $(2)
+	--target $(GUEST_TARGET) --manifest-path $(1) --target-dir $(2) $(3)
 
 .PHONY: guests guest-toolchain guest-sdk-test
 
@@ -70,14 +76,19 @@ guest-toolchain:
 		exit 1; \
 	fi
 
-# One cargo run builds every workspace member. Cargo leaves an up-to-date
-# artifact untouched, so touch the outputs to tell make they are current.
-$(RUST_GUEST_CORES) &: $(GUEST_SOURCES) | guest-toolchain
-	$(call guest-cargo-build,$(GUEST_BUILD_DIR),--workspace)
-	@touch $(RUST_GUEST_CORES)
+# One cargo run builds every member of a workspace. Cargo leaves an
+# up-to-date artifact untouched, so touch the outputs to tell make they are
+# current. Both workspaces share one target dir, so std is built once.
+$(EXAMPLE_GUEST_CORES) &: $(GUEST_SOURCES) | guest-toolchain
+	$(call guest-cargo-build,$(GUEST_MANIFEST),$(GUEST_BUILD_DIR),--workspace)
+	@touch $(EXAMPLE_GUEST_CORES)
+
+$(HOSTILE_GUEST_CORES) &: $(GUEST_SOURCES) | guest-toolchain
+	$(call guest-cargo-build,$(HOSTILE_MANIFEST),$(GUEST_BUILD_DIR),--workspace)
+	@touch $(HOSTILE_GUEST_CORES)
 
 $(REORDERED_ORDER_CORE): $(GUEST_SOURCES) | guest-toolchain
-	$(call guest-cargo-build,$(GUEST_REORDERED_BUILD_DIR),--package order --features reordered)
+	$(call guest-cargo-build,$(GUEST_MANIFEST),$(GUEST_REORDERED_BUILD_DIR),--package order --features reordered)
 	@touch $@
 
 # wit-bindgen embedded the component type in each Rust core module, so
@@ -93,6 +104,10 @@ $(GUESTS_DIR)/order-reordered.wasm: $(REORDERED_ORDER_CORE) $(STEPSTONE)
 $(GUESTS_DIR)/wat-step.wasm: examples-guests/wat-step/step.wat $(STEPSTONE)
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< --world steps -o $@
+
+$(GUESTS_DIR)/bombs.wasm: $(HOSTILE_DIR)/bombs.wat $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< --world workflows-and-steps -o $@
 
 # The SDK's unit tests run natively, with the host's toolchain.
 guest-sdk-test:

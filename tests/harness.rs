@@ -197,6 +197,24 @@ pub fn arg(path: &Path) -> &str {
     path.to_str().expect("paths here are UTF-8")
 }
 
+/// SHA-256 of a token, as the tenants file stores it.
+pub fn token_hash(token: &str) -> String {
+    let output = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), token.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("sha256sum runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a digest")
+        .to_owned()
+}
+
 /// A `stepstone serve` process on a loopback port, with its own data and
 /// tenants file. Killed when dropped.
 pub struct Server {

@@ -7,7 +7,7 @@ use stepstone_e2e::{Host, arg, guest, order_input};
 /// Runs `call-limited` on `step` with `options`, returning what the workflow saw.
 fn limited(step: &str, options: Value) -> Value {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let input = json!({"step": step, "options": options}).to_string();
     host.run(&["run", arg(&wasm), "call-limited", "--input", &input])
         .success()
@@ -43,57 +43,53 @@ fn a_panicking_step_traps_and_is_retried_as_asked() {
 #[test]
 fn a_workflow_that_loops_without_a_durable_call_fails_its_run() {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let stderr = host
-        .run(&["run", arg(&wasm), "spin-workflow", "--run-id", "spinner"])
-        .failure();
-    assert!(stderr.contains("between two durable calls"), "{stderr}");
-    let status = host.status("spinner").expect("the run exists");
-    assert_eq!(status["state"], "failed");
-    let kind = status["kind"].as_str().unwrap();
-    assert!(kind == "fuel-exhausted" || kind == "timed-out", "{status}");
-}
-
-#[test]
-fn time_a_workflow_waits_for_its_step_does_not_count_against_its_own_budget() {
-    let host = Host::new();
-    let wasm = guest("limits");
-    let input = json!({"step": "slow", "input": {"ms": 1_000}, "options": {"timeout_ms": 60_000}}).to_string();
-    let seen = host
         .run(&[
-            "--workflow-timeout",
-            "200ms",
-            "run",
-            arg(&wasm),
-            "call-limited",
-            "--input",
-            &input,
-        ])
-        .success()
-        .json_line();
-    assert!(
-        seen["output"].is_u64(),
-        "the one-second step returned to its workflow: {seen}"
-    );
-
-    let spun = host
-        .run(&[
-            "--workflow-timeout",
-            "200ms",
+            "--activation-fuel",
+            "50000000",
             "run",
             arg(&wasm),
             "spin-workflow",
             "--run-id",
-            "spin",
+            "spinner",
         ])
         .failure();
-    assert!(spun.contains("between two durable calls"), "{spun}");
+    assert!(
+        stderr.contains("budget of 50000000 fuel between two durable calls"),
+        "{stderr}"
+    );
+    let status = host.status("spinner").expect("the run exists");
+    assert_eq!(status["state"], "failed");
+    assert_eq!(status["kind"], "fuel-exhausted", "{status}");
+}
+
+#[test]
+fn awaiting_a_step_does_not_count_against_the_workflow_budget() {
+    let host = Host::new();
+    let wasm = guest("hostile");
+    // The step runs until its 1.5 s timeout, three times the workflow's
+    // budget, and the workflow awaits it in one instance.
+    let input = json!({"step": "spin", "options": {"timeout_ms": 1500}}).to_string();
+    let args = [
+        "--activation-timeout",
+        "500ms",
+        "--evict-after",
+        "60s",
+        "run",
+        arg(&wasm),
+        "call-limited",
+        "--input",
+        &input,
+    ];
+    let seen = host.run(&args).success().json_line();
+    assert_eq!(seen["error_kind"], "timed-out", "the step's own timeout: {seen}");
 }
 
 #[test]
 fn a_step_output_over_the_limit_is_refused() {
     let host = Host::new();
-    let wasm = guest("limits");
+    let wasm = guest("hostile");
     let input = json!({"step": "big", "input": {"bytes": 2_000_000}}).to_string();
     let seen = host
         .run(&["run", arg(&wasm), "call-limited", "--input", &input])

@@ -3,28 +3,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stepstone_e2e::Server;
+use stepstone_e2e::{Server, token_hash as hash};
 
 const ACME: &str = "sst_acme_token";
 const GLOBEX: &str = "sst_globex_token";
-
-/// SHA-256 of a token, as the tenants file stores it.
-fn hash(token: &str) -> String {
-    let output = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), token.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("sha256sum runs");
-    String::from_utf8_lossy(&output.stdout)
-        .split_whitespace()
-        .next()
-        .expect("a digest")
-        .to_owned()
-}
 
 /// Two tenants, each with the quota table given as TOML.
 fn two_tenants(acme_quotas: &str, globex_quotas: &str) -> String {
@@ -213,9 +195,9 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
     server.upload(ACME, "wat-step");
 
     // A step asking for more fuel than the quota gets the quota's fuel.
-    server.upload(GLOBEX, "limits");
+    server.upload(GLOBEX, "hostile");
     let spin = json!({"step": "spin", "options": {"fuel": 1_000_000_000_000u64}});
-    start(&server, GLOBEX, "limits", "call-limited", spin, "capped");
+    start(&server, GLOBEX, "hostile", "call-limited", spin, "capped");
     let capped = wait(&server, GLOBEX, "capped");
     assert_eq!(capped["output"]["error_kind"], "fuel-exhausted", "{capped}");
 
@@ -223,7 +205,7 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
     // refused until it ends.
     server.upload(GLOBEX, "order");
     start(&server, GLOBEX, "order", "place-order", order("q-1", 0), "waiting");
-    let body = json!({"component": "limits", "workflow": "call-limited", "input": {"step": "boom"}});
+    let body = json!({"component": "hostile", "workflow": "call-limited", "input": {"step": "boom"}});
     let reply = server.post_json("/v1/runs", GLOBEX, &body);
     assert_eq!(reply.status, 429, "{}", reply.body);
     assert!(reply.headers.contains_key("retry-after"));
@@ -249,9 +231,9 @@ fn a_component_that_compiles_too_long_is_refused_and_run_options_lower_the_quota
         server.host.stored_objects()
     );
 
-    server.upload(GLOBEX, "limits");
+    server.upload(GLOBEX, "hostile");
     let body = json!({
-        "component": "limits", "workflow": "call-limited", "run_id": "lowered",
+        "component": "hostile", "workflow": "call-limited", "run_id": "lowered",
         "input": {"step": "spin", "options": {"fuel": 1_000_000_000_000u64}},
         "options": {"fuel": 1_000_000},
     });
@@ -344,9 +326,9 @@ fn a_killed_server_finishes_every_run_after_restart_without_rerunning_steps() {
 #[test]
 fn cancelling_interrupts_a_running_step_and_ends_the_run_cancelled() {
     let server = Server::start(&default_tenants());
-    server.upload(ACME, "limits");
+    server.upload(ACME, "hostile");
     let slow = json!({"step": "slow", "input": {"ms": 60_000}});
-    start(&server, ACME, "limits", "call-limited", slow, "long");
+    start(&server, ACME, "hostile", "call-limited", slow, "long");
     std::thread::sleep(Duration::from_millis(500));
     let started = std::time::Instant::now();
     let body = json!({"reason": "changed my mind"});
@@ -480,9 +462,9 @@ fn a_child_signalled_through_the_api_ends_its_parent() {
 #[test]
 fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
     let server = Server::start(&default_tenants());
-    server.upload(ACME, "limits");
+    server.upload(ACME, "hostile");
     let slow = json!({"step": "slow", "input": {"ms": 1_500}});
-    start(&server, ACME, "limits", "call-limited", slow, "graceful");
+    start(&server, ACME, "hostile", "call-limited", slow, "graceful");
     let running = r#"stepstone_step_attempts_running{tenant="acme"}"#;
     server.await_metric(running, 1.0, Duration::from_secs(30));
 

@@ -23,8 +23,13 @@ impl LogBudget {
     }
 
     /// Emits `message` if the budget allows it; the first line over budget
-    /// is replaced by one warning, the rest dropped.
+    /// is replaced by one warning, and every later line is dropped, even one
+    /// short enough to fit what is left (the log says lines were dropped, so
+    /// none may follow as if nothing had been).
     pub fn emit(&self, level: LogLevel, message: &str) {
+        if self.exhausted.load(Ordering::Relaxed) {
+            return;
+        }
         let line = truncated(message);
         let spent = self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
             left.checked_sub(line.len())
@@ -76,6 +81,15 @@ mod tests {
         assert_eq!(budget.left.load(Ordering::Relaxed), 0);
         budget.emit(LogLevel::Info, "x");
         assert!(budget.exhausted.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn once_a_line_is_dropped_shorter_ones_are_dropped_too() {
+        let budget = LogBudget::new(10);
+        budget.emit(LogLevel::Info, "123456789012");
+        assert!(budget.exhausted.load(Ordering::Relaxed));
+        budget.emit(LogLevel::Info, "12345");
+        assert_eq!(budget.left.load(Ordering::Relaxed), 10, "nothing more was spent");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `/v1/runs`: starting runs and everything a client does with one.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -37,6 +38,10 @@ pub struct StartRun {
     /// `max_output_bytes`): each can lower the tenant's quota, never raise it.
     #[serde(default)]
     pub options: LimitRequest,
+    /// Other components of the tenant's (link name → component name or
+    /// digest), whose steps the workflow calls as `link/step`.
+    #[serde(default)]
+    pub links: BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -77,6 +82,10 @@ pub async fn start(
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = run_id;
     submission.limits = start.options;
+    for (name, reference) in start.links {
+        let linked = state.runtime.component(&tenant.id, &reference).await?;
+        submission.links.insert(name, linked);
+    }
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
     Ok((
@@ -260,13 +269,27 @@ pub async fn cancel(
     Ok(StatusCode::ACCEPTED)
 }
 
+/// What a replay checks the journal against.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRun {
+    /// A component name or digest of the tenant's (a new build) to replay
+    /// instead of the one the run was started with.
+    pub component: Option<String>,
+}
+
 /// Re-execute a run against its journal without running any step.
-#[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)), request_body = ReplayRun,
     responses((status = 200, body = ReplayReport), (status = 404, body = ErrorBody)))]
 pub async fn replay(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Path(id): Path<String>,
+    body: Option<Json<ReplayRun>>,
 ) -> Result<Json<ReplayReport>, ApiError> {
-    Ok(Json(state.runtime.replay(&tenant.id, &run_id(&id)?, None).await?))
+    let build = match body.and_then(|Json(replay)| replay.component) {
+        Some(reference) => Some(state.runtime.component(&tenant.id, &reference).await?),
+        None => None,
+    };
+    Ok(Json(state.runtime.replay(&tenant.id, &run_id(&id)?, build).await?))
 }

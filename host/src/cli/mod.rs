@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, RunLimits};
+use stepstone::config::{HostConfig, RunLimits, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
@@ -34,9 +34,6 @@ pub struct Cli {
     /// The tenant token for --server.
     #[arg(long, global = true, env = "STEPSTONE_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// How long workflow code may run between two durable calls.
-    #[arg(long, global = true, env = "STEPSTONE_WORKFLOW_TIMEOUT", value_parser = humantime::parse_duration)]
-    workflow_timeout: Option<Duration>,
     /// Durable calls one run may journal.
     #[arg(long, global = true, env = "STEPSTONE_MAX_JOURNAL_ENTRIES", default_value_t = RunLimits::default().max_journal_entries)]
     max_journal_entries: u64,
@@ -46,6 +43,12 @@ pub struct Cli {
     /// Bytes of guest log lines one execution of a run may write.
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Fuel a workflow may burn between two durable calls.
+    #[arg(long, global = true, env = "STEPSTONE_ACTIVATION_FUEL", default_value_t = WorkflowLimits::default().activation_fuel)]
+    activation_fuel: u64,
+    /// Wall-clock time a workflow may run between two durable calls [default: 10s].
+    #[arg(long, global = true, env = "STEPSTONE_ACTIVATION_TIMEOUT", value_parser = humantime::parse_duration)]
+    activation_timeout: Option<Duration>,
     /// Inject storage faults, for testing: `errors=0.1,latency=2ms,seed=7,on=writes`.
     #[arg(long, global = true, env = "STEPSTONE_FAULTS", hide = true)]
     faults: Option<FaultConfig>,
@@ -187,15 +190,16 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
     };
+    config.workflow.activation_fuel = cli.activation_fuel;
+    if let Some(timeout) = cli.activation_timeout {
+        config.workflow.activation_timeout = timeout;
+    }
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is
         // polled only as a backstop.
         config.wait.eviction_threshold = SERVE_EVICT_AFTER;
         config.wait.signal_poll_interval = SERVE_POLL;
-    }
-    if let Some(timeout) = cli.workflow_timeout {
-        config.workflow.activation_timeout = timeout;
     }
     if let Some(evict_after) = cli.evict_after {
         config.wait.eviction_threshold = evict_after;

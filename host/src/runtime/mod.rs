@@ -51,7 +51,7 @@ pub use status::{RunState, RunStatus};
 pub use submit::Submission;
 
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
-use crate::config::{HostConfig, StepLimits};
+use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
@@ -259,7 +259,10 @@ impl Runtime {
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
                 Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
-                Ended::Stopped(kind, message) => failed(kind_name(kind), activation_message(kind, &message)),
+                Ended::Stopped(kind, message) => failed(
+                    kind_name(kind),
+                    activation_message(kind, &message, &self.host.config.workflow),
+                ),
             };
             // However the workflow ended, a cancelled run ends cancelled.
             let outcome = match records.cancel_request().await? {
@@ -461,12 +464,15 @@ fn interruption_kind(interruption: &Interruption) -> &'static str {
     }
 }
 
-/// Says what a stopped workflow activation means for its author.
-fn activation_message(kind: StepErrorKind, detail: &str) -> String {
-    match kind {
-        StepErrorKind::FuelExhausted | StepErrorKind::TimedOut => format!(
-            "the workflow ran past its budget between two durable calls ({detail}): a workflow must not loop without calling the host; move long work into a step"
-        ),
-        _ => format!("the workflow instance stopped: {detail}"),
-    }
+/// Says what a stopped workflow activation means for its author, naming
+/// the budget it ran past.
+fn activation_message(kind: StepErrorKind, detail: &str, limits: &WorkflowLimits) -> String {
+    let budget = match kind {
+        StepErrorKind::FuelExhausted => format!("{} fuel", limits.activation_fuel),
+        StepErrorKind::TimedOut => format!("{:?}", limits.activation_timeout),
+        _ => return format!("the workflow instance stopped: {detail}"),
+    };
+    format!(
+        "the workflow ran past its budget of {budget} between two durable calls ({detail}): a workflow must not loop without calling the host; move long work into a step"
+    )
 }

@@ -104,6 +104,18 @@ impl AttemptFailure {
         let (kind, message) = classify(error, store.data_mut().guard());
         Self::new(kind, message)
     }
+
+    /// Names the limit a fuel or time failure ran into, so the message
+    /// says which and how much.
+    fn naming_limit(mut self, limits: &StepLimits) -> Self {
+        let limit = match self.kind {
+            StepErrorKind::FuelExhausted => format!("the attempt's fuel limit is {}", limits.fuel),
+            StepErrorKind::TimedOut => format!("the attempt's timeout is {:?}", limits.timeout),
+            _ => return self,
+        };
+        self.message = format!("{}: {limit}", self.message);
+        self
+    }
 }
 
 /// What one attempt produced, and what it cost.
@@ -154,7 +166,7 @@ pub async fn run_attempt(
             message,
             permanent,
         }),
-        Err(error) => Err(AttemptFailure::stopped(&error, &mut store)),
+        Err(error) => Err(AttemptFailure::stopped(&error, &mut store).naming_limit(limits)),
     };
     let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     AttemptReport { result, fuel_used }

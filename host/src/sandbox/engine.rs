@@ -118,9 +118,11 @@ fn base_config(role: Role) -> Config {
 }
 
 fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
-    let memory_bytes = match role {
-        Role::Workflow => config.workflow.memory_bytes,
-        Role::Step => config.step.memory_bytes,
+    // The pool's limits are the store limits, so growth is refused by the
+    // store's `MemoryGuard`, which names the limit, and never first by the pool.
+    let (memory_bytes, table_elements) = match role {
+        Role::Workflow => (config.workflow.memory_bytes, config.workflow.table_elements),
+        Role::Step => (config.step.memory_bytes, config.step.table_elements),
     };
     let instances = config.pool_instances;
     let mut pool = PoolingAllocationConfig::default();
@@ -130,6 +132,7 @@ fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
         .total_memories(instances * 2)
         .total_tables(instances * 4)
         .max_memory_size(memory_bytes)
+        .table_elements(table_elements)
         .max_component_instance_size(1 << 20)
         .max_core_instance_size(1 << 20);
     pool

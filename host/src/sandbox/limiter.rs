@@ -7,12 +7,16 @@ use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, Up
 
 use super::StepErrorKind;
 
-/// A [`ResourceLimiter`] that remembers when it refused growth, so a trap
-/// that follows (an allocator aborting on a failed `memory.grow`) is reported
-/// as `memory-limit` rather than as an anonymous trap.
+/// A [`ResourceLimiter`] that remembers why it refused growth, so a trap
+/// that follows (an allocator aborting on a failed `memory.grow`, a guest
+/// giving up after `table.grow` returned -1) is reported as `memory-limit`
+/// naming the limit, rather than as an anonymous trap.
 pub struct MemoryGuard {
     limits: StoreLimits,
-    refused: bool,
+    memory_bytes: usize,
+    table_elements: usize,
+    /// The first refusal, in words; later ones add nothing a user needs.
+    refusal: Option<String>,
 }
 
 impl MemoryGuard {
@@ -21,36 +25,65 @@ impl MemoryGuard {
             .memory_size(memory_bytes)
             .table_elements(table_elements)
             .build();
-        Self { limits, refused: false }
+        Self {
+            limits,
+            memory_bytes,
+            table_elements,
+            refusal: None,
+        }
     }
 
-    /// Whether a memory or table growth was refused.
-    pub fn refused(&self) -> bool {
-        self.refused
+    /// Why a memory or table growth was refused, if one was.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
     }
 
-    fn note(&mut self, allowed: bool) -> bool {
-        self.refused |= !allowed;
+    fn note(&mut self, allowed: bool, refusal: impl FnOnce() -> String) -> bool {
+        if !allowed && self.refusal.is_none() {
+            self.refusal = Some(refusal());
+        }
         allowed
     }
+}
+
+/// The smaller of the host's limit and the guest's own declared maximum.
+fn effective_limit(host: usize, declared: Option<usize>) -> usize {
+    declared.map_or(host, |declared| declared.min(host))
 }
 
 impl ResourceLimiter for MemoryGuard {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let allowed = self.limits.memory_growing(current, desired, maximum)?;
-        Ok(self.note(allowed))
+        let limit = effective_limit(self.memory_bytes, maximum);
+        Ok(self.note(allowed, || {
+            format!("linear memory growth to {desired} bytes refused: the limit is {limit} bytes")
+        }))
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.note(false, || format!("linear memory growth failed: {error:#}"));
+        Ok(())
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let allowed = self.limits.table_growing(current, desired, maximum)?;
-        Ok(self.note(allowed))
+        let limit = effective_limit(self.table_elements, maximum);
+        Ok(self.note(allowed, || {
+            format!("table growth to {desired} elements refused: the limit is {limit} elements")
+        }))
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.note(false, || format!("table growth failed: {error:#}"));
+        Ok(())
     }
 }
 
 /// The store data of a sandboxed instance.
 pub trait Sandboxed: Send + 'static {
     fn guard(&mut self) -> &mut MemoryGuard;
-    /// When the current stretch of guest code must have stopped.
+    /// When the current stretch of guest code must have stopped; asked at
+    /// each epoch tick while guest code runs.
     fn deadline(&self) -> Instant;
 }
 
@@ -88,11 +121,8 @@ pub fn kind_name(kind: StepErrorKind) -> &'static str {
 
 /// Why guest code stopped, from the error its call returned.
 pub fn classify(error: &wasmtime::Error, guard: &MemoryGuard) -> (StepErrorKind, String) {
-    if guard.refused() {
-        return (
-            StepErrorKind::MemoryLimit,
-            format!("memory or table growth refused: {error:#}"),
-        );
+    if let Some(refusal) = guard.refusal() {
+        return (StepErrorKind::MemoryLimit, format!("{refusal}; then: {error:#}"));
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => (StepErrorKind::FuelExhausted, "all fuel consumed".into()),
@@ -107,12 +137,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn guard_remembers_a_refused_growth() {
+    fn guard_remembers_the_first_refused_growth_and_its_limit() {
         let mut guard = MemoryGuard::new(1 << 16, 10);
         assert!(guard.memory_growing(0, 1 << 16, None).unwrap());
-        assert!(!guard.refused());
+        assert_eq!(guard.refusal(), None);
         assert!(!guard.memory_growing(1 << 16, 2 << 16, None).unwrap());
-        assert!(guard.refused());
+        assert_eq!(
+            guard.refusal(),
+            Some("linear memory growth to 131072 bytes refused: the limit is 65536 bytes")
+        );
+        assert!(!guard.table_growing(0, 11, None).unwrap());
+        assert!(guard.refusal().unwrap().starts_with("linear memory"));
+    }
+
+    #[test]
+    fn a_refused_table_growth_names_the_table_limit() {
+        let mut guard = MemoryGuard::new(1 << 16, 10);
+        assert!(!guard.table_growing(5, 11, None).unwrap());
+        assert_eq!(
+            guard.refusal(),
+            Some("table growth to 11 elements refused: the limit is 10 elements")
+        );
     }
 
     #[test]

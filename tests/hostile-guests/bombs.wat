@@ -1,0 +1,69 @@
+;; Resource bombs written by hand, so each does exactly one thing: grow a
+;; table or the linear memory until the host refuses, then trap. Both are
+;; exported as a step and as a workflow of the same name (the
+;; `workflows-and-steps` world): `table-bomb` and `memory-bomb`.
+;;
+;; `stepstone componentize bombs.wat --world workflows-and-steps` embeds the
+;; world and makes it a component.
+(module
+  (memory (export "memory") 1)
+  (table $bomb 1 funcref)
+
+  ;; Static data: the two names, the list of them, the manifest.
+  (data (i32.const 16) "table-bomb")
+  (data (i32.const 32) "memory-bomb")
+  ;; list<string>: ("table-bomb" at 16, len 10), ("memory-bomb" at 32, len 11).
+  (data (i32.const 48) "\10\00\00\00\0a\00\00\00\20\00\00\00\0b\00\00\00")
+  ;; manifest: workflows = the list at 48 (len 2), steps = the same list.
+  (data (i32.const 64) "\30\00\00\00\02\00\00\00\30\00\00\00\02\00\00\00")
+
+  (global $MANIFEST i32 (i32.const 64))
+
+  ;; Nothing is ever returned, so the host's strings are the only
+  ;; allocations: a bump allocator above the static data is enough.
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "cabi_realloc")
+    (param $old i32) (param $old_size i32) (param $align i32) (param $new_size i32)
+    (result i32)
+    (local $ptr i32)
+    (local.set $ptr
+      (i32.and
+        (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
+        (i32.sub (i32.const 0) (local.get $align))))
+    (global.set $heap (i32.add (local.get $ptr) (local.get $new_size)))
+    (if (i32.gt_u (global.get $heap) (i32.shl (memory.size) (i32.const 16)))
+      (then unreachable))
+    (local.get $ptr))
+
+  ;; Adds 1000 table elements at a time until refused, then traps.
+  (func $table_bomb
+    (loop $grow
+      (br_if $grow
+        (i32.ne (table.grow $bomb (ref.null func) (i32.const 1000)) (i32.const -1))))
+    unreachable)
+
+  ;; Adds 1 MiB of memory at a time until refused, then traps.
+  (func $memory_bomb
+    (loop $grow
+      (br_if $grow (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
+    unreachable)
+
+  ;; "table-bomb" is the only name of length 10.
+  (func $detonate (param $name_len i32) (result i32)
+    (if (i32.eq (local.get $name_len) (i32.const 10))
+      (then (call $table_bomb))
+      (else (call $memory_bomb)))
+    unreachable)
+
+  (func (export "stepstone:workflow/step@0.1.0#run-step")
+    (param $name i32) (param $name_len i32) (param $input i32) (param $input_len i32)
+    (result i32)
+    (call $detonate (local.get $name_len)))
+
+  (func (export "stepstone:workflow/workflow@0.1.0#run")
+    (param $name i32) (param $name_len i32) (param $input i32) (param $input_len i32)
+    (result i32)
+    (call $detonate (local.get $name_len)))
+
+  (func (export "stepstone:workflow/describe@0.1.0#describe") (result i32)
+    (global.get $MANIFEST)))

@@ -1,0 +1,224 @@
+//! Guests that misbehave on purpose, for the host's sandbox tests: each
+//! attack exists as a step and as a workflow (`<attack>-workflow`), plus
+//! `slow` (arithmetic for a given time) and `call-limited`, a workflow that
+//! reports the typed error a limited step call returned.
+//!
+//! Every loop feeds its state through `black_box`, so the optimiser can
+//! neither delete it nor compute its result ahead of time.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use stepstone_guest::{Error, Level, Step, StepErrorKind, StepFailure, StepOptions, Workflow, export};
+
+/// Loops forever: stopped by running out of fuel (or time).
+fn spin(_ctx: &Step, _input: IgnoredAny) -> Result<(), StepFailure> {
+    spin_forever()
+}
+
+fn spin_workflow(_ctx: &Workflow, _input: IgnoredAny) -> Result<(), Error> {
+    spin_forever()
+}
+
+fn spin_forever() -> ! {
+    let mut counter = 0_u64;
+    loop {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
+/// Allocates and touches 1 MiB after 1 MiB, never freeing: stopped by the
+/// memory limit.
+fn hog(_ctx: &Step, _input: IgnoredAny) -> Result<(), StepFailure> {
+    hog_forever()
+}
+
+fn hog_workflow(_ctx: &Workflow, _input: IgnoredAny) -> Result<(), Error> {
+    hog_forever()
+}
+
+fn hog_forever() -> ! {
+    const CHUNK: usize = 1 << 20;
+    let mut chunks = Vec::new();
+    loop {
+        // `vec![1; ..]` writes every byte, so the pages are really used.
+        chunks.push(black_box(vec![1_u8; CHUNK]));
+        black_box(&chunks);
+    }
+}
+
+/// Recurses without end: stopped by the host's wasm stack limit.
+fn recurse(_ctx: &Step, _input: IgnoredAny) -> Result<u64, StepFailure> {
+    Ok(depth(0))
+}
+
+fn recurse_workflow(_ctx: &Workflow, _input: IgnoredAny) -> Result<u64, Error> {
+    Ok(depth(0))
+}
+
+/// Not a tail call (the result is used after the call returns) and a frame
+/// with a buffer in it, so each level takes stack.
+fn depth(level: u64) -> u64 {
+    let mut frame = [0_u8; 64];
+    frame[0] = level as u8;
+    black_box(&mut frame);
+    // Never true, but the compiler cannot know: no "cannot return" lint.
+    if black_box(level) == u64::MAX {
+        return level;
+    }
+    depth(black_box(level + 1)).wrapping_add(u64::from(frame[0]))
+}
+
+/// Panics, which traps: reported as `trapped`.
+fn boom(_ctx: &Step, _input: IgnoredAny) -> Result<(), StepFailure> {
+    panic!("boom: this step panics on purpose");
+}
+
+fn boom_workflow(_ctx: &Workflow, _input: IgnoredAny) -> Result<(), Error> {
+    panic!("boom: this workflow panics on purpose");
+}
+
+#[derive(Deserialize)]
+struct Size {
+    bytes: usize,
+}
+
+/// Returns a string of `bytes` characters: past the host's output limit,
+/// the call fails with `output-too-large`.
+fn big(_ctx: &Step, size: Size) -> Result<String, StepFailure> {
+    Ok("x".repeat(size.bytes))
+}
+
+fn big_workflow(_ctx: &Workflow, size: Size) -> Result<String, Error> {
+    Ok("x".repeat(size.bytes))
+}
+
+#[derive(Deserialize)]
+struct Flood {
+    lines: u64,
+    bytes: usize,
+}
+
+/// Writes `lines` log lines of `bytes` bytes each and returns how many it
+/// wrote: the host keeps the run's allowance and drops the rest.
+fn log_flood(ctx: &Step, flood: Flood) -> Result<u64, StepFailure> {
+    Ok(flood_with(&flood, |line| ctx.log(Level::Info, line)))
+}
+
+fn log_flood_workflow(ctx: &Workflow, flood: Flood) -> Result<u64, Error> {
+    Ok(flood_with(&flood, |line| ctx.log(Level::Info, line)))
+}
+
+fn flood_with(flood: &Flood, log: impl Fn(&str)) -> u64 {
+    let line = "flood ".repeat(flood.bytes.div_ceil(6))[..flood.bytes].to_owned();
+    for _ in 0..flood.lines {
+        log(black_box(&line));
+    }
+    flood.lines
+}
+
+#[derive(Deserialize)]
+struct Busy {
+    ms: u64,
+}
+
+/// Iterations of `slow`'s loop per millisecond, measured under wasmtime with
+/// fuel metering on one core of a current x86-64 machine. Only a rough size:
+/// a test must leave ample margin either way.
+const ITERATIONS_PER_MS: u64 = 800_000;
+
+/// Busy for about `ms` milliseconds of pure arithmetic, reading no clock:
+/// with ample fuel and a shorter timeout it is stopped by the timeout.
+fn slow(_ctx: &Step, busy: Busy) -> Result<u64, StepFailure> {
+    let mut state = 0_u64;
+    for i in 0..busy.ms.saturating_mul(ITERATIONS_PER_MS) {
+        state = black_box(state.wrapping_mul(31).wrapping_add(i));
+    }
+    Ok(state)
+}
+
+#[derive(Deserialize)]
+struct LimitedCall {
+    step: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    options: Limits,
+}
+
+/// The subset of step options the limit tests vary.
+#[derive(Deserialize, Default)]
+struct Limits {
+    fuel: Option<u64>,
+    timeout_ms: Option<u64>,
+    max_attempts: Option<u32>,
+}
+
+impl Limits {
+    fn to_step_options(&self) -> StepOptions {
+        let mut options = StepOptions::new();
+        if let Some(fuel) = self.fuel {
+            options = options.fuel(fuel);
+        }
+        if let Some(timeout_ms) = self.timeout_ms {
+            options = options.timeout(Duration::from_millis(timeout_ms));
+        }
+        if let Some(attempts) = self.max_attempts {
+            options = options.max_attempts(attempts);
+        }
+        options
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum CallOutcome {
+    Output {
+        output: Value,
+    },
+    Failed {
+        error_kind: StepErrorKind,
+        message: String,
+        attempts: u32,
+    },
+}
+
+/// `{"step": "spin", "options": {"fuel": 1000}}` →
+/// `{"error_kind": "fuel-exhausted", "message": "...", "attempts": 1}`, or
+/// `{"output": ...}` if the step succeeded: the run succeeds either way, so
+/// a test reads the typed error the workflow saw.
+fn call_limited(ctx: &Workflow, call: LimitedCall) -> Result<CallOutcome, Error> {
+    let options = call.options.to_step_options();
+    Ok(match ctx.step_with(&call.step, &call.input, options) {
+        Ok(output) => CallOutcome::Output { output },
+        Err(error) => CallOutcome::Failed {
+            error_kind: error.kind(),
+            message: error.message().to_owned(),
+            attempts: error.attempts(),
+        },
+    })
+}
+
+export! {
+    workflows: {
+        "spin-workflow" => spin_workflow,
+        "hog-workflow" => hog_workflow,
+        "recurse-workflow" => recurse_workflow,
+        "boom-workflow" => boom_workflow,
+        "big-workflow" => big_workflow,
+        "log-flood-workflow" => log_flood_workflow,
+        "call-limited" => call_limited,
+    },
+    steps: {
+        "spin" => spin,
+        "hog" => hog,
+        "recurse" => recurse,
+        "boom" => boom,
+        "big" => big,
+        "log-flood" => log_flood,
+        "slow" => slow,
+    },
+}

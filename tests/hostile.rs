@@ -1,0 +1,433 @@
+//! The hostile-guest corpus (`tests/hostile-guests/`) against a shared
+//! server: tenant mallory runs each attack, as a step and as a workflow,
+//! while tenant alice runs the order saga at the same time. Each attack must
+//! end with its exact typed outcome, naming the limit it hit; alice's run
+//! must finish with the right output, and the server must stay healthy.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, ReliabilityResult, Server, arg, guest, order_input, record_reliability, token_hash};
+
+const ALICE: &str = "sst_alice_token";
+const MALLORY: &str = "sst_mallory_token";
+
+/// Mallory's step quotas, lowered so that the attacks end quickly and the
+/// limits they hit are recognisable in the messages.
+const MALLORY_STEP_MEMORY: u64 = 32 << 20;
+const MALLORY_STEP_OUTPUT: u64 = 100_000;
+/// The server's log allowance per run execution.
+const MAX_LOG_BYTES: usize = 65_536;
+
+/// A server with tenants alice (default quotas) and mallory, started with
+/// `args` besides its tenants file.
+fn arena(args: &[&str]) -> Server {
+    let host = Host::new();
+    let config = host.data_dir().join("stepstone.toml");
+    let tenants = format!(
+        "[[tenants]]\nid = \"alice\"\ntoken_sha256 = [\"{}\"]\n\n\
+         [[tenants]]\nid = \"mallory\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\n\
+         step_memory_bytes = {MALLORY_STEP_MEMORY}\nstep_output_bytes = {MALLORY_STEP_OUTPUT}\n",
+        token_hash(ALICE),
+        token_hash(MALLORY)
+    );
+    std::fs::write(&config, tenants).expect("the tenants file is written");
+    let max_log_bytes = MAX_LOG_BYTES.to_string();
+    let mut full = vec!["--config", arg(&config), "--max-log-bytes", &max_log_bytes];
+    full.extend_from_slice(args);
+    let server = Server::start_with(host, &full);
+    server.upload(ALICE, "order");
+    server
+}
+
+fn start(server: &Server, token: &str, body: Value) -> String {
+    let started = server.post_json("/v1/runs", token, &body).expect(202);
+    started["run_id"].as_str().expect("a run id").to_owned()
+}
+
+/// Waits for `run` to end and returns its status.
+fn finished(server: &Server, token: &str, run: &str) -> Value {
+    let status = server
+        .get(&format!("/v1/runs/{run}/wait?timeout=60s"), token)
+        .expect(200);
+    assert!(
+        ["completed", "failed", "cancelled"].contains(&status["state"].as_str().unwrap_or_default()),
+        "{run} did not end: {status}"
+    );
+    status
+}
+
+/// Runs `attack` (mallory's part) while alice's order saga is in flight, then
+/// checks that alice's run completed with its tracking number and that the
+/// server still answers; returns what `attack` returned.
+fn beside_alice<T>(server: &Server, attack: impl FnOnce() -> T) -> T {
+    static ORDERS: AtomicU32 = AtomicU32::new(1);
+    let order = format!("alice-{}", ORDERS.fetch_add(1, Ordering::Relaxed));
+    let input = order_input(&order, 300, json!({"approval_timeout_ms": 60_000}));
+    let run = start(
+        server,
+        ALICE,
+        json!({"component": "order", "workflow": "place-order", "input": input, "run_id": order}),
+    );
+    server
+        .post_bytes(
+            &format!("/v1/runs/{run}/signals/approve"),
+            ALICE,
+            br#"{"approved":true}"#.to_vec(),
+        )
+        .expect(202);
+    let outcome = attack();
+    let alice = finished(server, ALICE, &run);
+    assert_eq!(alice["state"], "completed", "alice's run: {alice}");
+    assert_eq!(alice["output"]["tracking"], format!("trk-{order}"), "{alice}");
+    assert_eq!(server.get("/healthz", "").expect(200), "ok");
+    outcome
+}
+
+/// Mallory's `call-limited` run on `step` (`bombs/...` for the WAT bombs):
+/// what the workflow saw the step call return.
+fn step_attack(server: &Server, step: &str, input: Value, options: Value) -> Value {
+    server.upload(MALLORY, "hostile");
+    server.upload(MALLORY, "bombs");
+    beside_alice(server, || {
+        let call = json!({"step": step, "input": input, "options": options});
+        let body =
+            json!({"component": "hostile", "workflow": "call-limited", "input": call, "links": {"bombs": "bombs"}});
+        let run = start(server, MALLORY, body);
+        let status = finished(server, MALLORY, &run);
+        assert_eq!(
+            status["state"], "completed",
+            "the workflow sees the step's error: {status}"
+        );
+        status["output"].clone()
+    })
+}
+
+/// Mallory's run of `workflow` of `component`: its final status.
+fn workflow_attack(server: &Server, component: &str, workflow: &str, input: Value) -> Value {
+    server.upload(MALLORY, component);
+    beside_alice(server, || {
+        let run = start(
+            server,
+            MALLORY,
+            json!({"component": component, "workflow": workflow, "input": input}),
+        );
+        finished(server, MALLORY, &run)
+    })
+}
+
+/// Asserts a step call failed with `kind`, its message containing `detail`.
+fn assert_step_error(seen: &Value, kind: &str, detail: &str) {
+    assert_eq!(seen["error_kind"], kind, "{seen}");
+    let message = seen["message"].as_str().unwrap_or_default();
+    assert!(message.contains(detail), "{kind}: {message:?} lacks {detail:?}");
+}
+
+/// Asserts a run failed with `kind`, its message containing `detail`.
+fn assert_run_failed(status: &Value, kind: &str, detail: &str) {
+    assert_eq!(status["state"], "failed", "{status}");
+    assert_eq!(status["kind"], kind, "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains(detail), "{kind}: {message:?} lacks {detail:?}");
+}
+
+/// Files the case for docs/RELIABILITY.md (called once its assertions passed).
+fn record(fault: &str, outcome: &str) {
+    record_reliability(&ReliabilityResult {
+        suite: "hostile",
+        fault,
+        trials: 1,
+        outcome,
+        lost: 0,
+    });
+}
+
+#[test]
+fn an_endless_step_runs_out_of_fuel() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "spin", json!(null), json!({"fuel": 10_000_000}));
+    assert_step_error(&seen, "fuel-exhausted", "fuel limit is 10000000");
+    assert_eq!(seen["attempts"], 1);
+    record(
+        "infinite loop, step",
+        "step error fuel-exhausted; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn an_endless_step_with_ample_fuel_times_out() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "spin", json!(null), json!({"timeout_ms": 300}));
+    assert_step_error(&seen, "timed-out", "timeout is 300ms");
+    record(
+        "infinite loop with ample fuel, step",
+        "step error timed-out; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn an_endless_workflow_runs_out_of_fuel() {
+    let server = arena(&["--activation-fuel", "50000000"]);
+    let status = workflow_attack(&server, "hostile", "spin-workflow", json!(null));
+    assert_run_failed(
+        &status,
+        "fuel-exhausted",
+        "budget of 50000000 fuel between two durable calls",
+    );
+    record(
+        "infinite loop, workflow",
+        "run failed fuel-exhausted; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn an_endless_workflow_with_ample_fuel_times_out() {
+    // Alice's saga awaits steps (a retried charge) longer than 1 s in one
+    // instance: the wait must not count against her activation budget.
+    let server = arena(&["--activation-fuel", "1000000000000000", "--activation-timeout", "1s"]);
+    let status = workflow_attack(&server, "hostile", "spin-workflow", json!(null));
+    assert_run_failed(&status, "timed-out", "budget of 1s between two durable calls");
+    record(
+        "infinite loop with ample fuel, workflow",
+        "run failed timed-out; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn memory_bombs_in_a_step_hit_the_tenants_memory_limit() {
+    let server = arena(&[]);
+    let limit = format!("the limit is {MALLORY_STEP_MEMORY} bytes");
+    let grow = step_attack(&server, "bombs/memory-bomb", json!(null), json!({}));
+    assert_step_error(&grow, "memory-limit", &limit);
+    let allocate = step_attack(&server, "hog", json!(null), json!({}));
+    assert_step_error(&allocate, "memory-limit", &limit);
+    record(
+        "memory bomb (memory.grow, allocator), step",
+        "step error memory-limit naming the limit; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn memory_bombs_in_a_workflow_hit_the_workflow_memory_limit() {
+    let server = arena(&[]);
+    let limit = format!("the limit is {} bytes", 256 << 20);
+    let grow = workflow_attack(&server, "bombs", "memory-bomb", json!(null));
+    assert_run_failed(&grow, "memory-limit", &limit);
+    let allocate = workflow_attack(&server, "hostile", "hog-workflow", json!(null));
+    assert_run_failed(&allocate, "memory-limit", &limit);
+    record(
+        "memory bomb (memory.grow, allocator), workflow",
+        "run failed memory-limit naming the limit; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_table_bomb_step_hits_the_table_limit() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "bombs/table-bomb", json!(null), json!({}));
+    assert_step_error(
+        &seen,
+        "memory-limit",
+        "table growth to 100001 elements refused: the limit is 100000 elements",
+    );
+    record(
+        "table bomb, step",
+        "step error memory-limit naming the table limit; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_table_bomb_workflow_hits_the_table_limit() {
+    let server = arena(&[]);
+    let status = workflow_attack(&server, "bombs", "table-bomb", json!(null));
+    assert_run_failed(
+        &status,
+        "memory-limit",
+        "table growth to 100001 elements refused: the limit is 100000 elements",
+    );
+    record(
+        "table bomb, workflow",
+        "run failed memory-limit naming the table limit; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn unbounded_recursion_in_a_step_overflows_its_stack() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "recurse", json!(null), json!({}));
+    assert_step_error(&seen, "trapped", "call stack exhausted");
+    record(
+        "unbounded recursion, step",
+        "step error trapped (call stack exhausted); the other tenant's run completed",
+    );
+}
+
+#[test]
+fn unbounded_recursion_in_a_workflow_overflows_its_stack() {
+    let server = arena(&[]);
+    let status = workflow_attack(&server, "hostile", "recurse-workflow", json!(null));
+    assert_run_failed(&status, "trapped", "call stack exhausted");
+    record(
+        "unbounded recursion, workflow",
+        "run failed trapped (call stack exhausted); the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_step_output_over_the_limit_is_refused() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "big", json!({"bytes": 200_000}), json!({}));
+    assert_step_error(
+        &seen,
+        "output-too-large",
+        &format!("exceeds the limit of {MALLORY_STEP_OUTPUT} bytes"),
+    );
+    record(
+        "output over the limit, step",
+        "step error output-too-large; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_workflow_output_over_the_limit_fails_its_run() {
+    let server = arena(&[]);
+    let status = workflow_attack(&server, "hostile", "big-workflow", json!({"bytes": 2_000_000}));
+    assert_run_failed(&status, "output-too-large", &format!("the limit of {} bytes", 1 << 20));
+    record(
+        "output over the limit, workflow",
+        "run failed output-too-large; the other tenant's run completed",
+    );
+}
+
+/// Lines of 1000 bytes, 10 MB in all: far over the allowance.
+fn flood() -> Value {
+    json!({"lines": 10_000, "bytes": 1000})
+}
+
+/// Asserts the server logged at most the allowance of flood lines, and one
+/// warning that the rest was dropped.
+fn assert_flood_capped(server: &Server) {
+    let log = server.log();
+    let kept = log.lines().filter(|line| line.contains("flood flood")).count();
+    assert!(
+        (1..=MAX_LOG_BYTES / 1000).contains(&kept),
+        "{kept} flood lines logged, allowance {MAX_LOG_BYTES} bytes"
+    );
+    assert_eq!(log.matches("log allowance is used up").count(), 1);
+}
+
+#[test]
+fn a_step_flooding_the_log_is_capped() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "log-flood", flood(), json!({}));
+    assert_eq!(seen["output"], 10_000, "the step ran to its end: {seen}");
+    assert_flood_capped(&server);
+    record(
+        "log flood, step",
+        "step completed, its log cut at the run's allowance with one warning",
+    );
+}
+
+#[test]
+fn a_workflow_flooding_the_log_is_capped() {
+    let server = arena(&[]);
+    let status = workflow_attack(&server, "hostile", "log-flood-workflow", flood());
+    assert_eq!(status["state"], "completed", "{status}");
+    assert_eq!(status["output"], 10_000);
+    assert_flood_capped(&server);
+    record(
+        "log flood, workflow",
+        "run completed, its log cut at the run's allowance with one warning",
+    );
+}
+
+#[test]
+fn a_panicking_step_traps_on_every_attempt() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "boom", json!(null), json!({"max_attempts": 2}));
+    assert_step_error(&seen, "trapped", "unreachable");
+    assert_eq!(seen["attempts"], 2, "{seen}");
+    record(
+        "panic, step",
+        "step error trapped after 2 attempts; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_panicking_workflow_fails_its_run_trapped() {
+    let server = arena(&[]);
+    let status = workflow_attack(&server, "hostile", "boom-workflow", json!(null));
+    assert_run_failed(&status, "trapped", "unreachable");
+    record(
+        "panic, workflow",
+        "run failed trapped; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_reordered_build_replayed_against_the_old_journal_diverges() {
+    let server = arena(&[]);
+    server.upload(MALLORY, "order");
+    let v2 = std::fs::read(guest("order-reordered")).expect("the guest is built");
+    server
+        .post_bytes("/v1/components?name=order-v2", MALLORY, v2)
+        .expect(201);
+    let report = beside_alice(&server, || {
+        let input = order_input("m-1", 0, json!({"approval_timeout_ms": 60_000}));
+        let run = start(
+            &server,
+            MALLORY,
+            json!({"component": "order", "workflow": "place-order", "input": input}),
+        );
+        server
+            .post_bytes(
+                &format!("/v1/runs/{run}/signals/approve"),
+                MALLORY,
+                br#"{"approved":true}"#.to_vec(),
+            )
+            .expect(202);
+        assert_eq!(finished(&server, MALLORY, &run)["state"], "completed");
+        let same = server
+            .post_json(&format!("/v1/runs/{run}/replay"), MALLORY, &json!({}))
+            .expect(200);
+        assert_eq!(same["verdict"], "identical", "{same}");
+        server
+            .post_json(
+                &format!("/v1/runs/{run}/replay"),
+                MALLORY,
+                &json!({"component": "order-v2"}),
+            )
+            .expect(200)
+    });
+    assert_eq!(report["verdict"], "diverged", "{report}");
+    assert_eq!(report["seq"], 0, "{report}");
+    let message = report["message"].as_str().unwrap_or_default();
+    assert!(message.contains("reserve") && message.contains("charge"), "{message}");
+    record(
+        "non-deterministic build (v2 reorders steps) replayed against v1's journal, workflow",
+        "replay diverged at seq 0 naming both calls; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_component_importing_what_no_policy_grants_is_refused_at_upload() {
+    let server = arena(&[]);
+    let bytes = std::fs::read(guest("forbidden")).expect("the guest is built");
+    let refused = beside_alice(&server, || {
+        server
+            .post_bytes("/v1/components?name=forbidden", MALLORY, bytes)
+            .expect(400)
+    });
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("`evil:net/raw`") && error.contains("no Stepstone policy grants"),
+        "{error}"
+    );
+    assert_eq!(server.get("/v1/components", MALLORY).expect(200), json!([]));
+    let start = json!({"component": "forbidden", "workflow": "exfiltrate-workflow", "input": null});
+    server.post_json("/v1/runs", MALLORY, &start).expect(404);
+    record(
+        "forbidden import (evil:net/raw) in a step and a workflow",
+        "upload refused (400) naming the import, nothing stored; the other tenant's run completed",
+    );
+}
