@@ -20,14 +20,15 @@ GUEST_BUILD_DIR := target/guest-build
 GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
 
-EXAMPLE_GUESTS := hello order fanout batch
+EXAMPLE_GUESTS := hello order fanout batch wasi_probe polyglot
 HOSTILE_GUESTS := hostile forbidden
 RUST_GUESTS := $(EXAMPLE_GUESTS) $(HOSTILE_GUESTS)
 EXAMPLE_GUEST_CORES := $(EXAMPLE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 HOSTILE_GUEST_CORES := $(HOSTILE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
 GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \
-	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm $(GUESTS_DIR)/bombs.wasm
+	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm $(GUESTS_DIR)/bombs.wasm \
+	$(GUESTS_DIR)/wat-workflow.wasm
 
 # Everything a Rust guest's core module is built from.
 GUEST_SOURCES := $(shell find guest-sdk/Cargo.toml guest-sdk/src examples-guests $(HOSTILE_DIR) wit \
@@ -108,6 +109,10 @@ $(GUESTS_DIR)/wat-step.wasm: examples-guests/wat-step/step.wat $(STEPSTONE)
 $(GUESTS_DIR)/bombs.wasm: $(HOSTILE_DIR)/bombs.wat $(STEPSTONE)
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< --world workflows-and-steps -o $@
+
+$(GUESTS_DIR)/wat-workflow.wasm: examples-guests/wat-workflow/workflow.wat $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< --world workflows -o $@
 
 # The SDK's unit tests run natively, with the host's toolchain.
 guest-sdk-test:

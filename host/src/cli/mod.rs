@@ -52,6 +52,10 @@ pub struct Cli {
     /// Inject storage faults, for testing: `errors=0.1,latency=2ms,seed=7,on=writes`.
     #[arg(long, global = true, env = "STEPSTONE_FAULTS", hide = true)]
     faults: Option<FaultConfig>,
+    /// Give each step attempt a fresh scratch directory, `/scratch` in the
+    /// guest, removed after the attempt (made under DATA_DIR/scratch).
+    #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_DIR")]
+    step_scratch_dir: bool,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -194,6 +198,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(timeout) = cli.activation_timeout {
         config.workflow.activation_timeout = timeout;
     }
+    config.step.scratch_dir = cli.step_scratch_dir;
+    config.scratch_root = cli.data_dir.join("scratch");
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is

@@ -34,6 +34,7 @@ mod replay;
 mod retry;
 mod status;
 mod step_call;
+mod step_target;
 mod submit;
 mod workflow;
 
@@ -156,18 +157,8 @@ pub struct RunContext {
     step_limits: StepLimits,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
-}
-
-impl RunContext {
-    /// The component and step a step name refers to: `name/step` for a linked
-    /// component, a bare name for the run's own.
-    fn resolve_step(&self, name: &str) -> Option<(Arc<Loaded>, String)> {
-        let (component, step) = match name.split_once('/') {
-            Some((link, step)) => (self.links.get(link)?, step),
-            None => (&self.own, name),
-        };
-        component.has_step(step).then(|| (component.clone(), step.to_owned()))
-    }
+    /// When the run was created: where its journal time starts.
+    started_at_ms: u64,
 }
 
 /// How an execution of a workflow ended.
@@ -390,6 +381,7 @@ impl Runtime {
             control,
             step_limits,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
+            started_at_ms: record.created_at_ms,
         };
         Ok((Arc::new(context), record))
     }
