@@ -420,7 +420,7 @@ fn a_component_importing_what_no_policy_grants_is_refused_at_upload() {
     });
     let error = refused["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("`evil:net/raw`") && error.contains("no Stepstone policy grants"),
+        error.contains("`evil:net/raw`") && error.contains("policy does not grant"),
         "{error}"
     );
     assert_eq!(server.get("/v1/components", MALLORY).expect(200), json!([]));
