@@ -166,10 +166,6 @@ struct Baseline {
     steps: BTreeMap<u64, String>,
     /// Store writes of each phase.
     writes: Vec<(Phase, u64)>,
-    /// The compiled code, copied into each trial so no trial compiles.
-    cache: PathBuf,
-    /// Holds the data directory `cache` is in.
-    _data: Host,
 }
 
 fn baseline(wasm: &Path) -> Baseline {
@@ -197,23 +193,7 @@ fn baseline(wasm: &Path) -> Baseline {
         journal_len,
         steps,
         writes,
-        cache: host.data_dir().join("cache"),
-        _data: host,
     }
-}
-
-/// A fresh host whose code cache is the baseline's.
-fn trial_host(baseline: &Baseline) -> Host {
-    let host = Host::new();
-    let cache = host.data_dir().join("cache");
-    std::fs::create_dir_all(&cache).expect("a cache directory");
-    for file in std::fs::read_dir(&baseline.cache)
-        .expect("the baseline compiled its code")
-        .flatten()
-    {
-        std::fs::copy(file.path(), cache.join(file.file_name())).expect("the cache is copied");
-    }
-    host
 }
 
 /// Where a trial killed the host, as the host said just before it died.
@@ -295,7 +275,7 @@ fn recover(host: &Host, wasm: &Path, killed: Phase, point: &str) -> (Value, Stri
 
 /// One kill and recovery, with every check; returns where it killed.
 fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, write: u64) -> Kill {
-    let host = trial_host(baseline);
+    let host = Host::new();
     let killed = kill(&host, wasm, phase, mode, write);
     let point = format!("{phase:?} {mode}:{write} at {}", killed.key);
     let at_kill = journal_on_disk(&host);

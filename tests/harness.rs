@@ -42,6 +42,10 @@ fn binary() -> PathBuf {
 /// A host: the `stepstone` binary over a fresh data directory.
 pub struct Host {
     data: tempfile::TempDir,
+    /// The compiled-code cache: by default one for every test, so each guest
+    /// is compiled once per `make test`, not once per test (Python's takes
+    /// about a minute).
+    cache: PathBuf,
 }
 
 impl Default for Host {
@@ -54,7 +58,15 @@ impl Host {
     pub fn new() -> Self {
         Self {
             data: tempfile::tempdir().expect("a temporary data directory"),
+            cache: root().join("target/test-code-cache"),
         }
+    }
+
+    /// A host with a code cache of its own, for tests that time compilation.
+    pub fn with_own_cache() -> Self {
+        let data = tempfile::tempdir().expect("a temporary data directory");
+        let cache = data.path().join("cache");
+        Self { data, cache }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -67,6 +79,7 @@ impl Host {
         command
             .args(args)
             .env("STEPSTONE_DATA", self.data.path())
+            .env("STEPSTONE_CACHE_DIR", &self.cache)
             .env("RUST_LOG", "stepstone=info");
         command
     }
@@ -229,7 +242,11 @@ pub struct Server {
 impl Server {
     /// Starts a server whose tenants file holds `tenants` (TOML text).
     pub fn start(tenants: &str) -> Self {
-        let host = Host::new();
+        Self::start_on(Host::new(), tenants)
+    }
+
+    /// Starts a server on `host` whose tenants file holds `tenants`.
+    pub fn start_on(host: Host, tenants: &str) -> Self {
         let config = host.data_dir().join("stepstone.toml");
         std::fs::write(&config, tenants).expect("the tenants file is written");
         Self::start_with(host, &["--config", arg(&config)])

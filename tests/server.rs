@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Server, token_hash as hash};
+use stepstone_e2e::{Host, Server, token_hash as hash};
 
 const ACME: &str = "sst_acme_token";
 const GLOBEX: &str = "sst_globex_token";
@@ -213,7 +213,7 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
 
 #[test]
 fn a_component_that_compiles_too_long_is_refused_and_run_options_lower_the_quota() {
-    let server = Server::start(&two_tenants("compile_timeout_ms = 1", ""));
+    let server = Server::start_on(Host::with_own_cache(), &two_tenants("compile_timeout_ms = 1", ""));
     let refused = server
         .post_bytes(
             "/v1/components?name=order",
@@ -563,7 +563,7 @@ fn huge_component(server: &Server, functions: usize) -> Vec<u8> {
 
 #[test]
 fn one_tenants_huge_upload_does_not_stall_another_tenants_runs() {
-    let server = Server::start(&default_tenants());
+    let server = Server::start_on(Host::with_own_cache(), &default_tenants());
     server.upload(GLOBEX, "hello");
     let huge = huge_component(&server, 40_000);
     let compiling = r#"stepstone_uploads_compiling{tenant="acme"}"#;

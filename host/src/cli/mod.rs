@@ -24,6 +24,10 @@ pub struct Cli {
     /// Where runs, journals and compiled code are kept.
     #[arg(long, global = true, env = "STEPSTONE_DATA", default_value = "./stepstone-data")]
     data_dir: PathBuf,
+    /// Where compiled code is cached [default: DATA_DIR/cache]. Hosts may
+    /// share one: entries are keyed by component digest and engine settings.
+    #[arg(long, global = true, env = "STEPSTONE_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
     /// A run waiting longer than this drops its instance and is replayed
     /// when woken, so waiting runs hold no memory [default: 5s; 250ms for serve].
     #[arg(long, global = true, env = "STEPSTONE_EVICT_AFTER", value_parser = humantime::parse_duration)]
@@ -210,7 +214,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(evict_after) = cli.evict_after {
         config.wait.eviction_threshold = evict_after;
     }
-    let data = DataDir::new(cli.data_dir, cli.faults);
+    let cache_dir = cli.cache_dir.unwrap_or_else(|| cli.data_dir.join("cache"));
+    let data = DataDir::new(cli.data_dir, cache_dir, cli.faults);
     let host = || data.host(config.clone());
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
@@ -237,18 +242,21 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     result
 }
 
-/// The data directory, and the storage faults to inject into it, if any.
+/// The data directory, the compiled-code cache, and the storage faults to
+/// inject, if any.
 struct DataDir {
     path: PathBuf,
+    cache: PathBuf,
     faults: Option<FaultConfig>,
     /// What the fault injector did, once a host was opened with one.
     injected: std::sync::OnceLock<std::sync::Arc<Faults>>,
 }
 
 impl DataDir {
-    fn new(path: PathBuf, faults: Option<FaultConfig>) -> Self {
+    fn new(path: PathBuf, cache: PathBuf, faults: Option<FaultConfig>) -> Self {
         Self {
             path,
+            cache,
             faults,
             injected: std::sync::OnceLock::new(),
         }
@@ -266,7 +274,7 @@ impl DataDir {
             storage = faulty;
             let _ = self.injected.set(counts);
         }
-        let cache = CodeCache::open(&self.path.join("cache"));
+        let cache = CodeCache::open(&self.cache);
         Ok(Runtime::new(config, storage, cache)?)
     }
 
