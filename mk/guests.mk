@@ -17,7 +17,7 @@ GUEST_BUILD_DIR := target/guest-build
 GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
 
-RUST_GUESTS := hello order fanout limits
+RUST_GUESTS := hello order fanout limits bench
 RUST_GUEST_CORES := $(RUST_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
 GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \

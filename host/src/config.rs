@@ -139,6 +139,9 @@ pub struct HostConfig {
     pub pooling: bool,
     /// How many instances of each role the pool holds at once.
     pub pool_instances: u32,
+    /// Run steps without fuel metering: for trusted steps, whose CPU time
+    /// the attempt timeout still bounds. Workflows are always metered.
+    pub unmetered_steps: bool,
 }
 
 impl HostConfig {

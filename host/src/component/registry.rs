@@ -136,9 +136,13 @@ impl Components {
     pub async fn steps(&self, loaded: &Loaded) -> Result<Arc<StepProgram>, ComponentError> {
         let program = loaded.step.get_or_try_init(|| async {
             let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes).await?;
-            StepProgram::new(self.engines.get(Role::Step), &component)
-                .map(Arc::new)
-                .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
+            StepProgram::new(
+                self.engines.get(Role::Step),
+                &component,
+                self.engines.meters_fuel(Role::Step),
+            )
+            .map(Arc::new)
+            .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
         });
         program.await.cloned()
     }

@@ -153,7 +153,7 @@ impl WorkflowProgram {
     /// each time the guest resumes after a journaled call.
     pub fn store(&self, state: WorkflowState) -> wasmtime::Result<Store<WorkflowState>> {
         let fuel = state.limits.activation_fuel;
-        let mut store = new_store(self.pre.engine(), state, fuel)?;
+        let mut store = new_store(self.pre.engine(), state, Some(fuel))?;
         store.call_hook(move |mut cx, hook| {
             if matches!(hook, CallHook::ReturningFromHost) && cx.data().activation_ended {
                 let data = cx.data_mut();
@@ -175,6 +175,6 @@ impl WorkflowProgram {
     ) -> wasmtime::Result<Result<String, String>> {
         let instance = self.pre.instantiate_async(&mut *store).await?;
         let guest = self.workflow.load(&mut *store, &instance)?;
-        guest.call_run(&mut *store, &name.to_owned(), &input.to_owned()).await
+        guest.call_run(&mut *store, name, input).await
     }
 }

@@ -52,16 +52,19 @@ impl step_support::Host for StepState {
 pub struct StepProgram {
     pre: InstancePre<StepState>,
     step: step::GuestIndices,
+    /// Whether the engine meters fuel (see `HostConfig::unmetered_steps`).
+    metered: bool,
 }
 
 impl StepProgram {
-    /// Links `component` (compiled by the step engine) against `step-support`.
-    pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+    /// Links `component` (compiled by the step engine, which meters fuel if
+    /// `metered`) against `step-support`.
+    pub fn new(engine: &Engine, component: &Component, metered: bool) -> wasmtime::Result<Self> {
         let pre = link(engine, component, |linker| {
             step_support::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
         })?;
         let step = step::GuestIndices::new(&pre)?;
-        Ok(Self { pre, step })
+        Ok(Self { pre, step, metered })
     }
 
     fn store(
@@ -76,7 +79,7 @@ impl StepProgram {
             deadline: Instant::now() + limits.timeout,
             log,
         };
-        new_store(self.pre.engine(), state, limits.fuel)
+        new_store(self.pre.engine(), state, self.metered.then_some(limits.fuel))
             .map_err(|e| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}")))
     }
 }
@@ -135,7 +138,7 @@ pub async fn run_attempt(
         program
             .step
             .load(&mut store, &instance)?
-            .call_run_step(&mut store, &name.to_owned(), &input.to_owned())
+            .call_run_step(&mut store, name, input)
             .await
     }
     .await;
@@ -156,6 +159,9 @@ pub async fn run_attempt(
         }),
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store)),
     };
-    let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    let fuel_used = match store.get_fuel() {
+        Ok(left) => limits.fuel.saturating_sub(left),
+        Err(_) => 0,
+    };
     AttemptReport { result, fuel_used }
 }

@@ -44,6 +44,7 @@ pub struct Engines {
     /// runs share a bounded pool.
     workflow_slots: Arc<Semaphore>,
     step_slots: Arc<Semaphore>,
+    unmetered_steps: bool,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -59,6 +60,7 @@ impl Engines {
             step,
             workflow_slots: slots(),
             step_slots: slots(),
+            unmetered_steps: config.unmetered_steps,
             _ticker: Arc::new(ticker),
         })
     }
@@ -78,6 +80,11 @@ impl Engines {
             .expect("instance slots are never closed")
     }
 
+    /// Whether the engine of `role` meters fuel.
+    pub fn meters_fuel(&self, role: Role) -> bool {
+        role == Role::Workflow || !self.unmetered_steps
+    }
+
     pub fn get(&self, role: Role) -> &Engine {
         match role {
             Role::Workflow => &self.workflow,
@@ -89,7 +96,7 @@ impl Engines {
 /// Builds the engine for `role`: pooled instances when the platform can
 /// reserve the address space, on-demand allocation otherwise.
 fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError> {
-    let mut wasm = base_config(role);
+    let mut wasm = base_config(role, config.unmetered_steps);
     if config.pooling {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(role, config)));
         match Engine::new(&wasm) {
@@ -104,10 +111,10 @@ fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError>
     })
 }
 
-fn base_config(role: Role) -> Config {
+fn base_config(role: Role, unmetered_steps: bool) -> Config {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
-        .consume_fuel(true)
+        .consume_fuel(role == Role::Workflow || !unmetered_steps)
         .epoch_interruption(true)
         .max_wasm_stack(1 << 20);
     if role == Role::Workflow {
@@ -171,7 +178,7 @@ mod tests {
             pool_instances: 50_000_000,
             ..HostConfig::new()
         };
-        let mut impossible = base_config(Role::Step);
+        let mut impossible = base_config(Role::Step, false);
         impossible.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(Role::Step, &config)));
         assert!(
             Engine::new(&impossible).is_err(),
