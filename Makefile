@@ -53,8 +53,11 @@ BENCH_CARGO_FLAGS_dev-optimised := --profile dev $(foreach crate,$(BENCH_OWN_CRA
 	--config 'profile.dev.package.$(crate).overflow-checks=false')
 BENCH_CARGO_FLAGS_release := --profile bench
 
+# BENCH_ONLY="replay journal" runs only the benchmarks so named, into
+# target/BENCHMARKS-partial.md.
 bench: guests
-	STEPSTONE_BENCH_PROFILE="$(BENCH_PROFILE)" $(CARGO) bench -p stepstone-bench $(BENCH_CARGO_FLAGS_$(BENCH_PROFILE))
+	STEPSTONE_BENCH_PROFILE="$(BENCH_PROFILE)" $(CARGO) bench -p stepstone-bench \
+		$(BENCH_CARGO_FLAGS_$(BENCH_PROFILE)) -- $(BENCH_ONLY)
 
 clean:
 	$(CARGO) clean

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -49,6 +50,8 @@ pub enum Backend {
     /// In memory, with journal entries acknowledged and dropped: the cost of
     /// running the steps with journaling off.
     NoJournal,
+    /// In memory, counting the requests made of the store.
+    Counted,
 }
 
 impl fmt::Display for Backend {
@@ -57,6 +60,7 @@ impl fmt::Display for Backend {
             Backend::Memory => "in-memory",
             Backend::LocalFs => "local FS",
             Backend::NoJournal => "journaling off",
+            Backend::Counted => "in-memory, counted",
         })
     }
 }
@@ -64,6 +68,8 @@ impl fmt::Display for Backend {
 /// A host with its storage; the temporary directory lives as long as it.
 pub struct Host {
     pub runtime: Runtime,
+    /// The requests counted, on the `Counted` backend.
+    pub requests: Arc<Requests>,
     pub tenant: TenantId,
     pub bench: Arc<Loaded>,
     _dir: tempfile::TempDir,
@@ -72,15 +78,23 @@ pub struct Host {
 impl Host {
     pub async fn new(backend: Backend, config: HostConfig) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
+        let requests = Arc::new(Requests::default());
+        let probe = |keep_journal| Probe {
+            inner: InMemory::new(),
+            keep_journal,
+            requests: requests.clone(),
+        };
         let storage = match backend {
             Backend::Memory => Storage::in_memory(),
             Backend::LocalFs => Storage::local(&dir.path().join("objects"))?,
-            Backend::NoJournal => Storage::new(Arc::new(NoJournal::default())),
+            Backend::NoJournal => Storage::new(Arc::new(probe(false))),
+            Backend::Counted => Storage::new(Arc::new(probe(true))),
         };
         let runtime = Runtime::new(config, storage, CodeCache::disabled())?;
         let bench = runtime.validate("bench", guest("bench")?).await?;
         Ok(Self {
             runtime,
+            requests,
             tenant: TenantId::default_tenant(),
             bench,
             _dir: dir,
@@ -123,16 +137,34 @@ pub fn served_config() -> HostConfig {
     config
 }
 
-/// An in-memory store that acknowledges journal entries without keeping
-/// them: runs behave as if journaling were off (no replay would be possible).
+/// Requests made of a [`Probe`] store.
 #[derive(Debug, Default)]
-pub struct NoJournal {
-    inner: InMemory,
+pub struct Requests {
+    pub puts: AtomicU64,
+    pub gets: AtomicU64,
+    pub lists: AtomicU64,
 }
 
-impl fmt::Display for NoJournal {
+impl Requests {
+    /// Puts, gets and lists so far.
+    pub fn counts(&self) -> [u64; 3] {
+        [&self.puts, &self.gets, &self.lists].map(|count| count.load(Ordering::Relaxed))
+    }
+}
+
+/// An in-memory store that counts the requests made of it and, unless
+/// `keep_journal`, acknowledges journal entries without keeping them: runs
+/// then behave as if journaling were off (no replay would be possible).
+#[derive(Debug)]
+pub struct Probe {
+    inner: InMemory,
+    keep_journal: bool,
+    requests: Arc<Requests>,
+}
+
+impl fmt::Display for Probe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NoJournal({})", self.inner)
+        write!(f, "Probe({})", self.inner)
     }
 }
 
@@ -140,15 +172,20 @@ fn is_journal_entry(location: &ObjectPath) -> bool {
     location.as_ref().contains("/journal/")
 }
 
+fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
 #[async_trait]
-impl ObjectStore for NoJournal {
+impl ObjectStore for Probe {
     async fn put_opts(
         &self,
         location: &ObjectPath,
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if is_journal_entry(location) {
+        count(&self.requests.puts);
+        if !self.keep_journal && is_journal_entry(location) {
             return Ok(PutResult {
                 e_tag: None,
                 version: None,
@@ -167,6 +204,7 @@ impl ObjectStore for NoJournal {
     }
 
     async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
+        count(&self.requests.gets);
         self.inner.get_opts(location, options).await
     }
 
@@ -178,10 +216,12 @@ impl ObjectStore for NoJournal {
     }
 
     fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        count(&self.requests.lists);
         self.inner.list(prefix)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> object_store::Result<ListResult> {
+        count(&self.requests.lists);
         self.inner.list_with_delimiter(prefix).await
     }
 

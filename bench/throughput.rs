@@ -38,6 +38,10 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
     let [off, memory, local] = per_second[..] else {
         bail!("one figure per backend")
     };
+    let counted = Host::new(Backend::Counted, served_config()).await?;
+    let before = counted.requests.counts();
+    counted.run("sequential", STEPS).await?;
+    let per_step = |i: usize| (counted.requests.counts()[i] - before[i]) as f64 / f64::from(STEPS);
     let mut section = Section::new(
         "Journaled step throughput",
         "One run of the bench guest's `sequential` workflow: 1,000 calls of the trivial `noop` \
@@ -55,6 +59,13 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
             .against("journaling off", off)
             .target("≥ 10,000 steps/s", local >= 10_000.0),
     );
+    for (i, request) in ["puts", "gets", "lists"].into_iter().enumerate() {
+        section.rows.push(Row::new(
+            format!("store {request} per step (a run of {STEPS})"),
+            per_step(i),
+            request,
+        ));
+    }
     Ok(section)
 }
 
@@ -88,6 +99,16 @@ pub async fn small_runs() -> anyhow::Result<Section> {
             .against("journaling off", off)
             .target("> 2,000 runs/s", local > 2000.0),
     );
+    let counted = Host::new(Backend::Counted, served_config()).await?;
+    let before = counted.requests.counts();
+    counted.run_many("three-steps", 3, 100, CONCURRENCY).await?;
+    let after = counted.requests.counts();
+    for (i, request) in ["puts", "gets", "lists"].into_iter().enumerate() {
+        let per_run = (after[i] - before[i]) as f64 / 100.0;
+        section
+            .rows
+            .push(Row::new(format!("store {request} per run (library)"), per_run, request));
+    }
     let http = http_runs(RUNS).await?;
     section.rows.push(
         Row::new("HTTP API, local FS store", http, "runs/s")

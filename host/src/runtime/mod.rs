@@ -37,7 +37,7 @@ mod step_call;
 mod submit;
 mod workflow;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,6 +144,11 @@ pub struct RunContext {
     step_limits: StepLimits,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
+    /// The seqs with failed attempts in the store when this execution
+    /// began. Only the host driving a run records its attempts, so a step
+    /// this execution starts at any other seq has none to resume: it skips
+    /// reading them, which saves a store listing per step.
+    retried: HashSet<u64>,
 }
 
 impl RunContext {
@@ -362,6 +367,7 @@ impl Runtime {
         }
         let control = self.host.controls.of(tenant, run);
         let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
+        let retried = records.retries().await?.into_iter().map(|(seq, _)| seq).collect();
         let context = RunContext {
             host: self.host.clone(),
             records,
@@ -370,6 +376,7 @@ impl Runtime {
             control,
             step_limits,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
+            retried,
         };
         Ok((Arc::new(context), record))
     }

@@ -51,6 +51,7 @@ impl Runtime {
                 control: context.control.clone(),
                 step_limits: context.step_limits,
                 log: context.log.clone(),
+                retried: context.retried.clone(),
             }),
             None => context,
         };

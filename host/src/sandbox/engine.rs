@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::SandboxError;
 use crate::config::HostConfig;
@@ -124,6 +124,10 @@ fn base_config(role: Role, unmetered_steps: bool) -> Config {
     wasm
 }
 
+/// Bytes of each pooled memory, table and stack kept resident between
+/// instances.
+const KEEP_RESIDENT: usize = 256 << 10;
+
 fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
     let memory_bytes = match role {
         Role::Workflow => config.workflow.memory_bytes,
@@ -138,7 +142,15 @@ fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
         .total_tables(instances * 4)
         .max_memory_size(memory_bytes)
         .max_component_instance_size(1 << 20)
-        .max_core_instance_size(1 << 20);
+        .max_core_instance_size(1 << 20)
+        // A slot's pages stay resident between instances (reset in place,
+        // found with PAGEMAP_SCAN where the kernel has it) instead of being
+        // unmapped and faulted in again: a step attempt is a fresh instance,
+        // so this is on every step's path.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .async_stack_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
     pool
 }
 
@@ -189,5 +201,20 @@ mod tests {
             Engines::new(&HostConfig::new()).is_ok(),
             "the default pool is reservable here"
         );
+    }
+
+    #[test]
+    fn unmetered_steps_leave_workflows_metered() {
+        let config = HostConfig {
+            unmetered_steps: true,
+            ..HostConfig::new()
+        };
+        let engines = Engines::new(&config).expect("engines");
+        assert!(!engines.meters_fuel(Role::Step));
+        assert!(engines.meters_fuel(Role::Workflow));
+        let mut step_store = wasmtime::Store::new(engines.get(Role::Step), ());
+        assert!(step_store.set_fuel(1).is_err(), "the step engine must not meter fuel");
+        let mut workflow_store = wasmtime::Store::new(engines.get(Role::Workflow), ());
+        assert!(workflow_store.set_fuel(1).is_ok());
     }
 }
