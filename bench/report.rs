@@ -76,7 +76,9 @@ impl Section {
 /// A number with as many digits as it deserves.
 pub fn number(value: f64) -> String {
     let magnitude = value.abs();
-    if magnitude >= 100.0 {
+    if value.fract() == 0.0 && magnitude < 1e15 {
+        group_thousands(value as i64)
+    } else if magnitude >= 100.0 {
         let rounded = value.round() as i64;
         group_thousands(rounded)
     } else if magnitude >= 10.0 {
