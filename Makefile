@@ -51,8 +51,24 @@ test: host guests guest-sdk-test
 reliability:
 	python3 tests/reliability_report.py docs/RELIABILITY.md $(RELIABILITY_RESULTS) $(FUZZ_RESULTS)
 
-bench:
-	@echo "make bench: the benchmark suite is not written yet (its own issue)" >&2; exit 1
+# The benchmarks (bench/) write docs/BENCHMARKS.md. By default they reuse
+# the dev profile's dependencies, already optimised (opt-level 3) for the
+# tests, and compile only Stepstone's own crates optimised and without debug
+# assertions: no second build of wasmtime. BENCH_PROFILE=release measures a
+# full release build instead (compiles every dependency again).
+BENCH_PROFILE ?= dev-optimised
+BENCH_OWN_CRATES := stepstone stepstone-bench
+BENCH_CARGO_FLAGS_dev-optimised := --profile dev $(foreach crate,$(BENCH_OWN_CRATES), \
+	--config 'profile.dev.package.$(crate).opt-level=3' \
+	--config 'profile.dev.package.$(crate).debug-assertions=false' \
+	--config 'profile.dev.package.$(crate).overflow-checks=false')
+BENCH_CARGO_FLAGS_release := --profile bench
+
+# BENCH_ONLY="replay journal" runs only the benchmarks so named, into
+# target/BENCHMARKS-partial.md.
+bench: guests
+	STEPSTONE_BENCH_PROFILE="$(BENCH_PROFILE)" $(CARGO) bench -p stepstone-bench \
+		$(BENCH_CARGO_FLAGS_$(BENCH_PROFILE)) -- $(BENCH_ONLY)
 
 clean:
 	$(CARGO) clean

@@ -146,6 +146,9 @@ pub struct HostConfig {
     pub pool_instances: u32,
     /// Where steps' scratch directories are made.
     pub scratch_root: PathBuf,
+    /// Run steps without fuel metering: for trusted steps, whose CPU time
+    /// the attempt timeout still bounds. Workflows are always metered.
+    pub unmetered_steps: bool,
 }
 
 impl HostConfig {

@@ -147,9 +147,13 @@ impl Components {
     async fn step_program(&self, loaded: &Loaded, urgency: Urgency) -> Result<Arc<StepProgram>, ComponentError> {
         let program = loaded.step.get_or_try_init(|| async {
             let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes, urgency).await?;
-            StepProgram::new(self.engines.get(Role::Step), &component)
-                .map(Arc::new)
-                .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
+            StepProgram::new(
+                self.engines.get(Role::Step),
+                &component,
+                self.engines.meters_fuel(Role::Step),
+            )
+            .map(Arc::new)
+            .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
         });
         program.await.cloned()
     }

@@ -118,6 +118,7 @@ impl WorkflowState {
                     options,
                     limits,
                     log: self.run.log.clone(),
+                    resumes_attempts: self.run.retried.contains(&seq),
                 };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
                 let task = tokio::spawn(tracing::Instrument::in_current_span(execution));

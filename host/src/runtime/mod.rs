@@ -38,7 +38,7 @@ mod step_target;
 mod submit;
 mod workflow;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -159,6 +159,11 @@ pub struct RunContext {
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
     started_at_ms: u64,
+    /// The seqs with failed attempts in the store when this execution
+    /// began. Only the host driving a run records its attempts, so a step
+    /// this execution starts at any other seq has none to resume: it skips
+    /// reading them, which saves a store listing per step.
+    retried: HashSet<u64>,
 }
 
 /// How an execution of a workflow ended.
@@ -373,6 +378,7 @@ impl Runtime {
         }
         let control = self.host.controls.of(tenant, run);
         let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
+        let retried = records.retries().await?.into_iter().map(|(seq, _)| seq).collect();
         let context = RunContext {
             host: self.host.clone(),
             records,
@@ -382,6 +388,7 @@ impl Runtime {
             step_limits,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
+            retried,
         };
         Ok((Arc::new(context), record))
     }

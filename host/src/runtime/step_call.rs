@@ -31,6 +31,9 @@ pub struct StepCall {
     pub limits: StepLimits,
     /// The run's log allowance, which its steps share.
     pub log: Arc<LogBudget>,
+    /// Whether failed attempts of this call were recorded before (by an
+    /// earlier execution), so their count and backoff must be resumed.
+    pub resumes_attempts: bool,
 }
 
 /// Runs `step` to its final result and journals it. The result is durable
@@ -76,7 +79,11 @@ async fn attempt_until_done(
         Ok(program) => program,
         Err(e) => return Ok((Err(error(StepErrorKind::Trapped, e.to_string(), 0)), 0)),
     };
-    let earlier = records.attempts(step.seq).await.map_err(Arc::new)?;
+    let earlier = if step.resumes_attempts {
+        records.attempts(step.seq).await.map_err(Arc::new)?
+    } else {
+        Vec::new()
+    };
     let mut attempt = earlier.last().map_or(1, |failed| failed.attempt + 1);
     if let Some(failed) = earlier.last() {
         let resume_at = failed.failed_at_ms + policy.backoff(failed.attempt).as_millis() as u64;

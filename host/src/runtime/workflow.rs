@@ -192,7 +192,7 @@ impl WorkflowProgram {
     /// count against the guest's own budget).
     pub fn store(&self, state: WorkflowState) -> wasmtime::Result<Store<WorkflowState>> {
         let fuel = state.limits.activation_fuel;
-        let mut store = new_store(self.pre.engine(), state, fuel)?;
+        let mut store = new_store(self.pre.engine(), state, Some(fuel))?;
         store.call_hook(move |mut cx, hook| {
             let resuming = matches!(hook, CallHook::ReturningFromHost | CallHook::CallingWasm);
             if resuming && cx.data().activation_ended {

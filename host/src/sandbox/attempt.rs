@@ -63,16 +63,19 @@ impl step_support::Host for StepState {
 pub struct StepProgram {
     pre: InstancePre<StepState>,
     step: step::GuestIndices,
+    /// Whether the engine meters fuel (see `HostConfig::unmetered_steps`).
+    metered: bool,
 }
 
 impl StepProgram {
-    /// Links `component` (compiled by the step engine) against `step-support`.
-    pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+    /// Links `component` (compiled by the step engine, which meters fuel if
+    /// `metered`) against `step-support`.
+    pub fn new(engine: &Engine, component: &Component, metered: bool) -> wasmtime::Result<Self> {
         let pre = link(engine, component, Some("step-support"), |linker| {
             step_support::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
         })?;
         let step = step::GuestIndices::new(&pre)?;
-        Ok(Self { pre, step })
+        Ok(Self { pre, step, metered })
     }
 
     fn store(
@@ -93,7 +96,7 @@ impl StepProgram {
             log,
             wasi,
         };
-        new_store(self.pre.engine(), state, limits.fuel).map_err(sandbox_error)
+        new_store(self.pre.engine(), state, self.metered.then_some(limits.fuel)).map_err(sandbox_error)
     }
 }
 
@@ -198,6 +201,9 @@ pub async fn run_attempt(
         }),
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store).naming_limit(limits)),
     };
-    let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    let fuel_used = match store.get_fuel() {
+        Ok(left) => limits.fuel.saturating_sub(left),
+        Err(_) => 0,
+    };
     AttemptReport { result, fuel_used }
 }

@@ -52,7 +52,7 @@ pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest
         deadline: Instant::now() + TIMEOUT,
         wasi: GuestWasi::for_describe(),
     };
-    let mut store = new_store(engine, state, FUEL).map_err(setup)?;
+    let mut store = new_store(engine, state, Some(FUEL)).map_err(setup)?;
     let result = async {
         let instance = pre.instantiate_async(&mut store).await?;
         indices.load(&mut store, &instance)?.call_describe(&mut store).await

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::SandboxError;
 use crate::config::HostConfig;
@@ -44,6 +44,7 @@ pub struct Engines {
     /// runs share a bounded pool.
     workflow_slots: Arc<Semaphore>,
     step_slots: Arc<Semaphore>,
+    unmetered_steps: bool,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -59,6 +60,7 @@ impl Engines {
             step,
             workflow_slots: slots(),
             step_slots: slots(),
+            unmetered_steps: config.unmetered_steps,
             _ticker: Arc::new(ticker),
         })
     }
@@ -78,6 +80,11 @@ impl Engines {
             .expect("instance slots are never closed")
     }
 
+    /// Whether the engine of `role` meters fuel.
+    pub fn meters_fuel(&self, role: Role) -> bool {
+        role == Role::Workflow || !self.unmetered_steps
+    }
+
     pub fn get(&self, role: Role) -> &Engine {
         match role {
             Role::Workflow => &self.workflow,
@@ -89,7 +96,7 @@ impl Engines {
 /// Builds the engine for `role`: pooled instances when the platform can
 /// reserve the address space, on-demand allocation otherwise.
 fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError> {
-    let mut wasm = base_config(role);
+    let mut wasm = base_config(role, config.unmetered_steps);
     if config.pooling {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(role, config)));
         match Engine::new(&wasm) {
@@ -104,10 +111,10 @@ fn build_engine(role: Role, config: &HostConfig) -> Result<Engine, SandboxError>
     })
 }
 
-fn base_config(role: Role) -> Config {
+fn base_config(role: Role, unmetered_steps: bool) -> Config {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
-        .consume_fuel(true)
+        .consume_fuel(role == Role::Workflow || !unmetered_steps)
         .epoch_interruption(true)
         .max_wasm_stack(1 << 20);
     if role == Role::Workflow {
@@ -121,6 +128,10 @@ fn base_config(role: Role) -> Config {
 const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 4;
+
+/// Bytes of each pooled memory, table and stack kept resident between
+/// instances.
+const KEEP_RESIDENT: usize = 256 << 10;
 
 fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
     // The pool's limits are the store limits, so growth is refused by the
@@ -148,7 +159,15 @@ fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
         .max_memory_size(memory_bytes)
         .table_elements(table_elements)
         .max_component_instance_size(1 << 20)
-        .max_core_instance_size(1 << 20);
+        .max_core_instance_size(1 << 20)
+        // A slot's pages stay resident between instances (reset in place,
+        // found with PAGEMAP_SCAN where the kernel has it) instead of being
+        // unmapped and faulted in again: a step attempt is a fresh instance,
+        // so this is on every step's path.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .async_stack_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
     pool
 }
 
@@ -188,7 +207,7 @@ mod tests {
             pool_instances: 50_000_000,
             ..HostConfig::new()
         };
-        let mut impossible = base_config(Role::Step);
+        let mut impossible = base_config(Role::Step, false);
         impossible.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(Role::Step, &config)));
         assert!(
             Engine::new(&impossible).is_err(),
@@ -199,5 +218,20 @@ mod tests {
             Engines::new(&HostConfig::new()).is_ok(),
             "the default pool is reservable here"
         );
+    }
+
+    #[test]
+    fn unmetered_steps_leave_workflows_metered() {
+        let config = HostConfig {
+            unmetered_steps: true,
+            ..HostConfig::new()
+        };
+        let engines = Engines::new(&config).expect("engines");
+        assert!(!engines.meters_fuel(Role::Step));
+        assert!(engines.meters_fuel(Role::Workflow));
+        let mut step_store = wasmtime::Store::new(engines.get(Role::Step), ());
+        assert!(step_store.set_fuel(1).is_err(), "the step engine must not meter fuel");
+        let mut workflow_store = wasmtime::Store::new(engines.get(Role::Workflow), ());
+        assert!(workflow_store.set_fuel(1).is_ok());
     }
 }

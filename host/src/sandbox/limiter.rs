@@ -87,13 +87,16 @@ pub trait Sandboxed: Send + 'static {
     fn deadline(&self) -> Instant;
 }
 
-/// A store with every limit in place: `fuel`, the data's memory guard, and an
-/// epoch check that yields to the executor each tick and interrupts the guest
-/// once its deadline has passed.
-pub fn new_store<T: Sandboxed>(engine: &wasmtime::Engine, data: T, fuel: u64) -> wasmtime::Result<Store<T>> {
+/// A store with every limit in place: `fuel` (`None` on an engine that does
+/// not meter it), the data's memory guard, and an epoch check that yields to
+/// the executor each tick and interrupts the guest once its deadline has
+/// passed.
+pub fn new_store<T: Sandboxed>(engine: &wasmtime::Engine, data: T, fuel: Option<u64>) -> wasmtime::Result<Store<T>> {
     let mut store = Store::new(engine, data);
     store.limiter(|data| data.guard());
-    store.set_fuel(fuel)?;
+    if let Some(fuel) = fuel {
+        store.set_fuel(fuel)?;
+    }
     store.epoch_deadline_callback(|cx| {
         Ok(if Instant::now() >= cx.data().deadline() {
             UpdateDeadline::Interrupt

@@ -1,0 +1,242 @@
+//! What the benchmarks run on: the guests built by `make guests`, hosts on
+//! each storage backend, a store that keeps no journal (the baseline of the
+//! journal's cost), and helpers that run workflows to their end.
+//!
+//! Invariant: every host here is the library's own `Runtime`, configured as
+//! `stepstone serve` configures it unless a benchmark says otherwise.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult,
+};
+use stepstone::component::{CodeCache, Loaded};
+use stepstone::config::HostConfig;
+use stepstone::journal::Outcome;
+use stepstone::runtime::{Progress, Runtime, Submission};
+use stepstone::store::{Storage, TenantId};
+
+/// The guests' directory: `target/guests` of this repository.
+pub fn guests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests")
+}
+
+/// The component `target/guests/{name}.wasm`.
+pub fn guest(name: &str) -> anyhow::Result<Bytes> {
+    let path = guests_dir().join(format!("{name}.wasm"));
+    let bytes = std::fs::read(&path).with_context(|| format!("{}: run `make guests`", path.display()))?;
+    Ok(bytes.into())
+}
+
+/// The storage backends the journal benchmarks compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `object_store`'s `InMemory`.
+    Memory,
+    /// `LocalFileSystem` in a temporary directory.
+    LocalFs,
+    /// In memory, with journal entries acknowledged and dropped: the cost of
+    /// running the steps with journaling off.
+    NoJournal,
+    /// In memory, counting the requests made of the store.
+    Counted,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Memory => "in-memory",
+            Backend::LocalFs => "local FS",
+            Backend::NoJournal => "journaling off",
+            Backend::Counted => "in-memory, counted",
+        })
+    }
+}
+
+/// A host with its storage; the temporary directory lives as long as it.
+pub struct Host {
+    pub runtime: Runtime,
+    /// The requests counted, on the `Counted` backend.
+    pub requests: Arc<Requests>,
+    pub tenant: TenantId,
+    pub bench: Arc<Loaded>,
+    _dir: tempfile::TempDir,
+}
+
+impl Host {
+    pub async fn new(backend: Backend, config: HostConfig) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let requests = Arc::new(Requests::default());
+        let probe = |keep_journal| Probe {
+            inner: InMemory::new(),
+            keep_journal,
+            requests: requests.clone(),
+        };
+        let storage = match backend {
+            Backend::Memory => Storage::in_memory(),
+            Backend::LocalFs => Storage::local(&dir.path().join("objects"))?,
+            Backend::NoJournal => Storage::new(Arc::new(probe(false))),
+            Backend::Counted => Storage::new(Arc::new(probe(true))),
+        };
+        let runtime = Runtime::new(config, storage, CodeCache::disabled())?;
+        let bench = runtime.validate("bench", guest("bench")?).await?;
+        Ok(Self {
+            runtime,
+            requests,
+            tenant: TenantId::default_tenant(),
+            bench,
+            _dir: dir,
+        })
+    }
+
+    /// Starts `workflow` of the bench guest on `{"n": n}` and drives it until
+    /// it finishes; fails unless it completes.
+    pub async fn run(&self, workflow: &str, n: u32) -> anyhow::Result<()> {
+        let input = format!(r#"{{"n":{n}}}"#);
+        let run = self
+            .runtime
+            .submit(&self.tenant, Submission::new(self.bench.clone(), workflow, &input))
+            .await?;
+        match self.runtime.run_to_end(&self.tenant, &run, None).await? {
+            Progress::Finished(Outcome::Completed { .. }) => Ok(()),
+            other => bail!("run {run} of `{workflow}` did not complete: {other:?}"),
+        }
+    }
+
+    /// Runs `runs` runs of `workflow`, at most `concurrency` at once; returns
+    /// how long they took together.
+    pub async fn run_many(&self, workflow: &str, n: u32, runs: usize, concurrency: usize) -> anyhow::Result<Duration> {
+        let started = std::time::Instant::now();
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..runs)
+            .map(|_| self.run(workflow, n))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+        Ok(started.elapsed())
+    }
+}
+
+/// The host's configuration as `stepstone serve` sets it.
+pub fn served_config() -> HostConfig {
+    let mut config = HostConfig::new();
+    config.wait.eviction_threshold = Duration::from_millis(250);
+    config.wait.signal_poll_interval = Duration::from_secs(30);
+    config
+}
+
+/// Requests made of a [`Probe`] store.
+#[derive(Debug, Default)]
+pub struct Requests {
+    pub puts: AtomicU64,
+    pub gets: AtomicU64,
+    pub lists: AtomicU64,
+}
+
+impl Requests {
+    /// Puts, gets and lists so far.
+    pub fn counts(&self) -> [u64; 3] {
+        [&self.puts, &self.gets, &self.lists].map(|count| count.load(Ordering::Relaxed))
+    }
+}
+
+/// An in-memory store that counts the requests made of it and, unless
+/// `keep_journal`, acknowledges journal entries without keeping them: runs
+/// then behave as if journaling were off (no replay would be possible).
+#[derive(Debug)]
+pub struct Probe {
+    inner: InMemory,
+    keep_journal: bool,
+    requests: Arc<Requests>,
+}
+
+impl fmt::Display for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Probe({})", self.inner)
+    }
+}
+
+fn is_journal_entry(location: &ObjectPath) -> bool {
+    location.as_ref().contains("/journal/")
+}
+
+fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+#[async_trait]
+impl ObjectStore for Probe {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        count(&self.requests.puts);
+        if !self.keep_journal && is_journal_entry(location) {
+            return Ok(PutResult {
+                e_tag: None,
+                version: None,
+                extensions: Default::default(),
+            });
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
+        count(&self.requests.gets);
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        count(&self.requests.lists);
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> object_store::Result<ListResult> {
+        count(&self.requests.lists);
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &ObjectPath, to: &ObjectPath, options: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// The resident set size of this process, in bytes.
+pub fn rss_bytes() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .context("no VmRSS in /proc/self/status")?;
+    Ok(kib * 1024)
+}

@@ -1,0 +1,232 @@
+//! Step invocation and fuel: one step attempt (fresh store, instantiate from
+//! the component's `InstancePre`, one call, drop) against the same logic
+//! called natively, with and without the pooling allocator and fuel.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use stepstone::component::{CodeCache, Components};
+use stepstone::config::{HostConfig, StepLimits};
+use stepstone::guest_log::LogBudget;
+use stepstone::sandbox::{Engines, StepProgram, run_attempt};
+
+use crate::fixtures::{guest, guests_dir};
+use crate::measure::{Samples, micros, millis};
+use crate::report::{Row, Section};
+
+/// A component's step, ready to attempt, on an engine configured by `config`.
+struct Bench {
+    program: Arc<StepProgram>,
+    /// The steps the component exports.
+    steps: Vec<String>,
+    limits: StepLimits,
+    log: Arc<LogBudget>,
+    /// Kept alive: dropping the engines stops their epoch ticker.
+    _components: Components,
+}
+
+impl Bench {
+    async fn new(config: &HostConfig, bytes: Bytes) -> anyhow::Result<Self> {
+        let components = Components::new(Engines::new(config)?, CodeCache::disabled());
+        let loaded = components.validate("the benchmark guest", bytes).await?;
+        let program = components.steps(&loaded).await?;
+        Ok(Self {
+            program,
+            steps: loaded.manifest.steps.clone(),
+            limits: config.step,
+            log: Arc::new(LogBudget::new(usize::MAX)),
+            _components: components,
+        })
+    }
+
+    /// One attempt of `step` on `input`; the output, or why there is none.
+    async fn attempt(&self, step: &str, input: &str) -> Result<String, String> {
+        let report = run_attempt(&self.program, step, input, 1, &self.limits, self.log.clone(), None).await;
+        report.result.map_err(|failure| failure.message)
+    }
+
+    /// `samples` timed attempts after `warmup` untimed ones.
+    async fn time(&self, step: &str, input: &str, warmup: usize, samples: usize) -> anyhow::Result<Samples> {
+        for _ in 0..warmup {
+            self.attempt(step, input).await.map_err(anyhow::Error::msg)?;
+        }
+        let mut timed = Samples::default();
+        for _ in 0..samples {
+            let started = Instant::now();
+            let result = self.attempt(step, input).await;
+            timed.push(started.elapsed());
+            result.map_err(anyhow::Error::msg)?;
+        }
+        Ok(timed)
+    }
+}
+
+fn unpooled() -> HostConfig {
+    HostConfig {
+        pooling: false,
+        ..HostConfig::new()
+    }
+}
+
+/// The `noop` step natively: the JSON in, the JSON out.
+fn native_noop(input: &str) -> String {
+    let n: u32 = serde_json::from_str(input).unwrap_or_default();
+    serde_json::to_string(&n).unwrap_or_default()
+}
+
+/// Median time of one native call, from batches (one call is below the
+/// clock's resolution).
+fn time_native(batches: usize, per_batch: usize, call: impl Fn() -> String) -> Duration {
+    let mut samples = Samples::default();
+    for _ in 0..batches {
+        let started = Instant::now();
+        for _ in 0..per_batch {
+            black_box(call());
+        }
+        samples.push(started.elapsed() / per_batch as u32);
+    }
+    samples.median()
+}
+
+pub async fn step_invocation() -> anyhow::Result<Section> {
+    let bytes = guest("bench")?;
+    let pooled = Bench::new(&HostConfig::new(), bytes.clone()).await?;
+    let on_demand = Bench::new(&unpooled(), bytes).await?;
+    let with_pool = pooled.time("noop", "7", 300, 3000).await?;
+    let without_pool = on_demand.time("noop", "7", 100, 1000).await?;
+    let native = time_native(200, 1000, || native_noop(black_box("7")));
+    let mut section = Section::new(
+        "Step invocation",
+        "One attempt of the bench guest's `noop` step (a fresh `Store`, instantiate from the cached \
+         `InstancePre`, call `run-step(\"noop\", \"7\")`, drop), timed one by one: median (p90). \
+         The native baseline runs the same logic (JSON in, JSON out) as a Rust function.",
+    );
+    let p90 = |s: &Samples| micros(s.quantile(0.9));
+    section.rows.push(
+        Row::new(
+            format!(
+                "pooled, median (p90 {:.1} µs, {} samples)",
+                p90(&with_pool),
+                with_pool.len()
+            ),
+            micros(with_pool.median()),
+            "µs",
+        )
+        .against("native call", micros(native))
+        .target("median < 10 µs", with_pool.median() < Duration::from_micros(10)),
+    );
+    section.rows.push(
+        Row::new(
+            format!(
+                "pooled, against on-demand allocation (p90 {:.1} µs)",
+                p90(&without_pool)
+            ),
+            micros(with_pool.median()),
+            "µs",
+        )
+        .against("without pooling", micros(without_pool.median())),
+    );
+    let (rows, not_built) = other_languages().await?;
+    section.rows.extend(rows);
+    section.after = not_built;
+    Ok(section)
+}
+
+/// The other languages' example step guests.
+pub const OTHER_LANGUAGES: [(&str, &str); 2] = [("Python", "py-steps"), ("JavaScript", "js-steps")];
+
+/// Says which of the other languages' guests were not built.
+pub fn not_built(language: &str, file: &str) -> String {
+    format!("\n**{language}: not measured**: `target/guests/{file}.wasm` was not built.\n")
+}
+
+/// The Python and JavaScript example steps, when their guests were built;
+/// and a note for each that was not.
+async fn other_languages() -> anyhow::Result<(Vec<Row>, String)> {
+    let mut rows = Vec::new();
+    let mut missing = String::new();
+    for (language, file) in OTHER_LANGUAGES {
+        if !guests_dir().join(format!("{file}.wasm")).exists() {
+            missing.push_str(&not_built(language, file));
+            continue;
+        }
+        let bytes = guest(file)?;
+        let pooled = Bench::new(&HostConfig::new(), bytes.clone()).await?;
+        let on_demand = Bench::new(&unpooled(), bytes).await?;
+        let step = pooled.steps.first().context("the guest exports no step")?.clone();
+        let with_pool = time_any_outcome(&pooled, &step, 20, 200).await;
+        let without_pool = time_any_outcome(&on_demand, &step, 5, 50).await;
+        rows.push(
+            Row::new(
+                format!("{language} step `{step}` pooled, median"),
+                micros(with_pool.median()),
+                "µs",
+            )
+            .against("without pooling", micros(without_pool.median()))
+            .target("< 200 µs", with_pool.median() < Duration::from_micros(200)),
+        );
+    }
+    Ok((rows, missing))
+}
+
+/// Times attempts whatever they return: another language's example step
+/// may want an input this benchmark does not know; the instantiation and
+/// call are timed all the same.
+async fn time_any_outcome(bench: &Bench, step: &str, warmup: usize, samples: usize) -> Samples {
+    for _ in 0..warmup {
+        let _ = bench.attempt(step, "{}").await;
+    }
+    let mut timed = Samples::default();
+    for _ in 0..samples {
+        let started = Instant::now();
+        let _ = bench.attempt(step, "{}").await;
+        timed.push(started.elapsed());
+    }
+    timed
+}
+
+/// The `sha256` step natively: the same bytes, the same hex output.
+fn native_sha256() -> String {
+    let block: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
+    hex::encode(Sha256::digest(&block))
+}
+
+pub async fn fuel_cost() -> anyhow::Result<Section> {
+    let bytes = guest("bench")?;
+    let metered = Bench::new(&HostConfig::new(), bytes.clone()).await?;
+    let unmetered_config = HostConfig {
+        unmetered_steps: true,
+        ..HostConfig::new()
+    };
+    let unmetered = Bench::new(&unmetered_config, bytes).await?;
+    let expected = native_sha256();
+    for bench in [&metered, &unmetered] {
+        let output = bench.attempt("sha256", "1").await.map_err(anyhow::Error::msg)?;
+        if output != format!("\"{expected}\"") {
+            bail!("the guest's SHA-256 {output} differs from the native {expected}");
+        }
+    }
+    let fuel_on = metered.time("sha256", "1", 1, 9).await?.median();
+    let fuel_off = unmetered.time("sha256", "1", 1, 9).await?.median();
+    let native = time_native(9, 1, native_sha256);
+    let mut section = Section::new(
+        "Fuel cost",
+        "The bench guest's `sha256` step over 1 MiB (built for wasm32 with `opt-level = \"s\"`), \
+         one attempt each, median of 9; fuel off is `HostConfig::unmetered_steps` (the timeout \
+         still bounds the step). Native: the same `sha2` code compiled for this machine.",
+    );
+    section
+        .rows
+        .push(Row::new("fuel on", millis(fuel_on), "ms").against("fuel off", millis(fuel_off)));
+    section
+        .rows
+        .push(Row::new("fuel on", millis(fuel_on), "ms").against("native", millis(native)));
+    section
+        .rows
+        .push(Row::new("fuel off", millis(fuel_off), "ms").against("native", millis(native)));
+    Ok(section)
+}

@@ -1,0 +1,89 @@
+//! The shapes `make bench` measures (host/benches): workflows of 0, 1, 3 and
+//! N sequential trivial steps, N steps started together, a run that waits
+//! for a signal, and a CPU-bound step. Every step's logic is also written
+//! natively in the benchmark, as the baseline.
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
+
+#[derive(Deserialize)]
+struct Count {
+    n: u32,
+}
+
+/// Returns its input unchanged: the cheapest step there is.
+fn noop(_ctx: &Step, n: u32) -> Result<u32, StepFailure> {
+    Ok(n)
+}
+
+/// The SHA-256 of `n` MiB of the bytes 0, 1, 2, … 255, 0, …, as hex.
+fn sha256(_ctx: &Step, mebibytes: u32) -> Result<String, StepFailure> {
+    let block: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
+    let mut hasher = Sha256::new();
+    for _ in 0..mebibytes {
+        hasher.update(&block);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Calls no step: the cost of a run itself.
+fn zero_steps(_ctx: &Workflow, count: Count) -> Result<u32, Error> {
+    Ok(count.n)
+}
+
+/// `n` calls of `noop`, one after another.
+fn sequential(ctx: &Workflow, count: Count) -> Result<u32, Error> {
+    let mut sum = 0u32;
+    for i in 0..count.n {
+        sum = sum.wrapping_add(ctx.step::<_, u32>("noop", &i)?);
+    }
+    Ok(sum)
+}
+
+fn one_step(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
+    sequential(ctx, Count { n: 1 })
+}
+
+fn three_steps(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
+    sequential(ctx, Count { n: 3 })
+}
+
+/// `n` calls of `noop` started together, then awaited together.
+fn parallel(ctx: &Workflow, count: Count) -> Result<u32, Error> {
+    let pending = (0..count.n)
+        .map(|i| ctx.start::<_, u32>("noop", &i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = ctx.all(pending).into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(results.into_iter().fold(0, u32::wrapping_add))
+}
+
+/// Waits a day for the signal `go`: a suspended run.
+fn wait_for_go(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
+    let go: Option<u32> = ctx.signal("go", Duration::from_secs(24 * 3600))?;
+    Ok(go.unwrap_or(0))
+}
+
+/// `n` sequential calls of `noop`, then waits for `go`: a suspended run with
+/// a journal of `n` steps to replay.
+fn sequential_then_wait(ctx: &Workflow, count: Count) -> Result<u32, Error> {
+    let sum = sequential(ctx, count)?;
+    Ok(sum.wrapping_add(wait_for_go(ctx, Count { n: 0 })?))
+}
+
+export! {
+    workflows: {
+        "zero-steps" => zero_steps,
+        "one-step" => one_step,
+        "three-steps" => three_steps,
+        "sequential" => sequential,
+        "parallel" => parallel,
+        "wait-for-go" => wait_for_go,
+        "sequential-then-wait" => sequential_then_wait,
+    },
+    steps: {
+        "noop" => noop,
+        "sha256" => sha256,
+    },
+}
