@@ -17,7 +17,7 @@ import sys
 SUITES = {
     "hostile": "Hostile guests (tests/hostile.rs): each runs beside another tenant's well-behaved run",
     "crash": "Crash consistency (tests/crash.rs): SIGKILL, restart, compare with an uninterrupted run",
-    "storage-faults": "Storage faults (tests/storage_faults.rs)",
+    "storage_faults": "Storage faults (tests/storage_faults.rs): errors and latency injected into the object store",
     "fuzz": "Fuzzing (`make fuzz`, regression seeds in `make test`)",
 }
 FIELDS = ("suite", "fault", "trials", "outcome", "lost")
