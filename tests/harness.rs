@@ -57,6 +57,18 @@ impl Host {
         }
     }
 
+    /// A host whose compiled-code cache is one directory shared by every
+    /// test that asks for it: a Python or JavaScript component takes seconds
+    /// to compile, and the cache (keyed by digest and engine, written aside
+    /// and renamed) is safe to share.
+    pub fn with_shared_code_cache() -> Self {
+        let host = Self::new();
+        let shared = root().join("target/e2e-code-cache");
+        std::fs::create_dir_all(&shared).expect("the shared code cache can be created");
+        std::os::unix::fs::symlink(&shared, host.data.path().join("cache")).expect("the cache can be linked");
+        host
+    }
+
     pub fn data_dir(&self) -> &Path {
         self.data.path()
     }
