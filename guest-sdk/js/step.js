@@ -43,8 +43,8 @@ export class StepContext {
   }
 }
 
-// The `step` export over the steps in `fns`. Any throw but a StepFailure is
-// a retryable failure.
+// The `step` export over the steps in `fns`. Input that is not JSON is a
+// permanent failure; any throw but a StepFailure a retryable one.
 export function stepExport(fns) {
   return {
     runStep(name, input) {
@@ -54,8 +54,15 @@ export function stepExport(fns) {
           permanent: true,
         });
       }
+      let value;
       try {
-        return JSON.stringify(fn(new StepContext(), JSON.parse(input)));
+        value = JSON.parse(input);
+      } catch (error) {
+        // No retry makes bad input good.
+        throw new StepFailure(`step \`${name}\`: input is not JSON: ${error.message}`, { permanent: true });
+      }
+      try {
+        return JSON.stringify(fn(new StepContext(), value));
       } catch (error) {
         throw error instanceof StepFailure ? error : new StepFailure(describeThrown(error));
       }

@@ -285,8 +285,9 @@ class Workflow:
 
 
 class Step:
-    """The `step` export: dispatches to the registered steps. An exception
-    other than StepFailure is a retryable failure."""
+    """The `step` export: dispatches to the registered steps. Input that is
+    not JSON is a permanent failure; an exception other than StepFailure a
+    retryable one."""
 
     def run_step(self, name, input):
         from componentize_py_types import Err
@@ -297,7 +298,12 @@ class Step:
             message = f"unknown step `{name}`: this component exports {sorted(_steps)}"
             raise Err(types.StepFailure(message=message, permanent=True))
         try:
-            return json.dumps(fn(StepContext(), json.loads(input)))
+            value = json.loads(input)
+        except ValueError as error:
+            # No retry makes bad input good.
+            raise Err(types.StepFailure(message=f"step `{name}`: input is not JSON: {error}", permanent=True)) from None
+        try:
+            return json.dumps(fn(StepContext(), value))
         except StepFailure as failure:
             raise Err(types.StepFailure(message=failure.message, permanent=failure.permanent)) from None
         except Exception as error:
