@@ -21,11 +21,12 @@ JS_TOOLS := $(TOOLS_DIR)/js
 COMPONENTIZE_JS := $(JS_TOOLS)/node_modules/.bin/componentize-js
 JS_SDK_SOURCES := $(wildcard guest-sdk/js/*.js)
 
-# wit-bindgen's C generator, the same release as the Rust SDK's wit-bindgen.
+# wit-bindgen's C generator (only: the others double its build time), the
+# same release as the Rust SDK's wit-bindgen.
 WIT_BINDGEN_VERSION := 0.60.0
 WIT_BINDGEN := $(TOOLS_DIR)/bin/wit-bindgen
 C_TOOLCHAIN_FILES := /usr/bin/clang-19 /usr/lib/wasm32-wasi/libc.a \
-	/usr/lib/llvm-19/lib/clang/19/lib/wasm32-unknown-wasi/libclang_rt.builtins.a
+	/usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a
 C_APT_PACKAGES := clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32
 C_SDK := guest-sdk/c
 # wasi-libc gives malloc and string functions; nothing here calls the parts
@@ -54,7 +55,8 @@ $(COMPONENTIZE_JS): guest-sdk/js/package.json guest-sdk/js/package-lock.json
 	@touch $@
 
 $(WIT_BINDGEN):
-	cargo install --locked --quiet --version $(WIT_BINDGEN_VERSION) --root $(TOOLS_DIR) wit-bindgen-cli
+	cargo install --locked --quiet --no-default-features --features c \
+		--version $(WIT_BINDGEN_VERSION) --root $(TOOLS_DIR) wit-bindgen-cli
 
 # Like guest-toolchain: apt-get as root, otherwise the exact command to run.
 c-toolchain:
