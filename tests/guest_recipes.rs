@@ -29,7 +29,9 @@ fn recipes(guide: &str) -> BTreeMap<String, Recipe> {
         let body: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
         let body = body.join("\n") + "\n";
         let words: Vec<&str> = info.split_whitespace().collect();
-        let Some(name) = words.iter().find_map(|w| w.strip_prefix("recipe=")) else { continue };
+        let Some(name) = words.iter().find_map(|w| w.strip_prefix("recipe=")) else {
+            continue;
+        };
         let recipe = recipes.entry(name.to_owned()).or_default();
         if let Some(file) = words.iter().find_map(|w| w.strip_prefix("file=")) {
             recipe.files.push((file.to_owned(), body));
@@ -45,13 +47,21 @@ fn recipes(guide: &str) -> BTreeMap<String, Recipe> {
 /// The directory of the `stepstone` binary this test drives.
 fn binary_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its path");
-    exe.parent().and_then(Path::parent).expect("tests run from target/<profile>/deps").to_owned()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps")
+        .to_owned()
 }
 
 /// The PATH the guide assumes: the host and the tools `make guests` installs.
 fn tools_path() -> String {
     let tools = root().join("target/tools");
-    let dirs = [binary_dir(), tools.join("py/bin"), tools.join("js/node_modules/.bin"), tools.join("bin")];
+    let dirs = [
+        binary_dir(),
+        tools.join("py/bin"),
+        tools.join("js/node_modules/.bin"),
+        tools.join("bin"),
+    ];
     let mut path: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     path.push(std::env::var("PATH").unwrap_or_default());
     path.join(":")
@@ -73,12 +83,24 @@ fn run_recipe(name: &str, recipe: &Recipe) {
             .env("STEPSTONE_DATA", host.data_dir())
             .output()
             .expect("bash starts");
-        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-        assert!(output.status.success(), "recipe {name} failed:\n{script}\nstdout: {stdout}\nstderr: {stderr}");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        assert!(
+            output.status.success(),
+            "recipe {name} failed:\n{script}\nstdout: {stdout}\nstderr: {stderr}"
+        );
         printed = stdout.into_owned();
     }
-    let last = printed.lines().last().unwrap_or_else(|| panic!("recipe {name} printed nothing"));
-    let expected = recipe.output.as_ref().unwrap_or_else(|| panic!("recipe {name} shows no output"));
+    let last = printed
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("recipe {name} printed nothing"));
+    let expected = recipe
+        .output
+        .as_ref()
+        .unwrap_or_else(|| panic!("recipe {name} shows no output"));
     let got: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("recipe {name}: {last:?} is not JSON: {e}"));
     assert_eq!(&got, expected, "recipe {name}");
 }
@@ -89,8 +111,13 @@ fn guide() -> String {
 
 fn recipe(name: &str) -> Recipe {
     let mut all = recipes(&guide());
-    let recipe = all.remove(name).unwrap_or_else(|| panic!("the guide has no recipe {name}"));
-    assert!(!recipe.scripts.is_empty() && recipe.output.is_some(), "recipe {name} is incomplete: {recipe:?}");
+    let recipe = all
+        .remove(name)
+        .unwrap_or_else(|| panic!("the guide has no recipe {name}"));
+    assert!(
+        !recipe.scripts.is_empty() && recipe.output.is_some(),
+        "recipe {name} is incomplete: {recipe:?}"
+    );
     recipe
 }
 
@@ -102,9 +129,15 @@ fn the_guide_has_a_recipe_per_language_and_nothing_else() {
 
 #[test]
 fn the_guide_pins_the_versions_the_build_installs() {
-    let (guide, make) = (guide(), std::fs::read_to_string(root().join("mk/polyglot.mk")).expect("mk/polyglot.mk"));
+    let (guide, make) = (
+        guide(),
+        std::fs::read_to_string(root().join("mk/polyglot.mk")).expect("mk/polyglot.mk"),
+    );
     let pin = |name: &str| {
-        let line = make.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}"));
+        let line = make
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}"));
         line.split(":=").nth(1).expect("NAME := VALUE").trim().to_owned()
     };
     let lock = std::fs::read_to_string(root().join("guest-sdk/js/package.json")).expect("package.json");
@@ -113,8 +146,14 @@ fn the_guide_pins_the_versions_the_build_installs() {
     for install in [
         format!("componentize-py=={}", pin("COMPONENTIZE_PY_VERSION")),
         format!("--version {} wit-bindgen-cli", pin("WIT_BINDGEN_VERSION")),
-        format!("@bytecodealliance/componentize-js@{}", js["@bytecodealliance/componentize-js"].as_str().unwrap()),
-        format!("@bytecodealliance/preview2-shim@{}", js["@bytecodealliance/preview2-shim"].as_str().unwrap()),
+        format!(
+            "@bytecodealliance/componentize-js@{}",
+            js["@bytecodealliance/componentize-js"].as_str().unwrap()
+        ),
+        format!(
+            "@bytecodealliance/preview2-shim@{}",
+            js["@bytecodealliance/preview2-shim"].as_str().unwrap()
+        ),
     ] {
         assert!(guide.contains(&install), "the guide does not install {install}");
     }

@@ -410,7 +410,13 @@ pub fn record_reliability(result: &ReliabilityResult<'_>) {
     std::fs::create_dir_all(&dir).expect("target/reliability can be created");
     let slug: String = format!("{}-{}", result.suite, result.fault)
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     let json = serde_json::to_string_pretty(result).expect("a result serialises");
     std::fs::write(dir.join(format!("{slug}.json")), json).expect("the result is written");

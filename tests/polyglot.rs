@@ -34,7 +34,17 @@ fn python_javascript_and_c_steps_run_under_a_rust_workflow() {
 fn run_with_hello(host: &Host, component: &str, workflow: &str, run: &str, input: &str) -> Run {
     let (workflows, hello) = (guest(component), guest("hello"));
     let link = format!("hello={}", arg(&hello));
-    let args = ["run", arg(&workflows), workflow, "--run-id", run, "--link", &link, "--input", input];
+    let args = [
+        "run",
+        arg(&workflows),
+        workflow,
+        "--run-id",
+        run,
+        "--link",
+        &link,
+        "--input",
+        input,
+    ];
     host.run(&args).success()
 }
 
@@ -56,32 +66,54 @@ fn python_and_javascript_workflows_call_a_rust_step_and_replay_deterministically
         let run = format!("greet-{via}");
         let greeted = run_with_hello(&host, component, "greet", &run, r#"{"name":"Ada"}"#);
         assert_eq!(greeted.json_line(), json!({"greeting": "Hello, Ada!", "via": via}));
-        let steps: Vec<Value> = host.history(&run).into_iter().filter(|e| e["call"]["kind"] == "Step").collect();
+        let steps: Vec<Value> = host
+            .history(&run)
+            .into_iter()
+            .filter(|e| e["call"]["kind"] == "Step")
+            .collect();
         assert_eq!(steps.len(), 1, "one step journaled: {steps:?}");
         assert_replays_deterministically(&host, &run);
     }
 }
 
-/// The line `stamp` prints or logs: `time <seconds or ms> random <number>`.
-fn stamp_line(text: &str) -> String {
-    text.lines()
-        .find_map(|line| line.find("time ").map(|at| line[at..].trim_end().to_owned()))
-        .unwrap_or_else(|| panic!("no `time ... random ...` line in:\n{text}"))
+/// The numbers of the line `stamp` prints, `time <time> random <random>`,
+/// which the host logs from the workflow's stdout.
+fn printed_stamp(stderr: &str) -> (f64, f64) {
+    let line = stderr
+        .lines()
+        .find_map(|line| line.split_once("time ").map(|(_, rest)| rest.to_owned()))
+        .unwrap_or_else(|| panic!("no `time ... random ...` line in:\n{stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words[..] {
+        [time, "random", random, ..] => (time.parse().expect("a time"), random.parse().expect("a number")),
+        _ => panic!("not a stamp line: {line}"),
+    }
 }
 
 #[test]
 fn python_and_javascript_clocks_and_randomness_replay_the_same_values() {
     let host = Host::with_shared_code_cache();
     for component in ["py-workflow", "js-workflow"] {
-        let run = format!("stamp-{component}");
-        let first = run_with_hello(&host, component, "stamp", &run, "null");
-        let stamped = first.json_line();
-        assert!(stamped["time"].as_f64().is_some_and(|t| t > 1.0e9), "{component}: a real clock: {stamped}");
-        assert!(stamped["random"].as_f64().is_some_and(|r| (0.0..1.0).contains(&r)), "{stamped}");
-        let printed = stamp_line(&format!("{}{}", first.stdout(), first.stderr()));
-
-        let replay = assert_replays_deterministically(&host, &run);
-        let replayed = stamp_line(&format!("{}{}", replay.stdout(), replay.stderr()));
-        assert_eq!(replayed, printed, "{component}: the replay printed other values");
+        let mut randoms = Vec::new();
+        for run in [format!("stamp-{component}-1"), format!("stamp-{component}-2")] {
+            let first = run_with_hello(&host, component, "stamp", &run, "null");
+            let stamped = first.json_line();
+            let (time, random) = (stamped["time"].as_f64().unwrap(), stamped["random"].as_f64().unwrap());
+            assert!(time > 1.0e9, "{component}: the workflow sees the real time: {stamped}");
+            assert!((0.0..1.0).contains(&random), "{component}: {stamped}");
+            assert_eq!(
+                printed_stamp(&first.stderr()),
+                (time, random),
+                "{component}: printed what it returned"
+            );
+            // The replay re-runs the workflow from the start: the same
+            // output means it printed the same values again.
+            assert_replays_deterministically(&host, &run);
+            randoms.push(random);
+        }
+        assert_ne!(
+            randoms[0], randoms[1],
+            "{component}: each run has its own random numbers"
+        );
     }
 }
