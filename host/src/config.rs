@@ -1,6 +1,7 @@
 //! Every limit and tunable of the host, in one struct, so the CLI, the tests
 //! and (later) per-tenant quotas all configure the host the same way.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Limits applied to one step attempt. A step call's options may lower them,
@@ -17,6 +18,9 @@ pub struct StepLimits {
     pub timeout: Duration,
     /// Size of a step's output, in bytes.
     pub max_output_bytes: usize,
+    /// Whether each attempt gets a fresh scratch directory, preopened as
+    /// `/scratch` and removed after the attempt (a tenant's policy).
+    pub scratch_dir: bool,
 }
 
 impl Default for StepLimits {
@@ -27,6 +31,7 @@ impl Default for StepLimits {
             table_elements: 100_000,
             timeout: Duration::from_secs(60),
             max_output_bytes: 1 << 20,
+            scratch_dir: false,
         }
     }
 }
@@ -139,6 +144,8 @@ pub struct HostConfig {
     pub pooling: bool,
     /// How many instances of each role the pool holds at once.
     pub pool_instances: u32,
+    /// Where steps' scratch directories are made.
+    pub scratch_root: PathBuf,
 }
 
 impl HostConfig {
@@ -147,6 +154,7 @@ impl HostConfig {
         Self {
             pooling: true,
             pool_instances: 256,
+            scratch_root: std::env::temp_dir().join("stepstone-scratch"),
             ..Self::default()
         }
     }

@@ -40,6 +40,10 @@ pub struct Quotas {
     pub step_memory_bytes: usize,
     pub step_timeout_ms: u64,
     pub step_output_bytes: usize,
+    /// Whether each step attempt gets a fresh scratch directory (`/scratch`
+    /// in the guest, removed after the attempt). Off by default: steps get
+    /// no files at all.
+    pub step_scratch_dir: bool,
 }
 
 impl Default for Quotas {
@@ -55,6 +59,7 @@ impl Default for Quotas {
             step_memory_bytes: step.memory_bytes,
             step_timeout_ms: step.timeout.as_millis() as u64,
             step_output_bytes: step.max_output_bytes,
+            step_scratch_dir: step.scratch_dir,
         }
     }
 }
@@ -67,6 +72,7 @@ impl Quotas {
             memory_bytes: self.step_memory_bytes,
             timeout: Duration::from_millis(self.step_timeout_ms),
             max_output_bytes: self.step_output_bytes,
+            scratch_dir: self.step_scratch_dir,
             ..StepLimits::default()
         }
     }

@@ -24,8 +24,8 @@ pub enum ComponentError {
     NotWasm { what: String },
     #[error("component {digest} does not compile for the {role} engine: {reason}")]
     Compile { digest: String, role: Role, reason: String },
-    #[error("component {digest} imports `{import}`, which no Stepstone policy grants; it may import only the {package} interfaces `durable` and `step-support`", package = crate::contract::PACKAGE)]
-    ForbiddenImport { digest: String, import: String },
+    #[error("component {digest} imports `{import}`, which the {role} policy does not grant: {granted}", granted = crate::sandbox::policy::granted_summary(*role))]
+    ForbiddenImport { digest: String, import: String, role: Role },
     #[error("component {digest} does not export `{export}`: build it against the {package} world `{world}`", package = crate::contract::PACKAGE)]
     MissingExport {
         digest: String,

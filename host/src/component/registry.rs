@@ -169,7 +169,7 @@ impl Components {
         }
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
         let component = self.compile(role, &digest, &bytes).await?;
-        check_imports(&digest, &component, self.engines.get(role))?;
+        check_imports(&digest, &component, self.engines.get(role), role)?;
         let slot = self.engines.slot(role).await;
         let described = sandbox::describe(self.engines.get(role), &component).await;
         drop(slot);
@@ -237,18 +237,20 @@ fn top_level_exports(what: &str, bytes: &[u8]) -> Result<Vec<String>, ComponentE
     Ok(exports)
 }
 
-/// Refuses a component that imports anything beyond the contract.
-fn check_imports(digest: &str, component: &Component, engine: &wasmtime::Engine) -> Result<(), ComponentError> {
-    let allowed = ["types", "durable", "step-support"].map(contract::interface);
+/// Refuses a component that imports anything its role's policy does not
+/// grant, naming the import.
+fn check_imports(
+    digest: &str,
+    component: &Component,
+    engine: &wasmtime::Engine,
+    role: Role,
+) -> Result<(), ComponentError> {
     let component_type = component.component_type();
-    let forbidden = component_type
-        .imports(engine)
-        .map(|(name, _)| name)
-        .find(|name| !allowed.iter().any(|a| a == name));
-    match forbidden {
+    match sandbox::policy::first_refused(component_type.imports(engine).map(|(name, _)| name)) {
         Some(import) => Err(ComponentError::ForbiddenImport {
             digest: digest.to_owned(),
             import: import.to_owned(),
+            role,
         }),
         None => Ok(()),
     }

@@ -65,7 +65,8 @@ impl WorkflowState {
             Ok(reason) => Ok(Err(cancelled_step(reason))),
             Err(Interruption::Journal(e)) if matches!(&*e, JournalError::Store(StoreError::AlreadyExists { .. })) => {
                 self.cancellation_seen = true;
-                step.await.map_err(Interruption::Journal)
+                let done = step.await;
+                self.received(done)
             }
             Err(other) => Err(other),
         }

@@ -11,7 +11,7 @@ use super::cancellation::cancelled_step;
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
-use super::workflow::{Mode, StartedStep, StepResult, WorkflowState};
+use super::workflow::{Mode, StartedStep, StepDone, StepResult, WorkflowState};
 use crate::config::LimitRequest;
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -25,18 +25,25 @@ impl types::Host for WorkflowState {}
 impl WorkflowState {
     /// Takes the next seq for `call`; returns the recorded result if the
     /// journal has one, fails in verify mode if it does not.
+    /// A recorded result reaches the guest now, so the run's clock moves to
+    /// its entry's time (see [`JournalClock`](crate::sandbox::JournalClock)).
     pub(super) fn next_call(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
         let (seq, recorded) = self.take_seq(call)?;
         if recorded.is_none() && self.mode == Mode::Verify {
             return Err(Interruption::JournalEnd { seq });
         }
+        let recorded = recorded.map(|(recorded, finished_at_ms)| {
+            self.clock.observe(finished_at_ms);
+            recorded
+        });
         Ok((seq, recorded))
     }
 
     /// Like [`next_call`](Self::next_call), but a call the journal lacks is
     /// no error in verify mode (a step started and never awaited may have
     /// been dropped unrecorded when its run ended).
-    fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<Recorded>), Interruption> {
+    /// The recorded result comes with the time its entry finished.
+    fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<(Recorded, u64)>), Interruption> {
         let limit = self.run.host.config.run.max_journal_entries;
         if self.cursor.position() >= limit {
             return Err(Interruption::HostLimit(format!(
@@ -44,8 +51,9 @@ impl WorkflowState {
             )));
         }
         let (seq, entry) = self.cursor.next(call)?;
-        let recorded = entry.map(|entry| entry.recorded.clone());
+        let recorded = entry.map(|entry| (entry.recorded.clone(), entry.finished_at_ms));
         self.end_activation();
+        self.mute_replayed_output();
         Ok((seq, recorded))
     }
 
@@ -65,6 +73,7 @@ impl WorkflowState {
             finished_at_ms: now_ms(),
         };
         self.run.records.append(&entry).await?;
+        self.clock.observe(entry.finished_at_ms);
         Ok(())
     }
 
@@ -84,10 +93,11 @@ impl WorkflowState {
         let call = Call::new(CallKind::Step, &step, input.as_bytes());
         let (seq, recorded) = self.take_seq(&call)?;
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
+        let replayed = |result, finished_at_ms| futures::future::ready(Ok(StepDone { result, finished_at_ms })).boxed();
         let result: BoxFuture<'static, StepResult> = match recorded {
-            Some(Recorded::Step { result }) => futures::future::ready(Ok(result)).boxed(),
-            Some(Recorded::Cancelled { reason }) => futures::future::ready(Ok(Err(cancelled_step(reason)))).boxed(),
-            Some(other) => return Err(mismatch(seq, other)),
+            Some((Recorded::Step { result }, at)) => replayed(result, at),
+            Some((Recorded::Cancelled { reason }, at)) => replayed(Err(cancelled_step(reason)), at),
+            Some((other, _)) => return Err(mismatch(seq, other)),
             None if self.mode == Mode::Verify => {
                 self.steps.insert(handle, StartedStep::Unrecorded);
                 return Ok(handle);
@@ -149,11 +159,19 @@ impl WorkflowState {
                 () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
             }
         };
-        let result = result.map_err(Interruption::Journal)?;
+        let result = self.received(result)?;
         // Waiting for a step may take long: the guest resumes with a fresh
         // activation budget, as after any durable call.
         self.end_activation();
         Ok(result)
+    }
+
+    /// A step's journaled result reaches the guest: the run's clock moves to
+    /// when its entry finished.
+    pub(super) fn received(&self, done: StepResult) -> Result<Result<String, StepError>, Interruption> {
+        let done = done.map_err(Interruption::Journal)?;
+        self.clock.observe(done.finished_at_ms);
+        Ok(done.result)
     }
 
     /// Waits until `deadline_ms` in this instance, or suspends the run if the

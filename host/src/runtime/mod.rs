@@ -144,6 +144,8 @@ pub struct RunContext {
     step_limits: StepLimits,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
+    /// When the run was created: where its journal time starts.
+    started_at_ms: u64,
 }
 
 impl RunContext {
@@ -370,6 +372,7 @@ impl Runtime {
             control,
             step_limits,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
+            started_at_ms: record.created_at_ms,
         };
         Ok((Arc::new(context), record))
     }

@@ -51,6 +51,7 @@ impl Runtime {
                 control: context.control.clone(),
                 step_limits: context.step_limits,
                 log: context.log.clone(),
+                started_at_ms: context.started_at_ms,
             }),
             None => context,
         };

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::clock::now_ms;
 use super::retry::RetryPolicy;
-use super::workflow::StepResult;
+use super::workflow::{StepDone, StepResult};
 use crate::component::Loaded;
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
@@ -61,7 +61,7 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
         finished_at_ms,
     };
     records.append(&entry).await.map_err(Arc::new)?;
-    Ok(result)
+    Ok(StepDone { result, finished_at_ms })
 }
 
 async fn attempt_until_done(
@@ -87,9 +87,18 @@ async fn attempt_until_done(
         let _slot = host.components.engines().slot(Role::Step).await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());
-        let report = run_attempt(&program, name, &step.input, attempt, &step.limits, step.log.clone())
-            .instrument(span)
-            .await;
+        let scratch = step.limits.scratch_dir.then_some(host.config.scratch_root.as_path());
+        let report = run_attempt(
+            &program,
+            name,
+            &step.input,
+            attempt,
+            &step.limits,
+            step.log.clone(),
+            scratch,
+        )
+        .instrument(span)
+        .await;
         drop(running);
         let how = report
             .result

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::future::{BoxFuture, Shared};
@@ -17,7 +18,7 @@ use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
 use crate::journal::{Call, Cursor, JournalError, Recorded};
-use crate::sandbox::{MemoryGuard, Sandboxed, link, new_store};
+use crate::sandbox::{GuestWasi, JournalClock, MemoryGuard, Sandboxed, Stdio, link, new_store};
 use crate::store::RunId;
 
 /// Whether durable calls without a journal entry may run.
@@ -29,8 +30,16 @@ pub enum Mode {
     Verify,
 }
 
+/// A step call's journaled result, and when its entry says it finished
+/// (the time a workflow's clock moves to when it receives the result).
+#[derive(Debug, Clone)]
+pub struct StepDone {
+    pub result: Result<String, StepError>,
+    pub finished_at_ms: u64,
+}
+
 /// The result of a step call, shared by everyone awaiting its handle.
-pub type StepResult = Result<Result<String, StepError>, Arc<JournalError>>;
+pub type StepResult = Result<StepDone, Arc<JournalError>>;
 
 /// A step the workflow started.
 pub enum StartedStep {
@@ -68,6 +77,18 @@ pub struct WorkflowState {
     /// Whether the workflow has met its run's cancellation (a call was
     /// journaled `Cancelled`); from then on, awaited steps are not cut short.
     pub(super) cancellation_seen: bool,
+    /// The run's journal time, which the guest's WASI clocks read.
+    pub(super) clock: JournalClock,
+    /// Set while the workflow re-executes recorded calls, so its WASI
+    /// output is not logged twice.
+    replaying_output: Arc<AtomicBool>,
+    wasi: GuestWasi,
+}
+
+impl wasmtime_wasi::WasiView for WorkflowState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.wasi.view()
+    }
 }
 
 impl WorkflowState {
@@ -82,7 +103,11 @@ impl WorkflowState {
                 _ => None,
             })
             .collect();
-        Self {
+        let clock = JournalClock::new(run.started_at_ms);
+        let replaying_output = Arc::new(AtomicBool::new(false));
+        let stdio = Stdio::logged(&run.log, &replaying_output);
+        let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio);
+        let mut state = Self {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             deadline: Instant::now() + limits.activation_timeout,
             limits,
@@ -96,7 +121,18 @@ impl WorkflowState {
             children: HashMap::new(),
             running: HashMap::new(),
             cancellation_seen,
-        }
+            clock,
+            replaying_output,
+            wasi,
+        };
+        state.mute_replayed_output();
+        state
+    }
+
+    /// Output is logged only when running live, past the recorded calls.
+    pub(super) fn mute_replayed_output(&mut self) {
+        let muted = self.replaying() || self.mode == Mode::Verify;
+        self.replaying_output.store(muted, Ordering::Relaxed);
     }
 
     /// Marks the end of an activation: the guest gets a fresh budget when it
@@ -142,7 +178,7 @@ pub struct WorkflowProgram {
 impl WorkflowProgram {
     /// Links `component` (compiled by the workflow engine) against `durable`.
     pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
-        let pre = link(engine, component, |linker| {
+        let pre = link(engine, component, Some("durable"), |linker| {
             durable::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
         })?;
         let workflow = workflow::GuestIndices::new(&pre)?;
@@ -175,6 +211,6 @@ impl WorkflowProgram {
     ) -> wasmtime::Result<Result<String, String>> {
         let instance = self.pre.instantiate_async(&mut *store).await?;
         let guest = self.workflow.load(&mut *store, &instance)?;
-        guest.call_run(&mut *store, &name.to_owned(), &input.to_owned()).await
+        guest.call_run(&mut *store, name, input).await
     }
 }

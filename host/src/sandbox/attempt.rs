@@ -1,7 +1,9 @@
 //! One step attempt: a fresh instance from the component's [`InstancePre`],
 //! one call, then the instance is dropped. Nothing survives an attempt.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use wasmtime::component::{Component, HasSelf, InstancePre};
@@ -10,6 +12,8 @@ use wasmtime::{Engine, Store};
 use super::StepErrorKind;
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
 use super::link::link;
+use super::scratch::ScratchDir;
+use super::wasi::{GuestWasi, Stdio};
 use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
@@ -22,6 +26,13 @@ pub struct StepState {
     attempt: u32,
     deadline: Instant,
     log: Arc<LogBudget>,
+    wasi: GuestWasi,
+}
+
+impl wasmtime_wasi::WasiView for StepState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.wasi.view()
+    }
 }
 
 impl Sandboxed for StepState {
@@ -57,7 +68,7 @@ pub struct StepProgram {
 impl StepProgram {
     /// Links `component` (compiled by the step engine) against `step-support`.
     pub fn new(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
-        let pre = link(engine, component, |linker| {
+        let pre = link(engine, component, Some("step-support"), |linker| {
             step_support::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
         })?;
         let step = step::GuestIndices::new(&pre)?;
@@ -69,15 +80,20 @@ impl StepProgram {
         attempt: u32,
         limits: &StepLimits,
         log: Arc<LogBudget>,
+        scratch: Option<&Path>,
     ) -> Result<Store<StepState>, AttemptFailure> {
+        let sandbox_error =
+            |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}"));
+        let wasi = GuestWasi::for_step(Stdio::logged(&log, &Arc::new(AtomicBool::new(false))), scratch)
+            .map_err(sandbox_error)?;
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             attempt,
             deadline: Instant::now() + limits.timeout,
             log,
+            wasi,
         };
-        new_store(self.pre.engine(), state, limits.fuel)
-            .map_err(|e| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}")))
+        new_store(self.pre.engine(), state, limits.fuel).map_err(sandbox_error)
     }
 }
 
@@ -112,7 +128,17 @@ pub struct AttemptReport {
     pub fuel_used: u64,
 }
 
-/// Runs attempt number `attempt` of step `name` on `input` within `limits`.
+impl AttemptReport {
+    fn failed(failure: AttemptFailure) -> Self {
+        Self {
+            result: Err(failure),
+            fuel_used: 0,
+        }
+    }
+}
+
+/// Runs attempt number `attempt` of step `name` on `input` within `limits`;
+/// with `scratch_root`, the attempt gets a fresh scratch directory there.
 pub async fn run_attempt(
     program: &StepProgram,
     name: &str,
@@ -120,22 +146,26 @@ pub async fn run_attempt(
     attempt: u32,
     limits: &StepLimits,
     log: Arc<LogBudget>,
+    scratch_root: Option<&Path>,
 ) -> AttemptReport {
-    let mut store = match program.store(attempt, limits, log) {
-        Ok(store) => store,
-        Err(failure) => {
-            return AttemptReport {
-                result: Err(failure),
-                fuel_used: 0,
-            };
+    // Declared before the store, so it is removed after the store is gone.
+    let scratch = match scratch_root.map(ScratchDir::create).transpose() {
+        Ok(scratch) => scratch,
+        Err(e) => {
+            let message = format!("cannot create the attempt's scratch directory: {e}");
+            return AttemptReport::failed(AttemptFailure::new(StepErrorKind::Trapped, message));
         }
+    };
+    let mut store = match program.store(attempt, limits, log, scratch.as_ref().map(ScratchDir::path)) {
+        Ok(store) => store,
+        Err(failure) => return AttemptReport::failed(failure),
     };
     let called = async {
         let instance = program.pre.instantiate_async(&mut store).await?;
         program
             .step
             .load(&mut store, &instance)?
-            .call_run_step(&mut store, &name.to_owned(), &input.to_owned())
+            .call_run_step(&mut store, name, input)
             .await
     }
     .await;

@@ -10,6 +10,7 @@ use super::StepErrorKind;
 use super::attempt::AttemptFailure;
 use super::limiter::{MemoryGuard, Sandboxed, new_store};
 use super::link::link;
+use super::wasi::GuestWasi;
 use crate::contract::bindings::Manifest;
 use crate::contract::bindings::exports::stepstone::workflow::describe;
 
@@ -20,6 +21,13 @@ const MEMORY: usize = 64 << 20;
 struct DescribeState {
     guard: MemoryGuard,
     deadline: Instant,
+    wasi: GuestWasi,
+}
+
+impl wasmtime_wasi::WasiView for DescribeState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.wasi.view()
+    }
 }
 
 impl Sandboxed for DescribeState {
@@ -32,15 +40,17 @@ impl Sandboxed for DescribeState {
     }
 }
 
-/// Calls the component's `describe` export. Every import traps: describing
-/// itself is all a component may do here.
+/// Calls the component's `describe` export. Every contract import traps:
+/// describing itself is all a component may do here; its WASI (which a
+/// language runtime may touch as it starts) is the inert one of `wasi`.
 pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest, AttemptFailure> {
     let setup = |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("{e:#}"));
-    let pre = link(engine, component, |_| Ok(())).map_err(setup)?;
+    let pre = link(engine, component, None, |_| Ok(())).map_err(setup)?;
     let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
     let state = DescribeState {
         guard: MemoryGuard::new(MEMORY, 10_000),
         deadline: Instant::now() + TIMEOUT,
+        wasi: GuestWasi::for_describe(),
     };
     let mut store = new_store(engine, state, FUEL).map_err(setup)?;
     let result = async {

@@ -117,6 +117,11 @@ fn base_config(role: Role) -> Config {
     wasm
 }
 
+/// One component instance's share of the pool.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 4;
+
 fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
     let memory_bytes = match role {
         Role::Workflow => config.workflow.memory_bytes,
@@ -124,11 +129,20 @@ fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
     };
     let instances = config.pool_instances;
     let mut pool = PoolingAllocationConfig::default();
+    // Every component instance may take its full share, so an instance
+    // slot (see `Engines::slot`) never finds the pool exhausted. Measured:
+    // a Rust guest holds 3 core instances, 1 memory, 2 tables; JavaScript
+    // (componentize-js 0.23) 4, 1, 2; Python (componentize-py 0.25) 14,
+    // 1, 2 (its table 5,684 elements, within the default 20,000; its vmctx
+    // fits the 1 MiB instance size). A component over a share is refused
+    // when instantiated, with the limit named.
     pool.total_component_instances(instances)
-        // Components built by wit-component hold a few core instances each.
-        .total_core_instances(instances * 4)
-        .total_memories(instances * 2)
-        .total_tables(instances * 4)
+        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .total_core_instances(instances * CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .total_memories(instances * MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .total_tables(instances * TABLES_PER_COMPONENT)
         .max_memory_size(memory_bytes)
         .max_component_instance_size(1 << 20)
         .max_core_instance_size(1 << 20);

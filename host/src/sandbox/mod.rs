@@ -11,12 +11,16 @@ mod describe;
 mod engine;
 mod limiter;
 mod link;
+pub mod policy;
+mod scratch;
+mod wasi;
 
 pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_attempt};
 pub use describe::describe;
 pub use engine::{Engines, Role};
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
+pub use wasi::{GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 
 pub use crate::contract::bindings::StepErrorKind;
 

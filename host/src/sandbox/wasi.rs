@@ -1,0 +1,210 @@
+//! The WASI 0.2 a guest gets, by role. Runtimes such as Python's and
+//! JavaScript's import clocks, random, environment, stdio and files whether
+//! or not the guest's own code uses them, so every role links them; what
+//! differs is what they reach.
+//!
+//! Invariants: no guest gets ambient authority — no environment variables,
+//! no arguments, no stdin, no network (every socket is refused), and no
+//! files except a step's per-attempt scratch directory when its tenant
+//! grants one. A workflow's WASI is deterministic: its clocks read the run's
+//! journaled time ([`JournalClock`]) and its random numbers come from a
+//! generator seeded by the run id, so a replay reads what the first
+//! execution read.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chacha20::ChaCha20Rng;
+use chacha20::rand_core::SeedableRng;
+use sha2::{Digest, Sha256};
+use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView};
+
+use crate::contract::bindings::LogLevel;
+use crate::guest_log::{GuestOutput, LogBudget};
+
+/// Where a step's scratch directory appears inside the guest.
+pub const SCRATCH_GUEST_PATH: &str = "/scratch";
+
+/// A guest's WASI state: the context and the table of its resources.
+pub struct GuestWasi {
+    /// Only ever reached through `&mut self`, never locked: the mutex makes
+    /// the store data `Sync`, which the host's async calls need (the WASI
+    /// context holds non-`Sync` trait objects).
+    state: Mutex<WasiState>,
+}
+
+struct WasiState {
+    ctx: WasiCtx,
+    table: ResourceTable,
+}
+
+/// The guest's standard output and standard error.
+pub struct Stdio {
+    pub stdout: GuestOutput,
+    pub stderr: GuestOutput,
+}
+
+impl Stdio {
+    /// Output into `budget`: stdout at info, stderr at warn; nothing while
+    /// `muted` is set.
+    pub fn logged(budget: &Arc<LogBudget>, muted: &Arc<AtomicBool>) -> Self {
+        Self {
+            stdout: GuestOutput::new(budget.clone(), LogLevel::Info, muted.clone()),
+            stderr: GuestOutput::new(budget.clone(), LogLevel::Warn, muted.clone()),
+        }
+    }
+
+    /// Output nobody reads.
+    pub fn dropped() -> Self {
+        Self::logged(&Arc::new(LogBudget::new(0)), &Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl GuestWasi {
+    /// A workflow's WASI: the run's journaled time, random seeded from the
+    /// run id, output to the run's log.
+    pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio) -> Self {
+        let mut builder = closed_builder(stdio);
+        let seed = seed(run_id);
+        builder
+            .wall_clock(clock.clone())
+            .monotonic_clock(clock)
+            .secure_random(ChaCha20Rng::from_seed(seed))
+            .insecure_random(ChaCha20Rng::from_seed(Sha256::digest(seed).into()))
+            .insecure_random_seed(u128::from_le_bytes(seed[..16].try_into().unwrap_or_default()));
+        Self::built(&mut builder)
+    }
+
+    /// A step's WASI: real clocks and random, output to the run's log, and
+    /// `scratch` (a host directory) as [`SCRATCH_GUEST_PATH`] if granted.
+    pub fn for_step(stdio: Stdio, scratch: Option<&std::path::Path>) -> wasmtime::Result<Self> {
+        let mut builder = closed_builder(stdio);
+        if let Some(dir) = scratch {
+            builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
+        }
+        Ok(Self::built(&mut builder))
+    }
+
+    /// The WASI of a component describing itself: a clock stopped at the
+    /// epoch, a fixed seed, output dropped.
+    pub fn for_describe() -> Self {
+        Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped())
+    }
+
+    pub fn view(&mut self) -> WasiCtxView<'_> {
+        let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        WasiCtxView {
+            ctx: &mut state.ctx,
+            table: &mut state.table,
+        }
+    }
+
+    fn built(builder: &mut WasiCtxBuilder) -> Self {
+        let state = WasiState {
+            ctx: builder.build(),
+            table: ResourceTable::new(),
+        };
+        Self {
+            state: Mutex::new(state),
+        }
+    }
+}
+
+/// What every role shares: no environment, arguments, stdin, preopens or
+/// network; stdout and stderr go to the run's log.
+fn closed_builder(stdio: Stdio) -> WasiCtxBuilder {
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(stdio.stdout)
+        .stderr(stdio.stderr)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    builder
+}
+
+/// The seed of a run's WASI random: SHA-256 of the run id, so every
+/// execution of the run, on any host, draws the same numbers.
+fn seed(run_id: &str) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(b"stepstone wasi random\0")
+        .chain_update(run_id.as_bytes())
+        .finalize()
+        .into()
+}
+
+/// A workflow's clock: the run's *journal time*, which starts at the run's
+/// creation and moves only when the workflow receives the result of a
+/// journaled call, to the time that call's entry records as finished. The
+/// guest observes it only between such results, and entries never change,
+/// so a replay reads the same times. The monotonic clock is the same time,
+/// in nanoseconds since the run started.
+#[derive(Clone)]
+pub struct JournalClock {
+    start_ms: u64,
+    now_ms: Arc<AtomicU64>,
+}
+
+impl JournalClock {
+    pub fn new(start_ms: u64) -> Self {
+        Self {
+            start_ms,
+            now_ms: Arc::new(AtomicU64::new(start_ms)),
+        }
+    }
+
+    /// The workflow received a result journaled at `at_ms`. The clock never
+    /// goes back (entries of steps run in parallel finish out of order).
+    pub fn observe(&self, at_ms: u64) {
+        self.now_ms.fetch_max(at_ms, Ordering::Relaxed);
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms.load(Ordering::Relaxed)
+    }
+}
+
+impl HostWallClock for JournalClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.now_ms())
+    }
+}
+
+impl HostMonotonicClock for JournalClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+
+    fn now(&self) -> u64 {
+        self.now_ms().saturating_sub(self.start_ms).saturating_mul(1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime_wasi::Rng;
+
+    #[test]
+    fn the_journal_clock_moves_only_forward_and_only_when_told() {
+        let clock = JournalClock::new(1_000);
+        assert_eq!(HostWallClock::now(&clock), Duration::from_millis(1_000));
+        assert_eq!(HostMonotonicClock::now(&clock), 0);
+        clock.observe(1_250);
+        clock.observe(1_100);
+        assert_eq!(HostWallClock::now(&clock), Duration::from_millis(1_250));
+        assert_eq!(HostMonotonicClock::now(&clock), 250_000_000);
+    }
+
+    #[test]
+    fn a_runs_random_is_the_same_every_time_and_differs_between_runs() {
+        let draw = |run: &str| ChaCha20Rng::from_seed(seed(run)).next_u64();
+        assert_eq!(draw("run-a"), draw("run-a"));
+        assert_ne!(draw("run-a"), draw("run-b"));
+    }
+}
