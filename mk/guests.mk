@@ -18,11 +18,12 @@ GUEST_BUILD_DIR := target/guest-build
 GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
 
-RUST_GUESTS := hello order fanout limits
+RUST_GUESTS := hello order fanout limits wasi_probe polyglot
 RUST_GUEST_CORES := $(RUST_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
 GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \
-	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm
+	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm \
+	$(GUESTS_DIR)/wat-workflow.wasm
 
 # Everything a Rust guest's core module is built from.
 GUEST_SOURCES := $(shell find guest-sdk/Cargo.toml guest-sdk/src examples-guests wit \
@@ -96,6 +97,10 @@ $(GUESTS_DIR)/order-reordered.wasm: $(REORDERED_ORDER_CORE) $(STEPSTONE)
 $(GUESTS_DIR)/wat-step.wasm: examples-guests/wat-step/step.wat $(STEPSTONE)
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< --world steps -o $@
+
+$(GUESTS_DIR)/wat-workflow.wasm: examples-guests/wat-workflow/workflow.wat $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< --world workflows -o $@
 
 # The SDK's unit tests run natively, with the host's toolchain.
 guest-sdk-test:

@@ -43,6 +43,10 @@ pub struct Cli {
     /// Bytes of guest log lines one execution of a run may write.
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Give each step attempt a fresh scratch directory, `/scratch` in the
+    /// guest, removed after the attempt (made under DATA_DIR/scratch).
+    #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_DIR")]
+    step_scratch_dir: bool,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -178,6 +182,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
     };
+    config.step.scratch_dir = cli.step_scratch_dir;
+    config.scratch_root = cli.data_dir.join("scratch");
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is

@@ -103,7 +103,7 @@ impl WorkflowState {
                 return Ok(handle);
             }
             None => {
-                let target = self.run.resolve_step(&step);
+                let target = self.run.resolve_step(&step).await?;
                 let asked = LimitRequest {
                     fuel: options.fuel,
                     timeout_ms: options.timeout_ms,

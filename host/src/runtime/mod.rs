@@ -34,6 +34,7 @@ mod replay;
 mod retry;
 mod status;
 mod step_call;
+mod step_target;
 mod submit;
 mod workflow;
 
@@ -146,18 +147,6 @@ pub struct RunContext {
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
     started_at_ms: u64,
-}
-
-impl RunContext {
-    /// The component and step a step name refers to: `name/step` for a linked
-    /// component, a bare name for the run's own.
-    fn resolve_step(&self, name: &str) -> Option<(Arc<Loaded>, String)> {
-        let (component, step) = match name.split_once('/') {
-            Some((link, step)) => (self.links.get(link)?, step),
-            None => (&self.own, name),
-        };
-        component.has_step(step).then(|| (component.clone(), step.to_owned()))
-    }
 }
 
 /// How an execution of a workflow ended.

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use super::clock::now_ms;
 use super::retry::RetryPolicy;
+use super::step_target::StepTarget;
 use super::workflow::{StepDone, StepResult};
 use crate::component::Loaded;
 use crate::config::StepLimits;
@@ -22,9 +23,8 @@ use crate::sandbox::{Role, kind_name, run_attempt};
 pub struct StepCall {
     pub seq: u64,
     pub call: Call,
-    /// The component and step name the call resolved to; `None` if no
-    /// reachable component exports it.
-    pub target: Option<(Arc<Loaded>, String)>,
+    /// The component and step name the call resolved to, or why none.
+    pub target: StepTarget,
     pub input: String,
     pub options: StepOptions,
     /// The attempt limits: the tenant's, lowered by the call's options.
@@ -39,8 +39,8 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
     let _in_flight = host.background.step_starting().await;
     let started_at_ms = now_ms();
     let (result, attempts) = match &step.target {
-        Some((component, name)) => attempt_until_done(&host, &records, &step, component, name).await?,
-        None => (Err(unknown_step(&step.call.name)), 0),
+        Ok((component, name)) => attempt_until_done(&host, &records, &step, component, name).await?,
+        Err(why) => (Err(unknown_step(&step.call.name, why)), 0),
     };
     let finished_at_ms = now_ms();
     tracing::info!(
@@ -142,10 +142,6 @@ fn error(kind: StepErrorKind, message: String, attempts: u32) -> StepError {
     }
 }
 
-fn unknown_step(name: &str) -> StepError {
-    error(
-        StepErrorKind::UnknownStep,
-        format!("no component linked to this run exports step `{name}`"),
-        0,
-    )
+fn unknown_step(name: &str, why: &str) -> StepError {
+    error(StepErrorKind::UnknownStep, format!("unknown step `{name}`: {why}"), 0)
 }

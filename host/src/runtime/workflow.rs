@@ -211,6 +211,6 @@ impl WorkflowProgram {
     ) -> wasmtime::Result<Result<String, String>> {
         let instance = self.pre.instantiate_async(&mut *store).await?;
         let guest = self.workflow.load(&mut *store, &instance)?;
-        guest.call_run(&mut *store, name, input).await
+        guest.call_run(&mut *store, name, &input.to_owned()).await
     }
 }

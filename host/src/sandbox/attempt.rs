@@ -165,7 +165,7 @@ pub async fn run_attempt(
         program
             .step
             .load(&mut store, &instance)?
-            .call_run_step(&mut store, name, input)
+            .call_run_step(&mut store, name, &input.to_owned())
             .await
     }
     .await;

@@ -1,0 +1,148 @@
+//! WASI for guests, through the `stepstone` binary: a workflow's clocks and
+//! random numbers are deterministic, so a replay gives the same output; a
+//! step's scratch directory exists only when granted and only for its
+//! attempt; imports no policy grants are refused at load; steps of other
+//! components are called by qualified name.
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, arg, guest};
+
+#[test]
+fn a_workflow_reading_wasi_clocks_and_random_replays_identically() {
+    let host = Host::new();
+    let probe = guest("wasi_probe");
+    let run = host
+        .run(&["run", arg(&probe), "read-wasi", "--run-id", "clocks"])
+        .success();
+    let readings = run.json_line();
+    let (before, after) = (&readings[0], &readings[1]);
+    let ms = |reading: &Value, field: &str| reading[field].as_u64().expect("a number");
+    // The clock is the run's journal time: it starts at 0 on the monotonic
+    // clock and moves only with the durable sleep, by at least its 20 ms.
+    assert_eq!(ms(before, "monotonic_ns"), 0, "{readings}");
+    let slept = ms(after, "wall_ms") - ms(before, "wall_ms");
+    assert!(slept >= 20, "{readings}");
+    assert_eq!(ms(after, "monotonic_ns"), slept * 1_000_000, "{readings}");
+    assert_ne!(before["random"], after["random"]);
+    let line = format!("wasi-probe: random {} then {}", before["random"], after["random"]);
+    assert_eq!(
+        run.stderr().matches(&line).count(),
+        1,
+        "stdout goes to the run's log once: {}",
+        run.stderr()
+    );
+
+    let replay = host.run(&["replay", "clocks"]).success();
+    assert!(
+        replay.stdout().contains("deterministic: output identical"),
+        "{}{}",
+        replay.stdout(),
+        replay.stderr()
+    );
+    assert!(
+        !replay.stderr().contains(&line),
+        "a replay logs nothing again: {}",
+        replay.stderr()
+    );
+
+    let other = host
+        .run(&["run", arg(&probe), "read-wasi", "--run-id", "other-clocks"])
+        .success();
+    assert_ne!(
+        other.json_line()[0]["random"],
+        before["random"],
+        "each run has its own seed"
+    );
+}
+
+#[test]
+fn a_step_granted_a_scratch_dir_writes_and_reads_there_and_it_is_gone_after() {
+    let host = Host::new();
+    let probe = guest("wasi_probe");
+    let run = host
+        .run(&[
+            "--step-scratch-dir",
+            "run",
+            arg(&probe),
+            "scratch",
+            "--input",
+            r#""kept for one attempt""#,
+        ])
+        .success();
+    assert_eq!(
+        run.json_line(),
+        json!({"dir": "/scratch", "read": "kept for one attempt"})
+    );
+    let root = host.data_dir().join("scratch");
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{} was never made: {e}", root.display()))
+        .collect();
+    assert!(left.is_empty(), "scratch directories outlived their attempt: {left:?}");
+
+    let refused = host
+        .run(&["run", arg(&probe), "scratch", "--input", r#""no grant""#])
+        .failure();
+    assert!(refused.contains("no preopened directory"), "{refused}");
+}
+
+/// A step component that imports `wasi:http`, which no policy grants. It
+/// exports a `describe` instance so that validation reaches its imports.
+const HTTP_STEP: &str = r#"(component
+    (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func))))
+    (core module $m (func (export "describe") (result i32) (i32.const 0)))
+    (core instance $i (instantiate $m))
+    (func $describe (result u32) (canon lift (core func $i "describe")))
+    (instance $d (export "describe" (func $describe)))
+    (export "stepstone:workflow/describe@0.1.0" (instance $d)))"#;
+
+#[test]
+fn an_import_the_policy_does_not_grant_is_refused_at_load_with_the_import_named() {
+    let host = Host::new();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("http-step.wasm");
+    std::fs::write(&path, wat::parse_str(HTTP_STEP).expect("valid WAT")).expect("written");
+    let refused = host.run(&["upload", arg(&path), "--name", "http-step"]).failure();
+    assert!(
+        refused.contains("imports `wasi:http/outgoing-handler@0.2.0`, which the step policy does not grant"),
+        "{refused}"
+    );
+    assert!(
+        host.stored_objects().is_empty(),
+        "nothing is stored: {:?}",
+        host.stored_objects()
+    );
+}
+
+#[test]
+fn workflows_call_steps_of_other_components_by_qualified_name() {
+    let host = Host::new();
+    let wat_step = guest("wat-step");
+    host.run(&["upload", arg(&wat_step), "--name", "wat-step"]).success();
+
+    let polyglot = guest("polyglot");
+    let input = r#"{"value": {"n": 7}, "via": ["wat-step"]}"#;
+    let run = host
+        .run(&["run", arg(&polyglot), "polyglot", "--input", input])
+        .success();
+    assert_eq!(run.json_line(), json!({"wat-step": {"from": "wat", "value": {"n": 7}}}));
+
+    let relay = guest("wat-workflow");
+    let run = host.run(&["run", arg(&relay), "relay", "--input", "[1,2]"]).success();
+    assert_eq!(run.json_line(), json!({"from": "wat", "value": [1, 2]}));
+
+    let unknown = host
+        .run(&[
+            "run",
+            arg(&polyglot),
+            "polyglot",
+            "--input",
+            r#"{"value": 1, "via": ["pricing"]}"#,
+        ])
+        .failure();
+    assert!(
+        unknown.contains(
+            "unknown step `pricing/wrap`: no component `pricing` is linked to this run or named by its tenant"
+        ),
+        "{unknown}"
+    );
+}
