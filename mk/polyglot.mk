@@ -74,7 +74,7 @@ c-toolchain:
 	fi
 
 # $(call componentize-py,WORLD,APP_DIR,OUT)
-componentize-py = PYTHONDONTWRITEBYTECODE=1 $(COMPONENTIZE_PY) -d wit -w $(1) componentize -p $(PY_SDK) -p $(2) app -o $(3)
+componentize-py = $(COMPONENTIZE_PY) -d wit -w $(1) componentize -p $(PY_SDK) -p $(2) app -o $(3)
 
 $(GUESTS_DIR)/py-steps.wasm: examples-guests/py-steps/app.py $(PY_SDK)/stepstone.py $(WIT_FILES) | $(COMPONENTIZE_PY)
 	@mkdir -p $(@D)

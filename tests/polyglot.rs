@@ -1,33 +1,41 @@
 //! Guests written in Python, JavaScript and C (examples-guests/py-*, js-*,
 //! c-steps) run through `stepstone run` like the Rust ones: their steps
-//! under a Rust workflow, their workflows calling a Rust step, and replays
+//! under a Rust workflow (examples-guests/polyglot), their workflows calling a Rust step, and replays
 //! of those workflows find them deterministic, Python's and JavaScript's
 //! own clocks and random numbers included.
 
 use serde_json::{Value, json};
 use stepstone_e2e::{Host, Run, arg, guest};
 
-/// Runs hello's `wrap-with-wat` — a Rust workflow calling step `wat/wrap` —
-/// with the step component `steps` linked to the run as `wat`.
-fn wrap_through_rust(host: &Host, steps: &str, input: &Value) -> Value {
-    let (hello, steps) = (guest("hello"), guest(steps));
-    let link = format!("wat={}", arg(&steps));
-    let input = input.to_string();
-    let run = host.run(&["run", arg(&hello), "wrap-with-wat", "--link", &link, "--input", &input]);
-    run.success().json_line()
-}
+/// The step components, each linked to the run under its own name, and
+/// the language its `wrap` step answers with.
+const STEP_COMPONENTS: [(&str, &str); 4] = [
+    ("py-steps", "python"),
+    ("js-steps", "javascript"),
+    ("c-steps", "c"),
+    ("wat-step", "wat"),
+];
 
 #[test]
-fn python_javascript_and_c_steps_run_under_a_rust_workflow() {
+fn a_rust_workflow_calls_python_javascript_c_and_wat_steps_by_qualified_name() {
     let host = Host::with_shared_code_cache();
-    let input = json!({"n": [1, 2, "three"], "text": "héllo \"quoted\""});
-    for (component, language) in [("py-steps", "python"), ("js-steps", "javascript"), ("c-steps", "c")] {
-        assert_eq!(
-            wrap_through_rust(&host, component, &input),
-            json!({"from": language, "value": input}),
-            "step `wrap` of {component}"
-        );
+    let polyglot = guest("polyglot");
+    let links: Vec<String> = STEP_COMPONENTS
+        .iter()
+        .map(|(component, _)| format!("{component}={}", arg(&guest(component))))
+        .collect();
+    let value = json!({"n": [1, 2, "three"], "text": "héllo \"quoted\""});
+    let input = json!({"value": value}).to_string();
+    let mut args = vec!["run", arg(&polyglot), "polyglot", "--input", &input];
+    for link in &links {
+        args.extend(["--link", link]);
     }
+    let run = host.run(&args).success();
+    let expected: serde_json::Map<String, Value> = STEP_COMPONENTS
+        .iter()
+        .map(|(component, language)| (component.to_string(), json!({"from": language, "value": value})))
+        .collect();
+    assert_eq!(run.json_line(), Value::Object(expected));
 }
 
 /// `stepstone run WORKFLOW_COMPONENT workflow --run-id RUN --link hello=...`.
@@ -59,23 +67,6 @@ fn assert_replays_deterministically(host: &Host, run: &str) -> Run {
     replay
 }
 
-#[test]
-fn python_and_javascript_workflows_call_a_rust_step_and_replay_deterministically() {
-    let host = Host::with_shared_code_cache();
-    for (component, via) in [("py-workflow", "python"), ("js-workflow", "javascript")] {
-        let run = format!("greet-{via}");
-        let greeted = run_with_hello(&host, component, "greet", &run, r#"{"name":"Ada"}"#);
-        assert_eq!(greeted.json_line(), json!({"greeting": "Hello, Ada!", "via": via}));
-        let steps: Vec<Value> = host
-            .history(&run)
-            .into_iter()
-            .filter(|e| e["call"]["kind"] == "Step")
-            .collect();
-        assert_eq!(steps.len(), 1, "one step journaled: {steps:?}");
-        assert_replays_deterministically(&host, &run);
-    }
-}
-
 /// The numbers of the line `stamp` prints, `time <time> random <random>`,
 /// which the host logs from the workflow's stdout.
 fn printed_stamp(stderr: &str) -> (f64, f64) {
@@ -90,30 +81,51 @@ fn printed_stamp(stderr: &str) -> (f64, f64) {
     }
 }
 
-#[test]
-fn python_and_javascript_clocks_and_randomness_replay_the_same_values() {
+/// Runs `greet` (which calls the Rust step `hello/make-greeting`) and
+/// `stamp` (the language's own clock and random numbers, printed) of a
+/// workflow component, and replays both.
+fn check_workflows(component: &str, via: &str) {
     let host = Host::with_shared_code_cache();
-    for component in ["py-workflow", "js-workflow"] {
-        let mut randoms = Vec::new();
-        for run in [format!("stamp-{component}-1"), format!("stamp-{component}-2")] {
-            let first = run_with_hello(&host, component, "stamp", &run, "null");
-            let stamped = first.json_line();
-            let (time, random) = (stamped["time"].as_f64().unwrap(), stamped["random"].as_f64().unwrap());
-            assert!(time > 1.0e9, "{component}: the workflow sees the real time: {stamped}");
-            assert!((0.0..1.0).contains(&random), "{component}: {stamped}");
-            assert_eq!(
-                printed_stamp(&first.stderr()),
-                (time, random),
-                "{component}: printed what it returned"
-            );
-            // The replay re-runs the workflow from the start: the same
-            // output means it printed the same values again.
-            assert_replays_deterministically(&host, &run);
-            randoms.push(random);
-        }
-        assert_ne!(
-            randoms[0], randoms[1],
-            "{component}: each run has its own random numbers"
+    let greet = format!("greet-{via}");
+    let greeted = run_with_hello(&host, component, "greet", &greet, r#"{"name":"Ada"}"#);
+    assert_eq!(greeted.json_line(), json!({"greeting": "Hello, Ada!", "via": via}));
+    let steps = host
+        .history(&greet)
+        .into_iter()
+        .filter(|e| e["call"]["kind"] == "Step")
+        .count();
+    assert_eq!(steps, 1, "{component}: one step journaled");
+    assert_replays_deterministically(&host, &greet);
+
+    let mut randoms = Vec::new();
+    for stamp in [format!("stamp-{via}-1"), format!("stamp-{via}-2")] {
+        let first = run_with_hello(&host, component, "stamp", &stamp, "null");
+        let stamped = first.json_line();
+        let (time, random) = (stamped["time"].as_f64().unwrap(), stamped["random"].as_f64().unwrap());
+        assert!(time > 1.0e9, "{component}: the workflow sees the real time: {stamped}");
+        assert!((0.0..1.0).contains(&random), "{component}: {stamped}");
+        assert_eq!(
+            printed_stamp(&first.stderr()),
+            (time, random),
+            "{component}: printed what it returned"
         );
+        // The replay re-runs the workflow from the start: the same output
+        // means it computed, and printed, the same values again.
+        assert_replays_deterministically(&host, &stamp);
+        randoms.push(random);
     }
+    assert_ne!(
+        randoms[0], randoms[1],
+        "{component}: each run has its own random numbers"
+    );
+}
+
+#[test]
+fn a_python_workflow_calls_a_rust_step_and_replays_its_clock_and_random_numbers() {
+    check_workflows("py-workflow", "python");
+}
+
+#[test]
+fn a_javascript_workflow_calls_a_rust_step_and_replays_its_clock_and_random_numbers() {
+    check_workflows("js-workflow", "javascript");
 }

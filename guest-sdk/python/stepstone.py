@@ -12,14 +12,27 @@ call on it is journaled by the host and answered from the journal on replay.
 (Python's own clock and `random` are safe too: the host gives workflows a
 deterministic WASI.) A step may do anything; the host memoizes its output.
 
-The WIT bindings are imported where they are used, because a component
-built for the `steps` world has no `durable` import to bind and one built
-for `workflows` has no `step-support`.
+Everything is imported when the module loads: componentize-py snapshots
+the interpreter after loading the app, and a component has no files to
+import from afterwards. A component built for the `steps` world has no
+`durable` bindings, one built for `workflows` no `step-support`.
 """
 
 import json
 import traceback
 from datetime import datetime, timezone
+
+from componentize_py_types import Err
+from wit_world.imports import types
+
+try:
+    from wit_world.imports import durable
+except ImportError:
+    durable = None
+try:
+    from wit_world.imports import step_support
+except ImportError:
+    step_support = None
 
 _workflows = {}
 _steps = {}
@@ -76,7 +89,7 @@ class StepError(Exception):
 _LEVELS = ("trace", "debug", "info", "warn", "error")
 
 
-def _log_level(types, level):
+def _log_level(level):
     if level not in _LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(_LEVELS)}")
     return types.LogLevel[level.upper()]
@@ -116,9 +129,6 @@ class Child:
     def join(self):
         """Waits for the child run to end; returns its output or raises
         RuntimeError with why it failed."""
-        from componentize_py_types import Err
-        from wit_world.imports import durable
-
         try:
             return json.loads(durable.await_child(self.handle))
         except Err as err:
@@ -133,9 +143,6 @@ class WorkflowContext(_Logging):
     def step(self, name, input=None, **options):
         """Runs step `name` (or `component/step`) and returns its output;
         raises StepError when it fails for good."""
-        from componentize_py_types import Err
-        from wit_world.imports import durable
-
         try:
             return json.loads(durable.call_step(name, json.dumps(input), _options(options)))
         except Err as err:
@@ -143,62 +150,44 @@ class WorkflowContext(_Logging):
 
     def start(self, name, input=None, **options):
         """Starts step `name` without waiting for it; see `all` and `any`."""
-        from wit_world.imports import durable
-
         return Pending(name, durable.start_step(name, json.dumps(input), _options(options)))
 
     def all(self, pending):
         """Waits for every started step; returns their outputs in order, or
         raises the StepError of the first that failed."""
-        from wit_world.imports import durable
-
         results = durable.await_all([p.handle for p in pending])
         return [_decode_step_result(p.step, result) for p, result in zip(pending, results)]
 
     def any(self, pending):
         """Waits for the first started step to finish; returns its index in
         `pending` and its output (or raises its StepError)."""
-        from wit_world.imports import durable
-
         index, result = durable.await_any([p.handle for p in pending])
         return index, _decode_step_result(pending[index].step, result)
 
     def sleep(self, seconds):
         """A durable timer: survives a host restart and waits only what is left."""
-        from wit_world.imports import durable
-
         durable.sleep(round(seconds * 1000))
 
     def signal(self, name, timeout):
         """Waits up to `timeout` seconds for the next signal `name`; returns
         its payload, or None when the wait timed out."""
-        from wit_world.imports import durable
-
         payload = durable.await_signal(name, round(timeout * 1000))
         return None if payload is None else json.loads(payload)
 
     def now(self):
         """The recorded wall-clock time, as an aware UTC datetime."""
-        from wit_world.imports import durable
-
         return datetime.fromtimestamp(durable.now() / 1000, tz=timezone.utc)
 
     def random(self):
         """A recorded random integer in [0, 2**64)."""
-        from wit_world.imports import durable
-
         return durable.random()
 
     def memo(self, key, default=None):
         """The run-scoped memo `key`, or `default`."""
-        from wit_world.imports import durable
-
         value = durable.memo_get(key)
         return default if value is None else json.loads(value)
 
     def set_memo(self, key, value):
-        from wit_world.imports import durable
-
         durable.memo_set(key, json.dumps(value))
 
     def child(self, workflow, input=None, component=None):
@@ -208,14 +197,10 @@ class WorkflowContext(_Logging):
     def start_child(self, workflow, input=None, component=None):
         """Starts a child run without waiting; `component` names a linked
         component (None: this one)."""
-        from wit_world.imports import durable
-
         return Child(workflow, durable.start_child(workflow, json.dumps(input), component))
 
     def log(self, level, message):
-        from wit_world.imports import durable, types
-
-        durable.log(_log_level(types, level), message)
+        durable.log(_log_level(level), message)
 
 
 class StepContext(_Logging):
@@ -224,19 +209,13 @@ class StepContext(_Logging):
     @property
     def attempt(self):
         """Which attempt this is, starting at 1."""
-        from wit_world.imports import step_support
-
         return step_support.attempt()
 
     def log(self, level, message):
-        from wit_world.imports import step_support, types
-
-        step_support.log(_log_level(types, level), message)
+        step_support.log(_log_level(level), message)
 
 
 def _options(options):
-    from wit_world.imports import types
-
     fields = ("max_attempts", "initial_backoff_ms", "backoff_rate", "max_backoff_ms", "timeout_ms", "fuel")
     unknown = set(options) - set(fields)
     if unknown:
@@ -245,8 +224,6 @@ def _options(options):
 
 
 def _decode_step_result(step, result):
-    from componentize_py_types import Err
-
     if isinstance(result, Err):
         raise StepError.from_wit(step, result.value)
     return json.loads(result.value)
@@ -264,8 +241,6 @@ class Describe:
     """The `describe` export: the names registered with the decorators."""
 
     def describe(self):
-        from wit_world.imports import types
-
         return types.Manifest(workflows=list(_workflows), steps=list(_steps))
 
 
@@ -273,8 +248,6 @@ class Workflow:
     """The `workflow` export: dispatches to the registered workflows."""
 
     def run(self, name, input):
-        from componentize_py_types import Err
-
         fn = _workflows.get(name)
         if fn is None:
             raise Err(f"unknown workflow `{name}`: this component exports {sorted(_workflows)}")
@@ -290,9 +263,6 @@ class Step:
     retryable one."""
 
     def run_step(self, name, input):
-        from componentize_py_types import Err
-        from wit_world.imports import types
-
         fn = _steps.get(name)
         if fn is None:
             message = f"unknown step `{name}`: this component exports {sorted(_steps)}"
