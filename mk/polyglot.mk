@@ -85,14 +85,17 @@ $(GUESTS_DIR)/py-workflow.wasm: examples-guests/py-workflow/app.py $(PY_SDK)/ste
 	$(call componentize-py,workflows,examples-guests/py-workflow,$@)
 
 # componentize-js resolves the app's relative imports (of guest-sdk/js)
-# inside the current directory, so it runs from the repository root.
+# inside the current directory, so it runs from the repository root. Its
+# `http` and `fetch-event` features import wasi:http, which no policy grants.
+componentize-js = $(COMPONENTIZE_JS) --wit wit --world-name $(1) --disable http fetch-event -o $(3) $(2)
+
 $(GUESTS_DIR)/js-steps.wasm: examples-guests/js-steps/app.js $(JS_SDK_SOURCES) $(WIT_FILES) | $(COMPONENTIZE_JS)
 	@mkdir -p $(@D)
-	$(COMPONENTIZE_JS) --wit wit --world-name steps -o $@ $<
+	$(call componentize-js,steps,$<,$@)
 
 $(GUESTS_DIR)/js-workflow.wasm: examples-guests/js-workflow/app.js $(JS_SDK_SOURCES) $(WIT_FILES) | $(COMPONENTIZE_JS)
 	@mkdir -p $(@D)
-	$(COMPONENTIZE_JS) --wit wit --world-name workflows -o $@ $<
+	$(call componentize-js,workflows,$<,$@)
 
 # The C step: bindings generated from the WIT, compiled with the SDK's
 # dispatch, then made a component by the host (wit-bindgen embedded the

@@ -76,7 +76,9 @@ fn printed_stamp(stderr: &str) -> (f64, f64) {
         .unwrap_or_else(|| panic!("no `time ... random ...` line in:\n{stderr}"));
     let words: Vec<&str> = line.split_whitespace().collect();
     match words[..] {
-        [time, "random", random, ..] => (time.parse().expect("a time"), random.parse().expect("a number")),
+        // Parsed as the output is (serde_json's parser may differ from
+        // `str::parse` in the last bit).
+        [time, "random", random, ..] => (number(time), number(random)),
         _ => panic!("not a stamp line: {line}"),
     }
 }
@@ -84,6 +86,10 @@ fn printed_stamp(stderr: &str) -> (f64, f64) {
 /// Runs `greet` (which calls the Rust step `hello/make-greeting`) and
 /// `stamp` (the language's own clock and random numbers, printed) of a
 /// workflow component, and replays both.
+fn number(text: &str) -> f64 {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not a number: {e}"))
+}
+
 fn check_workflows(component: &str, via: &str) {
     let host = Host::with_shared_code_cache();
     let greet = format!("greet-{via}");
