@@ -136,9 +136,12 @@ impl WorkflowState {
     }
 
     /// Marks the end of an activation: the guest gets a fresh budget when it
-    /// resumes.
+    /// resumes. The deadline is renewed here too, not only by the call
+    /// hook: a wait inside a durable call (a step that runs, or compiles,
+    /// longer than the budget) otherwise timed the workflow out on return.
     pub(super) fn end_activation(&mut self) {
         self.activation_ended = true;
+        self.deadline = Instant::now() + self.limits.activation_timeout;
     }
 
     /// Whether the workflow is still re-executing recorded calls (so its
