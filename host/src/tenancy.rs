@@ -231,7 +231,11 @@ mod tests {
         let quotas = &parsed.tenants[0].quotas;
         assert_eq!(quotas.max_active_runs, 2);
         assert_eq!(quotas.step_fuel, Quotas::default().step_fuel);
+        assert!(!quotas.step_limits().scratch_dir, "no files unless granted");
         let typo = toml::from_str::<Tenants>("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_runs = 2\n");
         assert!(typo.is_err());
+        let granted: Tenants = toml::from_str("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nstep_scratch_dir = true\n")
+            .expect("a valid file");
+        assert!(granted.tenants[0].quotas.step_limits().scratch_dir);
     }
 }

@@ -61,10 +61,13 @@ pub fn grants(name: &str) -> bool {
 
 /// What `role` lets a component import, for messages.
 pub fn granted_summary(role: Role) -> String {
+    let files = match role {
+        Role::Workflow => "no files",
+        Role::Step => "files only in a scratch directory its tenant grants",
+    };
     format!(
         "a {role} may import the {} interfaces `durable` and `step-support`, and the WASI 0.2 interfaces \
-         of clocks, random, cli, io, filesystem and sockets (with no network, no environment, and files only \
-         in a scratch directory its tenant grants)",
+         of clocks, random, cli, io, filesystem and sockets (with no network, no environment, and {files})",
         contract::PACKAGE
     )
 }
