@@ -1,6 +1,6 @@
-# The guests: `make guests` builds every example under examples-guests/ and
-# the hostile-guest corpus under tests/hostile-guests/ into components in
-# target/guests/.
+# The guests: `make guests` builds every example under examples-guests/
+# (those in Python, JavaScript and C by mk/polyglot.mk) and the hostile-guest
+# corpus under tests/hostile-guests/ into components in target/guests/.
 #
 # Included by the top-level Makefile and run from the repository root. Set
 # STEPSTONE (the host binary, whose `componentize` subcommand turns a core
@@ -58,7 +58,9 @@ guest-cargo-build = $(GUEST_CARGO) build --release $(GUEST_CARGO_FLAGS) \
 
 .PHONY: guests guest-toolchain guest-sdk-test
 
-guests: $(GUEST_COMPONENTS)
+include mk/polyglot.mk
+
+guests: $(GUEST_COMPONENTS) $(POLYGLOT_COMPONENTS)
 
 # Installs Debian's toolchain where it is needed and missing: with apt-get
 # when running as root, otherwise stops and says what to install.

@@ -1,0 +1,28 @@
+"""Workflows in Python: one calls a step written in Rust, one reads
+Python's own clock and random numbers, which the host makes replay the same
+values."""
+
+import random
+import time
+
+import stepstone
+from stepstone import Describe, Workflow  # the exports componentize-py implements
+
+
+@stepstone.workflow("greet")
+def greet(ctx, person):
+    """{"name": "Ada"} -> {"greeting": "Hello, Ada!", "via": "python"}, the
+    greeting made by step `make-greeting` of the Rust component the host
+    links to the run as `hello`."""
+    made = ctx.step("hello/make-greeting", person, max_attempts=3)
+    return {"greeting": made["greeting"], "via": "python"}
+
+
+@stepstone.workflow("stamp")
+def stamp(ctx, _input):
+    """Prints and returns the time and a random number. A workflow's WASI
+    clock and randomness are deterministic, so a replay prints the same."""
+    now = time.time()
+    number = random.random()
+    print(f"time {now} random {number}")
+    return {"time": now, "random": number}

@@ -1,0 +1,167 @@
+// Stepstone workflows in JavaScript: `workflows({name: fn})` gives the
+// `describe` and `workflow` exports of a component built for the
+// `workflows` world. Each `fn(ctx, input)` gets its input as a JSON value
+// and returns its output as one. A workflow must reach the world only
+// through its WorkflowContext: every call on it is journaled by the host and
+// answered from the journal on replay. (Date.now() and Math.random() are
+// safe too: the host gives workflows a deterministic WASI.)
+//
+// The WIT's u64s are BigInts in the bindings; this module speaks Numbers
+// (milliseconds) and BigInt only for `random()`, which needs all 64 bits.
+
+import * as durable from 'stepstone:workflow/durable@0.1.0';
+import { describeExport, describeThrown } from './describe.js';
+
+// A step call's final failure, after its retry policy gave up. `kind` is
+// the WIT `step-error-kind`: failed, fuel-exhausted, timed-out,
+// memory-limit, trapped, output-too-large, unknown-step or cancelled.
+export class StepError extends Error {
+  constructor(step, { kind, message, attempts }) {
+    super(`step \`${step}\` ${kind} after ${attempts} attempt(s): ${message}`);
+    this.name = 'StepError';
+    Object.assign(this, { step, kind, attempts, detail: message });
+  }
+}
+
+// Step options, named as in the WIT `step-options` record in camelCase:
+// maxAttempts, initialBackoffMs, backoffRate, maxBackoffMs, timeoutMs, fuel.
+function stepOptions(options = {}) {
+  const bigint = (value) => (value === undefined ? undefined : BigInt(value));
+  const known = ['maxAttempts', 'initialBackoffMs', 'backoffRate', 'maxBackoffMs', 'timeoutMs', 'fuel'];
+  const unknown = Object.keys(options).filter((key) => !known.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`unknown step option(s) ${unknown.join(', ')}; the options are ${known.join(', ')}`);
+  }
+  return {
+    maxAttempts: options.maxAttempts,
+    initialBackoffMs: bigint(options.initialBackoffMs),
+    backoffRate: options.backoffRate,
+    maxBackoffMs: bigint(options.maxBackoffMs),
+    timeoutMs: bigint(options.timeoutMs),
+    fuel: bigint(options.fuel),
+  };
+}
+
+function stepResult(step, result) {
+  if (result.tag === 'err') {
+    throw new StepError(step, result.val);
+  }
+  return JSON.parse(result.val);
+}
+
+// The durable calls of a workflow.
+export class WorkflowContext {
+  // Runs step `name` (or `component/step`) and returns its output; throws
+  // a StepError when it fails for good.
+  step(name, input = null, options = {}) {
+    try {
+      return JSON.parse(durable.callStep(name, JSON.stringify(input), stepOptions(options)));
+    } catch (error) {
+      if (error && Object.hasOwn(error, 'payload')) {
+        throw new StepError(name, error.payload);
+      }
+      throw error;
+    }
+  }
+
+  // Starts step `name` without waiting for it; see `all` and `any`.
+  start(name, input = null, options = {}) {
+    return { step: name, handle: durable.startStep(name, JSON.stringify(input), stepOptions(options)) };
+  }
+
+  // Waits for every started step; returns their outputs in order, or
+  // throws the StepError of the first that failed.
+  all(pending) {
+    const results = durable.awaitAll(pending.map((p) => p.handle));
+    return results.map((result, i) => stepResult(pending[i].step, result));
+  }
+
+  // Waits for the first started step to finish: [its index, its output].
+  any(pending) {
+    const [index, result] = durable.awaitAny(pending.map((p) => p.handle));
+    return [index, stepResult(pending[index].step, result)];
+  }
+
+  // A durable timer: survives a host restart and waits only what is left.
+  sleep(ms) {
+    durable.sleep(BigInt(ms));
+  }
+
+  // Waits up to `timeoutMs` for the next signal `name`: its payload, or
+  // undefined when the wait timed out.
+  signal(name, timeoutMs) {
+    const payload = durable.awaitSignal(name, BigInt(timeoutMs));
+    return payload === undefined ? undefined : JSON.parse(payload);
+  }
+
+  // The recorded wall-clock time, as a Date.
+  now() {
+    return new Date(Number(durable.now()));
+  }
+
+  // A recorded random 64-bit number, as a BigInt.
+  random() {
+    return durable.random();
+  }
+
+  memo(key) {
+    const value = durable.memoGet(key);
+    return value === undefined ? undefined : JSON.parse(value);
+  }
+
+  setMemo(key, value) {
+    durable.memoSet(key, JSON.stringify(value));
+  }
+
+  // Runs workflow `workflow` as a child run (of `component`, a linked
+  // component's name; this one when omitted) and returns its output.
+  child(workflow, input = null, component = undefined) {
+    const handle = durable.startChild(workflow, JSON.stringify(input), component);
+    try {
+      return JSON.parse(durable.awaitChild(handle));
+    } catch (error) {
+      const why = error && Object.hasOwn(error, 'payload') ? error.payload : describeThrown(error);
+      throw new Error(`child workflow \`${workflow}\` failed: ${why}`);
+    }
+  }
+
+  // `level` is one of trace, debug, info, warn, error.
+  log(level, message) {
+    durable.log(level, message);
+  }
+
+  info(message) {
+    durable.log('info', message);
+  }
+
+  warn(message) {
+    durable.log('warn', message);
+  }
+
+  error(message) {
+    durable.log('error', message);
+  }
+}
+
+// The `workflow` export over the workflows in `fns`. A throw fails the run
+// with the thrown error's message.
+export function workflowExport(fns) {
+  return {
+    run(name, input) {
+      const fn = Object.hasOwn(fns, name) ? fns[name] : undefined;
+      if (!fn) {
+        throw { payload: `unknown workflow \`${name}\`: this component exports ${Object.keys(fns).join(', ')}` };
+      }
+      try {
+        return JSON.stringify(fn(new WorkflowContext(), JSON.parse(input)));
+      } catch (error) {
+        throw { payload: describeThrown(error) };
+      }
+    },
+  };
+}
+
+// The exports of a component of workflows only.
+export function workflows(fns) {
+  return { describe: describeExport(fns, {}), workflow: workflowExport(fns) };
+}

@@ -1,0 +1,119 @@
+# Guests in Python, JavaScript and C: `make guests` builds each into a
+# component in target/guests/, installing the pinned tools it needs under
+# target/tools/ (never system-wide, except Debian's clang and wasi-libc, which
+# apt-get installs when running as root). Included by mk/guests.mk.
+#
+# Python and JavaScript components import WASI 0.2 (their runtimes need it);
+# the host gives workflows a deterministic WASI and steps WASI by policy.
+# The C step imports nothing but the contract.
+
+TOOLS_DIR := target/tools
+WIT_FILES := $(wildcard wit/*.wit)
+
+# componentize-py 0.25.1 emits WASI 0.2 components that wasmtime 48 runs.
+COMPONENTIZE_PY_VERSION := 0.25.1
+PY_VENV := $(TOOLS_DIR)/py
+COMPONENTIZE_PY := $(PY_VENV)/bin/componentize-py
+PY_SDK := guest-sdk/python
+
+# componentize-js is pinned with its dependencies by guest-sdk/js/package-lock.json.
+JS_TOOLS := $(TOOLS_DIR)/js
+COMPONENTIZE_JS := $(JS_TOOLS)/node_modules/.bin/componentize-js
+JS_SDK_SOURCES := $(wildcard guest-sdk/js/*.js)
+
+# wit-bindgen's C generator, the same release as the Rust SDK's wit-bindgen.
+# Built without the other generators and unoptimised: it runs once on a
+# small WIT, and this takes 1.4 min of CPU instead of 5.6 (same output).
+WIT_BINDGEN_VERSION := 0.60.0
+WIT_BINDGEN := $(TOOLS_DIR)/bin/wit-bindgen
+C_TOOLCHAIN_FILES := /usr/bin/clang-19 /usr/lib/wasm32-wasi/libc.a \
+	/usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a
+C_APT_PACKAGES := clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32
+C_SDK := guest-sdk/c
+# wasi-libc gives malloc and string functions; nothing here calls the parts
+# that import WASI, so the module imports only the contract (componentize
+# fails loudly if one ever does).
+C_FLAGS := --target=wasm32-wasi -O2 -mexec-model=reactor -nostartfiles -Wl,--no-entry -Wl,--strip-all \
+	-Wall -Wextra -Werror
+
+POLYGLOT_COMPONENTS := $(GUESTS_DIR)/py-steps.wasm $(GUESTS_DIR)/py-workflow.wasm \
+	$(GUESTS_DIR)/js-steps.wasm $(GUESTS_DIR)/js-workflow.wasm $(GUESTS_DIR)/c-steps.wasm
+
+.PHONY: polyglot-guests c-toolchain
+
+polyglot-guests: $(POLYGLOT_COMPONENTS)
+
+$(COMPONENTIZE_PY):
+	@command -v python3 >/dev/null || { echo "guests: python3 is missing: apt-get install -y python3 python3-venv" >&2; exit 1; }
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY_VERSION)
+
+$(COMPONENTIZE_JS): guest-sdk/js/package.json guest-sdk/js/package-lock.json
+	@command -v npm >/dev/null || { echo "guests: npm is missing: apt-get install -y nodejs npm" >&2; exit 1; }
+	@mkdir -p $(JS_TOOLS)
+	cp guest-sdk/js/package.json guest-sdk/js/package-lock.json $(JS_TOOLS)/
+	cd $(JS_TOOLS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(WIT_BINDGEN):
+	cargo install --locked --quiet --debug --no-default-features --features c \
+		--version $(WIT_BINDGEN_VERSION) --root $(TOOLS_DIR) wit-bindgen-cli
+
+# Like guest-toolchain: apt-get as root, otherwise the exact command to run.
+c-toolchain:
+	@missing=; for file in $(C_TOOLCHAIN_FILES); do \
+		[ -e "$$file" ] || missing="$$missing $$file"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "guests: installing clang for wasm32 (missing:$$missing)"; \
+		apt-get update && apt-get install -y $(C_APT_PACKAGES); \
+	else \
+		echo "guests: no C toolchain for wasm32 (missing:$$missing)." >&2; \
+		echo "guests: run 'apt-get install -y $(C_APT_PACKAGES)' as root." >&2; \
+		exit 1; \
+	fi
+
+# $(call componentize-py,WORLD,APP_DIR,OUT)
+componentize-py = $(COMPONENTIZE_PY) -d wit -w $(1) componentize -p $(PY_SDK) -p $(2) app -o $(3)
+
+$(GUESTS_DIR)/py-steps.wasm: examples-guests/py-steps/app.py $(PY_SDK)/stepstone.py $(WIT_FILES) | $(COMPONENTIZE_PY)
+	@mkdir -p $(@D)
+	$(call componentize-py,steps,examples-guests/py-steps,$@)
+
+$(GUESTS_DIR)/py-workflow.wasm: examples-guests/py-workflow/app.py $(PY_SDK)/stepstone.py $(WIT_FILES) | $(COMPONENTIZE_PY)
+	@mkdir -p $(@D)
+	$(call componentize-py,workflows,examples-guests/py-workflow,$@)
+
+# componentize-js resolves the app's relative imports (of guest-sdk/js)
+# inside the current directory, so it runs from the repository root. Its
+# `http` and `fetch-event` features import wasi:http, which no policy grants.
+componentize-js = $(COMPONENTIZE_JS) --wit wit --world-name $(1) --disable http fetch-event -o $(3) $(2)
+
+$(GUESTS_DIR)/js-steps.wasm: examples-guests/js-steps/app.js $(JS_SDK_SOURCES) $(WIT_FILES) | $(COMPONENTIZE_JS)
+	@mkdir -p $(@D)
+	$(call componentize-js,steps,$<,$@)
+
+$(GUESTS_DIR)/js-workflow.wasm: examples-guests/js-workflow/app.js $(JS_SDK_SOURCES) $(WIT_FILES) | $(COMPONENTIZE_JS)
+	@mkdir -p $(@D)
+	$(call componentize-js,workflows,$<,$@)
+
+# The C step: bindings generated from the WIT, compiled with the SDK's
+# dispatch, then made a component by the host (wit-bindgen embedded the
+# component type in steps_component_type.o).
+C_BINDINGS_DIR := target/c-bindings/steps
+C_BINDINGS := $(C_BINDINGS_DIR)/steps.c $(C_BINDINGS_DIR)/steps.h $(C_BINDINGS_DIR)/steps_component_type.o
+
+$(C_BINDINGS) &: $(WIT_FILES) | $(WIT_BINDGEN)
+	$(WIT_BINDGEN) c wit --world steps --out-dir $(C_BINDINGS_DIR)
+	@touch $(C_BINDINGS)
+
+C_STEPS_CORE := target/c-build/c-steps.wasm
+$(C_STEPS_CORE): examples-guests/c-steps/steps.c $(C_SDK)/stepstone_steps.c $(C_SDK)/stepstone_steps.h $(C_BINDINGS) | c-toolchain
+	@mkdir -p $(@D)
+	clang-19 $(C_FLAGS) -I $(C_BINDINGS_DIR) -I $(C_SDK) -o $@ examples-guests/c-steps/steps.c \
+		$(C_SDK)/stepstone_steps.c $(C_BINDINGS_DIR)/steps.c $(C_BINDINGS_DIR)/steps_component_type.o
+
+$(GUESTS_DIR)/c-steps.wasm: $(C_STEPS_CORE) $(STEPSTONE)
+	@mkdir -p $(@D)
+	$(STEPSTONE) componentize $< -o $@

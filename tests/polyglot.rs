@@ -1,0 +1,137 @@
+//! Guests written in Python, JavaScript and C (examples-guests/py-*, js-*,
+//! c-steps) run through `stepstone run` like the Rust ones: their steps
+//! under a Rust workflow (examples-guests/polyglot), their workflows calling a Rust step, and replays
+//! of those workflows find them deterministic, Python's and JavaScript's
+//! own clocks and random numbers included.
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, Run, arg, guest};
+
+/// The step components, each linked to the run under its own name, and
+/// the language its `wrap` step answers with.
+const STEP_COMPONENTS: [(&str, &str); 4] = [
+    ("py-steps", "python"),
+    ("js-steps", "javascript"),
+    ("c-steps", "c"),
+    ("wat-step", "wat"),
+];
+
+#[test]
+fn a_rust_workflow_calls_python_javascript_c_and_wat_steps_by_qualified_name() {
+    let host = Host::new();
+    let polyglot = guest("polyglot");
+    let links: Vec<String> = STEP_COMPONENTS
+        .iter()
+        .map(|(component, _)| format!("{component}={}", arg(&guest(component))))
+        .collect();
+    let value = json!({"n": [1, 2, "three"], "text": "héllo \"quoted\""});
+    let input = json!({"value": value}).to_string();
+    let mut args = vec!["run", arg(&polyglot), "polyglot", "--input", &input];
+    for link in &links {
+        args.extend(["--link", link]);
+    }
+    let run = host.run(&args).success();
+    let expected: serde_json::Map<String, Value> = STEP_COMPONENTS
+        .iter()
+        .map(|(component, language)| (component.to_string(), json!({"from": language, "value": value})))
+        .collect();
+    assert_eq!(run.json_line(), Value::Object(expected));
+}
+
+/// `stepstone run WORKFLOW_COMPONENT workflow --run-id RUN --link hello=...`.
+fn run_with_hello(host: &Host, component: &str, workflow: &str, run: &str, input: &str) -> Run {
+    let (workflows, hello) = (guest(component), guest("hello"));
+    let link = format!("hello={}", arg(&hello));
+    let args = [
+        "run",
+        arg(&workflows),
+        workflow,
+        "--run-id",
+        run,
+        "--link",
+        &link,
+        "--input",
+        input,
+    ];
+    host.run(&args).success()
+}
+
+fn assert_replays_deterministically(host: &Host, run: &str) -> Run {
+    let replay = host.run(&["replay", run]).success();
+    assert!(
+        replay.stdout().contains("deterministic: output identical"),
+        "replay of {run}: {}\n{}",
+        replay.stdout(),
+        replay.stderr()
+    );
+    replay
+}
+
+/// The numbers of the line `stamp` prints, `time <time> random <random>`,
+/// which the host logs from the workflow's stdout.
+fn printed_stamp(stderr: &str) -> (f64, f64) {
+    let line = stderr
+        .lines()
+        .find_map(|line| line.split_once("time ").map(|(_, rest)| rest.to_owned()))
+        .unwrap_or_else(|| panic!("no `time ... random ...` line in:\n{stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words[..] {
+        // Parsed as the output is (serde_json's parser may differ from
+        // `str::parse` in the last bit).
+        [time, "random", random, ..] => (number(time), number(random)),
+        _ => panic!("not a stamp line: {line}"),
+    }
+}
+
+/// Runs `greet` (which calls the Rust step `hello/make-greeting`) and
+/// `stamp` (the language's own clock and random numbers, printed) of a
+/// workflow component, and replays both.
+fn number(text: &str) -> f64 {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not a number: {e}"))
+}
+
+fn check_workflows(component: &str, via: &str) {
+    let host = Host::new();
+    let greet = format!("greet-{via}");
+    let greeted = run_with_hello(&host, component, "greet", &greet, r#"{"name":"Ada"}"#);
+    assert_eq!(greeted.json_line(), json!({"greeting": "Hello, Ada!", "via": via}));
+    let steps = host
+        .history(&greet)
+        .into_iter()
+        .filter(|e| e["call"]["kind"] == "Step")
+        .count();
+    assert_eq!(steps, 1, "{component}: one step journaled");
+    assert_replays_deterministically(&host, &greet);
+
+    let mut randoms = Vec::new();
+    for stamp in [format!("stamp-{via}-1"), format!("stamp-{via}-2")] {
+        let first = run_with_hello(&host, component, "stamp", &stamp, "null");
+        let stamped = first.json_line();
+        let (time, random) = (stamped["time"].as_f64().unwrap(), stamped["random"].as_f64().unwrap());
+        assert!(time > 1.0e9, "{component}: the workflow sees the real time: {stamped}");
+        assert!((0.0..1.0).contains(&random), "{component}: {stamped}");
+        assert_eq!(
+            printed_stamp(&first.stderr()),
+            (time, random),
+            "{component}: printed what it returned"
+        );
+        // The replay re-runs the workflow from the start: the same output
+        // means it computed, and printed, the same values again.
+        assert_replays_deterministically(&host, &stamp);
+        randoms.push(random);
+    }
+    assert_ne!(
+        randoms[0], randoms[1],
+        "{component}: each run has its own random numbers"
+    );
+}
+
+#[test]
+fn a_python_workflow_calls_a_rust_step_and_replays_its_clock_and_random_numbers() {
+    check_workflows("py-workflow", "python");
+}
+
+#[test]
+fn a_javascript_workflow_calls_a_rust_step_and_replays_its_clock_and_random_numbers() {
+    check_workflows("js-workflow", "javascript");
+}
