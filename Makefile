@@ -1,6 +1,7 @@
 # Stepstone's entry points. `make demo` runs the order saga end to end;
-# `make test` builds everything and runs every test. Both install the guest
-# toolchain when it is missing (see mk/guests.mk).
+# `make test` builds everything and runs every test; `make fuzz` runs the
+# fuzz targets (see mk/fuzz.mk). All install the guest toolchain when it is
+# missing (see mk/guests.mk).
 
 CARGO ?= cargo
 STEPSTONE := target/debug/stepstone
@@ -23,6 +24,7 @@ host: check-host-toolchain
 $(STEPSTONE): host
 
 include mk/guests.mk
+include mk/fuzz.mk
 
 demo: host guests
 	@rm -rf $(DEMO_DATA)

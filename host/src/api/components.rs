@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -12,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
+use super::extract::{Body, Path, Query};
 use crate::component::Loaded;
 use crate::store::ComponentName;
 
@@ -62,7 +62,7 @@ pub async fn upload(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Query(params): Query<UploadParams>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<(StatusCode, Json<ComponentInfo>), ApiError> {
     ApiError::check_size("the component", body.len(), tenant.quotas.max_component_bytes)?;
     if body.is_empty() {

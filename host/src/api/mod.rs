@@ -8,6 +8,7 @@
 mod auth;
 mod components;
 mod error;
+mod extract;
 mod runs;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::timeout::TimeoutLayer;
@@ -155,9 +157,17 @@ pub fn router(state: ApiState) -> Router {
             "/metrics",
             get(|State(state): State<ApiState>| async move { state.runtime.metrics().encode() }),
         )
+        // After every route: the 405 fallback applies to the routes so far.
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint: see /v1/openapi.json") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this endpoint does not take that method: see `Allow`",
+            )
+        })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
+            StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
         .with_state(state)

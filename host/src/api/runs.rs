@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -14,6 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
+use super::extract::{self, Body, Path, Query};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{ReplayReport, RunStatus, Submission};
@@ -63,7 +63,7 @@ fn run_id(id: &str) -> Result<RunId, ApiError> {
 pub async fn start(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Json(start): Json<StartRun>,
+    extract::Json(start): extract::Json<StartRun>,
 ) -> Result<(StatusCode, Json<Started>), ApiError> {
     let input = start.input.to_string();
     ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
@@ -232,7 +232,7 @@ pub async fn signal(
     Caller(tenant): Caller,
     Path((id, name)): Path<(String, String)>,
     Query(params): Query<SignalParams>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<StatusCode, ApiError> {
     let payload =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
@@ -260,11 +260,17 @@ pub async fn cancel(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Path(id): Path<String>,
-    body: Option<Json<CancelRun>>,
+    Body(body): Body,
 ) -> Result<StatusCode, ApiError> {
-    let reason = body
-        .and_then(|Json(cancel)| cancel.reason)
-        .unwrap_or_else(|| "cancelled through the API".into());
+    // The body is optional, whatever the content type says: `curl -H
+    // 'Content-Type: application/json' -X POST .../cancel` must work.
+    let request = if body.is_empty() {
+        CancelRun::default()
+    } else {
+        serde_json::from_slice::<CancelRun>(&body)
+            .map_err(|e| ApiError::bad_request(format!("the body is not {{\"reason\": \"...\"}}: {e}")))?
+    };
+    let reason = request.reason.unwrap_or_else(|| "cancelled through the API".into());
     state.runtime.cancel(&tenant.id, &run_id(&id)?, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }

@@ -108,7 +108,10 @@ impl Call {
 
 impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} `{}` (input {})", self.kind, self.name, &self.input_digest[..12])
+        // A digest read from a damaged or foreign record may be short or not
+        // hex: show it whole rather than slice inside a character.
+        let digest = self.input_digest.get(..12).unwrap_or(&self.input_digest);
+        write!(f, "{} `{}` (input {digest})", self.kind, self.name)
     }
 }
 
@@ -197,5 +200,22 @@ mod tests {
         assert_eq!(digest(b"a"), digest(b"a"));
         assert_ne!(digest(b"a"), digest(b"b"));
         assert_eq!(digest(b"").len(), 32);
+    }
+
+    #[test]
+    fn a_call_with_a_short_or_multibyte_digest_still_displays() {
+        for input_digest in ["ab", "0123456789a\u{1F600}"] {
+            let call = Call {
+                kind: CallKind::Step,
+                name: "charge".into(),
+                input_digest: input_digest.into(),
+            };
+            assert!(call.to_string().ends_with(&format!("(input {input_digest})")));
+        }
+        assert!(
+            Call::new(CallKind::Step, "charge", b"x")
+                .to_string()
+                .ends_with(&format!("(input {})", &digest(b"x")[..12]))
+        );
     }
 }
