@@ -5,7 +5,7 @@
 #
 # Python and JavaScript components import WASI 0.2 (their runtimes need it);
 # the host gives workflows a deterministic WASI and steps WASI by policy.
-# The C step imports nothing but the contract.
+# The C guests import nothing but the contract.
 
 TOOLS_DIR := target/tools
 WIT_FILES := $(wildcard wit/*.wit)
@@ -37,7 +37,8 @@ C_FLAGS := --target=wasm32-wasi -O2 -mexec-model=reactor -nostartfiles -Wl,--no-
 	-Wall -Wextra -Werror
 
 POLYGLOT_COMPONENTS := $(GUESTS_DIR)/py-steps.wasm $(GUESTS_DIR)/py-workflow.wasm \
-	$(GUESTS_DIR)/js-steps.wasm $(GUESTS_DIR)/js-workflow.wasm $(GUESTS_DIR)/c-steps.wasm
+	$(GUESTS_DIR)/js-steps.wasm $(GUESTS_DIR)/js-workflow.wasm \
+	$(GUESTS_DIR)/c-steps.wasm $(GUESTS_DIR)/c-workflow.wasm
 
 .PHONY: polyglot-guests c-toolchain
 
@@ -98,22 +99,30 @@ $(GUESTS_DIR)/js-workflow.wasm: examples-guests/js-workflow/app.js $(JS_SDK_SOUR
 	@mkdir -p $(@D)
 	$(call componentize-js,workflows,$<,$@)
 
-# The C step: bindings generated from the WIT, compiled with the SDK's
-# dispatch, then made a component by the host (wit-bindgen embedded the
-# component type in steps_component_type.o).
-C_BINDINGS_DIR := target/c-bindings/steps
-C_BINDINGS := $(C_BINDINGS_DIR)/steps.c $(C_BINDINGS_DIR)/steps.h $(C_BINDINGS_DIR)/steps_component_type.o
+# The C guests: bindings generated from the WIT for the guest's world,
+# compiled with the SDK's helper for that world, then made a component by
+# the host (wit-bindgen embedded the component type in WORLD_component_type.o).
+# The worlds' bindings share one directory: their file names differ.
+C_BINDINGS_DIR := target/c-bindings
+C_BUILD_DIR := target/c-build
+C_SDK_SHARED := $(C_SDK)/stepstone_guest.c $(C_SDK)/stepstone_guest.h
 
-$(C_BINDINGS) &: $(WIT_FILES) | $(WIT_BINDGEN)
-	$(WIT_BINDGEN) c wit --world steps --out-dir $(C_BINDINGS_DIR)
-	@touch $(C_BINDINGS)
+$(C_BINDINGS_DIR)/%.c $(C_BINDINGS_DIR)/%.h $(C_BINDINGS_DIR)/%_component_type.o: $(WIT_FILES) | $(WIT_BINDGEN)
+	$(WIT_BINDGEN) c wit --world $* --out-dir $(C_BINDINGS_DIR)
+	@touch $(C_BINDINGS_DIR)/$*.c $(C_BINDINGS_DIR)/$*.h $(C_BINDINGS_DIR)/$*_component_type.o
 
-C_STEPS_CORE := target/c-build/c-steps.wasm
-$(C_STEPS_CORE): examples-guests/c-steps/steps.c $(C_SDK)/stepstone_steps.c $(C_SDK)/stepstone_steps.h $(C_BINDINGS) | c-toolchain
-	@mkdir -p $(@D)
-	clang-19 $(C_FLAGS) -I $(C_BINDINGS_DIR) -I $(C_SDK) -o $@ examples-guests/c-steps/steps.c \
-		$(C_SDK)/stepstone_steps.c $(C_BINDINGS_DIR)/steps.c $(C_BINDINGS_DIR)/steps_component_type.o
+# $(call c-guest,GUEST,WORLD): the core module of examples-guests/GUEST,
+# built for WORLD with guest-sdk/c/stepstone_WORLD.c.
+define c-guest
+$(C_BUILD_DIR)/$(1).wasm: $(wildcard examples-guests/$(1)/*.c) $(C_SDK)/stepstone_$(2).c $(C_SDK)/stepstone_$(2).h \
+		$(C_SDK_SHARED) $(C_BINDINGS_DIR)/$(2).c $(C_BINDINGS_DIR)/$(2).h $(C_BINDINGS_DIR)/$(2)_component_type.o \
+		| c-toolchain
+	@mkdir -p $$(@D)
+	clang-19 $(C_FLAGS) -I $(C_BINDINGS_DIR) -I $(C_SDK) -o $$@ $$(filter %.c %.o,$$^)
+endef
+$(eval $(call c-guest,c-steps,steps))
+$(eval $(call c-guest,c-workflow,workflows))
 
-$(GUESTS_DIR)/c-steps.wasm: $(C_STEPS_CORE) $(STEPSTONE)
+$(GUESTS_DIR)/c-%.wasm: $(C_BUILD_DIR)/c-%.wasm $(STEPSTONE)
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< -o $@
