@@ -310,6 +310,17 @@ impl Server {
         std::fs::read_to_string(self.host.data_dir().join("serve.log")).unwrap_or_default()
     }
 
+    /// The token a server started without `--config` printed for its one
+    /// tenant.
+    pub fn printed_token(&self) -> String {
+        self.log()
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("sst_"))
+            .expect("the token is printed")
+            .to_owned()
+    }
+
     /// The server's resident memory, in bytes (from /proc).
     pub fn rss_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id())).expect("/proc is readable");

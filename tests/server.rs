@@ -487,11 +487,7 @@ fn a_terminated_server_lets_the_running_step_finish_and_journal_it() {
 fn without_a_config_one_default_tenant_gets_a_token_printed_at_start() {
     let server = Server::start_with(stepstone_e2e::Host::new(), &["--log-format", "json"]);
     let log = server.log();
-    let token = log
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("sst_"))
-        .expect("the token is printed");
+    let token = &server.printed_token();
     assert!(log.contains("stepstone tenant add default"), "{log}");
     assert_eq!(server.upload(token, "hello")["name"], "hello");
     assert_eq!(server.get("/v1/components", "sst_other").status, 401);

@@ -263,11 +263,7 @@ fn a_store_refusing_every_write_stops_the_run_intact_and_resume_finishes_it() {
 fn a_server_whose_store_takes_no_write_answers_503_naming_the_key() {
     let server = Server::start_with(Host::new(), &["--faults", "errors=1,on=writes,landed=0"]);
     let log = server.log();
-    let token = log
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("sst_"))
-        .expect("the token is printed");
+    let token = &server.printed_token();
     assert!(log.contains("storage fault injection is ON"), "{log}");
     let bytes = std::fs::read(guest("hello")).expect("the guest is built");
     let refused = server.post_bytes("/v1/components?name=hello", token, bytes).expect(503);
