@@ -1,6 +1,6 @@
 //! Typed access to the stored records of one run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -103,6 +103,13 @@ impl RunRecords {
             .buffered(READ_AHEAD)
             .try_collect()
             .await
+    }
+
+    /// The seqs the journal holds, from one listing: for questions that do
+    /// not need the entries themselves (how many, which are open).
+    pub async fn entry_seqs(&self) -> Result<BTreeSet<u64>, JournalError> {
+        let keys = self.store.list(&keys_of(&self.run).journal()).await?;
+        Ok(keys.iter().filter_map(seq_of).collect())
     }
 
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.

@@ -89,7 +89,9 @@ impl Runtime {
             .run()
             .await?
             .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
-        let entries = records.entries().await?;
+        // The seqs are enough: reading every entry made each status (and
+        // each `wait` poll) cost one read per journaled call.
+        let entries = records.entry_seqs().await?;
         let state = match records.outcome().await? {
             Some(Outcome::Completed { output }) => RunState::Completed { output },
             Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
@@ -100,13 +102,13 @@ impl Runtime {
                     .await?
                     .into_iter()
                     .rev()
-                    .find(|(seq, _)| !entries.contains_key(seq));
+                    .find(|(seq, _)| !entries.contains(seq));
                 let open_retry = records
                     .retries()
                     .await?
                     .into_iter()
                     .rev()
-                    .find(|(seq, _)| !entries.contains_key(seq));
+                    .find(|(seq, _)| !entries.contains(seq));
                 match (open_wait, open_retry) {
                     (Some((seq, timer)), _) => match timer.signal {
                         Some(signal) => RunState::AwaitingSignal {
