@@ -62,22 +62,27 @@ include mk/polyglot.mk
 
 guests: $(GUEST_COMPONENTS) $(POLYGLOT_COMPONENTS)
 
-# Installs Debian's toolchain where it is needed and missing: with apt-get
-# when running as root, otherwise stops and says what to install.
-guest-toolchain:
-	@missing=; for file in $(GUEST_TOOLCHAIN_FILES); do \
+# $(call apt-install-missing,WHAT,FILES,PACKAGES,OTHER_FIX): when any of
+# FILES is missing, installs Debian's PACKAGES with apt-get when running as
+# root; otherwise stops and says what to install (OTHER_FIX: another way out,
+# or nothing).
+apt-install-missing = @missing=; for file in $(2); do \
 		[ -e "$$file" ] || missing="$$missing $$file"; \
 	done; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "guests: installing the wasm32 toolchain (missing:$$missing)"; \
-		apt-get update && apt-get install -y $(GUEST_APT_PACKAGES); \
+		echo "guests: installing $(1) (missing:$$missing)"; \
+		apt-get update && apt-get install -y $(3); \
 	else \
-		echo "guests: no Rust toolchain for $(GUEST_TARGET) (missing:$$missing)." >&2; \
-		echo "guests: run 'rustup target add $(GUEST_TARGET)'," \
-			"or as root 'apt-get install -y $(GUEST_APT_PACKAGES)'." >&2; \
+		echo "guests: $(1) is not installed (missing:$$missing)." >&2; \
+		echo "guests: run $(4)'apt-get install -y $(3)' as root." >&2; \
 		exit 1; \
 	fi
+
+GUEST_TOOLCHAIN_OTHER_FIX := 'rustup target add $(GUEST_TARGET)', or
+
+guest-toolchain:
+	$(call apt-install-missing,the Rust toolchain for $(GUEST_TARGET),$(GUEST_TOOLCHAIN_FILES),$(GUEST_APT_PACKAGES),$(GUEST_TOOLCHAIN_OTHER_FIX) )
 
 # One cargo run builds every member of a workspace. Cargo leaves an
 # up-to-date artifact untouched, so touch the outputs to tell make they are

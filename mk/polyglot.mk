@@ -60,20 +60,8 @@ $(WIT_BINDGEN):
 	cargo install --locked --quiet --debug --no-default-features --features c \
 		--version $(WIT_BINDGEN_VERSION) --root $(TOOLS_DIR) wit-bindgen-cli
 
-# Like guest-toolchain: apt-get as root, otherwise the exact command to run.
 c-toolchain:
-	@missing=; for file in $(C_TOOLCHAIN_FILES); do \
-		[ -e "$$file" ] || missing="$$missing $$file"; \
-	done; \
-	[ -z "$$missing" ] && exit 0; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "guests: installing clang for wasm32 (missing:$$missing)"; \
-		apt-get update && apt-get install -y $(C_APT_PACKAGES); \
-	else \
-		echo "guests: no C toolchain for wasm32 (missing:$$missing)." >&2; \
-		echo "guests: run 'apt-get install -y $(C_APT_PACKAGES)' as root." >&2; \
-		exit 1; \
-	fi
+	$(call apt-install-missing,clang for wasm32,$(C_TOOLCHAIN_FILES),$(C_APT_PACKAGES),)
 
 # $(call componentize-py,WORLD,APP_DIR,OUT)
 componentize-py = $(COMPONENTIZE_PY) -d wit -w $(1) componentize -p $(PY_SDK) -p $(2) app -o $(3)
