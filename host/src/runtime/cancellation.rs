@@ -5,11 +5,12 @@
 //! after that run as usual, so the workflow can compensate, and whatever
 //! the workflow then returns, the run ends `cancelled`.
 
+use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
 use super::clock::now_ms;
 use super::interruption::Interruption;
-use super::workflow::{StartedStep, StepResult, WorkflowState};
+use super::workflow::{StartedStep, StepDone, StepResult, WorkflowState};
 use crate::contract::bindings::{StepError, StepErrorKind};
 use crate::journal::{Call, JournalError, Recorded};
 use crate::store::StoreError;
@@ -44,7 +45,8 @@ impl WorkflowState {
         Ok(reason)
     }
 
-    /// Interrupts the awaited step `handle`: its task is aborted and the
+    /// Interrupts the awaited step `handle`: its task is aborted (a step run
+    /// on the workflow's task is simply no longer polled) and the
     /// cancellation journaled in its place — unless the step journaled its
     /// own result first, which then stands.
     pub(super) async fn interrupt_step(
@@ -61,8 +63,18 @@ impl WorkflowState {
             )));
         };
         let call = call.clone();
-        match self.record_cancelled(u64::from(handle), call, now_ms()).await {
-            Ok(reason) => Ok(Err(cancelled_step(reason))),
+        match self.record_cancelled(u64::from(handle), call.clone(), now_ms()).await {
+            Ok(reason) => {
+                let cancelled = StepDone {
+                    result: Err(cancelled_step(reason)),
+                    finished_at_ms: now_ms(),
+                };
+                // Replacing the step drops one running on the workflow's
+                // task, and the sandbox and step slot it holds.
+                let result = futures::future::ready(Ok(cancelled.clone())).boxed().shared();
+                self.steps.insert(handle, StartedStep::Running { result, call });
+                Ok(cancelled.result)
+            }
             Err(Interruption::Journal(e)) if matches!(&*e, JournalError::Store(StoreError::AlreadyExists { .. })) => {
                 self.cancellation_seen = true;
                 let done = step.await;

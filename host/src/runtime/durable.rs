@@ -20,6 +20,19 @@ use crate::store::SignalName;
 
 type Trappable<T> = wasmtime::Result<T>;
 
+/// Where a live step call runs.
+#[derive(Clone, Copy)]
+enum Launch {
+    /// On a task of its own, so that it progresses while the workflow goes
+    /// on (`start-step`).
+    Task,
+    /// On the workflow's own task, polled while the workflow awaits it: for
+    /// `call-step`, which awaits it at once. Saves a hand-off between
+    /// tokio's worker threads, which was half the cost of a trivial step.
+    /// The step still runs in a store and fiber of its own.
+    Awaited,
+}
+
 impl types::Host for WorkflowState {}
 
 impl WorkflowState {
@@ -88,7 +101,13 @@ impl WorkflowState {
         Ok(())
     }
 
-    async fn start(&mut self, step: String, input: String, options: StepOptions) -> Result<u32, Interruption> {
+    async fn start(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+        launch: Launch,
+    ) -> Result<u32, Interruption> {
         self.check_payload(&format!("input of step `{step}`"), &input)?;
         let call = Call::new(CallKind::Step, &step, input.as_bytes());
         let (seq, recorded) = self.take_seq(&call)?;
@@ -121,12 +140,18 @@ impl WorkflowState {
                     resumes_attempts: self.run.retried.contains(&seq),
                 };
                 let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
-                let task = tokio::spawn(tracing::Instrument::in_current_span(execution));
-                self.running.insert(handle, task.abort_handle());
-                task.map(|joined| {
-                    joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string()))))
-                })
-                .boxed()
+                let execution = tracing::Instrument::in_current_span(execution);
+                match launch {
+                    Launch::Awaited => execution.boxed(),
+                    Launch::Task => {
+                        let task = tokio::spawn(execution);
+                        self.running.insert(handle, task.abort_handle());
+                        task.map(|joined| {
+                            joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string()))))
+                        })
+                        .boxed()
+                    }
+                }
             }
         };
         self.steps.insert(
@@ -296,12 +321,17 @@ impl durable::Host for WorkflowState {
         input: String,
         options: StepOptions,
     ) -> Trappable<Result<String, StepError>> {
-        let handle = self.start(step, input, options).await.map_err(Interruption::trap)?;
+        let handle = self
+            .start(step, input, options, Launch::Awaited)
+            .await
+            .map_err(Interruption::trap)?;
         self.finish(handle).await.map_err(Interruption::trap)
     }
 
     async fn start_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<u32> {
-        self.start(step, input, options).await.map_err(Interruption::trap)
+        self.start(step, input, options, Launch::Task)
+            .await
+            .map_err(Interruption::trap)
     }
 
     async fn await_all(&mut self, handles: Vec<u32>) -> Trappable<Vec<Result<String, StepError>>> {
