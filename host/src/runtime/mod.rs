@@ -29,6 +29,7 @@ mod children;
 mod clock;
 mod control;
 mod durable;
+mod fresh;
 mod interruption;
 mod replay;
 mod retry;
@@ -143,6 +144,7 @@ pub struct Host {
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
     controls: Controls,
     background: background::Background,
+    fresh: fresh::FreshRuns,
 }
 
 /// One run being executed: its records and the components it may use.
@@ -164,6 +166,15 @@ pub struct RunContext {
     /// this execution starts at any other seq has none to resume: it skips
     /// reading them, which saves a store listing per step.
     retried: HashSet<u64>,
+}
+
+/// What a drive knows the store holds for its run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// Only the run record, which this host created: the run is fresh.
+    RunRecordOnly,
+    /// Whatever was read from the store.
+    Read,
 }
 
 /// How an execution of a workflow ended.
@@ -192,6 +203,7 @@ impl Runtime {
             tenant_limits: Mutex::default(),
             controls: Controls::default(),
             background: background::Background::default(),
+            fresh: fresh::FreshRuns::default(),
         };
         Ok(Self { host: Arc::new(host) })
     }
@@ -223,18 +235,23 @@ impl Runtime {
 
     /// Executes a run until it finishes or suspends.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
-        let (context, record) = self.context(tenant, run).await?;
-        if let Some(outcome) = context.records.outcome().await? {
-            return Ok(Progress::Finished(outcome));
-        }
-        if context.records.cancel_request().await?.is_some() {
-            // Cancelled while no instance ran: the workflow meets it at its
-            // next wait, and may compensate before it ends.
-            self.host.controls.cancel(tenant, run);
+        let (context, record, stored) = self.context(tenant, run).await?;
+        if stored == Stored::Read {
+            if let Some(outcome) = context.records.outcome().await? {
+                return Ok(Progress::Finished(outcome));
+            }
+            if context.records.cancel_request().await?.is_some() {
+                // Cancelled while no instance ran: the workflow meets it at its
+                // next wait, and may compensate before it ends.
+                self.host.controls.cancel(tenant, run);
+            }
         }
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
-            let entries = context.records.entries().await?;
+            let entries = match stored {
+                Stored::RunRecordOnly => BTreeMap::new(),
+                Stored::Read => context.records.entries().await?,
+            };
             if !entries.is_empty() {
                 self.host.metrics.replayed(tenant);
             }
@@ -363,13 +380,20 @@ impl Runtime {
         Ok(names.iter().filter_map(|name| RunId::new(name).ok()).collect())
     }
 
-    /// The run's record and the components it uses, loaded.
-    async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<(Arc<RunContext>, RunRecord), RunError> {
+    /// The run's record and the components it uses, loaded, and what the
+    /// store is known to hold for the run.
+    async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<(Arc<RunContext>, RunRecord, Stored), RunError> {
         let records = self.records(tenant, run);
-        let record = records
-            .run()
-            .await?
-            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let (record, stored) = match self.host.fresh.take(tenant, run) {
+            Some(record) => (record, Stored::RunRecordOnly),
+            None => {
+                let record = records.run().await?;
+                (
+                    record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?,
+                    Stored::Read,
+                )
+            }
+        };
         let store = records.store().clone();
         let own = self.host.components.get(&store, &record.component).await?;
         let mut links = BTreeMap::new();
@@ -378,7 +402,10 @@ impl Runtime {
         }
         let control = self.host.controls.of(tenant, run);
         let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
-        let retried = records.retries().await?.into_iter().map(|(seq, _)| seq).collect();
+        let retried = match stored {
+            Stored::RunRecordOnly => HashSet::new(),
+            Stored::Read => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
+        };
         let context = RunContext {
             host: self.host.clone(),
             records,
@@ -390,7 +417,7 @@ impl Runtime {
             started_at_ms: record.created_at_ms,
             retried,
         };
-        Ok((Arc::new(context), record))
+        Ok((Arc::new(context), record, stored))
     }
 
     async fn program(&self, loaded: &Loaded) -> Result<Arc<WorkflowProgram>, RunError> {

@@ -35,7 +35,7 @@ impl Runtime {
         run: &RunId,
         component: Option<Arc<Loaded>>,
     ) -> Result<ReplayReport, RunError> {
-        let (context, record) = self.context(tenant, run).await?;
+        let (context, record, _) = self.context(tenant, run).await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
                 return Ok(ReplayReport::Diverged {

@@ -124,7 +124,10 @@ impl Runtime {
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
-            Ok(()) => Ok(run_id),
+            Ok(()) => {
+                self.host.fresh.created(tenant, &record);
+                Ok(run_id)
+            }
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
                 let existing = records
                     .run()
