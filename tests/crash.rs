@@ -13,6 +13,10 @@
 //! * not have run again any step whose entry was on disk at the kill, nor
 //!   repeated an attempt whose failure was on disk.
 //!
+//! Journal snapshots are written at every suspension here, so a kill
+//! before, during or after one must leave the run recoverable from its
+//! entries too.
+//!
 //! The kill points come from the host's `STEPSTONE_CRASH_AT` decorator
 //! (`host/src/store/crash_points.rs`).
 
@@ -41,10 +45,12 @@ enum Phase {
 }
 
 /// Flags every host command of this test shares: short waits are evicted,
-/// so the pause and the signal wait replay the run; logs are JSON, so step
-/// executions can be read with the seq of their attempt.
+/// so the pause and the signal wait replay the run; every suspension that
+/// journaled a call since the last writes a journal snapshot, so snapshot
+/// writes are kill points too; logs are JSON, so step executions can be
+/// read with the seq of their attempt.
 fn command(args: &[&str]) -> Vec<String> {
-    let mut full = vec!["--evict-after", "50ms", "--log-format", "json"];
+    let mut full = vec!["--evict-after", "50ms", "--snapshot-every", "1", "--log-format", "json"];
     full.extend_from_slice(args);
     full.into_iter().map(str::to_owned).collect()
 }
@@ -367,6 +373,12 @@ fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
         assert!(
             kills.iter().filter(|k| k.mode == mode).any(|k| step_entry(&k)),
             "no kill {mode} a step's journal entry"
+        );
+    }
+    for mode in MODES {
+        assert!(
+            kills.iter().any(|k| k.mode == mode && k.key.contains("/snapshots/")),
+            "no kill {mode} a journal snapshot's write"
         );
     }
     for mode in MODES {

@@ -2,6 +2,7 @@
 //! runs must give the same results and the same journal shape on each.
 //! Uses the example guests built by `make guests`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +10,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::memory::InMemory;
 use stepstone::component::{CodeCache, Loaded};
-use stepstone::config::HostConfig;
+use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
-use stepstone::journal::{AttemptRecord, CallKind, Outcome, Recorded, RunRecords};
+use stepstone::journal::{AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecords};
 use stepstone::runtime::{Progress, ReplayReport, RunState, Runtime, Submission};
-use stepstone::store::{FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId};
+use stepstone::store::{FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of};
 
 fn guest(name: &str) -> Bytes {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -51,6 +52,22 @@ async fn load(runtime: &Runtime, name: &str) -> Arc<Loaded> {
     runtime.validate(name, guest(name)).await.unwrap()
 }
 
+/// Submits the order saga as run `id` and sends its approval: the run is
+/// ready to be driven to its end.
+async fn approved_order(runtime: &Runtime, id: &str) -> RunId {
+    let tenant = TenantId::default_tenant();
+    let order = load(runtime, "order").await;
+    let mut submission = Submission::new(order, "place-order", &order_input(id));
+    submission.run_id = Some(RunId::new(id).unwrap());
+    let run = runtime.submit(&tenant, submission).await.unwrap();
+    let approve = stepstone::store::SignalName::new("approve").unwrap();
+    runtime
+        .signal(&tenant, &run, &approve, r#"{"approved":true}"#)
+        .await
+        .unwrap();
+    run
+}
+
 fn order_input(id: &str) -> String {
     format!(r#"{{"order_id":"{id}","item":"pen","amount_cents":300,"sleep_ms":0,"approval_timeout_ms":2000}}"#)
 }
@@ -60,15 +77,7 @@ async fn the_order_saga_completes_the_same_way_on_every_backend() {
     let tenant = TenantId::default_tenant();
     for (backend, storage, _dir) in backends() {
         let runtime = runtime(storage).await;
-        let order = load(&runtime, "order").await;
-        let mut submission = Submission::new(order, "place-order", &order_input("b-1"));
-        submission.run_id = Some(RunId::new("b-1").unwrap());
-        let run = runtime.submit(&tenant, submission).await.unwrap();
-        let signal = stepstone::store::SignalName::new("approve").unwrap();
-        runtime
-            .signal(&tenant, &run, &signal, r#"{"approved":true}"#)
-            .await
-            .unwrap();
+        let run = approved_order(&runtime, "b-1").await;
         let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
         let Progress::Finished(Outcome::Completed { output }) = progress else {
             panic!("{backend}: {progress:?}")
@@ -115,11 +124,7 @@ async fn resubmitting_a_run_id_is_idempotent_for_the_same_input_and_refused_for_
 async fn a_retry_in_progress_resumes_its_attempt_count() {
     let tenant = TenantId::default_tenant();
     for (backend, storage, _dir) in backends() {
-        let runtime = runtime(storage.clone()).await;
-        let order = load(&runtime, "order").await;
-        let mut submission = Submission::new(order, "place-order", &order_input("r-1"));
-        submission.run_id = Some(RunId::new("r-1").unwrap());
-        let run = runtime.submit(&tenant, submission).await.unwrap();
+        let run = approved_order(&runtime(storage.clone()).await, "r-1").await;
         // What a host that crashed after charge's first failed attempt left.
         let records = RunRecords::new(storage.tenant(&tenant), run.clone());
         let error = StepError {
@@ -139,11 +144,7 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
             .await
             .unwrap();
 
-        let signal = stepstone::store::SignalName::new("approve").unwrap();
-        runtime
-            .signal(&tenant, &run, &signal, r#"{"approved":true}"#)
-            .await
-            .unwrap();
+        let runtime = runtime(storage.clone()).await;
         runtime.run_to_end(&tenant, &run, None).await.unwrap();
         let charge = runtime
             .history(&tenant, &run)
@@ -201,15 +202,7 @@ async fn a_background_run_continues_by_itself_once_the_store_recovers() {
     let (storage, faults) = flaky();
     faults.set_config(FaultConfig::default());
     let runtime = runtime(storage).await;
-    let order = load(&runtime, "order").await;
-    let mut submission = Submission::new(order, "place-order", &order_input("down"));
-    submission.run_id = Some(RunId::new("down").unwrap());
-    let run = runtime.submit(&tenant, submission).await.unwrap();
-    let approve = stepstone::store::SignalName::new("approve").unwrap();
-    runtime
-        .signal(&tenant, &run, &approve, r#"{"approved":true}"#)
-        .await
-        .unwrap();
+    let run = approved_order(&runtime, "down").await;
 
     faults.set_config("errors=1,on=writes,landed=0".parse().unwrap());
     runtime.drive_in_background(&tenant, &run);
@@ -282,4 +275,239 @@ async fn a_run_folder_without_its_record_is_no_run() {
     let tenant = TenantId::default_tenant();
     assert_eq!(runtime.unfinished(&tenant).await.unwrap(), []);
     assert!(runtime.list(&tenant).await.unwrap().is_empty());
+}
+
+/// A run's first drive on the host that created it reads nothing back: the
+/// store holds only the run record this host wrote. The same run driven by
+/// another host reads the record, the outcome, the cancel request, and
+/// lists the journal's snapshots, the journal and the failed attempts
+/// before it starts.
+#[tokio::test]
+async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
+    let tenant = TenantId::default_tenant();
+    let store = FaultyStore::new(InMemory::new(), "errors=0".parse().unwrap());
+    let calls = store.faults();
+    let storage = Storage::new(Arc::new(store));
+    let (creator, other) = (runtime(storage.clone()).await, runtime(storage).await);
+    let hello = load(&creator, "hello").await;
+    // Loaded on both hosts, so that only the run's own records are counted.
+    let submission = Submission::new(hello.clone(), "greet", "{}");
+    creator.submit(&tenant, submission).await.unwrap();
+    other.component(&tenant, &hello.digest).await.unwrap();
+    let mut drive_calls = Vec::new();
+    for driver in [&creator, &other] {
+        let submission = Submission::new(hello.clone(), "greet", r#"{"name":"Ada"}"#);
+        let run = creator.submit(&tenant, submission).await.unwrap();
+        let before = calls.operations();
+        let progress = driver.drive(&tenant, &run).await.unwrap();
+        assert!(
+            matches!(progress, Progress::Finished(Outcome::Completed { .. })),
+            "{progress:?}"
+        );
+        drive_calls.push(calls.operations() - before);
+    }
+    let [fresh, read_back] = drive_calls[..] else {
+        unreachable!()
+    };
+    assert_eq!(
+        read_back - fresh,
+        6,
+        "a fresh run skips 3 reads and 3 listings: {fresh} store calls fresh, {read_back} read back"
+    );
+}
+
+/// What the code under test logs on this thread, as text.
+#[derive(Clone, Default)]
+struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logged {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logged {
+    /// Captures this thread's events until the guard is dropped.
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logged = Self::default();
+        let writer = logged.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logged, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// What was logged since the last call.
+    fn take(&self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut *self.0.lock().unwrap())).into_owned()
+    }
+}
+
+/// A journal entry of seq `seq` recording `value`.
+fn entry(seq: u64, value: u64) -> Entry {
+    Entry {
+        seq,
+        call: Call::new(CallKind::Random, "", b""),
+        recorded: Recorded::Value(value),
+        attempts: 1,
+        started_at_ms: seq,
+        finished_at_ms: seq + 1,
+    }
+}
+
+/// A run whose journal holds `seqs`, each entry recording `value(seq)`.
+async fn journal(storage: &Storage, run: &str, seqs: std::ops::Range<u64>, value: fn(u64) -> u64) -> RunRecords {
+    let records = RunRecords::new(storage.tenant(&TenantId::default_tenant()), RunId::new(run).unwrap());
+    for seq in seqs {
+        records.append(&entry(seq, value(seq))).await.unwrap();
+    }
+    records
+}
+
+const EVERY_4: SnapshotPolicy = SnapshotPolicy { every: 4 };
+
+/// A snapshot that is torn, corrupt, empty, of another history, or stands
+/// beside a sound older one is passed over with a warning naming it: the
+/// journal read is the entries', never an error.
+#[tokio::test]
+async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
+    let (logged, _guard) = Logged::capture();
+    for (backend, storage, _dir) in backends() {
+        let template = journal(&storage, "template", 0..10, |seq| seq).await;
+        assert_eq!(template.snapshot(&EVERY_4).await, Some(10), "{backend}");
+        let store = template.store().clone();
+        let sound = store
+            .get(&keys_of(template.run_id()).snapshot(10))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut flipped = sound.to_vec();
+        flipped[sound.len() / 2] ^= 0x20;
+        let damaged: [(&str, Bytes); 4] = [
+            ("truncated", sound.slice(..sound.len() / 2)),
+            ("corrupt", Bytes::from(flipped)),
+            ("empty", Bytes::new()),
+            ("another-history", sound.clone()),
+        ];
+        logged.take();
+        for (damage, bytes) in damaged {
+            // Every entry records another value than the template's, so the
+            // sound template snapshot disagrees with this run's entries.
+            let run = journal(&storage, damage, 0..10, |seq| seq * 100).await;
+            let key = keys_of(run.run_id()).snapshot(10);
+            store.create(&key, bytes).await.unwrap();
+            let reader = RunRecords::new(store.clone(), run.run_id().clone());
+            let expected: BTreeMap<u64, Entry> = (0..10).map(|seq| (seq, entry(seq, seq * 100))).collect();
+            assert_eq!(reader.entries().await.unwrap(), expected, "{backend}, {damage}");
+            assert_eq!(reader.entry_seqs().await.unwrap().len(), 10, "{backend}, {damage}");
+            let warned = logged.take();
+            assert!(
+                warned.contains("WARN") && warned.contains(&format!("key={key}")),
+                "{backend}, {damage}: no warning naming {key}: {warned}"
+            );
+        }
+
+        // A corrupt newest snapshot: the sound one before it is used.
+        for seq in 10..14 {
+            template.append(&entry(seq, seq)).await.unwrap();
+        }
+        store
+            .create(&keys_of(template.run_id()).snapshot(14), sound.slice(..20))
+            .await
+            .unwrap();
+        let reader = RunRecords::new(store.clone(), template.run_id().clone());
+        let entries = reader.entries().await.unwrap();
+        assert_eq!(entries.keys().copied().collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
+        assert!(entries.iter().all(|(seq, e)| *e == entry(*seq, *seq)), "{backend}");
+        assert!(logged.take().contains("snapshots/0000000014"), "{backend}");
+    }
+}
+
+/// On the local file system a put killed mid-way leaves a staging file
+/// (`{n}#1`) beside the snapshot's key, never a torn snapshot at it: the
+/// listing passes over it, and so does the journal read.
+#[tokio::test]
+async fn a_half_written_snapshot_file_is_no_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    let storage = Storage::local(&objects).unwrap();
+    let run = journal(&storage, "staged", 0..6, |seq| seq).await;
+    let snapshots = objects.join("tenants/default/runs/staged/snapshots");
+    std::fs::create_dir_all(&snapshots).unwrap();
+    std::fs::write(snapshots.join("0000000006#1"), b"STP\x01half").unwrap();
+    let reader = RunRecords::new(run.store().clone(), run.run_id().clone());
+    assert_eq!(reader.entries().await.unwrap().len(), 6);
+    // The next snapshot is written beside the staging file.
+    assert_eq!(reader.snapshot(&EVERY_4).await, Some(6));
+    assert!(snapshots.join("0000000006").exists());
+}
+
+/// The bytes of `run`'s journal entries, in seq order.
+async fn stored_journal(store: &TenantStore, run: &RunId) -> Vec<Bytes> {
+    let mut journal = Vec::new();
+    for key in store.list(&keys_of(run).journal()).await.unwrap() {
+        journal.push(store.get(&key).await.unwrap().unwrap());
+    }
+    journal
+}
+
+/// A run that suspends writes a snapshot of its journal; woken, it replays
+/// through it, and still through a snapshot damaged since; it completes as
+/// without one, its entries as they were.
+#[tokio::test]
+async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
+    let tenant = TenantId::default_tenant();
+    for (backend, storage, _dir) in backends() {
+        let mut config = HostConfig::new();
+        config.wait.eviction_threshold = Duration::ZERO;
+        config.snapshots = EVERY_4;
+        let runtime = Runtime::new(config, storage.clone(), CodeCache::disabled()).unwrap();
+        let bench = load(&runtime, "bench").await;
+        let submission = Submission::new(bench, "sequential-then-wait", r#"{"n":20}"#);
+        let run = runtime.submit(&tenant, submission).await.unwrap();
+        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
+
+        let store = storage.tenant(&tenant);
+        let keys = keys_of(&run);
+        let journal_before = stored_journal(&store, &run).await;
+        assert_eq!(journal_before.len(), 20, "{backend}");
+        assert_eq!(
+            store.list(&keys.snapshots()).await.unwrap(),
+            [keys.snapshot(20)],
+            "{backend}: the suspension wrote one snapshot of the 20 steps"
+        );
+        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
+
+        let sound = store.get(&keys.snapshot(20)).await.unwrap().unwrap();
+        store
+            .overwrite(&keys.snapshot(20), sound.slice(..sound.len() - 3))
+            .await
+            .unwrap();
+        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
+
+        let go = stepstone::store::SignalName::new("go").unwrap();
+        runtime.signal(&tenant, &run, &go, "5").await.unwrap();
+        let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
+        assert_eq!(
+            progress,
+            Progress::Finished(Outcome::Completed {
+                output: (190 + 5).to_string()
+            }),
+            "{backend}"
+        );
+        let journal_after = stored_journal(&store, &run).await;
+        assert_eq!(journal_after[..20], journal_before[..], "{backend}: entries rewritten");
+        assert_eq!(runtime.history(&tenant, &run).await.unwrap().len(), 21, "{backend}");
+        let replay = runtime.replay(&tenant, &run, None).await.unwrap();
+        assert_eq!(replay, ReplayReport::Identical { calls: 21 }, "{backend}");
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, RunLimits, WorkflowLimits};
+use stepstone::config::{HostConfig, RunLimits, SnapshotPolicy, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
@@ -47,6 +47,10 @@ pub struct Cli {
     /// Bytes of guest log lines one execution of a run may write.
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Compact a suspended run's journal into one snapshot object once it
+    /// has grown by this many entries (and a quarter) since the last; 0: never.
+    #[arg(long, global = true, env = "STEPSTONE_SNAPSHOT_EVERY", default_value_t = SnapshotPolicy::default().every)]
+    snapshot_every: u64,
     /// Fuel a workflow may burn between two durable calls.
     #[arg(long, global = true, env = "STEPSTONE_ACTIVATION_FUEL", default_value_t = WorkflowLimits::default().activation_fuel)]
     activation_fuel: u64,
@@ -198,6 +202,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
     };
+    config.snapshots.every = cli.snapshot_every;
     config.workflow.activation_fuel = cli.activation_fuel;
     if let Some(timeout) = cli.activation_timeout {
         config.workflow.activation_timeout = timeout;

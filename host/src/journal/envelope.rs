@@ -1,8 +1,7 @@
 //! The envelope around every stored record: `STP`, a format version byte, a
 //! CRC-32 of the body, then the body as MessagePack.
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// The record format this build writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
@@ -22,7 +21,8 @@ pub fn encode<R: Serialize>(record: &R) -> Vec<u8> {
 }
 
 /// Decodes a record, checking its envelope. The error says what is wrong.
-pub fn decode<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, String> {
+/// A record may borrow from `bytes` (a snapshot's entries do).
+pub fn decode<'a, R: Deserialize<'a>>(bytes: &'a [u8]) -> Result<R, String> {
     if bytes.len() < HEADER || &bytes[..3] != MAGIC {
         return Err("not a Stepstone record (bad header)".into());
     }

@@ -1,16 +1,19 @@
 //! The journal: what is recorded about a run, how records are encoded, and
 //! the replay cursor that serves recorded results back to a re-executed
-//! workflow.
+//! workflow; snapshots compact a long journal into one object.
 //!
 //! Invariants: every record is written whole, with a format version and a
 //! checksum, and a record that fails either check is reported as corrupt —
 //! never treated as missing. Journal entries and outcomes are create-only, so
-//! two hosts driving one run cannot fork its history.
+//! two hosts driving one run cannot fork its history. A snapshot is derived
+//! from the entries and only ever speeds up reading them: the entries stay
+//! the truth.
 
 mod cursor;
 mod envelope;
 mod records;
 mod run_records;
+mod snapshot;
 
 pub use cursor::{Cursor, NonDeterminism};
 pub use envelope::{FORMAT_VERSION, decode, encode};

@@ -1,6 +1,12 @@
-//! Typed access to the stored records of one run.
+//! Typed access to the stored records of one run; the journal is read
+//! through its newest snapshot when one is sound.
+//!
+//! Invariant: what a handle remembers of the journal (for the next
+//! snapshot) is only what the store holds: entries read from it, or written
+//! to it create-only.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -8,7 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::records::{AttemptRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
+use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
+use crate::config::SnapshotPolicy;
+use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of};
 
 /// How many records are read from the store at once.
@@ -19,11 +28,45 @@ const READ_AHEAD: usize = 32;
 pub struct RunRecords {
     store: TenantStore,
     run: RunId,
+    /// Shared by the clones of a handle (a run's execution and its step
+    /// tasks), so a snapshot sees every entry any of them read or wrote.
+    seen: Arc<Mutex<SeenJournal>>,
+}
+
+/// The journal as far as this handle has read or written it.
+#[derive(Debug, Default)]
+struct SeenJournal {
+    /// Entries by seq, as stored.
+    entries: BTreeMap<u64, Bytes>,
+    /// How many entries the newest snapshot known to exist covers.
+    snapshot: u64,
+}
+
+impl SeenJournal {
+    /// How many entries from seq 0 on are known, without a gap.
+    fn gapless(&self) -> u64 {
+        self.entries
+            .keys()
+            .zip(0..)
+            .take_while(|(seq, expected)| *seq == expected)
+            .count() as u64
+    }
+}
+
+/// Where a journal is read from: a sound snapshot, if any, and the keys of
+/// the entries it does not hold.
+struct JournalView {
+    snapshot: Option<Snapshot>,
+    rest: Vec<StoreKey>,
 }
 
 impl RunRecords {
     pub fn new(store: TenantStore, run: RunId) -> Self {
-        Self { store, run }
+        Self {
+            store,
+            run,
+            seen: Arc::default(),
+        }
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -35,13 +78,21 @@ impl RunRecords {
     }
 
     async fn read<R: DeserializeOwned>(&self, key: &StoreKey) -> Result<Option<R>, JournalError> {
+        Ok(self.read_stored(key).await?.map(|(record, _)| record))
+    }
+
+    /// The record at `key`, with the bytes it is stored as.
+    async fn read_stored<R: DeserializeOwned>(&self, key: &StoreKey) -> Result<Option<(R, Bytes)>, JournalError> {
         let Some(bytes) = self.store.get(key).await? else {
             return Ok(None);
         };
-        decode(&bytes).map(Some).map_err(|reason| JournalError::Corrupt {
-            key: key.to_string(),
-            reason,
-        })
+        match decode(&bytes) {
+            Ok(record) => Ok(Some((record, bytes))),
+            Err(reason) => Err(JournalError::Corrupt {
+                key: key.to_string(),
+                reason,
+            }),
+        }
     }
 
     async fn create<R: Serialize>(&self, key: &StoreKey, record: &R) -> Result<(), JournalError> {
@@ -89,32 +140,134 @@ impl RunRecords {
         }
     }
 
-    /// Every journal entry, by seq.
+    /// Every journal entry, by seq: the newest sound snapshot's, then the
+    /// entries after it (an entry stored at a seq wins over a snapshot's).
     pub async fn entries(&self) -> Result<BTreeMap<u64, Entry>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).journal()).await?;
-        futures::stream::iter(keys)
+        let view = self.view().await?;
+        let rest: Vec<(Entry, Bytes)> = futures::stream::iter(view.rest)
             .map(|key| async move {
-                let entry: Entry = self
-                    .read(&key)
+                self.read_stored::<Entry>(&key)
                     .await?
-                    .ok_or(StoreError::NotFound { key: key.to_string() })?;
-                Ok::<_, JournalError>((entry.seq, entry))
+                    .ok_or_else(|| JournalError::from(StoreError::NotFound { key: key.to_string() }))
             })
             .buffered(READ_AHEAD)
             .try_collect()
-            .await
+            .await?;
+        let mut seen = lock(&self.seen);
+        let mut entries = BTreeMap::new();
+        let from_snapshot = view.snapshot.map(|snapshot| {
+            seen.snapshot = seen.snapshot.max(snapshot.covers());
+            snapshot.entries
+        });
+        for (entry, stored) in from_snapshot.into_iter().flatten().chain(rest) {
+            seen.entries.insert(entry.seq, stored);
+            entries.insert(entry.seq, entry);
+        }
+        Ok(entries)
     }
 
-    /// The seqs the journal holds, from one listing: for questions that do
-    /// not need the entries themselves (how many, which are open).
+    /// The seqs the journal holds, without reading any entry: for questions
+    /// that do not need the entries themselves (how many, which are open),
+    /// asked at every status. Entries are never deleted, so the newest
+    /// snapshot's key says which seqs it covers once its last entry is
+    /// there: its body is not read either.
     pub async fn entry_seqs(&self) -> Result<BTreeSet<u64>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).journal()).await?;
-        Ok(keys.iter().filter_map(seq_of).collect())
+        let keys = keys_of(&self.run);
+        let journal = keys.journal();
+        if let Some(covers) = self.snapshots().await?.pop() {
+            let last = keys.entry(covers - 1);
+            let (boundary, rest) = futures::try_join!(self.store.get(&last), self.store.list_after(&journal, &last))?;
+            if boundary.is_some() {
+                return Ok((0..covers).chain(rest.iter().filter_map(seq_of)).collect());
+            }
+        }
+        Ok(self.store.list(&journal).await?.iter().filter_map(seq_of).collect())
+    }
+
+    /// How many entries each stored snapshot covers, oldest first.
+    async fn snapshots(&self) -> Result<Vec<u64>, JournalError> {
+        let listed = self.store.list(&keys_of(&self.run).snapshots()).await?;
+        Ok(listed.iter().filter_map(seq_of).filter(|covers| *covers > 0).collect())
+    }
+
+    /// The newest sound snapshot and the keys of the entries after it, or
+    /// every entry's key when no snapshot is sound. A snapshot is passed
+    /// over, with a warning, when it is gone, fails its checks, or its last
+    /// entry is not the one stored at that seq.
+    async fn view(&self) -> Result<JournalView, JournalError> {
+        let keys = keys_of(&self.run);
+        let journal = keys.journal();
+        let mut snapshots = self.snapshots().await?;
+        while let Some(covers) = snapshots.pop() {
+            let (key, last) = (keys.snapshot(covers), keys.entry(covers - 1));
+            let (stored, boundary, rest) = futures::try_join!(
+                self.store.get(&key),
+                self.store.get(&last),
+                self.store.list_after(&journal, &last),
+            )?;
+            match stored.map(|bytes| snapshot::decode(&bytes, covers)) {
+                Some(Ok(snapshot)) if boundary.as_ref() == snapshot.last_stored() => {
+                    return Ok(JournalView {
+                        snapshot: Some(snapshot),
+                        rest,
+                    });
+                }
+                Some(Ok(_)) => tracing::warn!(
+                    %key, seq = covers - 1,
+                    "journal snapshot disagrees with the entry stored at its last seq; reading the entries instead"
+                ),
+                Some(Err(reason)) => tracing::warn!(
+                    %key, %reason,
+                    "journal snapshot is corrupt; reading the entries instead"
+                ),
+                None => tracing::warn!(%key, "journal snapshot vanished; reading the entries instead"),
+            }
+        }
+        Ok(JournalView {
+            snapshot: None,
+            rest: self.store.list(&journal).await?,
+        })
     }
 
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
     pub async fn append(&self, entry: &Entry) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).entry(entry.seq), entry).await
+        let stored = Bytes::from(encode(entry));
+        self.store
+            .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
+            .await?;
+        lock(&self.seen).entries.insert(entry.seq, stored);
+        Ok(())
+    }
+
+    /// Compacts the journal into a new snapshot if `policy` says it has grown
+    /// enough since the newest: of the entries this handle has read or
+    /// written, those from seq 0 up to the first gap. Returns how many
+    /// entries the new snapshot covers. A snapshot only speeds up reading
+    /// the journal, so failing to write one is a warning, not an error.
+    pub async fn snapshot(&self, policy: &SnapshotPolicy) -> Option<u64> {
+        let (covers, body) = {
+            let seen = lock(&self.seen);
+            let covers = seen.gapless();
+            if !policy.is_due(seen.snapshot, covers) {
+                return None;
+            }
+            (covers, snapshot::encode(seen.entries.values().take(covers as usize)))
+        };
+        let key = keys_of(&self.run).snapshot(covers);
+        match self.store.create(&key, Bytes::from(body)).await {
+            Ok(()) => {
+                tracing::debug!(run = %self.run, covers, "journal snapshot written");
+                let mut seen = lock(&self.seen);
+                seen.snapshot = seen.snapshot.max(covers);
+                Some(covers)
+            }
+            // Written from the same entries by another execution: as good.
+            Err(StoreError::AlreadyExists { .. }) => None,
+            Err(error) => {
+                tracing::warn!(run = %self.run, covers, %error, "could not write a journal snapshot; the entries stand");
+                None
+            }
+        }
     }
 
     /// The failed attempts of the step at `seq`, oldest first.
@@ -287,6 +440,112 @@ mod tests {
             err.contains("runs/r1/journal/0000000000") && err.contains("checksum mismatch"),
             "{err}"
         );
+        Ok(())
+    }
+
+    /// A run whose store counts the calls made of it.
+    fn counted() -> (RunRecords, Arc<crate::store::Faults>) {
+        let (storage, counts) = Storage::in_memory().with_faults("errors=0".parse().expect("a fault config"));
+        let records = RunRecords::new(storage.tenant(&TenantId::default_tenant()), RunId::new("r1").unwrap());
+        (records, counts)
+    }
+
+    const EVERY_4: SnapshotPolicy = SnapshotPolicy { every: 4 };
+
+    #[tokio::test]
+    async fn a_snapshot_replaces_the_reads_of_the_entries_it_covers() -> TestResult {
+        let (run, counts) = counted();
+        for seq in 0..10 {
+            run.append(&entry(seq)).await?;
+        }
+        assert_eq!(run.snapshot(&EVERY_4).await, Some(10));
+        for seq in 10..12 {
+            run.append(&entry(seq)).await?;
+        }
+        let fresh = RunRecords::new(run.store().clone(), run.run_id().clone());
+        let before = counts.operations();
+        let entries = fresh.entries().await?;
+        assert_eq!(
+            entries,
+            (0..12).map(|seq| (seq, entry(seq))).collect::<BTreeMap<_, _>>()
+        );
+        // The snapshots listed, the snapshot, its last entry, the journal
+        // after it listed, and the 2 entries after it: not 1 + 12.
+        assert_eq!(counts.operations() - before, 6);
+        let before = counts.operations();
+        assert_eq!(fresh.entry_seqs().await?, (0..12).collect());
+        // The snapshots listed, the snapshot's last entry, the journal after
+        // it listed: no snapshot body, no entry after it.
+        assert_eq!(counts.operations() - before, 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_covers_entries_up_to_the_first_gap_and_is_written_when_due() -> TestResult {
+        let run = records();
+        for seq in [0, 1, 2, 4, 5, 6, 7] {
+            run.append(&entry(seq)).await?;
+        }
+        // 3 entries from seq 0 without a gap: fewer than 4.
+        assert_eq!(run.snapshot(&EVERY_4).await, None);
+        run.append(&entry(3)).await?;
+        assert_eq!(run.snapshot(&EVERY_4).await, Some(8));
+        run.append(&entry(8)).await?;
+        assert_eq!(run.snapshot(&EVERY_4).await, None, "one entry since the last");
+        assert_eq!(run.snapshot(&SnapshotPolicy { every: 0 }).await, None);
+        let keys = run.store().list(&keys_of(run.run_id()).snapshots()).await?;
+        assert_eq!(keys, [keys_of(run.run_id()).snapshot(8)]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_counts_what_was_read_and_a_later_entry_in_a_gap_is_found() -> TestResult {
+        let run = records();
+        for seq in (0..6).chain(7..9) {
+            run.append(&entry(seq)).await?;
+        }
+        assert_eq!(run.snapshot(&EVERY_4).await, Some(6));
+        // A step task that was still running lands its entry in the gap.
+        run.append(&entry(6)).await?;
+        let reader = RunRecords::new(run.store().clone(), run.run_id().clone());
+        assert_eq!(reader.entries().await?.len(), 9);
+        // The reader knows the snapshot of 6 it read: 9 is not enough more.
+        assert_eq!(reader.snapshot(&SnapshotPolicy { every: 4 }).await, None);
+        assert_eq!(reader.snapshot(&SnapshotPolicy { every: 3 }).await, Some(9));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_seqs_come_from_a_snapshots_key_once_its_last_entry_is_stored() -> TestResult {
+        let run = records();
+        for seq in 0..6 {
+            run.append(&entry(seq)).await?;
+        }
+        let keys = keys_of(run.run_id());
+        // A body that does not decode: the seqs do not depend on it.
+        run.store()
+            .create(&keys.snapshot(6), Bytes::from_static(b"STP"))
+            .await?;
+        assert_eq!(run.entry_seqs().await?, (0..6).collect());
+        // A snapshot naming entries that are not stored is passed over.
+        run.store()
+            .create(&keys.snapshot(20), Bytes::from_static(b"STP"))
+            .await?;
+        assert_eq!(run.entry_seqs().await?, (0..6).collect());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_written_twice_is_no_error() -> TestResult {
+        let run = records();
+        for seq in 0..4 {
+            run.append(&entry(seq)).await?;
+        }
+        let other = RunRecords::new(run.store().clone(), run.run_id().clone());
+        other.entries().await?;
+        assert_eq!(run.snapshot(&EVERY_4).await, Some(4));
+        assert_eq!(other.snapshot(&EVERY_4).await, None, "already written");
+        assert_eq!(other.entries().await?.len(), 4);
         Ok(())
     }
 

@@ -268,6 +268,7 @@ impl Runtime {
                 Ended::Returned(Err(message)) => failed("workflow-error", message),
                 Ended::Interrupted(Interruption::Suspend(suspension)) => {
                     tracing::info!(wake_at_ms = suspension.wake_at_ms, "run suspended, instance dropped");
+                    records.snapshot(&self.host.config.snapshots).await;
                     return Ok(Progress::Suspended(suspension));
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),

@@ -281,6 +281,24 @@ impl<T: ObjectStore> FaultyStore<T> {
         }
     }
 
+    /// A listing of `prefix` that fails as one read call, or passes through.
+    fn listing(
+        &self,
+        prefix: Option<&Path>,
+        listing: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let prefix = prefix.cloned().unwrap_or_default();
+        let faults = self.faults.clone();
+        futures::stream::once(async move {
+            match faults.call(Access::Read).await {
+                Some(_) => futures::stream::iter([Err(faults.error("list", &prefix, false))]).boxed(),
+                None => listing,
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
     /// Carries out a read unless it fails.
     async fn read<R>(&self, operation: &'static str, key: &Path, read: impl Future<Output = Result<R>>) -> Result<R> {
         match self.faults.call(Access::Read).await {
@@ -328,17 +346,11 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        let listing = self.inner.list(prefix);
-        let prefix = prefix.cloned().unwrap_or_default();
-        let faults = self.faults.clone();
-        futures::stream::once(async move {
-            match faults.call(Access::Read).await {
-                Some(_) => futures::stream::iter([Err(faults.error("list", &prefix, false))]).boxed(),
-                None => listing,
-            }
-        })
-        .flatten()
-        .boxed()
+        self.listing(prefix, self.inner.list(prefix))
+    }
+
+    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.listing(prefix, self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {

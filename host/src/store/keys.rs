@@ -6,6 +6,7 @@
 //! component-names/{name}                        the digest a name points at (overwritten)
 //! runs/{run}/run                                run record (create-only)
 //! runs/{run}/journal/{seq}                      one entry per durable call (create-only)
+//! runs/{run}/snapshots/{n}                      entries 0..n in one object, derived from them (create-only)
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
 //! runs/{run}/timers/{seq}                       deadline of a sleep or a signal wait
 //! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run (id: the sender's, or fresh)
@@ -169,6 +170,16 @@ impl RunKeys<'_> {
         self.key(&["journal", &seq_part(seq)])
     }
 
+    pub fn snapshots(&self) -> Key {
+        self.key(&["snapshots"])
+    }
+
+    /// The snapshot of entries `0..covers`: zero-padded like a seq, so the
+    /// newest sorts last.
+    pub fn snapshot(&self, covers: u64) -> Key {
+        self.key(&["snapshots", &seq_part(covers)])
+    }
+
     pub fn attempts(&self, seq: u64) -> Key {
         self.key(&["attempts", &seq_part(seq)])
     }
@@ -245,5 +256,7 @@ mod tests {
         let keys = keys_of(&run);
         assert!(keys.entry(9).as_ref() < keys.entry(10).as_ref());
         assert_eq!(keys.entry(3).as_ref(), "runs/r/journal/0000000003");
+        assert!(keys.snapshot(999).as_ref() < keys.snapshot(1000).as_ref());
+        assert_eq!(keys.snapshot(256).as_ref(), "runs/r/snapshots/0000000256");
     }
 }

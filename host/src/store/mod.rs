@@ -251,11 +251,24 @@ impl TenantStore {
 
     /// Every key under `prefix`, in lexicographic order.
     pub async fn list(&self, prefix: &Key) -> Result<Vec<Key>, StoreError> {
+        self.sorted_keys(prefix, None).await
+    }
+
+    /// The keys under `prefix` that sort after `offset`, in lexicographic
+    /// order. The store passes over the others unread (the local file
+    /// system does not stat them), so the end of a long folder costs less
+    /// than all of it.
+    pub async fn list_after(&self, prefix: &Key, offset: &Key) -> Result<Vec<Key>, StoreError> {
+        self.sorted_keys(prefix, Some(offset)).await
+    }
+
+    async fn sorted_keys(&self, prefix: &Key, offset: Option<&Key>) -> Result<Vec<Key>, StoreError> {
         let list = || {
-            self.store
-                .list(Some(prefix))
-                .map_ok(|meta| meta.location)
-                .try_collect::<Vec<Key>>()
+            let listing = match offset {
+                Some(offset) => self.store.list_with_offset(Some(prefix), offset),
+                None => self.store.list(Some(prefix)),
+            };
+            listing.map_ok(|meta| meta.location).try_collect::<Vec<Key>>()
         };
         let mut keys = self
             .retried(prefix, list)
@@ -334,6 +347,25 @@ mod tests {
             let err = store.create(&key, Bytes::from_static(b"second")).await.unwrap_err();
             assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
             assert_eq!(store.get(&key).await?.as_deref(), Some(&b"first"[..]));
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn list_after_gives_only_the_keys_past_the_offset_on_every_backend() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        for storage in [Storage::in_memory(), Storage::local(dir.path())?] {
+            let store = storage.tenant(&tenant("t"));
+            for seq in [3, 1, 0, 2, 10] {
+                let key = Key::from(format!("runs/r/journal/{seq:010}"));
+                store.create(&key, Bytes::new()).await?;
+            }
+            store.create(&Key::from("runs/r/run"), Bytes::new()).await?;
+            let after = store
+                .list_after(&Key::from("runs/r/journal"), &Key::from("runs/r/journal/0000000001"))
+                .await?;
+            let names: Vec<_> = after.iter().filter_map(|key| key.filename()).collect();
+            assert_eq!(names, ["0000000002", "0000000003", "0000000010"]);
         }
         Ok(())
     }
