@@ -94,6 +94,14 @@ fn embed_world(module: &mut Vec<u8>, world: &str) -> Result<(), EmbedError> {
         .map_err(|e| EmbedError::Encode(format!("{e:#}")))
 }
 
+/// The hand-written example step (`examples-guests/wat-step`) as a
+/// component, for tests that need a step to run.
+#[cfg(test)]
+pub(crate) fn example_wat_step() -> Vec<u8> {
+    let wat = include_bytes!("../../examples-guests/wat-step/step.wat");
+    componentize("step.wat".into(), wat, Some("steps")).expect("the example step componentizes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

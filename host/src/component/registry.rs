@@ -192,7 +192,7 @@ impl Components {
         let component = self.compile(role, &digest, &bytes, urgency).await?;
         check_imports(&digest, &component, self.engines.get(role), role)?;
         let slot = self.engines.slot(role).await;
-        let described = sandbox::describe(self.engines.get(role), &component).await;
+        let described = sandbox::describe(self.engines.get(role), &component, self.engines.meters_fuel(role)).await;
         drop(slot);
         let manifest = described.map_err(|failure| ComponentError::Describe {
             digest: digest.clone(),
@@ -274,5 +274,28 @@ fn check_imports(
             role,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HostConfig;
+    use crate::guest_log::LogBudget;
+
+    #[tokio::test]
+    async fn unmetered_steps_still_load_and_run_a_steps_only_component() {
+        let bytes = crate::componentize::example_wat_step();
+        let config = HostConfig {
+            unmetered_steps: true,
+            ..HostConfig::new()
+        };
+        let components = Components::new(Engines::new(&config).expect("engines"), CodeCache::disabled());
+        let loaded = components.validate("step.wat", bytes.into()).await.expect("validate");
+        assert_eq!(loaded.manifest.steps, ["wrap"]);
+        let program = components.steps(&loaded).await.expect("link");
+        let log = Arc::new(LogBudget::new(0));
+        let report = sandbox::run_attempt(&program, "wrap", "1", 1, &config.step, log, None).await;
+        assert_eq!(report.result.expect("attempt"), r#"{"from":"wat","value":1}"#);
     }
 }

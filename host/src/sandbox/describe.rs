@@ -40,10 +40,11 @@ impl Sandboxed for DescribeState {
     }
 }
 
-/// Calls the component's `describe` export. Every contract import traps:
+/// Calls the component's `describe` export, with fuel if `engine` meters it
+/// (the timeout bounds it either way). Every contract import traps:
 /// describing itself is all a component may do here; its WASI (which a
 /// language runtime may touch as it starts) is the inert one of `wasi`.
-pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest, AttemptFailure> {
+pub async fn describe(engine: &Engine, component: &Component, metered: bool) -> Result<Manifest, AttemptFailure> {
     let setup = |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("{e:#}"));
     let pre = link(engine, component, None, |_| Ok(())).map_err(setup)?;
     let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
@@ -52,7 +53,7 @@ pub async fn describe(engine: &Engine, component: &Component) -> Result<Manifest
         deadline: Instant::now() + TIMEOUT,
         wasi: GuestWasi::for_describe(),
     };
-    let mut store = new_store(engine, state, Some(FUEL)).map_err(setup)?;
+    let mut store = new_store(engine, state, metered.then_some(FUEL)).map_err(setup)?;
     let result = async {
         let instance = pre.instantiate_async(&mut store).await?;
         indices.load(&mut store, &instance)?.call_describe(&mut store).await

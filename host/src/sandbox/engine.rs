@@ -129,9 +129,9 @@ const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 4;
 
-/// Bytes of each pooled memory, table and stack kept resident between
-/// instances.
-const KEEP_RESIDENT: usize = 256 << 10;
+/// Bytes of each pooled table kept resident between instances (the largest
+/// measured, Python's, is 45 KiB).
+const TABLE_KEEP_RESIDENT: usize = 256 << 10;
 
 fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
     // The pool's limits are the store limits, so growth is refused by the
@@ -163,10 +163,13 @@ fn pool(role: Role, config: &HostConfig) -> PoolingAllocationConfig {
         // A slot's pages stay resident between instances (reset in place,
         // found with PAGEMAP_SCAN where the kernel has it) instead of being
         // unmapped and faulted in again: a step attempt is a fresh instance,
-        // so this is on every step's path.
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(KEEP_RESIDENT)
-        .async_stack_keep_resident(KEEP_RESIDENT)
+        // so this is on every step's path. wasmtime 48's scan reports at most
+        // 32 runs of touched pages and releases everything past the 32nd, so
+        // a runtime that touches its heap in many places (Python) still
+        // faults part of it in again. Fiber stacks are not reset at all
+        // (`async_stack_zeroing` is off: guest code cannot read them).
+        .linear_memory_keep_resident(config.pool_memory_keep_resident)
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
         .pagemap_scan(Enabled::Auto);
     pool
 }
@@ -199,6 +202,9 @@ impl Drop for EpochTicker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::component::{CodeCache, Components};
+    use crate::componentize::example_wat_step;
+    use crate::guest_log::LogBudget;
 
     #[test]
     fn a_pool_the_platform_cannot_reserve_falls_back_to_on_demand() {
@@ -218,6 +224,32 @@ mod tests {
             Engines::new(&HostConfig::new()).is_ok(),
             "the default pool is reservable here"
         );
+    }
+
+    #[tokio::test]
+    async fn a_pooled_memory_keeps_the_pages_it_touched_only_when_configured_to() {
+        for (keep_resident, kept) in [(0, false), (1 << 20, true)] {
+            let config = HostConfig {
+                pool_memory_keep_resident: keep_resident,
+                ..HostConfig::new()
+            };
+            let components = Components::new(Engines::new(&config).expect("engines"), CodeCache::disabled());
+            let loaded = components
+                .validate("step.wat", example_wat_step().into())
+                .await
+                .expect("validate");
+            let program = components.steps(&loaded).await.expect("link");
+            let log = Arc::new(LogBudget::new(0));
+            let report = super::super::run_attempt(&program, "wrap", "1", 1, &config.step, log, None).await;
+            assert!(report.result.is_ok(), "the step ran");
+            let metrics = components.engines().get(Role::Step).pooling_allocator_metrics();
+            let resident = metrics.expect("a pooled engine").unused_memory_bytes_resident();
+            assert_eq!(
+                resident > 0,
+                kept,
+                "{resident} bytes resident, keeping up to {keep_resident}"
+            );
+        }
     }
 
     #[test]

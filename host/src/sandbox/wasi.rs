@@ -35,11 +35,16 @@ pub struct GuestWasi {
 }
 
 struct WasiState {
-    ctx: WasiCtx,
+    /// `None` until the guest's first WASI call when it can be built then
+    /// (see [`GuestWasi::for_step`]).
+    ctx: Option<WasiCtx>,
+    /// Where the guest's output goes; what a deferred `ctx` is built with.
+    stdio: Stdio,
     table: ResourceTable,
 }
 
 /// The guest's standard output and standard error.
+#[derive(Clone)]
 pub struct Stdio {
     pub stdout: GuestOutput,
     pub stderr: GuestOutput,
@@ -65,7 +70,7 @@ impl GuestWasi {
     /// A workflow's WASI: the run's journaled time, random seeded from the
     /// run id, output to the run's log.
     pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio) -> Self {
-        let mut builder = closed_builder(stdio);
+        let mut builder = closed_builder(stdio.clone());
         let seed = seed(run_id);
         builder
             .wall_clock(clock.clone())
@@ -73,17 +78,23 @@ impl GuestWasi {
             .secure_random(ChaCha20Rng::from_seed(seed))
             .insecure_random(ChaCha20Rng::from_seed(Sha256::digest(seed).into()))
             .insecure_random_seed(u128::from_le_bytes(seed[..16].try_into().unwrap_or_default()));
-        Self::built(&mut builder)
+        Self::new(Some(builder.build()), stdio)
     }
 
     /// A step's WASI: real clocks and random, output to the run's log, and
     /// `scratch` (a host directory) as [`SCRATCH_GUEST_PATH`] if granted.
+    /// Without a scratch directory the context is built on the guest's first
+    /// WASI call: many steps make none, and building one (its random
+    /// generators seeded, its clocks and streams boxed) was a measurable part
+    /// of every attempt. A scratch directory is opened at once, so failing to
+    /// open it fails the attempt before any guest code runs.
     pub fn for_step(stdio: Stdio, scratch: Option<&std::path::Path>) -> wasmtime::Result<Self> {
-        let mut builder = closed_builder(stdio);
-        if let Some(dir) = scratch {
-            builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
-        }
-        Ok(Self::built(&mut builder))
+        let Some(dir) = scratch else {
+            return Ok(Self::new(None, stdio));
+        };
+        let mut builder = closed_builder(stdio.clone());
+        builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
+        Ok(Self::new(Some(builder.build()), stdio))
     }
 
     /// The WASI of a component describing itself: a clock stopped at the
@@ -94,15 +105,19 @@ impl GuestWasi {
 
     pub fn view(&mut self) -> WasiCtxView<'_> {
         let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let ctx = state
+            .ctx
+            .get_or_insert_with(|| closed_builder(state.stdio.clone()).build());
         WasiCtxView {
-            ctx: &mut state.ctx,
+            ctx,
             table: &mut state.table,
         }
     }
 
-    fn built(builder: &mut WasiCtxBuilder) -> Self {
+    fn new(ctx: Option<WasiCtx>, stdio: Stdio) -> Self {
         let state = WasiState {
-            ctx: builder.build(),
+            ctx,
+            stdio,
             table: ResourceTable::new(),
         };
         Self {
