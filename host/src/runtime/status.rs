@@ -85,30 +85,20 @@ pub struct RunStatus {
 impl Runtime {
     pub async fn status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
-        let record = records
-            .run()
-            .await?
-            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
         // The seqs are enough: reading every entry made each status (and
-        // each `wait` poll) cost one read per journaled call.
-        let entries = records.entry_seqs().await?;
+        // each `wait` poll) cost one read per journaled call. They are read
+        // beside the run record, but before the outcome, which is written
+        // after the last entry: a finished run shows its every call.
+        let (record, entries) = futures::try_join!(records.run(), records.entry_seqs())?;
+        let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
         let state = match records.outcome().await? {
             Some(Outcome::Completed { output }) => RunState::Completed { output },
             Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
             Some(Outcome::Cancelled { reason }) => RunState::Cancelled { reason },
             None => {
-                let open_wait = records
-                    .timers()
-                    .await?
-                    .into_iter()
-                    .rev()
-                    .find(|(seq, _)| !entries.contains(seq));
-                let open_retry = records
-                    .retries()
-                    .await?
-                    .into_iter()
-                    .rev()
-                    .find(|(seq, _)| !entries.contains(seq));
+                let (timers, retries) = futures::try_join!(records.timers(), records.retries())?;
+                let open_wait = timers.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
+                let open_retry = retries.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
                 match (open_wait, open_retry) {
                     (Some((seq, timer)), _) => match timer.signal {
                         Some(signal) => RunState::AwaitingSignal {
