@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -40,6 +40,63 @@ pub fn guest(name: &str) -> anyhow::Result<Bytes> {
     Ok(bytes.into())
 }
 
+/// Where `Backend::LocalFsInRam` keeps its files: tmpfs on Linux.
+const RAM_DIR: &str = "/dev/shm";
+
+/// The directories this run's benchmarks keep their files in, one on disk
+/// and one on tmpfs, each holding a folder per store.
+///
+/// Both choices keep other work's file deletions out of the journal's
+/// figures: ext4 without a journal (this machine's root file system) passes
+/// over every inode of a block group freed in the last seconds to minutes
+/// when it creates a file there. So the disk directory is in `/var/tmp`
+/// (`STEPSTONE_BENCH_DIR` overrides it), not in `/tmp`, where the test suite
+/// has just deleted thousands of files, nor under `target/`, where cargo has
+/// just replaced the benchmark's own build; and nothing is deleted until
+/// every figure is measured ([`remove_scratch`]).
+static SCRATCH: OnceLock<[PathBuf; 2]> = OnceLock::new();
+
+/// Names the scratch directories of the benchmark run a child process
+/// belongs to, so that the parent deletes the child's files with its own.
+pub const SCRATCH_NAME_ENV: &str = "STEPSTONE_BENCH_SCRATCH_NAME";
+
+/// The name of this run's scratch directories.
+pub fn scratch_name() -> String {
+    std::env::var(SCRATCH_NAME_ENV).unwrap_or_else(|_| format!("stepstone-bench-{}", std::process::id()))
+}
+
+fn scratch_roots() -> &'static [PathBuf; 2] {
+    SCRATCH.get_or_init(|| {
+        let name = scratch_name();
+        let on_disk = match std::env::var_os("STEPSTONE_BENCH_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
+            None => std::env::temp_dir(),
+        };
+        [on_disk.join(&name), Path::new(RAM_DIR).join(name)]
+    })
+}
+
+/// A new, empty directory for one store of this run, on tmpfs if `in_ram`.
+pub fn scratch_dir(in_ram: bool) -> anyhow::Result<PathBuf> {
+    let root = &scratch_roots()[usize::from(in_ram)];
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let dir = tempfile::tempdir_in(root).with_context(|| format!("a directory in {}", root.display()))?;
+    Ok(dir.keep())
+}
+
+/// Deletes every directory [`scratch_dir`] made, in this process and its
+/// children, once the figures are in.
+pub fn remove_scratch() {
+    for root in scratch_roots() {
+        if let Err(e) = std::fs::remove_dir_all(root)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("bench: could not remove {}: {e}", root.display());
+        }
+    }
+}
+
 /// The storage backends the journal benchmarks compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -47,6 +104,10 @@ pub enum Backend {
     Memory,
     /// `LocalFileSystem` in a temporary directory.
     LocalFs,
+    /// `LocalFileSystem` in a temporary directory on tmpfs (`/dev/shm`): the
+    /// same code path as `LocalFs` with the disk taken out, to tell the
+    /// host's own cost from the disk's.
+    LocalFsInRam,
     /// In memory, with journal entries acknowledged and dropped: the cost of
     /// running the steps with journaling off.
     NoJournal,
@@ -59,25 +120,26 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Backend::Memory => "in-memory",
             Backend::LocalFs => "local FS",
+            Backend::LocalFsInRam => "local FS on tmpfs",
             Backend::NoJournal => "journaling off",
             Backend::Counted => "in-memory, counted",
         })
     }
 }
 
-/// A host with its storage; the temporary directory lives as long as it.
+/// A host with its storage.
 pub struct Host {
     pub runtime: Runtime,
+    /// The store under the runtime, to read records beside it.
+    pub storage: Storage,
     /// The requests counted, on the `Counted` backend.
     pub requests: Arc<Requests>,
     pub tenant: TenantId,
     pub bench: Arc<Loaded>,
-    _dir: tempfile::TempDir,
 }
 
 impl Host {
     pub async fn new(backend: Backend, config: HostConfig) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir()?;
         let requests = Arc::new(Requests::default());
         let probe = |keep_journal| Probe {
             inner: InMemory::new(),
@@ -86,18 +148,19 @@ impl Host {
         };
         let storage = match backend {
             Backend::Memory => Storage::in_memory(),
-            Backend::LocalFs => Storage::local(&dir.path().join("objects"))?,
+            Backend::LocalFs => Storage::local(&scratch_dir(false)?)?,
+            Backend::LocalFsInRam => Storage::local(&scratch_dir(true)?)?,
             Backend::NoJournal => Storage::new(Arc::new(probe(false))),
             Backend::Counted => Storage::new(Arc::new(probe(true))),
         };
-        let runtime = Runtime::new(config, storage, CodeCache::disabled())?;
+        let runtime = Runtime::new(config, storage.clone(), CodeCache::disabled())?;
         let bench = runtime.validate("bench", guest("bench")?).await?;
         Ok(Self {
             runtime,
+            storage,
             requests,
             tenant: TenantId::default_tenant(),
             bench,
-            _dir: dir,
         })
     }
 

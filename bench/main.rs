@@ -61,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         eprintln!("bench: {name} took {:.1} s", began.elapsed().as_secs_f64());
         sections.push(section);
     }
+    fixtures::remove_scratch();
     let header = header(started.elapsed().as_secs_f64(), &load_before);
     let mut report = report::render(&header, &sections);
     report.push_str(NOTES);

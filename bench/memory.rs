@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use stepstone::runtime::Submission;
 
-use crate::fixtures::{Backend, Host, rss_bytes, served_config};
+use crate::fixtures::{Backend, Host, SCRATCH_NAME_ENV, rss_bytes, scratch_name, served_config};
 use crate::report::{Row, Section};
 
 /// The argument that makes the benchmark binary measure only this.
@@ -55,7 +55,10 @@ fn evicted(metrics: &str) -> usize {
 }
 
 pub fn suspended_runs() -> anyhow::Result<Section> {
-    let output = Command::new(std::env::current_exe()?).arg(CHILD_ARG).output()?;
+    let output = Command::new(std::env::current_exe()?)
+        .arg(CHILD_ARG)
+        .env(SCRATCH_NAME_ENV, scratch_name())
+        .output()?;
     if !output.status.success() {
         bail!(
             "the memory benchmark failed: {}",

@@ -6,59 +6,144 @@ use std::time::Duration;
 
 use anyhow::bail;
 use stepstone::component::{CodeCache, Components};
-use stepstone::journal::Outcome;
+use stepstone::config::SnapshotPolicy;
+use stepstone::journal::{Outcome, RunRecords};
 use stepstone::runtime::{Progress, Runtime, Submission};
 use stepstone::sandbox::Engines;
-use stepstone::store::{Storage, TenantId};
+use stepstone::store::{RunId, Storage, TenantId};
 
-use crate::fixtures::{Backend, Host, guest, guests_dir, served_config};
+use crate::fixtures::{Backend, Host, guest, guests_dir, scratch_dir, served_config};
 use crate::invocation::{OTHER_LANGUAGES, not_built};
 use crate::measure::{Samples, millis, time};
 use crate::report::{Row, Section};
 
-pub async fn replay() -> anyhow::Result<Section> {
-    const ENTRIES: u32 = 10_000;
-    let host = Host::new(Backend::LocalFs, served_config()).await?;
-    let input = format!(r#"{{"n":{ENTRIES}}}"#);
-    let run = host
-        .runtime
-        .submit(
-            &host.tenant,
-            Submission::new(host.bench.clone(), "sequential-then-wait", &input),
-        )
-        .await?;
-    let (live, progress) = time(host.runtime.drive(&host.tenant, &run)).await;
-    if !matches!(progress?, Progress::Suspended(_)) {
-        bail!("the run should wait for its signal");
+/// A suspended run of `sequential-then-wait` over `entries` steps on the
+/// local FS store, on a host that snapshots journals as `every` says.
+struct SuspendedRun {
+    host: Host,
+    run: RunId,
+    live: Duration,
+}
+
+impl SuspendedRun {
+    async fn new(entries: u32, every: u64) -> anyhow::Result<Self> {
+        let mut config = served_config();
+        // Suspend as soon as the workflow reaches its wait: what is measured
+        // is getting there, not `serve`'s 250 ms in-instance wait for a
+        // signal that is not coming.
+        config.wait.eviction_threshold = Duration::ZERO;
+        config.snapshots.every = every;
+        let host = Host::new(Backend::LocalFs, config).await?;
+        let input = format!(r#"{{"n":{entries}}}"#);
+        let submission = Submission::new(host.bench.clone(), "sequential-then-wait", &input);
+        let run = host.runtime.submit(&host.tenant, submission).await?;
+        let (live, progress) = time(host.runtime.drive(&host.tenant, &run)).await;
+        if !matches!(progress?, Progress::Suspended(_)) {
+            bail!("the run should wait for its signal");
+        }
+        Ok(Self { host, run, live })
     }
-    let mut replays = Samples::default();
-    for _ in 0..5 {
-        let (took, progress) = time(host.runtime.drive(&host.tenant, &run)).await;
+
+    /// Wakes the run, which replays to its wait and suspends again.
+    async fn recover(&self) -> anyhow::Result<Duration> {
+        let (took, progress) = time(self.host.runtime.drive(&self.host.tenant, &self.run)).await;
         if !matches!(progress?, Progress::Suspended(_)) {
             bail!("the replayed run should wait for its signal again");
         }
-        replays.push(took);
+        Ok(took)
     }
-    let replay = replays.median();
+
+    fn records(&self) -> RunRecords {
+        RunRecords::new(self.host.storage.tenant(&self.host.tenant), self.run.clone())
+    }
+
+    /// Reads the run's journal as a recovery does.
+    async fn read_journal(&self) -> anyhow::Result<Duration> {
+        let (took, entries) = time(self.records().entries()).await;
+        entries?;
+        Ok(took)
+    }
+
+    /// Writes the snapshot a suspension writes, from the journal as read.
+    async fn write_snapshot(&self) -> anyhow::Result<Duration> {
+        let records = self.records();
+        records.entries().await?;
+        let (took, written) = time(records.snapshot(&SnapshotPolicy::default())).await;
+        if written.is_none() {
+            bail!("no snapshot was written");
+        }
+        Ok(took)
+    }
+}
+
+pub async fn replay() -> anyhow::Result<Section> {
+    const ENTRIES: u32 = 10_000;
+    let snapshotted = SuspendedRun::new(ENTRIES, SnapshotPolicy::default().every).await?;
+    let unsnapshotted = SuspendedRun::new(ENTRIES, 0).await?;
+    let (mut recoveries, mut without) = (Samples::default(), Samples::default());
+    let (mut reads, mut reads_without) = (Samples::default(), Samples::default());
+    // The two hosts take turns, so the machine's load falls on both alike.
+    for _ in 0..5 {
+        recoveries.push(snapshotted.recover().await?);
+        without.push(unsnapshotted.recover().await?);
+        reads.push(snapshotted.read_journal().await?);
+        reads_without.push(unsnapshotted.read_journal().await?);
+    }
+    let replay = recoveries.median();
     let mut section = Section::new(
         "Replay",
         format!(
             "A run of `sequential-then-wait` on the local FS store: {ENTRIES} sequential steps, then \
-             a wait for a signal that suspends it (its instance dropped). Waking it (`Runtime::drive`) \
-             reads the journal and re-runs the workflow against it up to the wait: median of 5. \
-             Baseline: the first, live execution that wrote the journal."
+             a wait for a signal that suspends it (its instance dropped at once). Waking it \
+             (`Runtime::drive`) reads the journal and re-runs the workflow against it up to the wait, \
+             where it suspends again: median of 5. The run suspended once its journal was written, so \
+             its journal was compacted into a snapshot then; the baseline is the same run on a host \
+             that writes no snapshots (`--snapshot-every 0`), which reads every entry. Reading the \
+             journal alone (`RunRecords::entries`) is timed beside it, and, once, writing the \
+             snapshot as a suspension does (`RunRecords::snapshot`)."
         ),
     );
     section.rows.push(
         Row::new(format!("recover a run of {ENTRIES} entries"), millis(replay), "ms")
-            .against("live execution", millis(live))
+            .against("no snapshot", millis(without.median()))
             .target("< 100 ms", replay < Duration::from_millis(100)),
+    );
+    section.rows.push(
+        Row::new("of which reading its journal", millis(reads.median()), "ms")
+            .against("no snapshot", millis(reads_without.median())),
+    );
+    section.rows.push(
+        Row::new("recover, no snapshot", millis(without.median()), "ms")
+            .against("live execution", millis(unsnapshotted.live)),
+    );
+    // Last: from here on, the run without snapshots has one.
+    let write = unsnapshotted.write_snapshot().await?;
+    section.rows.push(
+        Row::new("write the snapshot (once, as the run suspends)", millis(write), "ms")
+            .against("live execution", millis(unsnapshotted.live)),
     );
     Ok(section)
 }
 
 /// Validates, submits and runs `three-steps` on a host with a fresh runtime
 /// (nothing compiled in memory) over `cache`.
+/// Three times, `measure` on a new host with an empty compiled-code cache,
+/// then on another host sharing the cache the first filled.
+async fn uncached_then_cached<F, Fut>(bytes: &bytes::Bytes, measure: F) -> anyhow::Result<(Samples, Samples)>
+where
+    F: Fn(CodeCache, bytes::Bytes) -> Fut,
+    Fut: Future<Output = anyhow::Result<Duration>>,
+{
+    let mut uncached = Samples::default();
+    let mut cached = Samples::default();
+    for _ in 0..3 {
+        let dir = scratch_dir(false)?;
+        uncached.push(measure(CodeCache::open(&dir), bytes.clone()).await?);
+        cached.push(measure(CodeCache::open(&dir), bytes.clone()).await?);
+    }
+    Ok((uncached, cached))
+}
+
 async fn first_run(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Duration> {
     let (took, result) = time(async {
         let runtime = Runtime::new(served_config(), Storage::in_memory(), cache)?;
@@ -106,13 +191,7 @@ pub async fn cold_start() -> anyhow::Result<Section> {
         result?;
         warm_runs.push(took);
     }
-    let mut cold = Samples::default();
-    let mut cached = Samples::default();
-    for _ in 0..3 {
-        let dir = tempfile::tempdir()?;
-        cold.push(first_run(CodeCache::open(dir.path()), bytes.clone()).await?);
-        cached.push(first_run(CodeCache::open(dir.path()), bytes.clone()).await?);
-    }
+    let (cold, cached) = uncached_then_cached(&bytes, first_run).await?;
     let warm_ms = millis(warm_runs.median());
     section
         .rows
@@ -125,14 +204,7 @@ pub async fn cold_start() -> anyhow::Result<Section> {
             section.after.push_str(&not_built(language, file));
             continue;
         }
-        let bytes = guest(file)?;
-        let mut compiled = Samples::default();
-        let mut cached = Samples::default();
-        for _ in 0..3 {
-            let dir = tempfile::tempdir()?;
-            compiled.push(step_ready(CodeCache::open(dir.path()), bytes.clone()).await?);
-            cached.push(step_ready(CodeCache::open(dir.path()), bytes.clone()).await?);
-        }
+        let (compiled, cached) = uncached_then_cached(&guest(file)?, step_ready).await?;
         section.rows.push(
             Row::new(
                 format!("{language} guest, steps ready, no cache"),

@@ -10,7 +10,7 @@ use stepstone::api::{ApiState, router};
 use stepstone::store::{Storage, StoreKey, TenantId, TenantStore};
 use stepstone::tenancy::Tenants;
 
-use crate::fixtures::{Backend, Host, guest, served_config};
+use crate::fixtures::{Backend, Host, guest, scratch_dir, served_config};
 use crate::measure::{Samples, millis, rate, time};
 use crate::report::{Row, Section};
 
@@ -26,6 +26,15 @@ async fn sequential_puts(store: &TenantStore, round: usize, count: u32) -> anyho
     }
     Ok(())
 }
+
+/// The backends the throughput figures compare, in the order their figures
+/// are unpacked.
+const JOURNAL_BACKENDS: [Backend; 4] = [
+    Backend::NoJournal,
+    Backend::Memory,
+    Backend::LocalFs,
+    Backend::LocalFsInRam,
+];
 
 /// A fresh host on each backend.
 async fn hosts(backends: &[Backend]) -> anyhow::Result<Vec<Host>> {
@@ -49,12 +58,11 @@ async fn time_runs(host: &Host, workflow: &str, n: u32, repeats: usize) -> anyho
 
 pub async fn journaled_steps() -> anyhow::Result<Section> {
     const STEPS: u32 = 1000;
-    let hosts = hosts(&[Backend::NoJournal, Backend::Memory, Backend::LocalFs]).await?;
+    let hosts = hosts(&JOURNAL_BACKENDS).await?;
     for host in &hosts {
         host.run("sequential", 10).await?;
     }
-    let raw_dir = tempfile::tempdir()?;
-    let raw = Storage::local(raw_dir.path())?.tenant(&TenantId::default_tenant());
+    let raw = Storage::local(&scratch_dir(false)?)?.tenant(&TenantId::default_tenant());
     let mut raw_puts = Samples::default();
     let mut samples = vec![Samples::default(); hosts.len()];
     for round in 0..3 {
@@ -69,7 +77,7 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
     }
     let raw_rate = rate(STEPS as usize, raw_puts.median());
     let per_second: Vec<f64> = samples.iter().map(|s| rate(STEPS as usize, s.median())).collect();
-    let [off, memory, local] = per_second[..] else {
+    let [off, memory, local, in_ram] = per_second[..] else {
         bail!("one figure per backend")
     };
     let counted = Host::new(Backend::Counted, served_config()).await?;
@@ -84,7 +92,8 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
          on each alike. Journaling off: the same on a store that acknowledges journal entries \
          without keeping them. Bare puts: 1,000 create-only puts of 64-byte objects, one after \
          another, straight to a local FS store, in the same rounds: the disk's own limit for a \
-         journal that writes each entry before going on.",
+         journal that writes each entry before going on. On tmpfs: the local FS store in a \
+         directory on tmpfs (RAM), the same code with the disk taken out.",
     );
     section.rows.push(
         Row::new("in-memory store", memory, "steps/s")
@@ -98,6 +107,9 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
     );
     section.rows.push(
         Row::new("local FS store", local, "steps/s").against("bare create-only puts of entry-sized objects", raw_rate),
+    );
+    section.rows.push(
+        Row::new("local FS store on tmpfs (diagnostic)", in_ram, "steps/s").against("local FS store on disk", local),
     );
     for (i, request) in ["puts", "gets", "lists"].into_iter().enumerate() {
         section.rows.push(Row::new(
@@ -120,7 +132,7 @@ pub async fn small_runs() -> anyhow::Result<Section> {
              against the API served on 127.0.0.1 (client and server share the machine's cores)."
         ),
     );
-    let hosts = hosts(&[Backend::NoJournal, Backend::Memory, Backend::LocalFs]).await?;
+    let hosts = hosts(&JOURNAL_BACKENDS).await?;
     let mut took = vec![Duration::ZERO; hosts.len()];
     for host in &hosts {
         host.run_many("three-steps", 3, 50, CONCURRENCY).await?;
@@ -132,7 +144,7 @@ pub async fn small_runs() -> anyhow::Result<Section> {
         }
     }
     let library: Vec<f64> = took.iter().map(|took| rate(RUNS, *took)).collect();
-    let [off, memory, local] = library[..] else {
+    let [off, memory, local, in_ram] = library[..] else {
         bail!("one figure per backend")
     };
     section.rows.push(
@@ -145,6 +157,10 @@ pub async fn small_runs() -> anyhow::Result<Section> {
             .against("journaling off", off)
             .target("> 2,000 runs/s", local > 2000.0),
     );
+    section.rows.push(
+        Row::new("library, local FS store on tmpfs (diagnostic)", in_ram, "runs/s")
+            .against("local FS store on disk", local),
+    );
     let counted = Host::new(Backend::Counted, served_config()).await?;
     let before = counted.requests.counts();
     counted.run_many("three-steps", 3, 100, CONCURRENCY).await?;
@@ -155,19 +171,24 @@ pub async fn small_runs() -> anyhow::Result<Section> {
             .rows
             .push(Row::new(format!("store {request} per run (library)"), per_run, request));
     }
-    let http = http_runs(RUNS).await?;
+    let http = http_runs(Backend::LocalFs, RUNS).await?;
     section.rows.push(
         Row::new("HTTP API, local FS store", http, "runs/s")
             .against("library, local FS", local)
             .target("> 1,400 runs/s", http > 1400.0),
     );
+    let http_in_ram = http_runs(Backend::LocalFsInRam, RUNS).await?;
+    section.rows.push(
+        Row::new("HTTP API, local FS store on tmpfs (diagnostic)", http_in_ram, "runs/s")
+            .against("library, local FS on tmpfs", in_ram),
+    );
     Ok(section)
 }
 
-/// Runs/s through the HTTP API served by this process on local FS.
-async fn http_runs(runs: usize) -> anyhow::Result<f64> {
+/// Runs/s through the HTTP API served by this process on `backend`.
+async fn http_runs(backend: Backend, runs: usize) -> anyhow::Result<f64> {
     const TOKEN: &str = "bench-token";
-    let host = Host::new(Backend::LocalFs, served_config()).await?;
+    let host = Host::new(backend, served_config()).await?;
     let loaded = host.runtime.upload(&host.tenant, guest("bench")?, None).await?;
     let tenants = Tenants::single(host.tenant.clone(), TOKEN);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
