@@ -7,8 +7,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -77,9 +77,10 @@ fn scratch_roots() -> &'static [PathBuf; 2] {
     })
 }
 
-/// A new, empty directory for one store of this run, on tmpfs if `in_ram`.
-pub fn scratch_dir(in_ram: bool) -> anyhow::Result<PathBuf> {
-    let root = &scratch_roots()[usize::from(in_ram)];
+/// A new, empty directory for one store of this run: on tmpfs for
+/// `LocalFsInRam`, on disk for any other backend.
+pub fn scratch_dir(backend: Backend) -> anyhow::Result<PathBuf> {
+    let root = &scratch_roots()[usize::from(backend == Backend::LocalFsInRam)];
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
     let dir = tempfile::tempdir_in(root).with_context(|| format!("a directory in {}", root.display()))?;
     Ok(dir.keep())
@@ -148,8 +149,7 @@ impl Host {
         };
         let storage = match backend {
             Backend::Memory => Storage::in_memory(),
-            Backend::LocalFs => Storage::local(&scratch_dir(false)?)?,
-            Backend::LocalFsInRam => Storage::local(&scratch_dir(true)?)?,
+            Backend::LocalFs | Backend::LocalFsInRam => Storage::local(&scratch_dir(backend)?)?,
             Backend::NoJournal => Storage::new(Arc::new(probe(false))),
             Backend::Counted => Storage::new(Arc::new(probe(true))),
         };

@@ -125,8 +125,6 @@ pub async fn replay() -> anyhow::Result<Section> {
     Ok(section)
 }
 
-/// Validates, submits and runs `three-steps` on a host with a fresh runtime
-/// (nothing compiled in memory) over `cache`.
 /// Three times, `measure` on a new host with an empty compiled-code cache,
 /// then on another host sharing the cache the first filled.
 async fn uncached_then_cached<F, Fut>(bytes: &bytes::Bytes, measure: F) -> anyhow::Result<(Samples, Samples)>
@@ -137,13 +135,15 @@ where
     let mut uncached = Samples::default();
     let mut cached = Samples::default();
     for _ in 0..3 {
-        let dir = scratch_dir(false)?;
+        let dir = scratch_dir(Backend::LocalFs)?;
         uncached.push(measure(CodeCache::open(&dir), bytes.clone()).await?);
         cached.push(measure(CodeCache::open(&dir), bytes.clone()).await?);
     }
     Ok((uncached, cached))
 }
 
+/// Validates, submits and runs `three-steps` on a host with a fresh runtime
+/// (nothing compiled in memory) over `cache`.
 async fn first_run(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Duration> {
     let (took, result) = time(async {
         let runtime = Runtime::new(served_config(), Storage::in_memory(), cache)?;

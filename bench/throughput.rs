@@ -62,7 +62,7 @@ pub async fn journaled_steps() -> anyhow::Result<Section> {
     for host in &hosts {
         host.run("sequential", 10).await?;
     }
-    let raw = Storage::local(&scratch_dir(false)?)?.tenant(&TenantId::default_tenant());
+    let raw = Storage::local(&scratch_dir(Backend::LocalFs)?)?.tenant(&TenantId::default_tenant());
     let mut raw_puts = Samples::default();
     let mut samples = vec![Samples::default(); hosts.len()];
     for round in 0..3 {

@@ -370,6 +370,11 @@ async fn journal(storage: &Storage, run: &str, seqs: std::ops::Range<u64>, value
     records
 }
 
+/// Another handle on `run`'s records, which has read and written nothing.
+fn reopened(run: &RunRecords) -> RunRecords {
+    RunRecords::new(run.store().clone(), run.run_id().clone())
+}
+
 const EVERY_4: SnapshotPolicy = SnapshotPolicy { every: 4 };
 
 /// A snapshot that is torn, corrupt, empty, of another history, or stands
@@ -402,7 +407,7 @@ async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
             let run = journal(&storage, damage, 0..10, |seq| seq * 100).await;
             let key = keys_of(run.run_id()).snapshot(10);
             store.create(&key, bytes).await.unwrap();
-            let reader = RunRecords::new(store.clone(), run.run_id().clone());
+            let reader = reopened(&run);
             let expected: BTreeMap<u64, Entry> = (0..10).map(|seq| (seq, entry(seq, seq * 100))).collect();
             assert_eq!(reader.entries().await.unwrap(), expected, "{backend}, {damage}");
             assert_eq!(reader.entry_seqs().await.unwrap().len(), 10, "{backend}, {damage}");
@@ -421,7 +426,7 @@ async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
             .create(&keys_of(template.run_id()).snapshot(14), sound.slice(..20))
             .await
             .unwrap();
-        let reader = RunRecords::new(store.clone(), template.run_id().clone());
+        let reader = reopened(&template);
         let entries = reader.entries().await.unwrap();
         assert_eq!(entries.keys().copied().collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
         assert!(entries.iter().all(|(seq, e)| *e == entry(*seq, *seq)), "{backend}");
@@ -441,7 +446,7 @@ async fn a_half_written_snapshot_file_is_no_snapshot() {
     let snapshots = objects.join("tenants/default/runs/staged/snapshots");
     std::fs::create_dir_all(&snapshots).unwrap();
     std::fs::write(snapshots.join("0000000006#1"), b"STP\x01half").unwrap();
-    let reader = RunRecords::new(run.store().clone(), run.run_id().clone());
+    let reader = reopened(&run);
     assert_eq!(reader.entries().await.unwrap().len(), 6);
     // The next snapshot is written beside the staging file.
     assert_eq!(reader.snapshot(&EVERY_4).await, Some(6));

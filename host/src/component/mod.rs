@@ -10,6 +10,8 @@ mod cache;
 mod registry;
 
 pub use cache::CodeCache;
+#[cfg(test)]
+pub(crate) use registry::attempt_example_step;
 pub use registry::{Components, Loaded};
 
 use crate::sandbox::Role;

@@ -277,25 +277,35 @@ fn check_imports(
     }
 }
 
+/// Loads the example step (`examples-guests/wat-step`) on engines built
+/// from `config` and runs one attempt of its `wrap` step on `1`: for tests
+/// of how the engines' settings carry through to a step.
+#[cfg(test)]
+pub(crate) async fn attempt_example_step(
+    config: &crate::config::HostConfig,
+) -> (Components, Arc<Loaded>, sandbox::AttemptReport) {
+    let components = Components::new(Engines::new(config).expect("engines"), CodeCache::disabled());
+    let bytes = crate::componentize::example_wat_step();
+    let loaded = components.validate("step.wat", bytes.into()).await.expect("validate");
+    let program = components.steps(&loaded).await.expect("link");
+    let log = Arc::new(crate::guest_log::LogBudget::new(0));
+    let report = sandbox::run_attempt(&program, "wrap", "1", 1, &config.step, log, None).await;
+    (components, loaded, report)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::HostConfig;
-    use crate::guest_log::LogBudget;
 
     #[tokio::test]
     async fn unmetered_steps_still_load_and_run_a_steps_only_component() {
-        let bytes = crate::componentize::example_wat_step();
         let config = HostConfig {
             unmetered_steps: true,
             ..HostConfig::new()
         };
-        let components = Components::new(Engines::new(&config).expect("engines"), CodeCache::disabled());
-        let loaded = components.validate("step.wat", bytes.into()).await.expect("validate");
+        let (_, loaded, report) = attempt_example_step(&config).await;
         assert_eq!(loaded.manifest.steps, ["wrap"]);
-        let program = components.steps(&loaded).await.expect("link");
-        let log = Arc::new(LogBudget::new(0));
-        let report = sandbox::run_attempt(&program, "wrap", "1", 1, &config.step, log, None).await;
         assert_eq!(report.result.expect("attempt"), r#"{"from":"wat","value":1}"#);
     }
 }

@@ -410,12 +410,23 @@ mod tests {
         }
     }
 
+    /// Appends the entries of `seqs` to `run`'s journal, in that order.
+    async fn append_all(run: &RunRecords, seqs: impl IntoIterator<Item = u64>) -> Result<(), JournalError> {
+        for seq in seqs {
+            run.append(&entry(seq)).await?;
+        }
+        Ok(())
+    }
+
+    /// Another handle on `run`'s records, which has read and written nothing.
+    fn reopened(run: &RunRecords) -> RunRecords {
+        RunRecords::new(run.store().clone(), run.run_id().clone())
+    }
+
     #[tokio::test]
     async fn entries_come_back_by_seq_and_a_seq_is_written_once() -> TestResult {
         let run = records();
-        for seq in [2, 0, 1] {
-            run.append(&entry(seq)).await?;
-        }
+        append_all(&run, [2, 0, 1]).await?;
         let entries = run.entries().await?;
         assert_eq!(entries.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(entries[&1], entry(1));
@@ -455,14 +466,10 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_replaces_the_reads_of_the_entries_it_covers() -> TestResult {
         let (run, counts) = counted();
-        for seq in 0..10 {
-            run.append(&entry(seq)).await?;
-        }
+        append_all(&run, 0..10).await?;
         assert_eq!(run.snapshot(&EVERY_4).await, Some(10));
-        for seq in 10..12 {
-            run.append(&entry(seq)).await?;
-        }
-        let fresh = RunRecords::new(run.store().clone(), run.run_id().clone());
+        append_all(&run, 10..12).await?;
+        let fresh = reopened(&run);
         let before = counts.operations();
         let entries = fresh.entries().await?;
         assert_eq!(
@@ -483,9 +490,7 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_covers_entries_up_to_the_first_gap_and_is_written_when_due() -> TestResult {
         let run = records();
-        for seq in [0, 1, 2, 4, 5, 6, 7] {
-            run.append(&entry(seq)).await?;
-        }
+        append_all(&run, [0, 1, 2, 4, 5, 6, 7]).await?;
         // 3 entries from seq 0 without a gap: fewer than 4.
         assert_eq!(run.snapshot(&EVERY_4).await, None);
         run.append(&entry(3)).await?;
@@ -501,13 +506,11 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_counts_what_was_read_and_a_later_entry_in_a_gap_is_found() -> TestResult {
         let run = records();
-        for seq in (0..6).chain(7..9) {
-            run.append(&entry(seq)).await?;
-        }
+        append_all(&run, (0..6).chain(7..9)).await?;
         assert_eq!(run.snapshot(&EVERY_4).await, Some(6));
         // A step task that was still running lands its entry in the gap.
         run.append(&entry(6)).await?;
-        let reader = RunRecords::new(run.store().clone(), run.run_id().clone());
+        let reader = reopened(&run);
         assert_eq!(reader.entries().await?.len(), 9);
         // The reader knows the snapshot of 6 it read: 9 is not enough more.
         assert_eq!(reader.snapshot(&SnapshotPolicy { every: 4 }).await, None);
@@ -518,9 +521,7 @@ mod tests {
     #[tokio::test]
     async fn the_seqs_come_from_a_snapshots_key_once_its_last_entry_is_stored() -> TestResult {
         let run = records();
-        for seq in 0..6 {
-            run.append(&entry(seq)).await?;
-        }
+        append_all(&run, 0..6).await?;
         let keys = keys_of(run.run_id());
         // A body that does not decode: the seqs do not depend on it.
         run.store()
@@ -538,10 +539,8 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_written_twice_is_no_error() -> TestResult {
         let run = records();
-        for seq in 0..4 {
-            run.append(&entry(seq)).await?;
-        }
-        let other = RunRecords::new(run.store().clone(), run.run_id().clone());
+        append_all(&run, 0..4).await?;
+        let other = reopened(&run);
         other.entries().await?;
         assert_eq!(run.snapshot(&EVERY_4).await, Some(4));
         assert_eq!(other.snapshot(&EVERY_4).await, None, "already written");

@@ -28,12 +28,12 @@ pub struct FreshRuns(Mutex<HashMap<(TenantId, RunId), RunRecord>>);
 
 impl FreshRuns {
     /// Remembers a run whose record this host has just created.
-    pub fn created(&self, tenant: &TenantId, record: &RunRecord) {
+    pub fn created(&self, tenant: &TenantId, record: RunRecord) {
         let mut runs = lock(&self.0);
         if runs.len() >= CAPACITY {
             runs.clear();
         }
-        runs.insert((tenant.clone(), record.run_id.clone()), record.clone());
+        runs.insert((tenant.clone(), record.run_id.clone()), record);
     }
 
     /// The record of `run` if this host created it and nothing has driven
@@ -66,7 +66,7 @@ mod tests {
     fn a_run_is_fresh_once_and_for_its_tenant_only() {
         let fresh = FreshRuns::default();
         let (acme, other) = (TenantId::new("acme").unwrap(), TenantId::new("other").unwrap());
-        fresh.created(&acme, &record("r1"));
+        fresh.created(&acme, record("r1"));
         let run = RunId::new("r1").unwrap();
         assert_eq!(fresh.take(&other, &run), None);
         assert_eq!(fresh.take(&acme, &run), Some(record("r1")));
@@ -78,7 +78,7 @@ mod tests {
         let fresh = FreshRuns::default();
         let tenant = TenantId::default_tenant();
         for i in 0..=CAPACITY {
-            fresh.created(&tenant, &record(&format!("r{i}")));
+            fresh.created(&tenant, record(&format!("r{i}")));
         }
         assert_eq!(lock(&fresh.0).len(), 1);
     }

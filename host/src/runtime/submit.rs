@@ -125,7 +125,7 @@ impl Runtime {
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
             Ok(()) => {
-                self.host.fresh.created(tenant, &record);
+                self.host.fresh.created(tenant, record);
                 Ok(run_id)
             }
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {

@@ -202,9 +202,7 @@ impl Drop for EpochTicker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::component::{CodeCache, Components};
-    use crate::componentize::example_wat_step;
-    use crate::guest_log::LogBudget;
+    use crate::component::attempt_example_step;
 
     #[test]
     fn a_pool_the_platform_cannot_reserve_falls_back_to_on_demand() {
@@ -233,14 +231,9 @@ mod tests {
                 pool_memory_keep_resident: keep_resident,
                 ..HostConfig::new()
             };
-            let components = Components::new(Engines::new(&config).expect("engines"), CodeCache::disabled());
-            let loaded = components
-                .validate("step.wat", example_wat_step().into())
-                .await
-                .expect("validate");
-            let program = components.steps(&loaded).await.expect("link");
-            let log = Arc::new(LogBudget::new(0));
-            let report = super::super::run_attempt(&program, "wrap", "1", 1, &config.step, log, None).await;
+            // The loaded component holds the module whose image the slot
+            // keeps: dropped, the pool would release the slot's pages.
+            let (components, _loaded, report) = attempt_example_step(&config).await;
             assert!(report.result.is_ok(), "the step ran");
             let metrics = components.engines().get(Role::Step).pooling_allocator_metrics();
             let resident = metrics.expect("a pooled engine").unused_memory_bytes_resident();
