@@ -104,3 +104,31 @@ fn a_reader_that_stops_reading_ends_the_command_quietly() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn a_corrupt_run_record_is_named_and_passed_over_while_the_others_go_on() {
+    let host = Host::new();
+    let order = guest("order");
+    for run in ["broken", "healthy"] {
+        let input = stepstone_e2e::order_input(run, 0, serde_json::json!({"approval_timeout_ms": 600_000})).to_string();
+        host.run(&["run", arg(&order), "place-order", "--run-id", run, "--input", &input, "--detach-after", "1s"])
+            .success();
+    }
+    host.run(&["signal", "healthy", "approve", r#"{"approved":true}"#]).success();
+    let record = host.data_dir().join("objects/tenants/default/runs/broken/run");
+    assert!(record.exists(), "{} is where the run record lives", record.display());
+    std::fs::write(&record, b"not a record").unwrap();
+
+    let listed = host.run(&["list"]);
+    assert!(!listed.0.status.success(), "list says something is wrong");
+    assert!(listed.stdout().contains("healthy"), "{}", listed.stdout());
+    let stderr = listed.stderr();
+    assert!(stderr.contains("broken") && stderr.contains("runs/broken/run"), "{stderr}");
+
+    let resumed = host.run(&["resume", "--detach-after", "1s"]);
+    assert!(resumed.stdout().contains("healthy completed"), "{}", resumed.stdout());
+    let stderr = resumed.stderr();
+    assert!(stderr.contains("run broken cannot be resumed") && stderr.contains("corrupt record at"), "{stderr}");
+    assert!(!resumed.0.status.success());
+    assert_eq!(std::fs::read(&record).unwrap(), b"not a record", "nothing overwrote the corrupt record");
+}

@@ -233,6 +233,8 @@ pub fn token_hash(token: &str) -> String {
 pub struct Server {
     pub host: Host,
     pub url: String,
+    /// The operator's `/metrics`, on an address of its own.
+    pub metrics_url: String,
     /// The arguments it was started with, to start it again.
     args: Vec<String>,
     process: Child,
@@ -252,9 +254,10 @@ impl Server {
         Self::start_with(host, &["--config", arg(&config)])
     }
 
-    /// Starts `stepstone serve ARGS` on a loopback port of its choosing.
+    /// Starts `stepstone serve ARGS` on a loopback port of its choosing,
+    /// with its metrics on another.
     pub fn start_with(host: Host, args: &[&str]) -> Self {
-        let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
+        let mut full = vec!["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"];
         full.extend_from_slice(args);
         // The server logs a lot: into a file, so a full pipe never blocks it.
         let log = std::fs::File::create(host.data_dir().join("serve.log")).expect("a log file");
@@ -264,15 +267,17 @@ impl Server {
             .stderr(log)
             .spawn()
             .expect("stepstone starts");
-        let stdout = process.stdout.take().expect("stdout is piped");
-        let mut first = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)
-            .expect("the server prints its address");
-        let url = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_owned();
+        let mut stdout = std::io::BufReader::new(process.stdout.take().expect("stdout is piped"));
+        let mut printed = |prefix: &str| {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut stdout, &mut line).expect("the server prints its addresses");
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+                .to_owned()
+        };
+        let url = printed("listening on ");
+        let metrics_url = printed("metrics on ");
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(90))
             .build()
@@ -281,6 +286,7 @@ impl Server {
         Self {
             host,
             url,
+            metrics_url,
             args,
             process,
             client,
@@ -336,10 +342,16 @@ impl Server {
             * 1024
     }
 
+    /// What the operator's `/metrics` shows now.
+    pub fn metrics_text(&self) -> String {
+        let reply = self.client.get(&self.metrics_url).send().expect("the metrics answer");
+        assert_eq!(reply.status(), 200);
+        reply.text().expect("metrics are text")
+    }
+
     /// The value of one metric line (`name{labels}`), 0 if absent.
     pub fn metric(&self, series: &str) -> f64 {
-        let text = self.get("/metrics", "").expect(200);
-        let text = text.as_str().expect("metrics are text").to_owned();
+        let text = self.metrics_text();
         text.lines()
             .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
             .map_or(0.0, |value| value.parse().expect("a number"))

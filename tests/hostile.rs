@@ -16,6 +16,10 @@ const MALLORY: &str = "sst_mallory_token";
 /// limits they hit are recognisable in the messages.
 const MALLORY_STEP_MEMORY: u64 = 32 << 20;
 const MALLORY_STEP_OUTPUT: u64 = 100_000;
+const MALLORY_MAX_ATTEMPTS: u32 = 5;
+/// Mallory's run quotas: how many runs at once, and how deep children nest.
+const MALLORY_ACTIVE_RUNS: u32 = 40;
+const MALLORY_CHILD_DEPTH: u32 = 4;
 /// The server's log allowance per run execution.
 const MAX_LOG_BYTES: usize = 65_536;
 
@@ -27,7 +31,9 @@ fn arena(args: &[&str]) -> Server {
     let tenants = format!(
         "[[tenants]]\nid = \"alice\"\ntoken_sha256 = [\"{}\"]\n\n\
          [[tenants]]\nid = \"mallory\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\n\
-         step_memory_bytes = {MALLORY_STEP_MEMORY}\nstep_output_bytes = {MALLORY_STEP_OUTPUT}\n",
+         step_memory_bytes = {MALLORY_STEP_MEMORY}\nstep_output_bytes = {MALLORY_STEP_OUTPUT}\n\
+         step_max_attempts = {MALLORY_MAX_ATTEMPTS}\nstep_min_backoff_ms = 20\n\
+         max_active_runs = {MALLORY_ACTIVE_RUNS}\nmax_child_depth = {MALLORY_CHILD_DEPTH}\n",
         token_hash(ALICE),
         token_hash(MALLORY)
     );
@@ -61,6 +67,19 @@ fn finished(server: &Server, token: &str, run: &str) -> Value {
 /// checks that alice's run completed with its tracking number and that the
 /// server still answers; returns what `attack` returned.
 fn beside_alice<T>(server: &Server, attack: impl FnOnce() -> T) -> T {
+    beside_alice_timed(server, attack).0
+}
+
+/// Alice's run, as its journal tells it.
+struct AliceRun {
+    /// From its creation to its last entry, in ms.
+    took_ms: u64,
+    /// The longest any of its steps took, queueing for a slot included.
+    longest_step_ms: u64,
+}
+
+/// Like [`beside_alice`], also returning how alice's run went.
+fn beside_alice_timed<T>(server: &Server, attack: impl FnOnce() -> T) -> (T, AliceRun) {
     static ORDERS: AtomicU32 = AtomicU32::new(1);
     let order = format!("alice-{}", ORDERS.fetch_add(1, Ordering::Relaxed));
     let input = order_input(&order, 300, json!({"approval_timeout_ms": 60_000}));
@@ -81,26 +100,71 @@ fn beside_alice<T>(server: &Server, attack: impl FnOnce() -> T) -> T {
     assert_eq!(alice["state"], "completed", "alice's run: {alice}");
     assert_eq!(alice["output"]["tracking"], format!("trk-{order}"), "{alice}");
     assert_eq!(server.get("/healthz", "").expect(200), "ok");
-    outcome
+    let journal = server.get(&format!("/v1/runs/{run}/journal"), ALICE).expect(200);
+    let entries = journal.as_array().expect("alice's run journaled its calls");
+    let at = |entry: &Value, field: &str| entry[field].as_u64().expect("a time");
+    let last = entries.iter().map(|e| at(e, "finished_at_ms")).max().unwrap_or_default();
+    let longest_step_ms = entries
+        .iter()
+        .filter(|e| e["kind"] == "step")
+        .map(|e| at(e, "finished_at_ms") - at(e, "started_at_ms"))
+        .max()
+        .unwrap_or_default();
+    let took_ms = last - alice["created_at_ms"].as_u64().expect("a creation time");
+    (outcome, AliceRun { took_ms, longest_step_ms })
 }
 
-/// Mallory's `call-limited` run on `step` (`bombs/...` for the WAT bombs):
-/// what the workflow saw the step call return.
+/// Mallory's `call-limited` run on `step` (`bombs/...` for the WAT bombs,
+/// `blocker/...` for the guest that blocks in WASI): what the workflow saw
+/// the step call return.
 fn step_attack(server: &Server, step: &str, input: Value, options: Value) -> Value {
-    server.upload(MALLORY, "hostile");
-    server.upload(MALLORY, "bombs");
+    step_attack_run(server, step, input, options).1
+}
+
+/// Like [`step_attack`], also returning the id of mallory's run.
+fn step_attack_run(server: &Server, step: &str, input: Value, options: Value) -> (String, Value) {
+    for component in ["hostile", "bombs", "blocker"] {
+        server.upload(MALLORY, component);
+    }
     beside_alice(server, || {
         let call = json!({"step": step, "input": input, "options": options});
-        let body =
-            json!({"component": "hostile", "workflow": "call-limited", "input": call, "links": {"bombs": "bombs"}});
+        let links = json!({"bombs": "bombs", "blocker": "blocker"});
+        let body = json!({"component": "hostile", "workflow": "call-limited", "input": call, "links": links});
         let run = start(server, MALLORY, body);
         let status = finished(server, MALLORY, &run);
         assert_eq!(
             status["state"], "completed",
             "the workflow sees the step's error: {status}"
         );
-        status["output"].clone()
+        (run, status["output"].clone())
     })
+}
+
+/// Mallory's run's journal entry at `seq`.
+fn entry(server: &Server, run: &str, seq: usize) -> Value {
+    let journal = server.get(&format!("/v1/runs/{run}/journal"), MALLORY).expect(200);
+    journal[seq].clone()
+}
+
+/// How long the call journaled at `seq` of mallory's `run` took, in ms.
+fn took_ms(server: &Server, run: &str, seq: usize) -> u64 {
+    let entry = entry(server, run, seq);
+    entry["finished_at_ms"].as_u64().expect("finished") - entry["started_at_ms"].as_u64().expect("started")
+}
+
+/// Mallory's runs, as the API lists them.
+fn mallory_runs(server: &Server) -> Vec<Value> {
+    let page = server.get("/v1/runs?limit=1000", MALLORY).expect(200);
+    page["runs"].as_array().expect("a list").clone()
+}
+
+/// Polls until `ready` holds, for at most 60 s.
+fn eventually(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Mallory's run of `workflow` of `component`: its final status.
@@ -429,5 +493,192 @@ fn a_component_importing_what_no_policy_grants_is_refused_at_upload() {
     record(
         "forbidden import (evil:net/raw) in a step and a workflow",
         "upload refused (400) naming the import, nothing stored; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn a_step_blocked_in_a_host_call_times_out_at_its_deadline() {
+    let server = arena(&[]);
+    let (run, seen) = step_attack_run(&server, "blocker/block", json!({"ms": 30_000}), json!({"timeout_ms": 500}));
+    assert_step_error(&seen, "timed-out", "inside a host call");
+    assert_step_error(&seen, "timed-out", "timeout is 500ms");
+    let past = took_ms(&server, &run, 0).saturating_sub(500);
+    assert!(past < 2_000, "the attempt held its slot {past} ms past its 500 ms limit");
+    record(
+        "a step blocked in a host call (a WASI wait of 30 s, timeout 500 ms)",
+        &format!("step error timed-out, the slot held {past} ms past the limit; the other tenant's run completed"),
+    );
+}
+
+#[test]
+fn a_workflow_blocked_in_a_host_call_fails_at_its_activation_deadline() {
+    let server = arena(&["--activation-timeout", "1s"]);
+    server.upload(MALLORY, "blocker");
+    let (status, took) = beside_alice(&server, || {
+        let started = std::time::Instant::now();
+        let body = json!({"component": "blocker", "workflow": "block-workflow", "input": {"ms": 30_000}});
+        let run = start(&server, MALLORY, body);
+        (finished(&server, MALLORY, &run), started.elapsed())
+    });
+    assert_run_failed(&status, "timed-out", "budget of 1s between two durable calls");
+    assert_run_failed(&status, "timed-out", "inside a host call");
+    let past = took.saturating_sub(std::time::Duration::from_secs(1)).as_millis();
+    assert!(past < 10_000, "the activation ran {past} ms past its 1 s budget");
+    record(
+        "a workflow blocked in a host call (a WASI wait of 30 s, activation budget 1 s)",
+        &format!("run failed timed-out within {past} ms of the budget (submission and wait included); the other tenant's run completed"),
+    );
+}
+
+#[test]
+fn outputs_that_are_not_json_are_refused() {
+    let server = arena(&[]);
+    let seen = step_attack(&server, "bombs/not-json", json!(null), json!({}));
+    assert_step_error(&seen, "invalid-output", "not JSON text");
+    let status = workflow_attack(&server, "bombs", "not-json", json!(null));
+    assert_run_failed(&status, "invalid-output", "every payload must be JSON");
+    record(
+        "an output that is not JSON, step and workflow",
+        "step error invalid-output; run failed invalid-output; the other tenant's run completed",
+    );
+}
+
+#[test]
+fn an_endless_retry_policy_stops_at_the_tenants_attempt_cap() {
+    let server = arena(&[]);
+    let endless = json!({"max_attempts": u32::MAX, "initial_backoff_ms": 0, "backoff_rate": -1.0, "max_backoff_ms": 0});
+    let (run, seen) = step_attack_run(&server, "boom", json!(null), endless);
+    assert_step_error(&seen, "trapped", "the host's limit");
+    assert_eq!(seen["attempts"], MALLORY_MAX_ATTEMPTS, "{seen}");
+    let spread = took_ms(&server, &run, 0);
+    assert!(spread >= 4 * 20, "4 waits of at least the tenant's 20 ms floor: {spread} ms");
+    record(
+        "a retry policy of u32::MAX attempts with no backoff, step",
+        &format!("step error trapped after {MALLORY_MAX_ATTEMPTS} attempts (the tenant's cap), at least 20 ms apart; the other tenant's run completed"),
+    );
+}
+
+#[test]
+fn a_workflow_forking_itself_is_held_to_the_tenants_run_quotas() {
+    let server = arena(&[]);
+    server.upload(MALLORY, "hostile");
+    let ((), idle) = beside_alice_timed(&server, || ());
+    let (status, flooded) = beside_alice_timed(&server, || {
+        let run = start(&server, MALLORY, json!({"component": "hostile", "workflow": "fork-bomb", "input": {}}));
+        finished(&server, MALLORY, &run)
+    });
+    assert_eq!(status["state"], "failed", "{status}");
+    let runs = mallory_runs(&server);
+    let tree = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
+    assert!(runs.len() <= tree, "{} runs, more than a tree of depth {MALLORY_CHILD_DEPTH}", runs.len());
+    let refused = runs.iter().find(|run| run["kind"] == "host-limit").expect("a child past the depth limit");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("past the limit of {MALLORY_CHILD_DEPTH}")), "{message}");
+    eventually("mallory's tree has ended", || {
+        mallory_runs(&server).iter().all(|run| ["failed", "completed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+    });
+    let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
+    assert!(ratio < 5.0, "alice's saga took {} ms beside the flood, {} ms alone", flooded.took_ms, idle.took_ms);
+    record(
+        "a workflow starting two children of itself without end",
+        &format!(
+            "{} runs created (depth limit {MALLORY_CHILD_DEPTH}), the deepest failed host-limit; the other tenant's saga took {ratio:.2}× its time alone",
+            runs.len()
+        ),
+    );
+}
+
+#[test]
+fn cancelling_a_tree_of_children_answers_at_once_and_ends_every_run() {
+    let server = arena(&[]);
+    server.upload(MALLORY, "hostile");
+    let body = json!({"component": "hostile", "workflow": "fork-bomb", "input": {"hold_ms": 600_000}});
+    let root = start(&server, MALLORY, body);
+    let tree = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
+    eventually("the whole tree has started", || mallory_runs(&server).len() == tree);
+    let asked = std::time::Instant::now();
+    server
+        .post_json(&format!("/v1/runs/{root}/cancel"), MALLORY, &json!({"reason": "enough"}))
+        .expect(202);
+    let answered = asked.elapsed();
+    assert!(answered < std::time::Duration::from_secs(2), "cancel took {answered:?}");
+    assert_eq!(finished(&server, MALLORY, &root)["state"], "cancelled");
+    eventually("every run of the tree has ended", || {
+        mallory_runs(&server).iter().all(|run| ["failed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+    });
+    let runs = mallory_runs(&server);
+    let cancelled = runs.iter().filter(|run| run["state"] == "cancelled").count();
+    assert_eq!(cancelled, (1 << MALLORY_CHILD_DEPTH) - 1, "every run above the leaves was waiting: {runs:?}");
+    record(
+        "cancelling a tree of child runs",
+        &format!("the cancel answered in {} ms; all {cancelled} waiting runs of {tree} ended cancelled", answered.as_millis()),
+    );
+}
+
+#[test]
+fn a_step_started_before_an_eviction_runs_once_and_is_journaled_while_evicted() {
+    let server = arena(&[]);
+    server.upload(MALLORY, "hostile");
+    let input = json!({"key": "evicted-1", "step_ms": 1_000, "signal_timeout_ms": 600_000});
+    let run = start(&server, MALLORY, json!({"component": "hostile", "workflow": "start-then-wait", "input": input}));
+    // The serving host evicts a run waiting 250 ms: the step finishes and
+    // is journaled while its workflow has no instance.
+    eventually("the started step is journaled", || {
+        server.get(&format!("/v1/runs/{run}/journal"), MALLORY).expect(200)[0]["kind"] == "step"
+    });
+    let status = server.get(&format!("/v1/runs/{run}"), MALLORY).expect(200);
+    assert_eq!(status["state"], "awaiting-signal", "{status}");
+    server
+        .post_bytes(&format!("/v1/runs/{run}/signals/go"), MALLORY, b"true".to_vec())
+        .expect(202);
+    let status = finished(&server, MALLORY, &run);
+    assert_eq!(status["state"], "completed", "{status}");
+    assert_eq!(status["output"], json!({"step": "evicted-1", "signal": true}));
+    let starts = server.log().matches("marked-start evicted-1 attempt").count();
+    assert_eq!(starts, 1, "the step ran {starts} times");
+    let (step, signal) = (entry(&server, &run, 0), entry(&server, &run, 1));
+    assert!(
+        signal["started_at_ms"].as_u64() <= step["finished_at_ms"].as_u64(),
+        "the signal wait began before the step ended, as journaled: {signal} {step}"
+    );
+    record(
+        "a step started before a long wait evicts its workflow",
+        "the step ran once, journaled while the workflow was evicted; the wait's entry keeps its real start",
+    );
+}
+
+#[test]
+fn a_tenant_saturating_the_instance_slots_does_not_queue_another_behind_it() {
+    let server = arena(&["--instances", "2"]);
+    server.upload(MALLORY, "hostile");
+    let ((), idle) = beside_alice_timed(&server, || ());
+    let slow = json!({"step": "slow", "input": {"ms": 100}});
+    let body = json!({"component": "hostile", "workflow": "call-limited", "input": slow});
+    let (runs, flooded) = beside_alice_timed(&server, || {
+        (0..MALLORY_ACTIVE_RUNS).map(|_| start(&server, MALLORY, body.clone())).collect::<Vec<_>>()
+    });
+    let (mut first_start, mut last_end) = (u64::MAX, 0);
+    for run in &runs {
+        assert_eq!(finished(&server, MALLORY, run)["state"], "completed");
+        let step = entry(&server, run, 0);
+        first_start = first_start.min(step["started_at_ms"].as_u64().expect("a start"));
+        last_end = last_end.max(step["finished_at_ms"].as_u64().expect("an end"));
+    }
+    // Mallory's queue took this long to drain through the 2 slots; first
+    // come, first served, alice's steps would have waited behind it.
+    let drain_ms = last_end - first_start;
+    assert!(
+        flooded.longest_step_ms * 2 < drain_ms,
+        "alice's longest step took {} ms while mallory's queue of {MALLORY_ACTIVE_RUNS} steps drained in {drain_ms} ms",
+        flooded.longest_step_ms
+    );
+    let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
+    assert!(ratio < 5.0, "alice's saga took {} ms beside the flood, {} ms alone", flooded.took_ms, idle.took_ms);
+    record(
+        "a tenant queueing 40 steps on a host of 2 instance slots",
+        &format!(
+            "the other tenant's longest step took {} ms while the queue drained in {drain_ms} ms; its saga took {ratio:.2}× its time alone",
+            flooded.longest_step_ms
+        ),
     );
 }

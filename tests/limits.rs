@@ -176,3 +176,74 @@ fn guest_logs_past_the_run_allowance_are_dropped_with_one_warning() {
     assert!(!stderr.contains("charging 1200 cents"), "{stderr}");
     assert!(!stderr.contains("refunding"), "{stderr}");
 }
+
+#[test]
+fn an_endless_retry_policy_stops_at_the_hosts_attempt_cap() {
+    let host = Host::new();
+    let wasm = guest("hostile");
+    // Every attempt fails at once (no fuel), with no wait between attempts
+    // asked for: the host caps the attempts and floors the waits.
+    let options = json!({"max_attempts": u32::MAX, "fuel": 0, "initial_backoff_ms": 0, "backoff_rate": -1.0, "max_backoff_ms": 0});
+    let input = json!({"step": "boom", "options": options}).to_string();
+    let args = ["--max-attempts", "10", "--min-backoff", "50ms", "run", arg(&wasm), "call-limited"];
+    let seen = host
+        .run(&[&args[..], &["--run-id", "storm", "--input", &input]].concat())
+        .success()
+        .json_line();
+    assert_eq!(seen["error_kind"], "fuel-exhausted", "{seen}");
+    assert_eq!(seen["attempts"], 10, "the host's cap: {seen}");
+    let message = seen["message"].as_str().unwrap_or_default();
+    assert!(message.contains("stopped after 10 attempts, the host's limit"), "{message}");
+    let attempts = host
+        .stored_objects()
+        .iter()
+        .filter(|path| path.to_string_lossy().contains("/attempts/"))
+        .count();
+    assert_eq!(attempts, 9, "one record per failed attempt before the last");
+    let entry = &host.history("storm")[0];
+    let spread = entry["finished_at_ms"].as_u64().unwrap() - entry["started_at_ms"].as_u64().unwrap();
+    assert!(spread >= 9 * 50, "9 waits of at least 50 ms: {spread} ms");
+}
+
+#[test]
+fn a_backoff_of_u64_max_neither_panics_the_host_nor_holds_recovery() {
+    let host = Host::new();
+    let wasm = guest("hostile");
+    let options = json!({"max_attempts": 2, "initial_backoff_ms": u64::MAX, "max_backoff_ms": u64::MAX});
+    let input = json!({"step": "boom", "options": options}).to_string();
+    let run = ["run", arg(&wasm), "call-limited", "--run-id", "patient", "--input", &input];
+    let detached = host.run(&[&run[..], &["--detach-after", "1s"]].concat());
+    assert!(detached.stdout().contains("suspended"), "{}", detached.stderr());
+    let status = host.status("patient").expect("the run exists");
+    assert_eq!(status["state"], "retrying", "{status}");
+    // Another run, started and left for `resume`.
+    let hello = guest("hello");
+    host.run(&["upload", arg(&hello), "--name", "hello"]).success();
+    host.run(&["start", "hello", "greet", "--input", r#"{"name":"Ada"}"#, "--run-id", "other"])
+        .success();
+    let resumed = host.run(&["resume", "--detach-after", "1s"]).success();
+    let stdout = resumed.stdout();
+    assert!(stdout.contains("other completed"), "{stdout}");
+    assert!(stdout.contains("patient suspended until"), "{stdout}");
+    let stored = host.history("patient");
+    assert!(stored.is_empty(), "the step is not journaled before its retry: {stored:?}");
+}
+
+#[test]
+fn a_step_blocked_in_a_host_call_ends_at_its_timeout() {
+    let host = Host::new();
+    let wasm = guest("hostile");
+    let blocker = guest("blocker");
+    let input = json!({"step": "blocker/block", "input": {"ms": 30_000}, "options": {"timeout_ms": 500}}).to_string();
+    let link = format!("blocker={}", arg(&blocker));
+    let seen = host
+        .run(&["run", arg(&wasm), "call-limited", "--run-id", "blocked", "--link", &link, "--input", &input])
+        .success()
+        .json_line();
+    assert_eq!(seen["error_kind"], "timed-out", "{seen}");
+    let message = seen["message"].as_str().unwrap_or_default();
+    assert!(message.contains("inside a host call") && message.contains("timeout is 500ms"), "{message}");
+    let entry = &host.history("blocked")[0];
+    let held = entry["finished_at_ms"].as_u64().unwrap() - entry["started_at_ms"].as_u64().unwrap();
+    assert!(held < 5_000, "the attempt held its slot {held} ms for a 500 ms limit");
+}

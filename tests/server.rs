@@ -99,8 +99,10 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
     let replay = server.post_json("/v1/runs/h-1/replay", ACME, &json!({})).expect(200);
     assert_eq!(replay, json!({"verdict": "identical", "calls": 5}));
 
-    let metrics = server.get("/metrics", "").expect(200);
-    let metrics = metrics.as_str().unwrap();
+    let metrics = server.metrics_text();
+    // Metrics name every tenant: the operator's address serves them, the
+    // tenants' does not.
+    assert_eq!(server.get("/metrics", "").status, 404);
     for line in [
         r#"stepstone_step_attempts_total{tenant="acme",outcome="failed"} 1"#,
         r#"stepstone_step_attempts_total{tenant="acme",outcome="ok"} 3"#,
@@ -580,4 +582,76 @@ fn one_tenants_huge_upload_does_not_stall_another_tenants_runs() {
         let stored = upload.join().expect("the upload thread");
         assert_eq!(stored["steps"], json!(["wrap"]), "{stored}");
     });
+}
+
+#[test]
+fn stored_components_are_held_to_the_tenants_count_and_bytes_quotas() {
+    let hello_bytes = std::fs::metadata(stepstone_e2e::guest("hello")).unwrap().len();
+    let server = Server::start(&two_tenants(
+        "max_components = 2",
+        &format!("max_component_storage_bytes = {}", hello_bytes + 10),
+    ));
+    server.upload(ACME, "hello");
+    server.upload(ACME, "order");
+    let third = std::fs::read(stepstone_e2e::guest("fanout")).unwrap();
+    let refused = server.post_bytes("/v1/components?name=fanout", ACME, third.clone()).expect(403);
+    assert!(refused["error"].as_str().unwrap().contains("2 components stored, its quota"), "{refused}");
+    server.upload(ACME, "hello");
+    assert_eq!(server.get("/v1/components/fanout", ACME).status, 404, "nothing was stored");
+
+    server.upload(GLOBEX, "hello");
+    let over = server.post_bytes("/v1/components", GLOBEX, third).expect(403);
+    assert!(over["error"].as_str().unwrap().contains("would pass its quota"), "{over}");
+}
+
+#[test]
+fn concurrent_sends_of_one_signal_id_store_it_once() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "order");
+    start(&server, ACME, "order", "place-order", order("once", 0), "once");
+    await_state(&server, "once", "awaiting-signal");
+    // The run awaits `approve`: `other` is never taken, so every stored
+    // copy stays in the store to be counted.
+    std::thread::scope(|scope| {
+        for _ in 0..20 {
+            scope.spawn(|| {
+                server
+                    .post_bytes("/v1/runs/once/signals/other?signal_id=dup-1", ACME, b"1".to_vec())
+                    .expect(202)
+            });
+        }
+    });
+    let stored = server
+        .host
+        .stored_objects()
+        .into_iter()
+        .filter(|path| path.to_string_lossy().contains("/runs/once/signals/other/"))
+        .count();
+    assert_eq!(stored, 1, "20 sends of one id stored {stored} signals");
+}
+
+#[test]
+fn run_pages_continue_after_the_last_run_shown_and_name_unreadable_runs() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    for n in 0..5 {
+        start(&server, ACME, "hello", "greet", json!({"name": format!("n{n}")}), &format!("p-{n}"));
+        wait(&server, ACME, &format!("p-{n}"));
+    }
+    let first = server.get("/v1/runs?limit=2", ACME).expect(200);
+    let cursor = first["next_cursor"].as_str().expect("more pages").to_owned();
+    let names = |page: &Value| -> Vec<String> {
+        page["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names(&first), ["p-0", "p-1"]);
+    let record = server.host.data_dir().join("objects/tenants/acme/runs/p-1/run");
+    std::fs::write(&record, b"garbage").unwrap();
+    // The run the cursor names is now unreadable: the next page still
+    // starts after it.
+    let second = server.get(&format!("/v1/runs?limit=2&cursor={cursor}"), ACME).expect(200);
+    assert_eq!(names(&second), ["p-2", "p-3"]);
+    assert_eq!(second["unreadable"][0]["run_id"], "p-1", "{second}");
+    assert!(second["unreadable"][0]["error"].as_str().unwrap().contains("runs/p-1/run"), "{second}");
+    let bad = server.get("/v1/runs?cursor=nonsense", ACME).expect(400);
+    assert!(bad["error"].as_str().unwrap().contains("next_cursor"), "{bad}");
 }

@@ -15,7 +15,7 @@ void stepstone_log(stepstone_level level, const char *message) {
 // The WIT names of step-error-kind, by value.
 static const char *const ERROR_KINDS[] = {
     "failed",  "fuel-exhausted", "timed-out", "memory-limit", "trapped", "output-too-large", "unknown-step",
-    "cancelled",
+    "cancelled", "invalid-output",
 };
 
 static void print_error(stepstone_output *out, const char *step, const stepstone_workflow_durable_step_error_t *error) {

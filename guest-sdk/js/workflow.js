@@ -14,7 +14,8 @@ import { describeExport, describeThrown } from './describe.js';
 
 // A step call's final failure, after its retry policy gave up. `kind` is
 // the WIT `step-error-kind`: failed, fuel-exhausted, timed-out,
-// memory-limit, trapped, output-too-large, unknown-step or cancelled.
+// memory-limit, trapped, output-too-large, unknown-step, cancelled or
+// invalid-output.
 export class StepError extends Error {
   constructor(step, { kind, message, attempts }) {
     super(`step \`${step}\` ${kind} after ${attempts} attempt(s): ${message}`);

@@ -72,7 +72,7 @@ class StepError(Exception):
     """A step call's final failure, after its retry policy gave up. `kind` is
     the WIT `step-error-kind` in kebab case: "failed", "fuel-exhausted",
     "timed-out", "memory-limit", "trapped", "output-too-large",
-    "unknown-step" or "cancelled"."""
+    "unknown-step", "cancelled" or "invalid-output"."""
 
     def __init__(self, step, kind, message, attempts):
         super().__init__(f"step `{step}` {kind} after {attempts} attempt(s): {message}")

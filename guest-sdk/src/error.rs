@@ -31,6 +31,8 @@ pub enum StepErrorKind {
     /// The run was cancelled while the workflow awaited the step. Steps
     /// called after this still run, so a workflow can compensate.
     Cancelled,
+    /// An attempt returned an output that is not JSON text.
+    InvalidOutput,
 }
 
 impl StepErrorKind {
@@ -45,6 +47,7 @@ impl StepErrorKind {
             Self::OutputTooLarge => "output-too-large",
             Self::UnknownStep => "unknown-step",
             Self::Cancelled => "cancelled",
+            Self::InvalidOutput => "invalid-output",
         }
     }
 
@@ -58,6 +61,7 @@ impl StepErrorKind {
             wit::StepErrorKind::OutputTooLarge => Self::OutputTooLarge,
             wit::StepErrorKind::UnknownStep => Self::UnknownStep,
             wit::StepErrorKind::Cancelled => Self::Cancelled,
+            wit::StepErrorKind::InvalidOutput => Self::InvalidOutput,
         }
     }
 }
@@ -256,6 +260,7 @@ mod tests {
             (wit::StepErrorKind::OutputTooLarge, "output-too-large"),
             (wit::StepErrorKind::UnknownStep, "unknown-step"),
             (wit::StepErrorKind::Cancelled, "cancelled"),
+            (wit::StepErrorKind::InvalidOutput, "invalid-output"),
         ];
         for (wit_kind, name) in kinds {
             let kind = StepErrorKind::from_wit(wit_kind);

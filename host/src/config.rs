@@ -4,8 +4,32 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Limits applied to one step attempt. A step call's options may lower them,
-/// never raise them (see [`StepLimits::lowered_by`]).
+/// Bounds on any step call's retry policy, whatever its options ask: a
+/// guest asking for endless attempts with no wait between them gets at most
+/// `max_attempts`, at least `min_backoff` apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryLimits {
+    /// Attempts one step call may make.
+    pub max_attempts: u32,
+    /// The shortest wait between two attempts.
+    pub min_backoff: Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryLimits {
+    fn default() -> Self {
+        Self {
+            max_attempts: 100,
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Limits applied to one step attempt, and the bounds of a step call's
+/// retries. A step call's options may lower the attempt's limits, never
+/// raise them (see [`StepLimits::lowered_by`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepLimits {
     /// Fuel one attempt may burn (about one unit per WebAssembly instruction).
@@ -21,6 +45,8 @@ pub struct StepLimits {
     /// Whether each attempt gets a fresh scratch directory, preopened as
     /// `/scratch` and removed after the attempt (a tenant's policy).
     pub scratch_dir: bool,
+    /// Bounds on the call's retry policy.
+    pub retry: RetryLimits,
 }
 
 impl Default for StepLimits {
@@ -32,6 +58,7 @@ impl Default for StepLimits {
             timeout: Duration::from_secs(60),
             max_output_bytes: 1 << 20,
             scratch_dir: false,
+            retry: RetryLimits::default(),
         }
     }
 }
@@ -146,6 +173,11 @@ pub struct WaitPolicy {
     /// A run waiting longer than this drops its instance (it is evicted) and is
     /// replayed when woken, so waiting runs hold no memory.
     pub eviction_threshold: Duration,
+    /// A run awaiting a step longer than this drops its instance too, and
+    /// the step runs on without it: no instance slot is held through a long
+    /// step or its retries. Longer than `eviction_threshold`, since the
+    /// step's result is usually close.
+    pub step_eviction_threshold: Duration,
     /// How often a waiting run looks for a signal in the store.
     pub signal_poll_interval: Duration,
 }
@@ -154,6 +186,7 @@ impl Default for WaitPolicy {
     fn default() -> Self {
         Self {
             eviction_threshold: Duration::from_secs(5),
+            step_eviction_threshold: Duration::from_secs(5),
             signal_poll_interval: Duration::from_millis(50),
         }
     }
@@ -184,6 +217,10 @@ pub struct HostConfig {
     /// Run steps without fuel metering: for trusted steps, whose CPU time
     /// the attempt timeout still bounds. Workflows are always metered.
     pub unmetered_steps: bool,
+    /// Bytes of components (weighed by their size) kept loaded and compiled
+    /// in memory, and again of workflow programs linked from them; the
+    /// least used are dropped past it, and loaded again when next used.
+    pub loaded_components_bytes: u64,
 }
 
 impl HostConfig {
@@ -193,6 +230,7 @@ impl HostConfig {
             pooling: true,
             pool_instances: 256,
             pool_memory_keep_resident: 1 << 20,
+            loaded_components_bytes: 1 << 30,
             scratch_root: std::env::temp_dir().join("stepstone-scratch"),
             ..Self::default()
         }

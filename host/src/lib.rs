@@ -7,6 +7,7 @@
 //! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
 
 pub mod api;
+mod byte_budget;
 pub mod component;
 pub mod componentize;
 pub mod config;

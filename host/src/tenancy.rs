@@ -22,7 +22,8 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::StepLimits;
+use crate::config::{RetryLimits, StepLimits};
+use crate::runtime::RunQuotas;
 use crate::store::TenantId;
 
 /// What one tenant may use.
@@ -30,12 +31,21 @@ use crate::store::TenantId;
 #[serde(default, deny_unknown_fields)]
 pub struct Quotas {
     pub max_component_bytes: usize,
+    /// Components the tenant may have stored.
+    pub max_components: usize,
+    /// Bytes of components the tenant may have stored.
+    pub max_component_storage_bytes: u64,
     /// How long validating and compiling one upload may take.
     pub compile_timeout_ms: u64,
     pub max_payload_bytes: usize,
-    /// Runs of the tenant being driven at once.
+    /// Runs of the tenant being driven at once, child runs included.
     pub max_active_runs: usize,
+    /// Runs the tenant may start a minute, child runs included.
     pub max_new_runs_per_minute: u32,
+    /// How deep child workflows may nest (a top-level run is at depth 0).
+    pub max_child_depth: u32,
+    /// Child workflows one run may start.
+    pub max_children_per_run: u32,
     pub step_fuel: u64,
     pub step_memory_bytes: usize,
     pub step_timeout_ms: u64,
@@ -44,27 +54,52 @@ pub struct Quotas {
     /// in the guest, removed after the attempt). Off by default: steps get
     /// no files at all.
     pub step_scratch_dir: bool,
+    /// Attempts one step call may make, whatever its `max-attempts` asks.
+    pub step_max_attempts: u32,
+    /// The shortest wait between two attempts of a step call.
+    pub step_min_backoff_ms: u64,
+    /// The longest wait between two attempts of a step call.
+    pub step_max_backoff_ms: u64,
 }
 
 impl Default for Quotas {
     fn default() -> Self {
         let step = StepLimits::default();
+        let retry = step.retry;
+        let runs = RunQuotas::default();
         Self {
             max_component_bytes: 64 << 20,
+            max_components: 1_000,
+            max_component_storage_bytes: 4 << 30,
             compile_timeout_ms: 60_000,
             max_payload_bytes: 1 << 20,
-            max_active_runs: 10_000,
-            max_new_runs_per_minute: 60_000,
+            max_active_runs: runs.max_active_runs,
+            max_new_runs_per_minute: runs.max_new_runs_per_minute,
+            max_child_depth: runs.max_child_depth,
+            max_children_per_run: runs.max_children_per_run,
             step_fuel: step.fuel,
             step_memory_bytes: step.memory_bytes,
             step_timeout_ms: step.timeout.as_millis() as u64,
             step_output_bytes: step.max_output_bytes,
             step_scratch_dir: step.scratch_dir,
+            step_max_attempts: retry.max_attempts,
+            step_min_backoff_ms: retry.min_backoff.as_millis() as u64,
+            step_max_backoff_ms: retry.max_backoff.as_millis() as u64,
         }
     }
 }
 
 impl Quotas {
+    /// The run quotas these quotas set.
+    pub fn run_quotas(&self) -> RunQuotas {
+        RunQuotas {
+            max_active_runs: self.max_active_runs,
+            max_new_runs_per_minute: self.max_new_runs_per_minute,
+            max_child_depth: self.max_child_depth,
+            max_children_per_run: self.max_children_per_run,
+        }
+    }
+
     /// The step limits these quotas allow.
     pub fn step_limits(&self) -> StepLimits {
         StepLimits {
@@ -73,6 +108,11 @@ impl Quotas {
             timeout: Duration::from_millis(self.step_timeout_ms),
             max_output_bytes: self.step_output_bytes,
             scratch_dir: self.step_scratch_dir,
+            retry: RetryLimits {
+                max_attempts: self.step_max_attempts,
+                min_backoff: Duration::from_millis(self.step_min_backoff_ms),
+                max_backoff: Duration::from_millis(self.step_max_backoff_ms),
+            },
             ..StepLimits::default()
         }
     }

@@ -273,8 +273,8 @@ async fn a_run_folder_without_its_record_is_no_run() {
     std::fs::create_dir_all(&half).unwrap();
     std::fs::write(half.join("run#1"), b"STP").unwrap();
     let tenant = TenantId::default_tenant();
-    assert_eq!(runtime.unfinished(&tenant).await.unwrap(), []);
-    assert!(runtime.list(&tenant).await.unwrap().is_empty());
+    assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty());
+    assert!(runtime.list(&tenant).await.unwrap().runs.is_empty());
 }
 
 /// A run's first drive on the host that created it reads nothing back: the

@@ -1,7 +1,8 @@
-;; Resource bombs written by hand, so each does exactly one thing: grow a
-;; table or the linear memory until the host refuses, then trap. Both are
-;; exported as a step and as a workflow of the same name (the
-;; `workflows-and-steps` world): `table-bomb` and `memory-bomb`.
+;; Bombs written by hand, so each does exactly one thing: grow a table or
+;; the linear memory until the host refuses, then trap; or return an output
+;; that is not JSON (which no SDK would let a guest do). Each is exported as
+;; a step and as a workflow of the same name (the `workflows-and-steps`
+;; world): `table-bomb`, `memory-bomb` and `not-json`.
 ;;
 ;; `stepstone componentize bombs.wat --world workflows-and-steps` embeds the
 ;; world and makes it a component.
@@ -9,15 +10,21 @@
   (memory (export "memory") 1)
   (table $bomb 1 funcref)
 
-  ;; Static data: the two names, the list of them, the manifest.
+  ;; Static data: the three names, the list of them, the manifest.
   (data (i32.const 16) "table-bomb")
   (data (i32.const 32) "memory-bomb")
-  ;; list<string>: ("table-bomb" at 16, len 10), ("memory-bomb" at 32, len 11).
-  (data (i32.const 48) "\10\00\00\00\0a\00\00\00\20\00\00\00\0b\00\00\00")
-  ;; manifest: workflows = the list at 48 (len 2), steps = the same list.
-  (data (i32.const 64) "\30\00\00\00\02\00\00\00\30\00\00\00\02\00\00\00")
+  (data (i32.const 80) "not-json")
+  ;; list<string>: ("table-bomb" at 16, len 10), ("memory-bomb" at 32, len 11),
+  ;; ("not-json" at 80, len 8).
+  (data (i32.const 48) "\10\00\00\00\0a\00\00\00\20\00\00\00\0b\00\00\00\50\00\00\00\08\00\00\00")
+  ;; not-json's output, 21 bytes, and its result: ok (0), the text at 96.
+  (data (i32.const 96) "plain words, not JSON")
+  (data (i32.const 128) "\00\00\00\00\60\00\00\00\15\00\00\00")
+  ;; manifest: workflows = the list at 48 (len 3), steps = the same list.
+  (data (i32.const 200) "\30\00\00\00\03\00\00\00\30\00\00\00\03\00\00\00")
 
-  (global $MANIFEST i32 (i32.const 64))
+  (global $MANIFEST i32 (i32.const 200))
+  (global $NOT_JSON_RESULT i32 (i32.const 128))
 
   ;; Nothing is ever returned, so the host's strings are the only
   ;; allocations: a bump allocator above the static data is enough.
@@ -48,8 +55,10 @@
       (br_if $grow (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
     unreachable)
 
-  ;; "table-bomb" is the only name of length 10.
+  ;; Names differ in length: "not-json" 8, "table-bomb" 10, "memory-bomb" 11.
   (func $detonate (param $name_len i32) (result i32)
+    (if (i32.eq (local.get $name_len) (i32.const 8))
+      (then (return (global.get $NOT_JSON_RESULT))))
     (if (i32.eq (local.get $name_len) (i32.const 10))
       (then (call $table_bomb))
       (else (call $memory_bomb)))

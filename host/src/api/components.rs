@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -12,8 +13,9 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Path, Query};
-use crate::component::Loaded;
+use crate::component::{Loaded, digest_of};
 use crate::store::ComponentName;
+use crate::tenancy::Tenant;
 
 /// A stored component and what it exports.
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -56,6 +58,7 @@ pub struct UploadParams {
     responses(
         (status = 201, body = ComponentInfo, description = "stored (or already stored: uploads are idempotent)"),
         (status = 400, body = ErrorBody, description = "not a valid Stepstone component"),
+        (status = 403, body = ErrorBody, description = "over the tenant's quota of stored components (count or bytes)"),
         (status = 413, body = ErrorBody, description = "over the tenant's component size quota"),
     ))]
 pub async fn upload(
@@ -76,12 +79,42 @@ pub async fn upload(
         .map(ComponentName::new)
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // Uploads of one tenant queue here, so the storage quota below sees
+    // every earlier one.
     let _compiling = state.compile_permit(&tenant.id).await;
+    check_storage_quota(&state, &tenant, &body).await?;
     let budget = Duration::from_millis(tenant.quotas.compile_timeout_ms);
     let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, name.as_ref()))
         .await
         .map_err(|_| ApiError::bad_request(format!("validating and compiling the component took over {budget:?}, this tenant's limit: upload a smaller component")))??;
     Ok((StatusCode::CREATED, Json(ComponentInfo::of(&loaded, params.name))))
+}
+
+/// Refuses a new component past the tenant's count or storage quota; a
+/// component already stored (uploads are idempotent) is never refused.
+async fn check_storage_quota(state: &ApiState, tenant: &Tenant, body: &Bytes) -> Result<(), ApiError> {
+    let digest = digest_of(body.clone()).await;
+    let stored = state.runtime.stored_components(&tenant.id).await?;
+    if stored.iter().any(|(stored, _)| *stored == digest) {
+        return Ok(());
+    }
+    let quotas = &tenant.quotas;
+    let used: u64 = stored.iter().map(|(_, size)| size).sum();
+    let refusal = if stored.len() >= quotas.max_components {
+        format!("this tenant has {} components stored, its quota", quotas.max_components)
+    } else if used.saturating_add(body.len() as u64) > quotas.max_component_storage_bytes {
+        format!(
+            "this tenant's components take {used} bytes; {} more would pass its quota of {} bytes",
+            body.len(),
+            quotas.max_component_storage_bytes
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("{refusal}: ask the operator for a larger quota"),
+    ))
 }
 
 /// List the tenant's component names.

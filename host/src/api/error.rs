@@ -91,6 +91,10 @@ impl From<RunError> for ApiError {
             }
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            RunError::Refused(refusal) => match refusal.retry_after() {
+                Some(wait) => return Self::too_many(error.to_string(), wait.as_secs().max(1)),
+                None => StatusCode::BAD_REQUEST,
+            },
             RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => {
                 StatusCode::CONFLICT
             }

@@ -13,7 +13,7 @@ mod runs;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -28,7 +28,7 @@ pub use error::ApiError;
 use crate::runtime::Runtime;
 use crate::shared_map::lock;
 use crate::store::TenantId;
-use crate::tenancy::{Tenant, Tenants};
+use crate::tenancy::Tenants;
 
 /// Longest any request may take (the long-poll `wait` stays well below).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -42,25 +42,18 @@ pub struct ApiState {
     runtime: Runtime,
     tenants: Arc<Tenants>,
     compiles: Arc<Mutex<HashMap<TenantId, Arc<Semaphore>>>>,
-    new_runs: Arc<Mutex<HashMap<TenantId, RateWindow>>>,
-}
-
-/// New runs admitted in the current minute.
-struct RateWindow {
-    started: Instant,
-    admitted: u32,
 }
 
 impl ApiState {
     pub fn new(runtime: Runtime, tenants: Tenants) -> Self {
         for tenant in tenants.iter() {
             runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
+            runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
         }
         Self {
             runtime,
             tenants: Arc::new(tenants),
             compiles: Arc::default(),
-            new_runs: Arc::default(),
         }
     }
 
@@ -70,34 +63,6 @@ impl ApiState {
             .or_insert_with(|| Arc::new(Semaphore::new(COMPILES_PER_TENANT)))
             .clone();
         semaphore.acquire_owned().await.ok()
-    }
-
-    /// Counts a new run against the tenant's per-minute quota.
-    fn admit_new_run(&self, tenant: &Tenant) -> Result<(), ApiError> {
-        let mut windows = lock(&self.new_runs);
-        let window = windows.entry(tenant.id.clone()).or_insert(RateWindow {
-            started: Instant::now(),
-            admitted: 0,
-        });
-        let elapsed = window.started.elapsed();
-        if elapsed >= Duration::from_secs(60) {
-            *window = RateWindow {
-                started: Instant::now(),
-                admitted: 0,
-            };
-        }
-        if window.admitted >= tenant.quotas.max_new_runs_per_minute {
-            let retry_after = 60u64.saturating_sub(elapsed.as_secs()).max(1);
-            return Err(ApiError::too_many(
-                format!(
-                    "this tenant may start {} runs a minute",
-                    tenant.quotas.max_new_runs_per_minute
-                ),
-                retry_after,
-            ));
-        }
-        window.admitted += 1;
-        Ok(())
     }
 
     /// The largest body any tenant may send.
@@ -136,6 +101,18 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// The operator's routes, for a listen address of their own: `/metrics`
+/// names every tenant, so it is not served to tenants.
+pub fn operator_router(runtime: Runtime) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(runtime): State<Runtime>| async move { runtime.metrics().encode() }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(runtime)
+}
+
 /// The API's routes.
 pub fn router(state: ApiState) -> Router {
     let max_body = state.max_body();
@@ -153,10 +130,6 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/metrics",
-            get(|State(state): State<ApiState>| async move { state.runtime.metrics().encode() }),
-        )
         // After every route: the 405 fallback applies to the routes so far.
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint: see /v1/openapi.json") })
         .method_not_allowed_fallback(|| async {

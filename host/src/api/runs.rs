@@ -16,7 +16,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, Path, Query};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
-use crate::runtime::{ReplayReport, RunStatus, Submission};
+use crate::runtime::{ReplayReport, RunCursor, RunQuery, RunStatus, Submission, UnreadableRun};
 use crate::store::{RunId, SignalId, SignalName};
 
 /// Longest a `wait` may hold a request.
@@ -68,16 +68,7 @@ pub async fn start(
     let input = start.input.to_string();
     ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
     let run_id = start.run_id.as_deref().map(run_id).transpose()?;
-    if state.runtime.active_runs(&tenant.id) >= tenant.quotas.max_active_runs {
-        return Err(ApiError::too_many(
-            format!(
-                "this tenant already has {} active runs, its quota",
-                tenant.quotas.max_active_runs
-            ),
-            1,
-        ));
-    }
-    state.admit_new_run(&tenant)?;
+    state.runtime.admit(&tenant.id)?;
     let component = state.runtime.component(&tenant.id, &start.component).await?;
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = run_id;
@@ -110,8 +101,12 @@ pub struct ListParams {
 #[derive(Serialize, ToSchema)]
 pub struct RunPage {
     pub runs: Vec<RunStatus>,
-    /// Pass as `cursor` for the next page; absent on the last one.
+    /// Pass as `cursor` for the next page; absent on the last one. A page
+    /// filtered by `status` may hold fewer runs than `limit` and still
+    /// have a next one.
     pub next_cursor: Option<String>,
+    /// Runs passed over because a record of theirs is corrupt, with why.
+    pub unreadable: Vec<UnreadableRun>,
 }
 
 /// List runs, oldest first, a page at a time.
@@ -121,22 +116,23 @@ pub async fn list(
     Caller(tenant): Caller,
     Query(params): Query<ListParams>,
 ) -> Result<Json<RunPage>, ApiError> {
-    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
-    let matching = state.runtime.list(&tenant.id).await?.into_iter().filter(|run| {
-        params.workflow.as_ref().is_none_or(|w| &run.workflow == w)
-            && params.status.as_ref().is_none_or(|s| run.state.name() == s)
-    });
-    let after_cursor: Vec<RunStatus> = match &params.cursor {
-        Some(cursor) => matching
-            .skip_while(|run| run.run_id.as_str() != cursor)
-            .skip(1)
-            .collect(),
-        None => matching.collect(),
+    let after = params
+        .cursor
+        .as_deref()
+        .map(str::parse::<RunCursor>)
+        .transpose()
+        .map_err(ApiError::bad_request)?;
+    let query = RunQuery {
+        workflow: params.workflow,
+        state: params.status,
+        after,
+        limit: params.limit.unwrap_or(100).clamp(1, 1000),
     };
-    let next_cursor = (after_cursor.len() > limit).then(|| after_cursor[limit - 1].run_id.to_string());
+    let (listing, next) = state.runtime.list_page(&tenant.id, &query).await?;
     Ok(Json(RunPage {
-        runs: after_cursor.into_iter().take(limit).collect(),
-        next_cursor,
+        runs: listing.runs,
+        next_cursor: next.map(|cursor| cursor.to_string()),
+        unreadable: listing.unreadable,
     }))
 }
 
@@ -271,7 +267,10 @@ pub async fn cancel(
             .map_err(|e| ApiError::bad_request(format!("the body is not {{\"reason\": \"...\"}}: {e}")))?
     };
     let reason = request.reason.unwrap_or_else(|| "cancelled through the API".into());
-    state.runtime.cancel(&tenant.id, &run_id(&id)?, &reason).await?;
+    state
+        .runtime
+        .cancel_in_background(&tenant.id, &run_id(&id)?, &reason)
+        .await?;
     Ok(StatusCode::ACCEPTED)
 }
 

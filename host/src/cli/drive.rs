@@ -136,13 +136,19 @@ pub async fn start(
 
 pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result<ExitCode> {
     let tenant = &TenantId::default_tenant();
-    let runs = runtime.unfinished(tenant).await?;
-    tracing::info!(runs = runs.len(), "resuming unfinished runs");
-    let driven = futures::future::join_all(runs.iter().map(|run| async move {
+    let listing = runtime.unfinished(tenant).await?;
+    tracing::info!(runs = listing.runs.len(), "resuming unfinished runs");
+    for unreadable in &listing.unreadable {
+        eprintln!(
+            "error: run {} cannot be resumed: {}; the other runs go on",
+            unreadable.run_id, unreadable.error
+        );
+    }
+    let driven = futures::future::join_all(listing.runs.iter().map(|run| async move {
         let progress = runtime.run_to_end(tenant, run, Some(detach_after)).await;
         (run, progress)
     }));
-    let mut failures = 0;
+    let mut failures = listing.unreadable.len();
     for (run, progress) in driven.await {
         match progress {
             Ok(Progress::Finished(Outcome::Completed { output })) => println!("{run} completed {output}"),

@@ -55,13 +55,23 @@ pub fn exit_code(state: &str) -> ExitCode {
 }
 
 pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {
-    let statuses = runtime.list(&TenantId::default_tenant()).await?;
+    let listing = runtime.list(&TenantId::default_tenant()).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&statuses)?);
+        println!("{}", serde_json::to_string_pretty(&listing.runs)?);
     } else {
-        statuses.iter().for_each(|status| println!("{}", status_line(status)));
+        listing
+            .runs
+            .iter()
+            .for_each(|status| println!("{}", status_line(status)));
     }
-    Ok(ExitCode::SUCCESS)
+    for unreadable in &listing.unreadable {
+        eprintln!("error: run {} cannot be read: {}", unreadable.run_id, unreadable.error);
+    }
+    Ok(if listing.unreadable.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn status_line(status: &RunStatus) -> String {

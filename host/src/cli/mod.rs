@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, RunLimits, SnapshotPolicy, WorkflowLimits};
+use stepstone::config::{HostConfig, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
@@ -60,6 +60,16 @@ pub struct Cli {
     /// Inject storage faults, for testing: `errors=0.1,latency=2ms,seed=7,on=writes`.
     #[arg(long, global = true, env = "STEPSTONE_FAULTS", hide = true)]
     faults: Option<FaultConfig>,
+    /// Instances of each role (workflow, step) the host holds at once;
+    /// more wait for a slot, shared fairly between tenants [default: 256].
+    #[arg(long, global = true, env = "STEPSTONE_INSTANCES")]
+    instances: Option<u32>,
+    /// Attempts one step call may make, whatever its `max-attempts` asks.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_ATTEMPTS", default_value_t = RetryLimits::default().max_attempts)]
+    max_attempts: u32,
+    /// The shortest wait between two attempts of a step call [default: 100ms].
+    #[arg(long, global = true, env = "STEPSTONE_MIN_BACKOFF", value_parser = humantime::parse_duration)]
+    min_backoff: Option<Duration>,
     /// Give each step attempt a fresh scratch directory, `/scratch` in the
     /// guest, removed after the attempt (made under DATA_DIR/scratch).
     #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_DIR")]
@@ -164,6 +174,11 @@ enum Command {
         /// tenant `default` with a token printed at start.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Serve the operator's `/metrics` (Prometheus, every tenant's) on
+        /// this address; without it, no metrics are served. Keep it off
+        /// the tenants' network.
+        #[arg(long)]
+        metrics_listen: Option<String>,
     },
     /// Manage the tenants of a config file.
     #[command(subcommand)]
@@ -190,6 +205,7 @@ enum TenantCommand {
 }
 
 const SERVE_EVICT_AFTER: Duration = Duration::from_millis(250);
+const SERVE_EVICT_AWAITING_STEP_AFTER: Duration = Duration::from_secs(1);
 const SERVE_POLL: Duration = Duration::from_secs(30);
 
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -208,12 +224,20 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.workflow.activation_timeout = timeout;
     }
     config.step.scratch_dir = cli.step_scratch_dir;
+    config.step.retry.max_attempts = cli.max_attempts;
+    if let Some(instances) = cli.instances {
+        config.pool_instances = instances.max(1);
+    }
+    if let Some(floor) = cli.min_backoff {
+        config.step.retry.min_backoff = floor;
+    }
     config.scratch_root = cli.data_dir.join("scratch");
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is
         // polled only as a backstop.
         config.wait.eviction_threshold = SERVE_EVICT_AFTER;
+        config.wait.step_eviction_threshold = SERVE_EVICT_AWAITING_STEP_AFTER;
         config.wait.signal_poll_interval = SERVE_POLL;
     }
     if let Some(evict_after) = cli.evict_after {
@@ -225,7 +249,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
-        Command::Serve { listen, config } => serve::serve(host()?, &listen, config.as_deref()).await,
+        Command::Serve {
+            listen,
+            config,
+            metrics_listen,
+        } => serve::serve(host()?, &listen, config.as_deref(), metrics_listen.as_deref()).await,
         Command::Run(args) => drive::run(&host()?, args).await,
         Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
         Command::Signal { run, name, payload, id } => drive::signal(&host()?, &run, &name, &payload, id.as_ref()).await,

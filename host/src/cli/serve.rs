@@ -14,9 +14,15 @@ use stepstone::tenancy::Tenants;
 /// How long a shutdown waits for step attempts in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// Serves the API on `listen` until SIGTERM or Ctrl-C, then lets the step
-/// attempts in flight finish and journal their results.
-pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// Serves the API on `listen` (and, with `metrics_listen`, the operator's
+/// metrics there) until SIGTERM or Ctrl-C, then lets the step attempts in
+/// flight finish and journal their results.
+pub async fn serve(
+    runtime: Runtime,
+    listen: &str,
+    config: Option<&Path>,
+    metrics_listen: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let tenants = match config {
         Some(path) => {
             let tenants = Tenants::load(path)?;
@@ -34,15 +40,30 @@ pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> any
         let recovered = runtime.recover(&tenant.id).await?;
         tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
     }
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let address = listener.local_addr()?;
-    // Scripts and tests read the address (the port may have been 0).
-    println!("listening on http://{address}");
+    let listener = bind(listen).await?;
+    let operator = match metrics_listen {
+        Some(address) => Some(bind(address).await?),
+        None => None,
+    };
+    // Scripts and tests read the addresses (a port may have been 0).
+    println!("listening on http://{}", listener.local_addr()?);
+    if let Some(operator) = &operator {
+        println!("metrics on http://{}/metrics", operator.local_addr()?);
+    }
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
-    axum::serve(listener, router).with_graceful_shutdown(shutdown()).await?;
+    let api = axum::serve(listener, router).with_graceful_shutdown(shutdown());
+    match operator {
+        Some(operator) => {
+            let metrics = axum::serve(operator, api::operator_router(runtime.clone()));
+            // The metrics end with the API: their server is not waited for.
+            tokio::select! {
+                served = api => served?,
+                served = metrics => served?,
+            }
+        }
+        None => api.await?,
+    }
     let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
     if unfinished > 0 {
         tracing::warn!(
@@ -52,6 +73,12 @@ pub async fn serve(runtime: Runtime, listen: &str, config: Option<&Path>) -> any
     }
     tracing::info!("stopped; unfinished runs resume from their journals at the next start");
     Ok(ExitCode::SUCCESS)
+}
+
+async fn bind(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address}"))
 }
 
 /// Without a tenants file: one tenant, `default`, with a token made for

@@ -12,7 +12,7 @@ mod registry;
 pub use cache::CodeCache;
 #[cfg(test)]
 pub(crate) use registry::attempt_example_step;
-pub use registry::{Components, Loaded};
+pub use registry::{Components, Loaded, digest_of};
 
 use crate::sandbox::Role;
 use crate::store::StoreError;
@@ -20,10 +20,14 @@ use crate::store::StoreError;
 /// Why a component was refused or could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
-    #[error("{what} is a core WebAssembly module, not a component: make it one with `stepstone componentize {what}`")]
+    #[error(
+        "{what} is a core WebAssembly module, not a component: turn the module into one with `stepstone componentize MODULE.wasm -o COMPONENT.wasm`, then use that"
+    )]
     CoreModule { what: String },
     #[error("{what} is not a WebAssembly component")]
     NotWasm { what: String },
+    #[error("{what} is not a valid WebAssembly component: {reason}")]
+    Malformed { what: String, reason: String },
     #[error("component {digest} does not compile for the {role} engine: {reason}")]
     Compile { digest: String, role: Role, reason: String },
     #[error("component {digest} imports `{import}`, which the {role} policy does not grant: {granted}", granted = crate::sandbox::policy::granted_summary(*role))]

@@ -1,8 +1,7 @@
 //! The registry of loaded components: validation on the way in, then one
 //! compiled program per role, kept for every later instantiation.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -12,11 +11,12 @@ use wasmtime::component::Component;
 
 use super::cache::Urgency;
 use super::{CodeCache, ComponentError};
+use crate::byte_budget::ByteBudgetCache;
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
-use crate::shared_map::lock;
 use crate::store::{
     ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
+    components_key,
 };
 
 /// A validated component, compiled lazily for each role it is used in.
@@ -37,21 +37,47 @@ impl Loaded {
     pub fn has_workflow(&self, name: &str) -> bool {
         self.manifest.workflows.iter().any(|w| w == name)
     }
+
+    /// What keeping it loaded costs, as its size in bytes: its compiled
+    /// code is some multiple of that.
+    pub fn size(&self) -> u64 {
+        self.bytes.len() as u64
+    }
 }
 
-/// Every component the host has loaded, per tenant.
+/// SHA-256 of a component, hex: on a blocking thread, since hashing tens of
+/// megabytes would hold up the async ones.
+pub async fn digest_of(bytes: Bytes) -> String {
+    let hash = |bytes: &Bytes| hex::encode(Sha256::digest(bytes));
+    let aside = bytes.clone();
+    tokio::task::spawn_blocking(move || hash(&aside))
+        .await
+        // Only a runtime shutting down refuses the task: hash here, then.
+        .unwrap_or_else(|_| hash(&bytes))
+}
+
+/// Every component the host has loaded, per tenant, within a budget of
+/// bytes (see [`HostConfig::loaded_components_bytes`]).
+///
+/// [`HostConfig::loaded_components_bytes`]: crate::config::HostConfig::loaded_components_bytes
 pub struct Components {
     engines: Engines,
     cache: CodeCache,
-    loaded: Mutex<HashMap<(TenantId, String), Arc<Loaded>>>,
+    loaded: ByteBudgetCache<(TenantId, String), Arc<Loaded>>,
 }
 
 impl Components {
+    /// Components kept loaded within the default budget.
     pub fn new(engines: Engines, cache: CodeCache) -> Self {
+        Self::within(engines, cache, crate::config::HostConfig::new().loaded_components_bytes)
+    }
+
+    /// Components kept loaded within `budget` bytes of component code.
+    pub fn within(engines: Engines, cache: CodeCache, budget: u64) -> Self {
         Self {
             engines,
             cache,
-            loaded: Mutex::default(),
+            loaded: ByteBudgetCache::new(budget, 256),
         }
     }
 
@@ -63,7 +89,13 @@ impl Components {
     /// Compiles every role a run of it will need, so no run waits for a
     /// compilation (a run may share the CPU with other uploads' compiles).
     pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
-        let loaded = self.check(what, bytes, Urgency::Upload).await?;
+        self.validate_for(&TenantId::default_tenant(), what, bytes).await
+    }
+
+    /// Like [`validate`](Self::validate), for an upload of `tenant`, whose
+    /// share of the instance slots runs its `describe`.
+    pub async fn validate_for(&self, tenant: &TenantId, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
+        let loaded = self.check(tenant, what, bytes, Urgency::Upload).await?;
         if !loaded.manifest.steps.is_empty() {
             self.step_program(&loaded, Urgency::Upload).await?;
         }
@@ -75,7 +107,7 @@ impl Components {
     pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>) -> Result<(), ComponentError> {
         // Known here means already in this tenant's store: every submit of a
         // run would otherwise repeat the put.
-        if lock(&self.loaded).contains_key(&(store.tenant().clone(), loaded.digest.clone())) {
+        if self.loaded.contains(&(store.tenant().clone(), loaded.digest.clone())) {
             return Ok(());
         }
         match store.create(&component_key(&loaded.digest), loaded.bytes.clone()).await {
@@ -113,12 +145,21 @@ impl Components {
         Ok(names)
     }
 
+    /// The digest and size of every component the tenant has stored.
+    pub async fn stored(&self, store: &TenantStore) -> Result<Vec<(String, u64)>, ComponentError> {
+        let stored = store.sizes(&components_key()).await?;
+        Ok(stored
+            .into_iter()
+            .filter_map(|(key, size)| Some((key.filename()?.strip_suffix(".wasm")?.to_owned(), size)))
+            .collect())
+    }
+
     /// The tenant's component with `digest`, loading it from the store on
     /// first use.
     pub async fn get(&self, store: &TenantStore, digest: &str) -> Result<Arc<Loaded>, ComponentError> {
         let key = (store.tenant().clone(), digest.to_owned());
-        if let Some(loaded) = lock(&self.loaded).get(&key) {
-            return Ok(loaded.clone());
+        if let Some(loaded) = self.loaded.get(&key) {
+            return Ok(loaded);
         }
         let bytes = store
             .get(&component_key(digest))
@@ -126,7 +167,7 @@ impl Components {
             .ok_or_else(|| ComponentError::Unknown {
                 digest: digest.to_owned(),
             })?;
-        let loaded = Arc::new(self.check(digest, bytes, Urgency::Run).await?);
+        let loaded = Arc::new(self.check(store.tenant(), digest, bytes, Urgency::Run).await?);
         self.remember(store.tenant(), loaded.clone());
         Ok(loaded)
     }
@@ -159,7 +200,9 @@ impl Components {
     }
 
     fn remember(&self, tenant: &TenantId, loaded: Arc<Loaded>) {
-        lock(&self.loaded).insert((tenant.clone(), loaded.digest.clone()), loaded);
+        let bytes = loaded.size();
+        self.loaded
+            .insert((tenant.clone(), loaded.digest.clone()), loaded, bytes);
     }
 
     async fn compile(
@@ -175,9 +218,9 @@ impl Components {
             .map_err(|e| compile_error(digest, role, &e))
     }
 
-    async fn check(&self, what: &str, bytes: Bytes, urgency: Urgency) -> Result<Loaded, ComponentError> {
+    async fn check(&self, tenant: &TenantId, what: &str, bytes: Bytes, urgency: Urgency) -> Result<Loaded, ComponentError> {
         let exports = top_level_exports(what, &bytes)?;
-        let digest = hex::encode(Sha256::digest(&bytes));
+        let digest = digest_of(bytes.clone()).await;
         let exports_workflows = exports.contains(&contract::interface("workflow"));
         let exports_steps = exports.contains(&contract::interface("step"));
         let missing = |export: &str, world| ComponentError::MissingExport {
@@ -191,7 +234,7 @@ impl Components {
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
         let component = self.compile(role, &digest, &bytes, urgency).await?;
         check_imports(&digest, &component, self.engines.get(role), role)?;
-        let slot = self.engines.slot(role).await;
+        let slot = self.engines.slot(role, tenant).await;
         let described = sandbox::describe(self.engines.get(role), &component, self.engines.meters_fuel(role)).await;
         drop(slot);
         let manifest = described.map_err(|failure| ComponentError::Describe {
@@ -240,9 +283,8 @@ fn top_level_exports(what: &str, bytes: &[u8]) -> Result<Vec<String>, ComponentE
     let mut depth = 0usize;
     let mut exports = Vec::new();
     for payload in Parser::new(0).parse_all(bytes) {
-        match payload.map_err(|e| ComponentError::Compile {
-            digest: what.to_owned(),
-            role: Role::Step,
+        match payload.map_err(|e| ComponentError::Malformed {
+            what: what.to_owned(),
             reason: e.to_string(),
         })? {
             Payload::Version { .. } => depth += 1,

@@ -29,6 +29,10 @@ pub struct RunRecord {
     /// The run that started this one as its child.
     #[serde(default)]
     pub parent: Option<RunId>,
+    /// How many parents up the run's tree begins: 0 for a run a client
+    /// started, 1 for its child.
+    #[serde(default)]
+    pub depth: u32,
 }
 
 /// How a run ended; written once.
@@ -175,6 +179,10 @@ pub struct AttemptRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerRecord {
     pub deadline_ms: u64,
+    /// When the wait first began (0 in records written before this was
+    /// kept), so its entry says how long it really lasted.
+    #[serde(default)]
+    pub started_at_ms: u64,
     /// The signal awaited, or none for a sleep.
     pub signal: Option<String>,
 }

@@ -286,14 +286,21 @@ impl RunRecords {
     }
 
     /// The timer of the wait at `seq`: the one recorded when the wait first
-    /// began, or a new one ending at `deadline_ms`.
-    pub async fn timer(&self, seq: u64, deadline_ms: u64, signal: Option<&str>) -> Result<TimerRecord, JournalError> {
+    /// began, or a new one from `started_at_ms` waiting `wait_ms`.
+    pub async fn timer(
+        &self,
+        seq: u64,
+        started_at_ms: u64,
+        wait_ms: u64,
+        signal: Option<&str>,
+    ) -> Result<TimerRecord, JournalError> {
         let key = keys_of(&self.run).timer(seq);
         if let Some(timer) = self.read(&key).await? {
             return Ok(timer);
         }
         let timer = TimerRecord {
-            deadline_ms,
+            deadline_ms: started_at_ms.saturating_add(wait_ms),
+            started_at_ms,
             signal: signal.map(str::to_owned),
         };
         match self.create(&key, &timer).await {
@@ -359,25 +366,54 @@ impl RunRecords {
     }
 
     /// Stores a signal for the run; it waits there until the run takes it.
+    /// With the sender's `id`, at most once per id, however many sends race:
+    /// a claim holding the signal is created first (create-only: one send
+    /// wins), then the signal, under the winner's time.
     pub async fn send_signal(
         &self,
         name: &SignalName,
         signal: &SignalRecord,
         id: Option<&SignalId>,
     ) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).new_signal(name, signal.sent_at_ms, id), signal)
-            .await
+        let keys = keys_of(&self.run);
+        let Some(id) = id else {
+            return self
+                .create(&keys.new_signal(name, signal.sent_at_ms, None), signal)
+                .await;
+        };
+        let claimed = match self.create(&keys.signal_claim(name, id), signal).await {
+            Ok(()) => signal.clone(),
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => self
+                .read(&keys.signal_claim(name, id))
+                .await?
+                .unwrap_or_else(|| signal.clone()),
+            Err(e) => return Err(e),
+        };
+        self.store_claimed(name, id, &claimed).await
     }
 
-    /// Whether a signal called `name` was stored with the sender's `id`.
+    /// Whether a signal called `name` was sent with the sender's `id`. If
+    /// its claim is stored but a crash came before the signal itself was,
+    /// this stores it, so a resend finding the claim delivers it.
     pub async fn signal_stored(&self, name: &SignalName, id: &SignalId) -> Result<bool, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).signals(name)).await?;
-        // Keys are `{sent-at}-{id}`, and sent-at is digits only.
-        Ok(keys.iter().any(|key| {
-            key.filename()
-                .and_then(|file| file.split_once('-'))
-                .is_some_and(|(_, stored)| stored == id.as_str())
-        }))
+        let Some(claimed) = self.read(&keys_of(&self.run).signal_claim(name, id)).await? else {
+            return Ok(false);
+        };
+        self.store_claimed(name, id, &claimed).await?;
+        Ok(true)
+    }
+
+    async fn store_claimed(
+        &self,
+        name: &SignalName,
+        id: &SignalId,
+        claimed: &SignalRecord,
+    ) -> Result<(), JournalError> {
+        let key = keys_of(&self.run).new_signal(name, claimed.sent_at_ms, Some(id));
+        match self.create(&key, claimed).await {
+            Ok(()) | Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -579,8 +615,9 @@ mod tests {
     #[tokio::test]
     async fn a_timer_keeps_its_first_deadline() -> TestResult {
         let run = records();
-        assert_eq!(run.timer(3, 100, None).await?.deadline_ms, 100);
-        assert_eq!(run.timer(3, 999, None).await?.deadline_ms, 100);
+        assert_eq!(run.timer(3, 60, 40, None).await?.deadline_ms, 100);
+        let again = run.timer(3, 900, 99, None).await?;
+        assert_eq!((again.deadline_ms, again.started_at_ms), (100, 60));
         Ok(())
     }
 }

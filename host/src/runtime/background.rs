@@ -112,13 +112,14 @@ impl Runtime {
     }
 
     /// Drives every unfinished run of the tenant in the background (after a
-    /// restart). Returns how many there were.
+    /// restart). Returns how many there were, passing over (and logging)
+    /// those whose records are corrupt.
     pub async fn recover(&self, tenant: &TenantId) -> Result<usize, RunError> {
-        let runs = self.unfinished(tenant).await?;
-        for run in &runs {
+        let listing = self.unfinished(tenant).await?;
+        for run in &listing.runs {
             self.drive_in_background(tenant, run);
         }
-        Ok(runs.len())
+        Ok(listing.runs.len())
     }
 
     /// Waits up to `timeout` for a run driven in the background to finish,

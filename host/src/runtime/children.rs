@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::clock::now_ms;
 use super::interruption::{Interruption, Suspension};
 use super::workflow::WorkflowState;
-use super::{RunContext, RunError, Runtime, Submission};
+use super::{Refusal, RunContext, RunError, Runtime, Submission};
 use crate::component::ComponentError;
 use crate::journal::{Call, CallKind, JournalError, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
@@ -38,7 +38,8 @@ impl RunContext {
         let mut submission = Submission::new(component, workflow, input);
         submission.run_id = Some(id);
         submission.links = self.links.clone();
-        submission.parent = Some(self.records.run_id().clone());
+        submission.parent = Some((self.records.run_id().clone(), self.depth));
+        runtime.admit(&tenant)?;
         let child = runtime.submit(&tenant, submission).await?;
         runtime.drive_in_background(&tenant, &child);
         Ok(child)
@@ -61,9 +62,18 @@ impl WorkflowState {
             Some(Recorded::Child { run }) => run,
             Some(other) => return Err(super::durable::mismatch(seq, other)),
             None => {
+                let tenant = self.run.records.store().tenant();
+                self.run
+                    .host
+                    .admission
+                    .admit_child(tenant, self.run.depth, self.children.len())
+                    .map_err(|refusal| Interruption::HostLimit(refusal.to_string()))?;
                 let started_at_ms = now_ms();
                 let id = format!("{}.{seq}", self.run.records.run_id());
                 let child = match RunId::new(&id) {
+                    // A run being cancelled starts no more children, so
+                    // its tree stops growing while it is cancelled.
+                    Ok(_) if self.run.control.is_cancelled() => Err(Refusal::Cancelling.into()),
                     Ok(id) => self.run.start_child(id, &workflow, &input, component.as_deref()).await,
                     Err(e) => Err(RunError::from(e)),
                 };
@@ -141,9 +151,8 @@ impl WorkflowState {
             }
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 return Err(Interruption::Suspend(Suspension {
-                    wake_at_ms: u64::MAX,
-                    signal: None,
                     child: Some(child),
+                    ..Suspension::until(u64::MAX)
                 }));
             };
             self.run

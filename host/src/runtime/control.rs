@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
 use super::clock::now_ms;
 use super::{RunError, Runtime};
-use crate::journal::{CancelRecord, Recorded, SignalRecord};
+use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};
 
@@ -147,9 +148,29 @@ impl Runtime {
         Ok(())
     }
 
-    /// Cancels a run: its current step attempt is interrupted (its result, if
-    /// any, discarded) and the run ends `cancelled`. Asking twice is harmless.
+    /// Cancels a run and, once it is cancelled, every run in its tree of
+    /// children: its current step attempt is interrupted (its result, if
+    /// any, discarded) and the run ends `cancelled`. Asking twice is
+    /// harmless.
     pub async fn cancel(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        self.cancel_one(tenant, run, reason).await?;
+        self.cancel_children(tenant, run).await;
+        Ok(())
+    }
+
+    /// Like [`cancel`](Self::cancel), but returns once the run itself is
+    /// cancelled and cancels its children on a task of their own, so the
+    /// caller does not wait for a tree of any size. A child the task does
+    /// not reach (the host stops first) cancels itself when next driven,
+    /// seeing its parent's cancellation.
+    pub async fn cancel_in_background(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        self.cancel_one(tenant, run, reason).await?;
+        let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
+        tokio::spawn(async move { runtime.cancel_children(&tenant, &run).await });
+        Ok(())
+    }
+
+    pub(super) async fn cancel_one(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
         let records = self.records(tenant, run);
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
@@ -164,18 +185,64 @@ impl Runtime {
             })
             .await?;
         self.host.controls.cancel(tenant, run);
-        for entry in records.entries().await?.into_values() {
-            if let Recorded::Child { run: Ok(child) } = entry.recorded {
-                // A child that already ended, or whose own cancellation fails, does not stop the parent's.
-                if let Err(e) = Box::pin(self.cancel(tenant, &child, &format!("its parent {run} was cancelled"))).await
-                {
-                    tracing::debug!(%child, "child not cancelled: {e}");
-                }
-            }
-        }
         Ok(())
     }
+
+    /// Cancels every run below `root`, a level at a time, a few runs at once.
+    /// A child that already ended, or whose cancellation fails, stops no
+    /// other.
+    async fn cancel_children(&self, tenant: &TenantId, root: &RunId) {
+        let mut parents = vec![root.clone()];
+        while !parents.is_empty() {
+            let level = parents
+                .into_iter()
+                .map(|parent| async move { self.cancel_children_of(tenant, &parent).await });
+            let cancelled = futures::stream::iter(level)
+                .buffer_unordered(CANCELS_AT_ONCE)
+                .collect::<Vec<_>>()
+                .await;
+            parents = cancelled.into_iter().flatten().collect();
+        }
+    }
+
+    /// Cancels the children `parent`'s journal lists; returns them.
+    async fn cancel_children_of(&self, tenant: &TenantId, parent: &RunId) -> Vec<RunId> {
+        let entries = match self.records(tenant, parent).entries().await {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(%parent, "cannot list the children to cancel: {e}");
+                return Vec::new();
+            }
+        };
+        let children: Vec<RunId> = entries
+            .into_values()
+            .filter_map(|entry| match entry.recorded {
+                Recorded::Child { run: Ok(child) } => Some(child),
+                _ => None,
+            })
+            .collect();
+        let reason = format!("its parent {parent} was cancelled");
+        for child in &children {
+            if let Err(e) = self.cancel_one(tenant, child, &reason).await {
+                tracing::debug!(%child, "child not cancelled: {e}");
+            }
+        }
+        children
+    }
+
+    /// Whether `record`'s parent run was asked to be cancelled, so the run
+    /// must be cancelled too (the task cancelling the tree may not have
+    /// reached it: its host stopped).
+    pub(super) async fn parent_cancelled(&self, tenant: &TenantId, record: &RunRecord) -> Result<bool, RunError> {
+        match &record.parent {
+            Some(parent) => Ok(self.records(tenant, parent).cancel_request().await?.is_some()),
+            None => Ok(false),
+        }
+    }
 }
+
+/// Runs a tree's cancellation writes to at once.
+const CANCELS_AT_ONCE: usize = 16;
 
 #[cfg(test)]
 mod tests {

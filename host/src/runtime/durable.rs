@@ -2,6 +2,7 @@
 //! next seq; a call the journal has is answered from it, any other is
 //! carried out and journaled before the workflow sees its result.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -9,9 +10,10 @@ use futures::future::{BoxFuture, Shared};
 
 use super::cancellation::cancelled_step;
 use super::clock::now_ms;
+use super::in_flight::RunningStep;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
-use super::workflow::{Mode, StartedStep, StepDone, StepResult, WorkflowState};
+use super::workflow::{Mode, StartedStep, StepDone, StepResult, StepUnfinished, WorkflowState};
 use crate::config::LimitRequest;
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -121,6 +123,7 @@ impl WorkflowState {
                 self.steps.insert(handle, StartedStep::Unrecorded);
                 return Ok(handle);
             }
+            None if self.take_over(handle, seq, &call) => return Ok(handle),
             None => {
                 let target = self.run.resolve_step(&step).await?;
                 let asked = LimitRequest {
@@ -144,12 +147,29 @@ impl WorkflowState {
                 match launch {
                     Launch::Awaited => execution.boxed(),
                     Launch::Task => {
-                        let task = tokio::spawn(execution);
-                        self.running.insert(handle, task.abort_handle());
-                        task.map(|joined| {
-                            joined.unwrap_or_else(|e| Err(std::sync::Arc::new(JournalError::TaskFailed(e.to_string()))))
-                        })
-                        .boxed()
+                        let task = tokio::spawn(self.run.ringing(execution));
+                        let abort = task.abort_handle();
+                        let result = task
+                            .map(|joined| {
+                                joined.unwrap_or_else(|e| {
+                                    Err(StepUnfinished::Journal(Arc::new(JournalError::TaskFailed(
+                                        e.to_string(),
+                                    ))))
+                                })
+                            })
+                            .boxed()
+                            .shared();
+                        let running = RunningStep {
+                            call: call.clone(),
+                            result: result.clone(),
+                            task: abort.clone(),
+                        };
+                        self.run
+                            .host
+                            .in_flight
+                            .insert(self.run.tenant(), self.run.records.run_id(), seq, running);
+                        self.running.insert(handle, abort);
+                        result.boxed()
                     }
                 }
             }
@@ -162,6 +182,26 @@ impl WorkflowState {
             },
         );
         Ok(handle)
+    }
+
+    /// Takes over the step an earlier execution of this run started at
+    /// `seq` and left running when it was evicted, if there is one: the
+    /// step must not run twice.
+    fn take_over(&mut self, handle: u32, seq: u64, call: &Call) -> bool {
+        let in_flight = &self.run.host.in_flight;
+        let Some(step) = in_flight.take_over(self.run.tenant(), self.run.records.run_id(), seq, call) else {
+            return false;
+        };
+        tracing::info!(seq, step = %call.name, "taking over the step an evicted execution started");
+        self.running.insert(handle, step.task);
+        self.steps.insert(
+            handle,
+            StartedStep::Running {
+                result: step.result,
+                call: call.clone(),
+            },
+        );
+        true
     }
 
     /// The step started with `handle`, as a future of its result.
@@ -177,12 +217,17 @@ impl WorkflowState {
 
     async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
         let step = self.started(handle)?;
+        let eviction = tokio::time::sleep(self.run.host.config.wait.step_eviction_threshold);
         let result = if self.cancellation_seen {
-            step.await
+            tokio::select! {
+                result = step.clone() => result,
+                () = eviction => return Err(self.evict_awaiting(handle, step)),
+            }
         } else {
             tokio::select! {
                 result = step.clone() => result,
                 () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
+                () = eviction => return Err(self.evict_awaiting(handle, step)),
             }
         };
         let result = self.received(result)?;
@@ -192,10 +237,39 @@ impl WorkflowState {
         Ok(result)
     }
 
+    /// The awaited step `handle` takes longer than the eviction threshold:
+    /// the run suspends until the step ends, and the step runs on, on a
+    /// task of its own if it ran on the workflow's, for the run's next
+    /// execution to take over. No instance waits through a long step.
+    fn evict_awaiting(&mut self, handle: u32, step: Shared<BoxFuture<'static, StepResult>>) -> Interruption {
+        let seq = u64::from(handle);
+        if !self.running.contains_key(&handle)
+            && let Some(StartedStep::Running { call, .. }) = self.steps.get(&handle)
+        {
+            let task = tokio::spawn(self.run.ringing(step.clone()));
+            let running = RunningStep {
+                call: call.clone(),
+                result: step,
+                task: task.abort_handle(),
+            };
+            let (tenant, run) = (self.run.tenant(), self.run.records.run_id());
+            self.run.host.in_flight.insert(tenant, run, seq, running);
+        }
+        tracing::info!(seq, "the awaited step runs long: run suspended until it ends");
+        Interruption::Suspend(Suspension {
+            step: Some(seq),
+            ..Suspension::until(u64::MAX)
+        })
+    }
+
     /// A step's journaled result reaches the guest: the run's clock moves to
-    /// when its entry finished.
+    /// when its entry finished. A step waiting for a long retry suspends
+    /// the run until then.
     pub(super) fn received(&self, done: StepResult) -> Result<Result<String, StepError>, Interruption> {
-        let done = done.map_err(Interruption::Journal)?;
+        let done = done.map_err(|unfinished| match unfinished {
+            StepUnfinished::Journal(e) => Interruption::Journal(e),
+            StepUnfinished::RetryAt(at_ms) => Interruption::Suspend(Suspension::until(at_ms)),
+        })?;
         self.clock.observe(done.finished_at_ms);
         Ok(done.result)
     }
@@ -206,11 +280,7 @@ impl WorkflowState {
     async fn wait_until(&self, deadline_ms: u64) -> Result<bool, Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         if remaining > self.run.host.config.wait.eviction_threshold {
-            return Err(Interruption::Suspend(Suspension {
-                wake_at_ms: deadline_ms,
-                signal: None,
-                child: None,
-            }));
+            return Err(Interruption::Suspend(Suspension::until(deadline_ms)));
         }
         tokio::select! {
             () = tokio::time::sleep(remaining) => Ok(false),
@@ -238,12 +308,14 @@ impl WorkflowState {
         name: SignalName,
         timeout_ms: u64,
     ) -> Result<Option<String>, Interruption> {
-        let started_at_ms = now_ms();
         let timer = self
             .run
             .records
-            .timer(seq, started_at_ms.saturating_add(timeout_ms), Some(name.as_str()))
+            .timer(seq, now_ms(), timeout_ms, Some(name.as_str()))
             .await?;
+        // The wait began when its timer was first written, perhaps before
+        // an eviction: the entry says how long it really lasted.
+        let started_at_ms = timer.started_at_ms;
         let waiting_since = Instant::now();
         let wait = self.run.host.config.wait;
         loop {
@@ -276,9 +348,8 @@ impl WorkflowState {
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension {
-                    wake_at_ms: timer.deadline_ms,
                     signal,
-                    child: None,
+                    ..Suspension::until(timer.deadline_ms)
                 }));
             };
             let left = Duration::from_millis(timer.deadline_ms - now);
@@ -386,12 +457,8 @@ impl durable::Host for WorkflowState {
                 (_, Some(Recorded::Slept | Recorded::Cancelled { .. })) => Ok(()),
                 (seq, Some(other)) => Err(mismatch(seq, other)),
                 (seq, None) => {
-                    let started_at_ms = now_ms();
-                    let timer = self
-                        .run
-                        .records
-                        .timer(seq, started_at_ms.saturating_add(duration_ms), None)
-                        .await?;
+                    let timer = self.run.records.timer(seq, now_ms(), duration_ms, None).await?;
+                    let started_at_ms = timer.started_at_ms;
                     if self.run.control.is_cancelled() || self.wait_until(timer.deadline_ms).await? {
                         self.record_cancelled(seq, call.clone(), started_at_ms).await?;
                         return Ok(());

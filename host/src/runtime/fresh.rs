@@ -59,6 +59,7 @@ mod tests {
             created_at_ms: 1,
             limits: LimitRequest::default(),
             parent: None,
+            depth: 0,
         }
     }
 

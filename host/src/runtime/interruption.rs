@@ -17,6 +17,21 @@ pub struct Suspension {
     pub signal: Option<(SignalName, usize)>,
     /// The child run whose end wakes it.
     pub child: Option<RunId>,
+    /// The step (by seq) whose end wakes it: it was evicted while awaiting
+    /// a step, which runs on without it.
+    pub step: Option<u64>,
+}
+
+impl Suspension {
+    /// A suspension until `wake_at_ms`, woken by nothing else.
+    pub fn until(wake_at_ms: u64) -> Self {
+        Self {
+            wake_at_ms,
+            signal: None,
+            child: None,
+            step: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

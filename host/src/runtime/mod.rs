@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod background;
 mod cancellation;
 mod children;
@@ -30,6 +31,7 @@ mod clock;
 mod control;
 mod durable;
 mod fresh;
+mod in_flight;
 mod interruption;
 mod replay;
 mod retry;
@@ -45,13 +47,15 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
 pub use interruption::Suspension;
 pub use replay::ReplayReport;
 pub use retry::RetryPolicy;
-pub use status::{RunState, RunStatus};
+pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
 
+use crate::byte_budget::ByteBudgetCache;
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::guest_log::LogBudget;
@@ -91,6 +95,8 @@ pub enum RunError {
     Conflict { run: RunId },
     #[error("cannot start the workflow instance of run `{run}`: {reason}")]
     Instance { run: RunId, reason: String },
+    #[error("cannot start a run: {0}")]
+    Refused(#[from] Refusal),
     #[error(transparent)]
     Component(#[from] ComponentError),
     /// Shared, because a step task's storage failure reaches every caller
@@ -102,6 +108,12 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// Whether a record of the run is corrupt: the run cannot go on, but
+    /// nothing about the tenant's other runs depends on it.
+    pub fn is_corrupt_record(&self) -> bool {
+        matches!(self, Self::Journal(error) if matches!(&**error, JournalError::Corrupt { .. }))
+    }
+
     /// Whether the store kept failing: nothing about the run was decided,
     /// so driving it again once storage recovers continues it.
     pub fn is_storage_failure(&self) -> bool {
@@ -125,6 +137,54 @@ impl From<StoreError> for RunError {
     }
 }
 
+/// A run whose records could not be read, named with why, so that a
+/// listing or a recovery passes over it and goes on with the others.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct UnreadableRun {
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// What is wrong, naming the record's key.
+    pub error: String,
+}
+
+/// Runs of a tenant, and those passed over because a record is corrupt.
+#[derive(Debug)]
+pub struct RunListing<T> {
+    pub runs: Vec<T>,
+    pub unreadable: Vec<UnreadableRun>,
+}
+
+impl<T> Default for RunListing<T> {
+    fn default() -> Self {
+        Self {
+            runs: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
+}
+
+impl<T> RunListing<T> {
+    /// What reading `run` gave: its value; or nothing, when it is no run
+    /// (a folder without a record) or its record is corrupt (noted, and
+    /// logged as an error naming the key). Any other error, such as a
+    /// failing store, ends the listing: it decided nothing.
+    fn read<V>(&mut self, run: &RunId, read: Result<V, RunError>) -> Result<Option<V>, RunError> {
+        match read {
+            Ok(value) => Ok(Some(value)),
+            Err(RunError::UnknownRun { .. }) => Ok(None),
+            Err(e) if e.is_corrupt_record() => {
+                tracing::error!(%run, "passing over run `{run}`, whose records cannot be read: {e}");
+                self.unreadable.push(UnreadableRun {
+                    run_id: run.clone(),
+                    error: e.to_string(),
+                });
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// How far a drive got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
@@ -139,11 +199,15 @@ pub struct Host {
     pub storage: Storage,
     pub components: Components,
     pub metrics: Metrics,
-    programs: Mutex<HashMap<String, Arc<WorkflowProgram>>>,
+    /// Workflow programs by component digest, within the same budget as
+    /// the loaded components.
+    programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
     /// Step limits of tenants whose quota differs from the host's defaults.
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
+    admission: admission::Admission,
     controls: Controls,
     background: background::Background,
+    in_flight: in_flight::InFlightSteps,
     fresh: fresh::FreshRuns,
 }
 
@@ -161,11 +225,30 @@ pub struct RunContext {
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
     started_at_ms: u64,
+    /// Where the run stands in its tree of child runs (0: a root).
+    depth: u32,
     /// The seqs with failed attempts in the store when this execution
     /// began. Only the host driving a run records its attempts, so a step
     /// this execution starts at any other seq has none to resume: it skips
     /// reading them, which saves a store listing per step.
     retried: HashSet<u64>,
+}
+
+impl RunContext {
+    fn tenant(&self) -> &TenantId {
+        self.records.store().tenant()
+    }
+
+    /// `step`, ringing the run's bell once it has ended, so that the run,
+    /// if it suspended awaiting the step, wakes.
+    fn ringing<F: Future>(&self, step: F) -> impl Future<Output = F::Output> + use<F> {
+        let (host, tenant, run) = (self.host.clone(), self.tenant().clone(), self.records.run_id().clone());
+        async move {
+            let ended = step.await;
+            host.controls.ring(&tenant, &run);
+            ended
+        }
+    }
 }
 
 /// What a drive knows the store holds for its run.
@@ -193,16 +276,19 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(config: HostConfig, storage: Storage, cache: CodeCache) -> Result<Self, RunError> {
         let engines = Engines::new(&config)?;
-        let components = Components::new(engines, cache);
+        let budget = config.loaded_components_bytes;
+        let components = Components::within(engines, cache, budget);
         let host = Host {
             config,
             storage,
             components,
             metrics: Metrics::default(),
-            programs: Mutex::default(),
+            programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
+            admission: admission::Admission::default(),
             controls: Controls::default(),
             background: background::Background::default(),
+            in_flight: in_flight::InFlightSteps::default(),
             fresh: fresh::FreshRuns::default(),
         };
         Ok(Self { host: Arc::new(host) })
@@ -212,6 +298,18 @@ impl Runtime {
     /// use them, and a step call's options can only lower them.
     pub fn set_step_limits(&self, tenant: &TenantId, limits: StepLimits) {
         lock(&self.host.tenant_limits).insert(tenant.clone(), limits);
+    }
+
+    /// Sets the run quotas of `tenant`, which every run it submits and
+    /// every child run its workflows start must fit.
+    pub fn set_run_quotas(&self, tenant: &TenantId, quotas: RunQuotas) {
+        self.host.admission.set(tenant, quotas);
+    }
+
+    /// Admits a new run of `tenant` within its quotas (active runs, runs a
+    /// minute), counting it against the rate; call before [`submit`](Self::submit).
+    pub fn admit(&self, tenant: &TenantId) -> Result<(), RunError> {
+        Ok(self.host.admission.admit(tenant, self.active_runs(tenant))?)
     }
 
     fn step_limits(&self, tenant: &TenantId) -> StepLimits {
@@ -244,6 +342,12 @@ impl Runtime {
                 // Cancelled while no instance ran: the workflow meets it at its
                 // next wait, and may compensate before it ends.
                 self.host.controls.cancel(tenant, run);
+            } else if self.parent_cancelled(tenant, &record).await? {
+                let reason = format!(
+                    "its parent {} was cancelled",
+                    record.parent.as_ref().map_or("", RunId::as_str)
+                );
+                self.cancel_one(tenant, run, &reason).await?;
             }
         }
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
@@ -254,16 +358,28 @@ impl Runtime {
             };
             if !entries.is_empty() {
                 self.host.metrics.replayed(tenant);
+                self.host.in_flight.forget_journaled(tenant, run, entries.keys().copied());
             }
+            let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
             let records = context.records.clone();
-            let outcome = match self
-                .execute(context, &record, Cursor::new(entries), Mode::Live)
-                .await?
-                .0
-            {
-                Ended::Returned(Ok(output)) => match self.check_size("workflow output", &output) {
+            let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;
+            // Steps left running survive an eviction, for the next execution
+            // to take over; any other end stops them.
+            if !matches!(ended, Ok((Ended::Interrupted(Interruption::Suspend(_)), _))) {
+                self.host.in_flight.abort_run(tenant, run);
+            }
+            let (ended, calls) = ended?;
+            let outcome = match ended {
+                Ended::Returned(_) if calls < recorded_calls => failed(
+                    "non-determinism",
+                    format!(
+                        "the workflow finished after {calls} durable calls, but the journal records {recorded_calls}: this build or run makes other calls than the one that wrote the journal"
+                    ),
+                ),
+                Ended::Returned(Ok(output)) => match self.check_json("workflow output", &output) {
                     Ok(()) => Outcome::Completed { output },
-                    Err(e) => failed("output-too-large", e.to_string()),
+                    Err(e @ RunError::TooLarge { .. }) => failed("output-too-large", e.to_string()),
+                    Err(e) => failed("invalid-output", format!("{e}: every payload must be JSON")),
                 },
                 Ended::Returned(Err(message)) => failed("workflow-error", message),
                 Ended::Interrupted(Interruption::Suspend(suspension)) => {
@@ -317,16 +433,30 @@ impl Runtime {
         run: &RunId,
         detach_after: Option<Duration>,
     ) -> Result<Progress, RunError> {
+        let ended = self.drive_through_waits(tenant, run, detach_after).await;
+        // Finished, or stopped by an error: a later drive makes a new
+        // control, so none is kept for a run no one drives.
+        if !matches!(ended, Ok(Progress::Suspended(_))) {
+            self.host.controls.forget(tenant, run);
+        }
+        ended
+    }
+
+    async fn drive_through_waits(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        detach_after: Option<Duration>,
+    ) -> Result<Progress, RunError> {
         loop {
             let suspension = match self.drive(tenant, run).await? {
                 Progress::Suspended(suspension) => suspension,
-                finished => {
-                    self.host.controls.forget(tenant, run);
-                    return Ok(finished);
-                }
+                finished => return Ok(finished),
             };
             let wait = Duration::from_millis(suspension.wake_at_ms.saturating_sub(now_ms()));
-            if detach_after.is_some_and(|limit| wait > limit) {
+            // A run awaiting a step waits for it here: the step runs in
+            // this process, and detaching would abandon it.
+            if suspension.step.is_none() && detach_after.is_some_and(|limit| wait > limit) {
                 return Ok(Progress::Suspended(suspension));
             }
             self.host.metrics.run_evicted(tenant, 1);
@@ -355,22 +485,30 @@ impl Runtime {
             {
                 return Ok(());
             }
+            if let Some(seq) = suspension.step
+                && !self.host.in_flight.is_running(tenant, run, seq)
+            {
+                return Ok(());
+            }
             // Poll the store too: another process may signal or cancel.
             control.nap(poll.min(Duration::from_millis(left))).await;
         }
     }
 
-    /// Every run of the tenant that has not finished.
-    pub async fn unfinished(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
-        let mut open = Vec::new();
+    /// Every run of the tenant that has not finished, and those whose
+    /// records are corrupt (which cannot go on, and hold up no other).
+    pub async fn unfinished(&self, tenant: &TenantId) -> Result<RunListing<RunId>, RunError> {
+        let mut listing = RunListing::default();
         for run in self.run_ids(tenant).await? {
             let records = self.records(tenant, &run);
             // Only an unfinished run is checked for its record: see `run_ids`.
-            if records.outcome().await?.is_none() && records.run().await?.is_some() {
-                open.push(run);
+            let open: Result<bool, RunError> =
+                async { Ok(records.outcome().await?.is_none() && records.run().await?.is_some()) }.await;
+            if let Some(true) = listing.read(&run, open)? {
+                listing.runs.push(run);
             }
         }
-        Ok(open)
+        Ok(listing)
     }
 
     /// The ids of every run folder, including one whose run record was never
@@ -416,14 +554,15 @@ impl Runtime {
             step_limits,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
+            depth: record.depth,
             retried,
         };
         Ok((Arc::new(context), record, stored))
     }
 
     async fn program(&self, loaded: &Loaded) -> Result<Arc<WorkflowProgram>, RunError> {
-        if let Some(program) = lock(&self.host.programs).get(&loaded.digest) {
-            return Ok(program.clone());
+        if let Some(program) = self.host.programs.get(&loaded.digest) {
+            return Ok(program);
         }
         let component = self.host.components.workflow(loaded).await?;
         let program =
@@ -435,7 +574,9 @@ impl Runtime {
                 }
             })?;
         let program = Arc::new(program);
-        lock(&self.host.programs).insert(loaded.digest.clone(), program.clone());
+        self.host
+            .programs
+            .insert(loaded.digest.clone(), program.clone(), loaded.size());
         Ok(program)
     }
 
@@ -448,7 +589,8 @@ impl Runtime {
         mode: Mode,
     ) -> Result<(Ended, u64), RunError> {
         let program = self.program(&context.own).await?;
-        let _slot = self.host.components.engines().slot(Role::Workflow).await;
+        let tenant = context.tenant().clone();
+        let _slot = self.host.components.engines().slot(Role::Workflow, &tenant).await;
         let state = WorkflowState::new(context, cursor, mode, self.host.config.workflow);
         let instance_error = |e: wasmtime::Error| RunError::Instance {
             run: record.run_id.clone(),

@@ -52,6 +52,7 @@ impl Runtime {
                 step_limits: context.step_limits,
                 log: context.log.clone(),
                 started_at_ms: context.started_at_ms,
+                depth: context.depth,
                 retried: context.retried.clone(),
             }),
             None => context,

@@ -3,43 +3,63 @@
 
 use std::time::Duration;
 
+use crate::config::RetryLimits;
 use crate::contract::bindings::StepOptions;
 
 /// A step call's retry policy, with the defaults users of durable engines
-/// expect: one attempt, then 1 s, doubling, capped at 1 h.
+/// expect (one attempt, then 1 s, doubling, capped at 1 h), kept within the
+/// host's [`RetryLimits`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
     pub initial_backoff: Duration,
     pub backoff_rate: f64,
     pub max_backoff: Duration,
+    /// The host's floor under every wait.
+    min_backoff: Duration,
 }
 
 impl RetryPolicy {
-    pub fn from_options(options: &StepOptions) -> Self {
-        let rate = options
-            .backoff_rate
-            .filter(|r| r.is_finite() && *r > 0.0)
-            .unwrap_or(2.0);
+    /// The policy `options` ask for, within `limits`. Every value means
+    /// something: 0 attempts is 1 ("no retry"), attempts above the host's
+    /// cap are the cap; waits are kept between the host's floor and ceiling;
+    /// a NaN, zero or negative rate is the default 2.0, an infinite one
+    /// goes to the longest wait at once.
+    pub fn from_options(options: &StepOptions, limits: &RetryLimits) -> Self {
+        let rate = options.backoff_rate.filter(|r| !r.is_nan() && *r > 0.0).unwrap_or(2.0);
+        let wait = |ms: Option<u64>, default: u64| {
+            Duration::from_millis(ms.unwrap_or(default))
+                .clamp(limits.min_backoff, limits.max_backoff.max(limits.min_backoff))
+        };
         Self {
-            // 0 attempts makes no sense; it means "no retry", like 1.
-            max_attempts: options.max_attempts.unwrap_or(1).max(1),
-            initial_backoff: Duration::from_millis(options.initial_backoff_ms.unwrap_or(1_000)),
+            max_attempts: options.max_attempts.unwrap_or(1).clamp(1, limits.max_attempts.max(1)),
+            initial_backoff: wait(options.initial_backoff_ms, 1_000),
             backoff_rate: rate,
-            max_backoff: Duration::from_millis(options.max_backoff_ms.unwrap_or(3_600_000)),
+            max_backoff: wait(options.max_backoff_ms, 3_600_000),
+            min_backoff: limits.min_backoff,
         }
     }
 
     /// The wait after the `failures`-th failed attempt (1-based):
-    /// `initial × rate^(failures-1)`, capped. A silly rate saturates at the
-    /// cap instead of overflowing.
+    /// `initial × rate^(failures-1)`, between the host's floor and the
+    /// policy's cap. A silly rate saturates at the cap instead of
+    /// overflowing.
     pub fn backoff(&self, failures: u32) -> Duration {
         let exponent = i32::try_from(failures.saturating_sub(1)).unwrap_or(i32::MAX);
         let secs = self.initial_backoff.as_secs_f64() * self.backoff_rate.powi(exponent);
-        match Duration::try_from_secs_f64(secs) {
+        let wait = match Duration::try_from_secs_f64(secs) {
             Ok(wait) => wait.min(self.max_backoff),
             Err(_) => self.max_backoff,
-        }
+        };
+        wait.max(self.min_backoff)
+    }
+
+    /// When to make the attempt after one that failed at `failed_at_ms`
+    /// (the `failures`-th failure), in ms since the epoch; saturating, so
+    /// no recorded time or policy can overflow it.
+    pub fn next_attempt_at_ms(&self, failed_at_ms: u64, failures: u32) -> u64 {
+        let wait_ms = u64::try_from(self.backoff(failures).as_millis()).unwrap_or(u64::MAX);
+        failed_at_ms.saturating_add(wait_ms)
     }
 }
 
@@ -58,9 +78,13 @@ mod tests {
         }
     }
 
+    fn bounded(options: &StepOptions) -> RetryPolicy {
+        RetryPolicy::from_options(options, &RetryLimits::default())
+    }
+
     #[test]
     fn defaults_are_one_attempt_one_second_doubling() {
-        let policy = RetryPolicy::from_options(&options());
+        let policy = bounded(&options());
         assert_eq!(policy.max_attempts, 1);
         assert_eq!(policy.backoff(1), Duration::from_secs(1));
         assert_eq!(policy.backoff(3), Duration::from_secs(4));
@@ -68,7 +92,7 @@ mod tests {
 
     #[test]
     fn zero_attempts_means_one() {
-        let policy = RetryPolicy::from_options(&StepOptions {
+        let policy = bounded(&StepOptions {
             max_attempts: Some(0),
             ..options()
         });
@@ -77,17 +101,86 @@ mod tests {
 
     #[test]
     fn huge_rates_saturate_at_the_cap() {
-        let policy = RetryPolicy::from_options(&StepOptions {
+        let policy = bounded(&StepOptions {
             backoff_rate: Some(1e300),
             max_backoff_ms: Some(5_000),
             ..options()
         });
         assert_eq!(policy.backoff(2), Duration::from_secs(5));
         assert_eq!(policy.backoff(u32::MAX), Duration::from_secs(5));
-        let nan = RetryPolicy::from_options(&StepOptions {
+        let nan = bounded(&StepOptions {
             backoff_rate: Some(f64::NAN),
             ..options()
         });
         assert_eq!(nan.backoff_rate, 2.0);
+    }
+
+    #[test]
+    fn the_host_caps_attempts_and_floors_and_ceils_every_wait() {
+        let limits = RetryLimits {
+            max_attempts: 5,
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(60),
+        };
+        let endless = RetryPolicy::from_options(
+            &StepOptions {
+                max_attempts: Some(u32::MAX),
+                initial_backoff_ms: Some(0),
+                backoff_rate: Some(-3.0),
+                max_backoff_ms: Some(u64::MAX),
+                ..options()
+            },
+            &limits,
+        );
+        assert_eq!(endless.max_attempts, 5);
+        assert_eq!(endless.backoff(1), Duration::from_millis(100));
+        assert_eq!(endless.backoff_rate, 2.0);
+        assert_eq!(endless.backoff(40), Duration::from_secs(60));
+        let infinite = RetryPolicy::from_options(
+            &StepOptions {
+                backoff_rate: Some(f64::INFINITY),
+                ..options()
+            },
+            &limits,
+        );
+        assert_eq!(infinite.backoff(1), Duration::from_secs(1));
+        assert_eq!(infinite.backoff(2), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_next_attempt_time_saturates() {
+        let huge = bounded(&StepOptions {
+            initial_backoff_ms: Some(u64::MAX),
+            max_backoff_ms: Some(u64::MAX),
+            max_attempts: Some(3),
+            ..options()
+        });
+        assert_eq!(huge.backoff(1), RetryLimits::default().max_backoff);
+        assert_eq!(huge.next_attempt_at_ms(u64::MAX - 1, 1), u64::MAX);
+        assert_eq!(huge.next_attempt_at_ms(1_000, 0), 1_000 + 24 * 3600 * 1000);
+    }
+
+    proptest::proptest! {
+        /// No step options, however extreme, panic the policy or escape the
+        /// host's bounds.
+        #[test]
+        fn any_options_give_a_bounded_policy(
+            max_attempts in proptest::option::of(proptest::num::u32::ANY),
+            initial_backoff_ms in proptest::option::of(proptest::num::u64::ANY),
+            backoff_rate in proptest::option::of(proptest::num::f64::ANY),
+            max_backoff_ms in proptest::option::of(proptest::num::u64::ANY),
+            failures in proptest::num::u32::ANY,
+            failed_at_ms in proptest::num::u64::ANY,
+        ) {
+            let limits = RetryLimits::default();
+            let policy = RetryPolicy::from_options(
+                &StepOptions { max_attempts, initial_backoff_ms, backoff_rate, max_backoff_ms, ..options() },
+                &limits,
+            );
+            proptest::prop_assert!((1..=limits.max_attempts).contains(&policy.max_attempts));
+            let wait = policy.backoff(failures);
+            proptest::prop_assert!(wait >= limits.min_backoff && wait <= limits.max_backoff, "{wait:?}");
+            proptest::prop_assert!(policy.next_attempt_at_ms(failed_at_ms, failures) >= failed_at_ms);
+        }
     }
 }

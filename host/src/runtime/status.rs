@@ -1,9 +1,10 @@
 //! A run's status, projected from its records: never stored on its own, so it
 //! cannot disagree with the history.
 
+use futures::StreamExt;
 use serde::Serialize;
 
-use super::{RunError, Runtime};
+use super::{RunError, RunListing, Runtime};
 use crate::journal::Outcome;
 use crate::store::{RunId, TenantId};
 
@@ -82,6 +83,59 @@ pub struct RunStatus {
     pub state: RunState,
 }
 
+/// How many run records a listing reads at once.
+const READ_AHEAD: usize = 32;
+
+/// Which runs a listing shows.
+#[derive(Debug, Clone)]
+pub struct RunQuery {
+    pub workflow: Option<String>,
+    /// Only runs in this state (its [`RunState::name`]).
+    pub state: Option<String>,
+    /// Only runs after this one (the previous page's last).
+    pub after: Option<RunCursor>,
+    /// At most this many runs.
+    pub limit: usize,
+}
+
+impl Default for RunQuery {
+    fn default() -> Self {
+        Self {
+            workflow: None,
+            state: None,
+            after: None,
+            limit: usize::MAX,
+        }
+    }
+}
+
+/// A run's place in a listing: ordered by creation time, then id, so a
+/// page always continues after the last run shown, whatever changed since.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RunCursor {
+    pub created_at_ms: u64,
+    pub run_id: RunId,
+}
+
+impl std::fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.created_at_ms, self.run_id)
+    }
+}
+
+impl std::str::FromStr for RunCursor {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || format!("`{text}` is not a cursor: pass the `next_cursor` of the previous page");
+        let (created, run) = text.split_once('-').ok_or_else(invalid)?;
+        Ok(Self {
+            created_at_ms: created.parse().map_err(|_| invalid())?,
+            run_id: RunId::new(run).map_err(|_| invalid())?,
+        })
+    }
+}
+
 impl Runtime {
     pub async fn status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
@@ -127,18 +181,59 @@ impl Runtime {
         })
     }
 
-    /// The status of every run of the tenant, oldest first.
-    pub async fn list(&self, tenant: &TenantId) -> Result<Vec<RunStatus>, RunError> {
-        let mut statuses = Vec::new();
-        for run in self.run_ids(tenant).await? {
-            match self.status(tenant, &run).await {
-                Ok(status) => statuses.push(status),
-                Err(RunError::UnknownRun { .. }) => {}
-                Err(e) => return Err(e),
+    /// The status of every run of the tenant, oldest first. A run whose
+    /// records are corrupt is passed over and named in the listing's
+    /// `unreadable`.
+    pub async fn list(&self, tenant: &TenantId) -> Result<RunListing<RunStatus>, RunError> {
+        Ok(self.list_page(tenant, &RunQuery::default()).await?.0)
+    }
+
+    /// A page of the tenant's runs, oldest first (by creation time, then
+    /// id), that `query` selects, and the cursor of the next page. Only the
+    /// runs on the page have their status computed; the others cost one
+    /// read of their run record. A page can be shorter than the limit when
+    /// filtering by state: only a missing next cursor means the end.
+    pub async fn list_page(
+        &self,
+        tenant: &TenantId,
+        query: &RunQuery,
+    ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
+        let mut listing = RunListing::default();
+        let ids = self.run_ids(tenant).await?;
+        let records = futures::stream::iter(ids.into_iter().map(|run| async move {
+            let record = self.records(tenant, &run).run().await.map_err(RunError::from);
+            (run, record)
+        }))
+        .buffered(READ_AHEAD)
+        .collect::<Vec<_>>()
+        .await;
+        let mut candidates = Vec::new();
+        for (run, record) in records {
+            if let Some(Some(record)) = listing.read(&run, record)? {
+                let cursor = RunCursor {
+                    created_at_ms: record.created_at_ms,
+                    run_id: run,
+                };
+                let wanted = query.workflow.as_ref().is_none_or(|w| &record.workflow == w);
+                if wanted && query.after.as_ref().is_none_or(|after| &cursor > after) {
+                    candidates.push(cursor);
+                }
             }
         }
-        statuses.sort_by_key(|status| status.created_at_ms);
-        Ok(statuses)
+        candidates.sort();
+        let mut next = None;
+        for (index, cursor) in candidates.iter().enumerate() {
+            if listing.runs.len() == query.limit {
+                next = index.checked_sub(1).map(|last| candidates[last].clone());
+                break;
+            }
+            if let Some(status) = listing.read(&cursor.run_id, self.status(tenant, &cursor.run_id).await)?
+                && query.state.as_ref().is_none_or(|state| status.state.name() == state)
+            {
+                listing.runs.push(status);
+            }
+        }
+        Ok((listing, next))
     }
 
     /// The run's journal, by seq.

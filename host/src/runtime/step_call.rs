@@ -10,7 +10,7 @@ use tracing::Instrument;
 use super::clock::now_ms;
 use super::retry::RetryPolicy;
 use super::step_target::StepTarget;
-use super::workflow::{StepDone, StepResult};
+use super::workflow::{StepDone, StepResult, StepUnfinished};
 use crate::component::Loaded;
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
@@ -63,7 +63,7 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
         started_at_ms,
         finished_at_ms,
     };
-    records.append(&entry).await.map_err(Arc::new)?;
+    records.append(&entry).await.map_err(journal)?;
     Ok(StepDone { result, finished_at_ms })
 }
 
@@ -73,25 +73,26 @@ async fn attempt_until_done(
     step: &StepCall,
     component: &Loaded,
     name: &str,
-) -> Result<(Result<String, StepError>, u32), Arc<crate::journal::JournalError>> {
-    let policy = RetryPolicy::from_options(&step.options);
+) -> Result<(Result<String, StepError>, u32), StepUnfinished> {
+    let policy = RetryPolicy::from_options(&step.options, &step.limits.retry);
     let program = match host.components.steps(component).await {
         Ok(program) => program,
         Err(e) => return Ok((Err(error(StepErrorKind::Trapped, e.to_string(), 0)), 0)),
     };
     let earlier = if step.resumes_attempts {
-        records.attempts(step.seq).await.map_err(Arc::new)?
+        records.attempts(step.seq).await.map_err(journal)?
     } else {
         Vec::new()
     };
     let mut attempt = earlier.last().map_or(1, |failed| failed.attempt + 1);
     if let Some(failed) = earlier.last() {
-        let resume_at = failed.failed_at_ms + policy.backoff(failed.attempt).as_millis() as u64;
-        tokio::time::sleep(Duration::from_millis(resume_at.saturating_sub(now_ms()))).await;
+        let resume_at = policy.next_attempt_at_ms(failed.failed_at_ms, failed.attempt);
+        wait_for_retry(host, resume_at).await?;
     }
     loop {
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
-        let _slot = host.components.engines().slot(Role::Step).await;
+        // The slot is held for the attempt only, never through a backoff.
+        let slot = host.components.engines().slot(Role::Step, records.store().tenant()).await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());
         let scratch = step.limits.scratch_dir.then_some(host.config.scratch_root.as_path());
@@ -106,7 +107,7 @@ async fn attempt_until_done(
         )
         .instrument(span)
         .await;
-        drop(running);
+        drop((running, slot));
         let how = report
             .result
             .as_ref()
@@ -119,7 +120,7 @@ async fn attempt_until_done(
         };
         let error = error(failure.kind, failure.message, attempt);
         if failure.permanent || attempt >= policy.max_attempts {
-            return Ok((Err(error), attempt));
+            return Ok((Err(with_cap(error, &policy, &step.options)), attempt));
         }
         let wait = policy.backoff(attempt);
         tracing::warn!(
@@ -135,10 +136,27 @@ async fn attempt_until_done(
             error,
             failed_at_ms: now_ms(),
         };
-        records.record_attempt(step.seq, &record).await.map_err(Arc::new)?;
-        tokio::time::sleep(wait).await;
+        records.record_attempt(step.seq, &record).await.map_err(journal)?;
+        wait_for_retry(host, policy.next_attempt_at_ms(record.failed_at_ms, attempt)).await?;
         attempt += 1;
     }
+}
+
+/// Waits until `retry_at_ms` for the next attempt, in this task if the
+/// wait is short; a longer one ends the call unfinished, to be retried when
+/// the run is executed again after that time (the failed attempts are
+/// recorded), so no task or instance waits through a long backoff.
+async fn wait_for_retry(host: &Host, retry_at_ms: u64) -> Result<(), StepUnfinished> {
+    let wait = Duration::from_millis(retry_at_ms.saturating_sub(now_ms()));
+    if wait > host.config.wait.step_eviction_threshold {
+        return Err(StepUnfinished::RetryAt(retry_at_ms));
+    }
+    tokio::time::sleep(wait).await;
+    Ok(())
+}
+
+fn journal(error: crate::journal::JournalError) -> StepUnfinished {
+    StepUnfinished::Journal(Arc::new(error))
 }
 
 fn error(kind: StepErrorKind, message: String, attempts: u32) -> StepError {
@@ -147,6 +165,20 @@ fn error(kind: StepErrorKind, message: String, attempts: u32) -> StepError {
         message,
         attempts,
     }
+}
+
+/// A final failure that stopped at the host's attempt cap rather than at
+/// the call's own `max-attempts` says so.
+fn with_cap(mut error: StepError, policy: &RetryPolicy, options: &StepOptions) -> StepError {
+    if options.max_attempts.is_some_and(|asked| asked > policy.max_attempts) {
+        error.message = format!(
+            "{} (stopped after {} attempts, the host's limit; the call asked for {})",
+            error.message,
+            policy.max_attempts,
+            options.max_attempts.unwrap_or_default()
+        );
+    }
+    error
 }
 
 fn unknown_step(name: &str, why: &str) -> StepError {

@@ -23,8 +23,8 @@ pub struct Submission {
     pub input: String,
     /// Step limits for this run, below the tenant's.
     pub limits: LimitRequest,
-    /// The run starting this one as its child.
-    pub parent: Option<RunId>,
+    /// The run starting this one as its child, and its depth.
+    pub parent: Option<(RunId, u32)>,
 }
 
 impl Submission {
@@ -57,7 +57,7 @@ impl Runtime {
     ) -> Result<Arc<Loaded>, RunError> {
         let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
         let compiling = self.host.metrics.upload_compiling(tenant);
-        let loaded = self.validate(&what, bytes).await?;
+        let loaded = self.host.components.validate_for(tenant, &what, bytes).await?;
         drop(compiling);
         let store = self.host.storage.tenant(tenant);
         self.host.components.store(&store, &loaded).await?;
@@ -82,6 +82,11 @@ impl Runtime {
             .into());
         }
         Ok(self.host.components.get(&store, digest).await?)
+    }
+
+    /// The digest and size of every component the tenant has stored.
+    pub async fn stored_components(&self, tenant: &TenantId) -> Result<Vec<(String, u64)>, RunError> {
+        Ok(self.host.components.stored(&self.host.storage.tenant(tenant)).await?)
     }
 
     /// The tenant's component names, with the digest each points at.
@@ -120,7 +125,11 @@ impl Runtime {
             input: submission.input,
             created_at_ms: now_ms(),
             limits: submission.limits,
-            parent: submission.parent,
+            depth: submission
+                .parent
+                .as_ref()
+                .map_or(0, |(_, depth)| depth.saturating_add(1)),
+            parent: submission.parent.map(|(parent, _)| parent),
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use futures::future::{BoxFuture, Shared};
 use tokio::task::AbortHandle;
@@ -18,7 +17,7 @@ use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
 use crate::journal::{Call, Cursor, JournalError, Recorded};
-use crate::sandbox::{GuestWasi, JournalClock, MemoryGuard, Sandboxed, Stdio, link, new_store};
+use crate::sandbox::{Deadline, GuestWasi, JournalClock, MemoryGuard, Sandboxed, Stdio, link, new_store};
 use crate::store::RunId;
 
 /// Whether durable calls without a journal entry may run.
@@ -38,8 +37,20 @@ pub struct StepDone {
     pub finished_at_ms: u64,
 }
 
+/// Why a step call ended without a journaled result.
+#[derive(Debug, Clone)]
+pub enum StepUnfinished {
+    /// The journal could not be written, or the step's task died: nothing
+    /// was recorded, so the step runs again when the run is replayed.
+    Journal(Arc<JournalError>),
+    /// An attempt failed and the next one waits longer than the eviction
+    /// threshold, until this time (ms since the epoch): the failure is
+    /// recorded, and the run waits for the retry as for a timer.
+    RetryAt(u64),
+}
+
 /// The result of a step call, shared by everyone awaiting its handle.
-pub type StepResult = Result<StepDone, Arc<JournalError>>;
+pub type StepResult = Result<StepDone, StepUnfinished>;
 
 /// A step the workflow started.
 pub enum StartedStep {
@@ -58,7 +69,9 @@ pub enum StartedStep {
 /// and the steps it has started.
 pub struct WorkflowState {
     guard: MemoryGuard,
-    deadline: Instant,
+    /// The current activation's deadline, paused from a journaled call
+    /// until the guest resumes.
+    deadline: Deadline,
     limits: WorkflowLimits,
     /// Set by every journaled call, so the call hook starts a new activation
     /// when the guest resumes. Only journaled calls reset the budget: a loop
@@ -72,7 +85,8 @@ pub struct WorkflowState {
     pub(super) steps: HashMap<u32, StartedStep>,
     /// Child runs started, by handle: the run, or why it could not start.
     pub(super) children: HashMap<u32, Result<RunId, String>>,
-    /// The tasks of steps running live, by handle.
+    /// The tasks of steps running live, by handle. They outlive the
+    /// instance if it is evicted (see `runtime::in_flight`).
     pub(super) running: HashMap<u32, AbortHandle>,
     /// Whether the workflow has met its run's cancellation (a call was
     /// journaled `Cancelled`); from then on, awaited steps are not cut short.
@@ -109,7 +123,7 @@ impl WorkflowState {
         let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio);
         let mut state = Self {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
-            deadline: Instant::now() + limits.activation_timeout,
+            deadline: Deadline::after(limits.activation_timeout),
             limits,
             activation_ended: false,
             run,
@@ -136,9 +150,10 @@ impl WorkflowState {
     }
 
     /// Marks the end of an activation: the guest gets a fresh budget when it
-    /// resumes.
+    /// resumes, and the time until then is not the guest's.
     pub(super) fn end_activation(&mut self) {
         self.activation_ended = true;
+        self.deadline.pause();
     }
 
     /// Whether the workflow is still re-executing recorded calls (so its
@@ -151,21 +166,13 @@ impl WorkflowState {
     }
 }
 
-impl Drop for WorkflowState {
-    /// Steps started but never awaited die with the instance; a step that had
-    /// not recorded its result runs again when the run is replayed.
-    fn drop(&mut self) {
-        self.running.values().for_each(AbortHandle::abort);
-    }
-}
-
 impl Sandboxed for WorkflowState {
     fn guard(&mut self) -> &mut MemoryGuard {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
-        self.deadline
+    fn deadline(&self) -> &Deadline {
+        &self.deadline
     }
 }
 
@@ -198,7 +205,7 @@ impl WorkflowProgram {
             if resuming && cx.data().activation_ended {
                 let data = cx.data_mut();
                 data.activation_ended = false;
-                data.deadline = Instant::now() + data.limits.activation_timeout;
+                data.deadline.renew(data.limits.activation_timeout);
                 cx.set_fuel(fuel)?;
             }
             Ok(())
@@ -206,15 +213,21 @@ impl WorkflowProgram {
         Ok(store)
     }
 
-    /// Runs workflow `name` on `input` from the start.
+    /// Runs workflow `name` on `input` from the start, each activation
+    /// within its deadline even while the guest blocks in a WASI call.
     pub async fn run(
         &self,
         store: &mut Store<WorkflowState>,
         name: &str,
         input: &str,
     ) -> wasmtime::Result<Result<String, String>> {
-        let instance = self.pre.instantiate_async(&mut *store).await?;
-        let guest = self.workflow.load(&mut *store, &instance)?;
-        guest.call_run(&mut *store, name, &input.to_owned()).await
+        let deadline = store.data().deadline.clone();
+        deadline
+            .bound(async {
+                let instance = self.pre.instantiate_async(&mut *store).await?;
+                let guest = self.workflow.load(&mut *store, &instance)?;
+                guest.call_run(&mut *store, name, &input.to_owned()).await
+            })
+            .await
     }
 }

@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
 use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{Engine, Store};
 
 use super::StepErrorKind;
+use super::deadline::Deadline;
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
 use super::link::link;
 use super::scratch::ScratchDir;
@@ -24,7 +24,7 @@ use crate::guest_log::LogBudget;
 pub struct StepState {
     guard: MemoryGuard,
     attempt: u32,
-    deadline: Instant,
+    deadline: Deadline,
     log: Arc<LogBudget>,
     wasi: GuestWasi,
 }
@@ -40,8 +40,8 @@ impl Sandboxed for StepState {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
-        self.deadline
+    fn deadline(&self) -> &Deadline {
+        &self.deadline
     }
 }
 
@@ -92,7 +92,7 @@ impl StepProgram {
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             attempt,
-            deadline: Instant::now() + limits.timeout,
+            deadline: Deadline::after(limits.timeout),
             log,
             wasi,
         };
@@ -175,15 +175,17 @@ pub async fn run_attempt(
         Ok(store) => store,
         Err(failure) => return AttemptReport::failed(failure),
     };
-    let called = async {
-        let instance = program.pre.instantiate_async(&mut store).await?;
-        program
-            .step
-            .load(&mut store, &instance)?
-            .call_run_step(&mut store, name, &input.to_owned())
-            .await
-    }
-    .await;
+    let deadline = store.data().deadline.clone();
+    let called = deadline
+        .bound(async {
+            let instance = program.pre.instantiate_async(&mut store).await?;
+            program
+                .step
+                .load(&mut store, &instance)?
+                .call_run_step(&mut store, name, &input.to_owned())
+                .await
+        })
+        .await;
     let result = match called {
         Ok(Ok(output)) if output.len() > limits.max_output_bytes => Err(AttemptFailure::new(
             StepErrorKind::OutputTooLarge,
@@ -193,7 +195,13 @@ pub async fn run_attempt(
                 limits.max_output_bytes
             ),
         )),
-        Ok(Ok(output)) => Ok(output),
+        Ok(Ok(output)) => match serde_json::from_str::<serde::de::IgnoredAny>(&output) {
+            Ok(_) => Ok(output),
+            Err(e) => Err(AttemptFailure::new(
+                StepErrorKind::InvalidOutput,
+                format!("the step's output is not JSON text ({e}): every payload must be JSON"),
+            )),
+        },
         Ok(Err(StepFailure { message, permanent })) => Err(AttemptFailure {
             kind: StepErrorKind::Failed,
             message,

@@ -1,13 +1,14 @@
 //! Asking a component what it exports, inside a sandbox of its own: the first
 //! guest code any upload runs, so it gets tight limits and no imports.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::StepErrorKind;
 use super::attempt::AttemptFailure;
+use super::deadline::Deadline;
 use super::limiter::{MemoryGuard, Sandboxed, new_store};
 use super::link::link;
 use super::wasi::GuestWasi;
@@ -20,7 +21,7 @@ const MEMORY: usize = 64 << 20;
 
 struct DescribeState {
     guard: MemoryGuard,
-    deadline: Instant,
+    deadline: Deadline,
     wasi: GuestWasi,
 }
 
@@ -35,8 +36,8 @@ impl Sandboxed for DescribeState {
         &mut self.guard
     }
 
-    fn deadline(&self) -> Instant {
-        self.deadline
+    fn deadline(&self) -> &Deadline {
+        &self.deadline
     }
 }
 
@@ -50,14 +51,16 @@ pub async fn describe(engine: &Engine, component: &Component, metered: bool) -> 
     let indices = describe::GuestIndices::new(&pre).map_err(setup)?;
     let state = DescribeState {
         guard: MemoryGuard::new(MEMORY, 10_000),
-        deadline: Instant::now() + TIMEOUT,
+        deadline: Deadline::after(TIMEOUT),
         wasi: GuestWasi::for_describe(),
     };
+    let deadline = state.deadline.clone();
     let mut store = new_store(engine, state, metered.then_some(FUEL)).map_err(setup)?;
-    let result = async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        indices.load(&mut store, &instance)?.call_describe(&mut store).await
-    }
-    .await;
+    let result = deadline
+        .bound(async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            indices.load(&mut store, &instance)?.call_describe(&mut store).await
+        })
+        .await;
     result.map_err(|e| AttemptFailure::stopped(&e, &mut store))
 }

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::SandboxError;
+use super::slots::{FairSlots, Slot};
 use crate::config::HostConfig;
+use crate::store::TenantId;
 
 /// How often the epoch advances: the granularity of every wall-clock limit.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -41,9 +42,9 @@ pub struct Engines {
     step: Engine,
     /// Instances each role may hold at once: the pool's size. Waiting for a
     /// slot, rather than failing when the pool is full, lets any number of
-    /// runs share a bounded pool.
-    workflow_slots: Arc<Semaphore>,
-    step_slots: Arc<Semaphore>,
+    /// runs share a bounded pool; the slots are shared fairly by tenant.
+    workflow_slots: Arc<FairSlots>,
+    step_slots: Arc<FairSlots>,
     unmetered_steps: bool,
     _ticker: Arc<EpochTicker>,
 }
@@ -54,7 +55,7 @@ impl Engines {
         let step = build_engine(Role::Step, config)?;
         let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()])
             .map_err(|e| SandboxError::Ticker(e.to_string()))?;
-        let slots = || Arc::new(Semaphore::new(config.pool_instances as usize));
+        let slots = || FairSlots::new(config.pool_instances as usize);
         Ok(Self {
             workflow,
             step,
@@ -65,19 +66,14 @@ impl Engines {
         })
     }
 
-    /// Waits for a free instance slot of `role`; the slot is held until the
-    /// permit is dropped, with the store that uses it.
-    pub async fn slot(&self, role: Role) -> OwnedSemaphorePermit {
+    /// Waits for a free instance slot of `role` for `tenant`; the slot is
+    /// held until dropped, with the store that uses it.
+    pub async fn slot(&self, role: Role, tenant: &TenantId) -> Slot {
         let slots = match role {
             Role::Workflow => &self.workflow_slots,
             Role::Step => &self.step_slots,
         };
-        // The semaphores are never closed.
-        slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("instance slots are never closed")
+        slots.acquire(tenant).await
     }
 
     /// Whether the engine of `role` meters fuel.

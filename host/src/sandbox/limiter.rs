@@ -1,11 +1,10 @@
 //! Limits every sandboxed store carries: fuel, an epoch deadline and a memory
 //! guard, and the mapping from a stopped guest to a typed error kind.
 
-use std::time::Instant;
-
 use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 
 use super::StepErrorKind;
+use super::deadline::{Deadline, INSIDE_HOST_CALL};
 
 /// A [`ResourceLimiter`] that remembers why it refused growth, so a trap
 /// that follows (an allocator aborting on a failed `memory.grow`, a guest
@@ -83,8 +82,9 @@ impl ResourceLimiter for MemoryGuard {
 pub trait Sandboxed: Send + 'static {
     fn guard(&mut self) -> &mut MemoryGuard;
     /// When the current stretch of guest code must have stopped; asked at
-    /// each epoch tick while guest code runs.
-    fn deadline(&self) -> Instant;
+    /// each epoch tick while guest code runs, and watched by
+    /// [`Deadline::bound`] while it is inside a host call.
+    fn deadline(&self) -> &Deadline;
 }
 
 /// A store with every limit in place: `fuel` (`None` on an engine that does
@@ -98,7 +98,7 @@ pub fn new_store<T: Sandboxed>(engine: &wasmtime::Engine, data: T, fuel: Option<
         store.set_fuel(fuel)?;
     }
     store.epoch_deadline_callback(|cx| {
-        Ok(if Instant::now() >= cx.data().deadline() {
+        Ok(if cx.data().deadline().passed() {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::Yield(1)
@@ -119,6 +119,7 @@ pub fn kind_name(kind: StepErrorKind) -> &'static str {
         StepErrorKind::OutputTooLarge => "output-too-large",
         StepErrorKind::UnknownStep => "unknown-step",
         StepErrorKind::Cancelled => "cancelled",
+        StepErrorKind::InvalidOutput => "invalid-output",
     }
 }
 
@@ -129,6 +130,9 @@ pub fn classify(error: &wasmtime::Error, guard: &MemoryGuard) -> (StepErrorKind,
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => (StepErrorKind::FuelExhausted, "all fuel consumed".into()),
+        Some(Trap::Interrupt) if error.to_string() == INSIDE_HOST_CALL => {
+            (StepErrorKind::TimedOut, INSIDE_HOST_CALL.into())
+        }
         Some(Trap::Interrupt) => (StepErrorKind::TimedOut, "wall-clock limit reached".into()),
         Some(trap) => (StepErrorKind::Trapped, format!("{trap}: {error:#}")),
         None => (StepErrorKind::Trapped, format!("{error:#}")),

@@ -3,21 +3,26 @@
 //! a stopped guest into a typed error, and running one step attempt.
 //!
 //! Invariant: no guest, whatever it does, can crash or hang the host. Every
-//! store built here has fuel, an epoch deadline and a memory limiter, and
-//! every way a guest can stop maps to a [`StepErrorKind`].
+//! store built here has fuel, a [`Deadline`] enforced in guest code and
+//! around host calls, and a memory limiter, and every way a guest can stop
+//! maps to a [`StepErrorKind`].
 
 mod attempt;
+mod deadline;
 mod describe;
 mod engine;
 mod limiter;
 mod link;
 pub mod policy;
 mod scratch;
+mod slots;
 mod wasi;
 
 pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_attempt};
+pub use deadline::{Deadline, instant_after};
 pub use describe::describe;
 pub use engine::{Engines, Role};
+pub use slots::Slot;
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
 pub use wasi::{GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};

@@ -10,6 +10,7 @@
 //! runs/{run}/attempts/{seq}/{attempt}           failed attempts of a step in progress
 //! runs/{run}/timers/{seq}                       deadline of a sleep or a signal wait
 //! runs/{run}/signals/{name}/{sent-at}-{id}      signals sent to the run (id: the sender's, or fresh)
+//! runs/{run}/signal-ids/{name}/{id}             the first send with the sender's id (create-only)
 //! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! ```
@@ -208,6 +209,12 @@ impl RunKeys<'_> {
         self.key(&["signals", name.as_str()])
     }
 
+    /// The claim of the signal sent as `name` with the sender's `id`: the
+    /// first send creates it, so a second send of that id stores nothing.
+    pub fn signal_claim(&self, name: &SignalName, id: &SignalId) -> Key {
+        self.key(&["signal-ids", name.as_str(), id.as_str()])
+    }
+
     /// A new signal's key, `{sent-at}-{id}`: sorts after every signal sent
     /// before it. Without the sender's `id`, a fresh one.
     pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64, id: Option<&SignalId>) -> Key {
@@ -229,6 +236,11 @@ pub fn component_name_key(name: &ComponentName) -> Key {
 /// Where every component name is listed.
 pub fn component_names_key() -> Key {
     Key::from("component-names")
+}
+
+/// Where every component is stored.
+pub fn components_key() -> Key {
+    Key::from("components")
 }
 
 /// Where every run is listed.

@@ -33,7 +33,7 @@ pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, Inva
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
-    component_names_key, keys_of, runs_key,
+    component_names_key, components_key, keys_of, runs_key,
 };
 pub use object_store::path::Path as StoreKey;
 
@@ -276,6 +276,19 @@ impl TenantStore {
             .map_err(|failed| StoreError::at(prefix, failed))?;
         keys.sort();
         Ok(keys)
+    }
+
+    /// Every key under `prefix` with its size in bytes.
+    pub async fn sizes(&self, prefix: &Key) -> Result<Vec<(Key, u64)>, StoreError> {
+        let list = || {
+            self.store
+                .list(Some(prefix))
+                .map_ok(|meta| (meta.location, meta.size))
+                .try_collect::<Vec<_>>()
+        };
+        self.retried(prefix, list)
+            .await
+            .map_err(|failed| StoreError::at(prefix, failed))
     }
 
     /// The names of the "directories" right under `prefix`.

@@ -1,7 +1,10 @@
 //! Guests that misbehave on purpose, for the host's sandbox tests: each
 //! attack exists as a step and as a workflow (`<attack>-workflow`), plus
-//! `slow` (arithmetic for a given time) and `call-limited`, a workflow that
-//! reports the typed error a limited step call returned.
+//! `slow` (arithmetic for a given time), `marked` (logs each attempt's
+//! start, then is slow), `call-limited`, a workflow that reports the typed
+//! error a limited step call returned, `fork-bomb`, a workflow that starts
+//! two children of itself, and `start-then-wait`, which starts a step and
+//! waits for a signal before awaiting it.
 //!
 //! Every loop feeds its state through `black_box`, so the optimiser can
 //! neither delete it nor compute its result ahead of time.
@@ -11,7 +14,7 @@ use std::time::Duration;
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use stepstone_guest::{Error, Level, Step, StepErrorKind, StepFailure, StepOptions, Workflow, export};
 
 /// Loops forever: stopped by running out of fuel (or time).
@@ -149,12 +152,15 @@ struct LimitedCall {
     options: Limits,
 }
 
-/// The subset of step options the limit tests vary.
+/// The step options the limit tests vary.
 #[derive(Deserialize, Default)]
 struct Limits {
     fuel: Option<u64>,
     timeout_ms: Option<u64>,
     max_attempts: Option<u32>,
+    initial_backoff_ms: Option<u64>,
+    backoff_rate: Option<f64>,
+    max_backoff_ms: Option<u64>,
 }
 
 impl Limits {
@@ -168,6 +174,15 @@ impl Limits {
         }
         if let Some(attempts) = self.max_attempts {
             options = options.max_attempts(attempts);
+        }
+        if let Some(initial) = self.initial_backoff_ms {
+            options = options.initial_backoff(Duration::from_millis(initial));
+        }
+        if let Some(rate) = self.backoff_rate {
+            options = options.backoff_rate(rate);
+        }
+        if let Some(max) = self.max_backoff_ms {
+            options = options.max_backoff(Duration::from_millis(max));
         }
         options
     }
@@ -202,6 +217,57 @@ fn call_limited(ctx: &Workflow, call: LimitedCall) -> Result<CallOutcome, Error>
     })
 }
 
+#[derive(Deserialize, Serialize)]
+struct Marked {
+    key: String,
+    ms: u64,
+}
+
+/// Logs `marked-start {key} attempt {n}` as it starts, then is busy for
+/// about `ms`: a test counts how often an attempt started.
+fn marked(ctx: &Step, marked: Marked) -> Result<String, StepFailure> {
+    ctx.log(Level::Info, &format!("marked-start {} attempt {}", marked.key, ctx.attempt()));
+    slow(ctx, Busy { ms: marked.ms })?;
+    Ok(marked.key)
+}
+
+#[derive(Deserialize, Default)]
+struct Fork {
+    /// Wait this long for a signal `release` after starting the children,
+    /// so the whole tree stays alive (0: join them at once).
+    #[serde(default)]
+    hold_ms: u64,
+}
+
+/// Starts two children of itself, then joins them: without limits, a tree
+/// that doubles with every level.
+fn fork_bomb(ctx: &Workflow, fork: Fork) -> Result<u64, Error> {
+    let input = json!({"hold_ms": fork.hold_ms});
+    let left = ctx.start_child::<_, u64>("fork-bomb", &input, None)?;
+    let right = ctx.start_child::<_, u64>("fork-bomb", &input, None)?;
+    if fork.hold_ms > 0 {
+        ctx.signal::<Value>("release", Duration::from_millis(fork.hold_ms))?;
+    }
+    Ok(1 + left.join()? + right.join()?)
+}
+
+#[derive(Deserialize)]
+struct StartThenWait {
+    key: String,
+    step_ms: u64,
+    signal_timeout_ms: u64,
+}
+
+/// Starts `marked`, waits for signal `go` (long enough to be evicted), then
+/// awaits the step: it must have run once, whatever the eviction did.
+fn start_then_wait(ctx: &Workflow, wait: StartThenWait) -> Result<Value, Error> {
+    let step = ctx.start::<_, String>("marked", &Marked { key: wait.key, ms: wait.step_ms })?;
+    let signal = ctx.signal::<Value>("go", Duration::from_millis(wait.signal_timeout_ms))?;
+    let mut results = ctx.all(vec![step]);
+    let step = results.remove(0)?;
+    Ok(json!({"step": step, "signal": signal}))
+}
+
 export! {
     workflows: {
         "spin-workflow" => spin_workflow,
@@ -211,6 +277,8 @@ export! {
         "big-workflow" => big_workflow,
         "log-flood-workflow" => log_flood_workflow,
         "call-limited" => call_limited,
+        "fork-bomb" => fork_bomb,
+        "start-then-wait" => start_then_wait,
     },
     steps: {
         "spin" => spin,
@@ -220,5 +288,6 @@ export! {
         "big" => big,
         "log-flood" => log_flood,
         "slow" => slow,
+        "marked" => marked,
     },
 }
