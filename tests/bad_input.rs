@@ -30,7 +30,8 @@ fn a_core_module_is_refused_with_the_command_that_fixes_it() {
     std::fs::write(&module, wat_module()).unwrap();
     let stderr = refused(&host, &["run", arg(&module), "greet"]);
     assert!(
-        stderr.contains("core WebAssembly module") && stderr.contains("stepstone componentize"),
+        stderr.contains("core WebAssembly module")
+            && stderr.contains("`stepstone componentize MODULE.wasm -o COMPONENT.wasm`"),
         "{stderr}"
     );
 }
@@ -111,10 +112,21 @@ fn a_corrupt_run_record_is_named_and_passed_over_while_the_others_go_on() {
     let order = guest("order");
     for run in ["broken", "healthy"] {
         let input = stepstone_e2e::order_input(run, 0, serde_json::json!({"approval_timeout_ms": 600_000})).to_string();
-        host.run(&["run", arg(&order), "place-order", "--run-id", run, "--input", &input, "--detach-after", "1s"])
-            .success();
+        host.run(&[
+            "run",
+            arg(&order),
+            "place-order",
+            "--run-id",
+            run,
+            "--input",
+            &input,
+            "--detach-after",
+            "1s",
+        ])
+        .success();
     }
-    host.run(&["signal", "healthy", "approve", r#"{"approved":true}"#]).success();
+    host.run(&["signal", "healthy", "approve", r#"{"approved":true}"#])
+        .success();
     let record = host.data_dir().join("objects/tenants/default/runs/broken/run");
     assert!(record.exists(), "{} is where the run record lives", record.display());
     std::fs::write(&record, b"not a record").unwrap();
@@ -123,12 +135,22 @@ fn a_corrupt_run_record_is_named_and_passed_over_while_the_others_go_on() {
     assert!(!listed.0.status.success(), "list says something is wrong");
     assert!(listed.stdout().contains("healthy"), "{}", listed.stdout());
     let stderr = listed.stderr();
-    assert!(stderr.contains("broken") && stderr.contains("runs/broken/run"), "{stderr}");
+    assert!(
+        stderr.contains("broken") && stderr.contains("runs/broken/run"),
+        "{stderr}"
+    );
 
     let resumed = host.run(&["resume", "--detach-after", "1s"]);
     assert!(resumed.stdout().contains("healthy completed"), "{}", resumed.stdout());
     let stderr = resumed.stderr();
-    assert!(stderr.contains("run broken cannot be resumed") && stderr.contains("corrupt record at"), "{stderr}");
+    assert!(
+        stderr.contains("run broken cannot be resumed") && stderr.contains("corrupt record at"),
+        "{stderr}"
+    );
     assert!(!resumed.0.status.success());
-    assert_eq!(std::fs::read(&record).unwrap(), b"not a record", "nothing overwrote the corrupt record");
+    assert_eq!(
+        std::fs::read(&record).unwrap(),
+        b"not a record",
+        "nothing overwrote the corrupt record"
+    );
 }

@@ -103,7 +103,11 @@ fn beside_alice_timed<T>(server: &Server, attack: impl FnOnce() -> T) -> (T, Ali
     let journal = server.get(&format!("/v1/runs/{run}/journal"), ALICE).expect(200);
     let entries = journal.as_array().expect("alice's run journaled its calls");
     let at = |entry: &Value, field: &str| entry[field].as_u64().expect("a time");
-    let last = entries.iter().map(|e| at(e, "finished_at_ms")).max().unwrap_or_default();
+    let last = entries
+        .iter()
+        .map(|e| at(e, "finished_at_ms"))
+        .max()
+        .unwrap_or_default();
     let longest_step_ms = entries
         .iter()
         .filter(|e| e["kind"] == "step")
@@ -111,7 +115,13 @@ fn beside_alice_timed<T>(server: &Server, attack: impl FnOnce() -> T) -> (T, Ali
         .max()
         .unwrap_or_default();
     let took_ms = last - alice["created_at_ms"].as_u64().expect("a creation time");
-    (outcome, AliceRun { took_ms, longest_step_ms })
+    (
+        outcome,
+        AliceRun {
+            took_ms,
+            longest_step_ms,
+        },
+    )
 }
 
 /// Mallory's `call-limited` run on `step` (`bombs/...` for the WAT bombs,
@@ -499,11 +509,19 @@ fn a_component_importing_what_no_policy_grants_is_refused_at_upload() {
 #[test]
 fn a_step_blocked_in_a_host_call_times_out_at_its_deadline() {
     let server = arena(&[]);
-    let (run, seen) = step_attack_run(&server, "blocker/block", json!({"ms": 30_000}), json!({"timeout_ms": 500}));
+    let (run, seen) = step_attack_run(
+        &server,
+        "blocker/block",
+        json!({"ms": 30_000}),
+        json!({"timeout_ms": 500}),
+    );
     assert_step_error(&seen, "timed-out", "inside a host call");
     assert_step_error(&seen, "timed-out", "timeout is 500ms");
     let past = took_ms(&server, &run, 0).saturating_sub(500);
-    assert!(past < 2_000, "the attempt held its slot {past} ms past its 500 ms limit");
+    assert!(
+        past < 2_000,
+        "the attempt held its slot {past} ms past its 500 ms limit"
+    );
     record(
         "a step blocked in a host call (a WASI wait of 30 s, timeout 500 ms)",
         &format!("step error timed-out, the slot held {past} ms past the limit; the other tenant's run completed"),
@@ -526,7 +544,9 @@ fn a_workflow_blocked_in_a_host_call_fails_at_its_activation_deadline() {
     assert!(past < 10_000, "the activation ran {past} ms past its 1 s budget");
     record(
         "a workflow blocked in a host call (a WASI wait of 30 s, activation budget 1 s)",
-        &format!("run failed timed-out within {past} ms of the budget (submission and wait included); the other tenant's run completed"),
+        &format!(
+            "run failed timed-out within {past} ms of the budget (submission and wait included); the other tenant's run completed"
+        ),
     );
 }
 
@@ -551,10 +571,15 @@ fn an_endless_retry_policy_stops_at_the_tenants_attempt_cap() {
     assert_step_error(&seen, "trapped", "the host's limit");
     assert_eq!(seen["attempts"], MALLORY_MAX_ATTEMPTS, "{seen}");
     let spread = took_ms(&server, &run, 0);
-    assert!(spread >= 4 * 20, "4 waits of at least the tenant's 20 ms floor: {spread} ms");
+    assert!(
+        spread >= 4 * 20,
+        "4 waits of at least the tenant's 20 ms floor: {spread} ms"
+    );
     record(
         "a retry policy of u32::MAX attempts with no backoff, step",
-        &format!("step error trapped after {MALLORY_MAX_ATTEMPTS} attempts (the tenant's cap), at least 20 ms apart; the other tenant's run completed"),
+        &format!(
+            "step error trapped after {MALLORY_MAX_ATTEMPTS} attempts (the tenant's cap), at least 20 ms apart; the other tenant's run completed"
+        ),
     );
 }
 
@@ -564,21 +589,42 @@ fn a_workflow_forking_itself_is_held_to_the_tenants_run_quotas() {
     server.upload(MALLORY, "hostile");
     let ((), idle) = beside_alice_timed(&server, || ());
     let (status, flooded) = beside_alice_timed(&server, || {
-        let run = start(&server, MALLORY, json!({"component": "hostile", "workflow": "fork-bomb", "input": {}}));
+        let run = start(
+            &server,
+            MALLORY,
+            json!({"component": "hostile", "workflow": "fork-bomb", "input": {}}),
+        );
         finished(&server, MALLORY, &run)
     });
     assert_eq!(status["state"], "failed", "{status}");
     let runs = mallory_runs(&server);
     let tree = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
-    assert!(runs.len() <= tree, "{} runs, more than a tree of depth {MALLORY_CHILD_DEPTH}", runs.len());
-    let refused = runs.iter().find(|run| run["kind"] == "host-limit").expect("a child past the depth limit");
+    assert!(
+        runs.len() <= tree,
+        "{} runs, more than a tree of depth {MALLORY_CHILD_DEPTH}",
+        runs.len()
+    );
+    let refused = runs
+        .iter()
+        .find(|run| run["kind"] == "host-limit")
+        .expect("a child past the depth limit");
     let message = refused["message"].as_str().unwrap_or_default();
-    assert!(message.contains(&format!("past the limit of {MALLORY_CHILD_DEPTH}")), "{message}");
+    assert!(
+        message.contains(&format!("past the limit of {MALLORY_CHILD_DEPTH}")),
+        "{message}"
+    );
     eventually("mallory's tree has ended", || {
-        mallory_runs(&server).iter().all(|run| ["failed", "completed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+        mallory_runs(&server)
+            .iter()
+            .all(|run| ["failed", "completed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
     });
     let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
-    assert!(ratio < 5.0, "alice's saga took {} ms beside the flood, {} ms alone", flooded.took_ms, idle.took_ms);
+    assert!(
+        ratio < 5.0,
+        "alice's saga took {} ms beside the flood, {} ms alone",
+        flooded.took_ms,
+        idle.took_ms
+    );
     record(
         "a workflow starting two children of itself without end",
         &format!(
@@ -598,20 +644,33 @@ fn cancelling_a_tree_of_children_answers_at_once_and_ends_every_run() {
     eventually("the whole tree has started", || mallory_runs(&server).len() == tree);
     let asked = std::time::Instant::now();
     server
-        .post_json(&format!("/v1/runs/{root}/cancel"), MALLORY, &json!({"reason": "enough"}))
+        .post_json(
+            &format!("/v1/runs/{root}/cancel"),
+            MALLORY,
+            &json!({"reason": "enough"}),
+        )
         .expect(202);
     let answered = asked.elapsed();
     assert!(answered < std::time::Duration::from_secs(2), "cancel took {answered:?}");
     assert_eq!(finished(&server, MALLORY, &root)["state"], "cancelled");
     eventually("every run of the tree has ended", || {
-        mallory_runs(&server).iter().all(|run| ["failed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+        mallory_runs(&server)
+            .iter()
+            .all(|run| ["failed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
     });
     let runs = mallory_runs(&server);
     let cancelled = runs.iter().filter(|run| run["state"] == "cancelled").count();
-    assert_eq!(cancelled, (1 << MALLORY_CHILD_DEPTH) - 1, "every run above the leaves was waiting: {runs:?}");
+    assert_eq!(
+        cancelled,
+        (1 << MALLORY_CHILD_DEPTH) - 1,
+        "every run above the leaves was waiting: {runs:?}"
+    );
     record(
         "cancelling a tree of child runs",
-        &format!("the cancel answered in {} ms; all {cancelled} waiting runs of {tree} ended cancelled", answered.as_millis()),
+        &format!(
+            "the cancel answered in {} ms; all {cancelled} waiting runs of {tree} ended cancelled",
+            answered.as_millis()
+        ),
     );
 }
 
@@ -620,7 +679,11 @@ fn a_step_started_before_an_eviction_runs_once_and_is_journaled_while_evicted() 
     let server = arena(&[]);
     server.upload(MALLORY, "hostile");
     let input = json!({"key": "evicted-1", "step_ms": 1_000, "signal_timeout_ms": 600_000});
-    let run = start(&server, MALLORY, json!({"component": "hostile", "workflow": "start-then-wait", "input": input}));
+    let run = start(
+        &server,
+        MALLORY,
+        json!({"component": "hostile", "workflow": "start-then-wait", "input": input}),
+    );
     // The serving host evicts a run waiting 250 ms: the step finishes and
     // is journaled while its workflow has no instance.
     eventually("the started step is journaled", || {
@@ -655,7 +718,9 @@ fn a_tenant_saturating_the_instance_slots_does_not_queue_another_behind_it() {
     let slow = json!({"step": "slow", "input": {"ms": 100}});
     let body = json!({"component": "hostile", "workflow": "call-limited", "input": slow});
     let (runs, flooded) = beside_alice_timed(&server, || {
-        (0..MALLORY_ACTIVE_RUNS).map(|_| start(&server, MALLORY, body.clone())).collect::<Vec<_>>()
+        (0..MALLORY_ACTIVE_RUNS)
+            .map(|_| start(&server, MALLORY, body.clone()))
+            .collect::<Vec<_>>()
     });
     let (mut first_start, mut last_end) = (u64::MAX, 0);
     for run in &runs {
@@ -673,7 +738,12 @@ fn a_tenant_saturating_the_instance_slots_does_not_queue_another_behind_it() {
         flooded.longest_step_ms
     );
     let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
-    assert!(ratio < 5.0, "alice's saga took {} ms beside the flood, {} ms alone", flooded.took_ms, idle.took_ms);
+    assert!(
+        ratio < 5.0,
+        "alice's saga took {} ms beside the flood, {} ms alone",
+        flooded.took_ms,
+        idle.took_ms
+    );
     record(
         "a tenant queueing 40 steps on a host of 2 instance slots",
         &format!(

@@ -185,7 +185,15 @@ fn an_endless_retry_policy_stops_at_the_hosts_attempt_cap() {
     // asked for: the host caps the attempts and floors the waits.
     let options = json!({"max_attempts": u32::MAX, "fuel": 0, "initial_backoff_ms": 0, "backoff_rate": -1.0, "max_backoff_ms": 0});
     let input = json!({"step": "boom", "options": options}).to_string();
-    let args = ["--max-attempts", "10", "--min-backoff", "50ms", "run", arg(&wasm), "call-limited"];
+    let args = [
+        "--max-attempts",
+        "10",
+        "--min-backoff",
+        "50ms",
+        "run",
+        arg(&wasm),
+        "call-limited",
+    ];
     let seen = host
         .run(&[&args[..], &["--run-id", "storm", "--input", &input]].concat())
         .success()
@@ -193,7 +201,10 @@ fn an_endless_retry_policy_stops_at_the_hosts_attempt_cap() {
     assert_eq!(seen["error_kind"], "fuel-exhausted", "{seen}");
     assert_eq!(seen["attempts"], 10, "the host's cap: {seen}");
     let message = seen["message"].as_str().unwrap_or_default();
-    assert!(message.contains("stopped after 10 attempts, the host's limit"), "{message}");
+    assert!(
+        message.contains("stopped after 10 attempts, the host's limit"),
+        "{message}"
+    );
     let attempts = host
         .stored_objects()
         .iter()
@@ -211,7 +222,15 @@ fn a_backoff_of_u64_max_neither_panics_the_host_nor_holds_recovery() {
     let wasm = guest("hostile");
     let options = json!({"max_attempts": 2, "initial_backoff_ms": u64::MAX, "max_backoff_ms": u64::MAX});
     let input = json!({"step": "boom", "options": options}).to_string();
-    let run = ["run", arg(&wasm), "call-limited", "--run-id", "patient", "--input", &input];
+    let run = [
+        "run",
+        arg(&wasm),
+        "call-limited",
+        "--run-id",
+        "patient",
+        "--input",
+        &input,
+    ];
     let detached = host.run(&[&run[..], &["--detach-after", "1s"]].concat());
     assert!(detached.stdout().contains("suspended"), "{}", detached.stderr());
     let status = host.status("patient").expect("the run exists");
@@ -219,14 +238,25 @@ fn a_backoff_of_u64_max_neither_panics_the_host_nor_holds_recovery() {
     // Another run, started and left for `resume`.
     let hello = guest("hello");
     host.run(&["upload", arg(&hello), "--name", "hello"]).success();
-    host.run(&["start", "hello", "greet", "--input", r#"{"name":"Ada"}"#, "--run-id", "other"])
-        .success();
+    host.run(&[
+        "start",
+        "hello",
+        "greet",
+        "--input",
+        r#"{"name":"Ada"}"#,
+        "--run-id",
+        "other",
+    ])
+    .success();
     let resumed = host.run(&["resume", "--detach-after", "1s"]).success();
     let stdout = resumed.stdout();
     assert!(stdout.contains("other completed"), "{stdout}");
     assert!(stdout.contains("patient suspended until"), "{stdout}");
     let stored = host.history("patient");
-    assert!(stored.is_empty(), "the step is not journaled before its retry: {stored:?}");
+    assert!(
+        stored.is_empty(),
+        "the step is not journaled before its retry: {stored:?}"
+    );
 }
 
 #[test]
@@ -237,13 +267,43 @@ fn a_step_blocked_in_a_host_call_ends_at_its_timeout() {
     let input = json!({"step": "blocker/block", "input": {"ms": 30_000}, "options": {"timeout_ms": 500}}).to_string();
     let link = format!("blocker={}", arg(&blocker));
     let seen = host
-        .run(&["run", arg(&wasm), "call-limited", "--run-id", "blocked", "--link", &link, "--input", &input])
+        .run(&[
+            "run",
+            arg(&wasm),
+            "call-limited",
+            "--run-id",
+            "blocked",
+            "--link",
+            &link,
+            "--input",
+            &input,
+        ])
         .success()
         .json_line();
     assert_eq!(seen["error_kind"], "timed-out", "{seen}");
     let message = seen["message"].as_str().unwrap_or_default();
-    assert!(message.contains("inside a host call") && message.contains("timeout is 500ms"), "{message}");
+    assert!(
+        message.contains("inside a host call") && message.contains("timeout is 500ms"),
+        "{message}"
+    );
     let entry = &host.history("blocked")[0];
     let held = entry["finished_at_ms"].as_u64().unwrap() - entry["started_at_ms"].as_u64().unwrap();
     assert!(held < 5_000, "the attempt held its slot {held} ms for a 500 ms limit");
+}
+
+#[test]
+fn a_zero_timeout_or_zero_fuel_fails_each_attempt_at_once() {
+    let timed = limited("spin", json!({"timeout_ms": 0}));
+    assert_eq!(timed["error_kind"], "timed-out", "{timed}");
+    assert!(
+        timed["message"].as_str().unwrap_or_default().contains("timeout is 0ns"),
+        "{timed}"
+    );
+    let fuelless = limited("spin", json!({"fuel": 0}));
+    assert_eq!(fuelless["error_kind"], "fuel-exhausted", "{fuelless}");
+    let huge = limited("spin", json!({"timeout_ms": u64::MAX, "fuel": 10_000_000}));
+    assert_eq!(
+        huge["error_kind"], "fuel-exhausted",
+        "a huge timeout is the host's: {huge}"
+    );
 }

@@ -594,14 +594,29 @@ fn stored_components_are_held_to_the_tenants_count_and_bytes_quotas() {
     server.upload(ACME, "hello");
     server.upload(ACME, "order");
     let third = std::fs::read(stepstone_e2e::guest("fanout")).unwrap();
-    let refused = server.post_bytes("/v1/components?name=fanout", ACME, third.clone()).expect(403);
-    assert!(refused["error"].as_str().unwrap().contains("2 components stored, its quota"), "{refused}");
+    let refused = server
+        .post_bytes("/v1/components?name=fanout", ACME, third.clone())
+        .expect(403);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 components stored, its quota"),
+        "{refused}"
+    );
     server.upload(ACME, "hello");
-    assert_eq!(server.get("/v1/components/fanout", ACME).status, 404, "nothing was stored");
+    assert_eq!(
+        server.get("/v1/components/fanout", ACME).status,
+        404,
+        "nothing was stored"
+    );
 
     server.upload(GLOBEX, "hello");
     let over = server.post_bytes("/v1/components", GLOBEX, third).expect(403);
-    assert!(over["error"].as_str().unwrap().contains("would pass its quota"), "{over}");
+    assert!(
+        over["error"].as_str().unwrap().contains("would pass its quota"),
+        "{over}"
+    );
 }
 
 #[test]
@@ -635,23 +650,65 @@ fn run_pages_continue_after_the_last_run_shown_and_name_unreadable_runs() {
     let server = Server::start(&default_tenants());
     server.upload(ACME, "hello");
     for n in 0..5 {
-        start(&server, ACME, "hello", "greet", json!({"name": format!("n{n}")}), &format!("p-{n}"));
+        start(
+            &server,
+            ACME,
+            "hello",
+            "greet",
+            json!({"name": format!("n{n}")}),
+            &format!("p-{n}"),
+        );
         wait(&server, ACME, &format!("p-{n}"));
     }
     let first = server.get("/v1/runs?limit=2", ACME).expect(200);
     let cursor = first["next_cursor"].as_str().expect("more pages").to_owned();
     let names = |page: &Value| -> Vec<String> {
-        page["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_owned()).collect()
+        page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(names(&first), ["p-0", "p-1"]);
     let record = server.host.data_dir().join("objects/tenants/acme/runs/p-1/run");
     std::fs::write(&record, b"garbage").unwrap();
     // The run the cursor names is now unreadable: the next page still
     // starts after it.
-    let second = server.get(&format!("/v1/runs?limit=2&cursor={cursor}"), ACME).expect(200);
+    let second = server
+        .get(&format!("/v1/runs?limit=2&cursor={cursor}"), ACME)
+        .expect(200);
     assert_eq!(names(&second), ["p-2", "p-3"]);
     assert_eq!(second["unreadable"][0]["run_id"], "p-1", "{second}");
-    assert!(second["unreadable"][0]["error"].as_str().unwrap().contains("runs/p-1/run"), "{second}");
+    assert!(
+        second["unreadable"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("runs/p-1/run"),
+        "{second}"
+    );
     let bad = server.get("/v1/runs?cursor=nonsense", ACME).expect(400);
     assert!(bad["error"].as_str().unwrap().contains("next_cursor"), "{bad}");
+}
+
+#[test]
+fn upload_refusals_name_the_upload_once_and_say_what_to_do() {
+    let server = Server::start(&default_tenants());
+    let module = b"\0asm\x01\0\0\0".to_vec();
+    let refused = server.post_bytes("/v1/components?name=plain", ACME, module).expect(400);
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("component `plain` is a core WebAssembly module"),
+        "{message}"
+    );
+    assert!(message.contains("stepstone componentize MODULE.wasm"), "{message}");
+    let mut torn = std::fs::read(stepstone_e2e::guest("hello")).unwrap();
+    torn.truncate(torn.len() / 2);
+    let refused = server.post_bytes("/v1/components?name=torn", ACME, torn).expect(400);
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("component `torn` is not a valid WebAssembly component"),
+        "{message}"
+    );
+    assert!(!message.contains("component component"), "{message}");
 }

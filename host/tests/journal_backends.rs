@@ -516,3 +516,39 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         assert_eq!(replay, ReplayReport::Identical { calls: 21 }, "{backend}");
     }
 }
+
+/// A drive whose workflow returns before it made every call its journal
+/// records did not replay that journal: the run fails `non-determinism`
+/// instead of completing as if the extra entries were not there.
+#[tokio::test]
+async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determinism() {
+    let tenant = TenantId::default_tenant();
+    for (backend, storage, _dir) in backends() {
+        let submitting = runtime(storage.clone()).await;
+        let hello = load(&submitting, "hello").await;
+        let run = submitting
+            .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
+            .await
+            .unwrap();
+        let stray = Entry {
+            seq: 5,
+            call: Call::new(CallKind::Step, "make-greeting", b"{}"),
+            recorded: Recorded::Step { result: Ok("1".into()) },
+            attempts: 1,
+            started_at_ms: 0,
+            finished_at_ms: 0,
+        };
+        RunRecords::new(storage.tenant(&tenant), run.clone())
+            .append(&stray)
+            .await
+            .unwrap();
+        // Another host, which reads the journal back.
+        let driving = runtime(storage.clone()).await;
+        let progress = driving.run_to_end(&tenant, &run, None).await.unwrap();
+        let Progress::Finished(Outcome::Failed { kind, message }) = progress else {
+            panic!("{backend}: {progress:?}")
+        };
+        assert_eq!(kind, "non-determinism", "{backend}: {message}");
+        assert!(message.contains("the journal records 6"), "{backend}: {message}");
+    }
+}

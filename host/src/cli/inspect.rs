@@ -25,7 +25,7 @@ pub async fn status(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resul
 /// Waits for a run to finish, for at most `timeout`, then prints its status.
 pub async fn wait(runtime: &Runtime, run: &RunId, timeout: Duration) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
-    let deadline = Instant::now() + timeout;
+    let deadline = stepstone::sandbox::instant_after(timeout);
     let status = loop {
         let status = runtime.status(&tenant, run).await?;
         let finished = matches!(

@@ -32,7 +32,7 @@ pub enum Urgency {
 /// The on-disk cache, or none (then every load compiles), and the threads
 /// that compile uploads.
 pub struct CodeCache {
-    dir: Option<Dir>,
+    dir: Option<Arc<Dir>>,
     uploads: Option<Arc<rayon::ThreadPool>>,
 }
 
@@ -43,7 +43,7 @@ impl CodeCache {
         let opened = std::fs::create_dir_all(dir).and_then(|()| Dir::open_ambient_dir(dir, ambient_authority()));
         match opened {
             Ok(dir) => Self {
-                dir: Some(dir),
+                dir: Some(Arc::new(dir)),
                 ..Self::disabled()
             },
             Err(e) => {
@@ -61,7 +61,8 @@ impl CodeCache {
     }
 
     /// The compiled component, from the cache or freshly compiled (and then
-    /// cached). Compilation runs off the async threads, where `urgency` says.
+    /// cached). Reading, compiling and writing all run off the async
+    /// threads; compilation where `urgency` says.
     pub async fn load_or_compile(
         &self,
         engine: &Engine,
@@ -71,52 +72,58 @@ impl CodeCache {
     ) -> wasmtime::Result<Component> {
         let file = format!("{digest}-{}.cwasm", fingerprint(engine));
         let started = std::time::Instant::now();
-        if let Some(component) = self.cached(engine, &file) {
+        let (dir, reader, cached_file) = (self.dir.clone(), engine.clone(), file.clone());
+        let cached = tokio::task::spawn_blocking(move || cached(dir.as_deref()?, &reader, &cached_file));
+        if let Ok(Some(component)) = cached.await {
             tracing::debug!(%digest, elapsed = ?started.elapsed(), "compiled code loaded from cache");
             return Ok(component);
         }
-        let (engine, owned) = (engine.clone(), bytes.to_vec());
+        let (dir, engine, owned) = (self.dir.clone(), engine.clone(), bytes.to_vec());
         let threads = self.uploads.clone().filter(|_| urgency == Urgency::Upload);
-        let component = tokio::task::spawn_blocking(move || match threads {
-            // wasmtime compiles functions in parallel on the rayon pool it is
-            // called from.
-            Some(threads) => threads.install(|| Component::new(&engine, owned)),
-            None => Component::new(&engine, owned),
+        let component = tokio::task::spawn_blocking(move || -> wasmtime::Result<Component> {
+            // wasmtime compiles functions in parallel on the rayon pool it
+            // is called from.
+            let component = match threads {
+                Some(threads) => threads.install(|| Component::new(&engine, owned)),
+                None => Component::new(&engine, owned),
+            }?;
+            if let Some(dir) = &dir {
+                store(dir, &file, &component);
+            }
+            Ok(component)
         })
         .await
         .map_err(wasmtime::Error::msg)??;
         tracing::debug!(%digest, elapsed = ?started.elapsed(), "component compiled");
-        self.store(&file, &component);
         Ok(component)
     }
+}
 
-    fn cached(&self, engine: &Engine, file: &str) -> Option<Component> {
-        let bytes = self.dir.as_ref()?.read(file).ok()?;
-        // SAFETY: the file was written by `store` below from
-        // `Component::serialize` of an engine with this fingerprint, into a
-        // directory only this host writes; wasmtime still checks the header
-        // and refuses code built for another engine configuration.
-        match unsafe { Component::deserialize(engine, &bytes) } {
-            Ok(component) => Some(component),
-            Err(e) => {
-                tracing::warn!(file, "ignoring unusable cached code: {e:#}");
-                None
-            }
+fn cached(dir: &Dir, engine: &Engine, file: &str) -> Option<Component> {
+    let bytes = dir.read(file).ok()?;
+    // SAFETY: the file was written by `store` below from
+    // `Component::serialize` of an engine with this fingerprint, into a
+    // directory only this host writes; wasmtime still checks the header
+    // and refuses code built for another engine configuration.
+    match unsafe { Component::deserialize(engine, &bytes) } {
+        Ok(component) => Some(component),
+        Err(e) => {
+            tracing::warn!(file, "ignoring unusable cached code: {e:#}");
+            None
         }
     }
+}
 
-    fn store(&self, file: &str, component: &Component) {
-        let Some(dir) = &self.dir else { return };
-        let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
-            // Write aside, then rename: a reader never sees half a file.
-            let partial = format!("{file}.{}.partial", std::process::id());
-            dir.write(&partial, bytes)
-                .and_then(|()| dir.rename(&partial, dir, file))
-                .map_err(|e| e.to_string())
-        });
-        if let Err(e) = written {
-            tracing::warn!(file, "cannot cache compiled code: {e}");
-        }
+fn store(dir: &Dir, file: &str, component: &Component) {
+    let written = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
+        // Write aside, then rename: a reader never sees half a file.
+        let partial = format!("{file}.{}.partial", std::process::id());
+        dir.write(&partial, bytes)
+            .and_then(|()| dir.rename(&partial, dir, file))
+            .map_err(|e| e.to_string())
+    });
+    if let Err(e) = written {
+        tracing::warn!(file, "cannot cache compiled code: {e}");
     }
 }
 

@@ -213,5 +213,9 @@ pub async fn run_attempt(
         Ok(left) => limits.fuel.saturating_sub(left),
         Err(_) => 0,
     };
+    drop(store);
+    if let Some(scratch) = scratch {
+        scratch.remove().await;
+    }
     AttemptReport { result, fuel_used }
 }

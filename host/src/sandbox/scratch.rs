@@ -9,7 +9,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 pub struct ScratchDir {
-    root: Dir,
+    /// The root, until the directory is removed.
+    root: Option<Dir>,
     name: String,
     path: PathBuf,
 }
@@ -23,7 +24,7 @@ impl ScratchDir {
         dir.create_dir(&name)?;
         Ok(Self {
             path: root.join(&name),
-            root: dir,
+            root: Some(dir),
             name,
         })
     }
@@ -31,12 +32,29 @@ impl ScratchDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Removes the directory and all in it, on a blocking thread: a step
+    /// may leave a large tree behind.
+    pub async fn remove(mut self) {
+        let (root, name, path) = (self.root.take(), self.name.clone(), self.path.clone());
+        let removed = tokio::task::spawn_blocking(move || root.map(|root| remove(&root, &name, &path))).await;
+        if let Err(e) = removed {
+            tracing::warn!(dir = %self.path.display(), "cannot remove a step's scratch directory: {e}");
+        }
+    }
+}
+
+fn remove(root: &Dir, name: &str, path: &Path) {
+    if let Err(e) = root.remove_dir_all(name) {
+        tracing::warn!(dir = %path.display(), "cannot remove a step's scratch directory: {e}");
+    }
 }
 
 impl Drop for ScratchDir {
+    /// An attempt cut short (its future dropped) removes its directory here.
     fn drop(&mut self) {
-        if let Err(e) = self.root.remove_dir_all(&self.name) {
-            tracing::warn!(dir = %self.path.display(), "cannot remove a step's scratch directory: {e}");
+        if let Some(root) = self.root.take() {
+            remove(&root, &self.name, &self.path);
         }
     }
 }
