@@ -94,7 +94,12 @@ impl Components {
 
     /// Like [`validate`](Self::validate), for an upload of `tenant`, whose
     /// share of the instance slots runs its `describe`.
-    pub async fn validate_for(&self, tenant: &TenantId, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
+    pub async fn validate_for(
+        &self,
+        tenant: &TenantId,
+        what: &str,
+        bytes: Bytes,
+    ) -> Result<Arc<Loaded>, ComponentError> {
         let loaded = self.check(tenant, what, bytes, Urgency::Upload).await?;
         if !loaded.manifest.steps.is_empty() {
             self.step_program(&loaded, Urgency::Upload).await?;
@@ -218,7 +223,13 @@ impl Components {
             .map_err(|e| compile_error(digest, role, &e))
     }
 
-    async fn check(&self, tenant: &TenantId, what: &str, bytes: Bytes, urgency: Urgency) -> Result<Loaded, ComponentError> {
+    async fn check(
+        &self,
+        tenant: &TenantId,
+        what: &str,
+        bytes: Bytes,
+        urgency: Urgency,
+    ) -> Result<Loaded, ComponentError> {
         let exports = top_level_exports(what, &bytes)?;
         let digest = digest_of(bytes.clone()).await;
         let exports_workflows = exports.contains(&contract::interface("workflow"));

@@ -92,7 +92,11 @@ async fn attempt_until_done(
     loop {
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
         // The slot is held for the attempt only, never through a backoff.
-        let slot = host.components.engines().slot(Role::Step, records.store().tenant()).await;
+        let slot = host
+            .components
+            .engines()
+            .slot(Role::Step, records.store().tenant())
+            .await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());
         let scratch = step.limits.scratch_dir.then_some(host.config.scratch_root.as_path());

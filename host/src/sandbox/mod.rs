@@ -22,9 +22,9 @@ pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_att
 pub use deadline::{Deadline, instant_after};
 pub use describe::describe;
 pub use engine::{Engines, Role};
-pub use slots::Slot;
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
+pub use slots::Slot;
 pub use wasi::{GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 
 pub use crate::contract::bindings::StepErrorKind;

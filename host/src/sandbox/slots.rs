@@ -170,7 +170,12 @@ mod tests {
         assert_eq!(slots.held(&quiet), 1);
         drop(quiet_slot);
         for waiter in queued {
-            drop(tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("served").expect("joined"));
+            drop(
+                tokio::time::timeout(Duration::from_secs(5), waiter)
+                    .await
+                    .expect("served")
+                    .expect("joined"),
+            );
         }
         assert_eq!((slots.held(&flood), slots.held(&quiet)), (0, 0));
     }
