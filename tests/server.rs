@@ -712,3 +712,26 @@ fn upload_refusals_name_the_upload_once_and_say_what_to_do() {
     );
     assert!(!message.contains("component component"), "{message}");
 }
+
+#[test]
+fn a_component_whose_describe_blocks_is_refused_at_describes_deadline() {
+    let server = Server::start(&default_tenants());
+    let stalled = std::fs::read(stepstone_e2e::guest("stalled")).unwrap();
+    let asked = std::time::Instant::now();
+    let refused = server
+        .post_bytes("/v1/components?name=stalled", ACME, stalled)
+        .expect(400);
+    let took = asked.elapsed();
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.contains("`describe` failed (timed-out)"), "{message}");
+    assert!(message.contains("inside a host call"), "{message}");
+    assert!(
+        took < Duration::from_secs(30),
+        "describe blocked the upload for {took:?}"
+    );
+    assert_eq!(
+        server.get("/v1/components/stalled", ACME).status,
+        404,
+        "nothing was stored"
+    );
+}

@@ -38,7 +38,7 @@ pub enum ComponentError {
         export: String,
         world: &'static str,
     },
-    #[error("component {digest}: `describe` failed ({kind:?}): {message}")]
+    #[error("component {digest}: `describe` failed ({}): {message}", crate::sandbox::kind_name(*kind))]
     Describe {
         digest: String,
         kind: crate::sandbox::StepErrorKind,
