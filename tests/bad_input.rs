@@ -111,19 +111,8 @@ fn a_corrupt_run_record_is_named_and_passed_over_while_the_others_go_on() {
     let host = Host::new();
     let order = guest("order");
     for run in ["broken", "healthy"] {
-        let input = stepstone_e2e::order_input(run, 0, serde_json::json!({"approval_timeout_ms": 600_000})).to_string();
-        host.run(&[
-            "run",
-            arg(&order),
-            "place-order",
-            "--run-id",
-            run,
-            "--input",
-            &input,
-            "--detach-after",
-            "1s",
-        ])
-        .success();
+        let input = stepstone_e2e::order_input(run, 0, serde_json::json!({"approval_timeout_ms": 600_000}));
+        host.run_detached(&order, "place-order", run, &input.to_string());
     }
     host.run(&["signal", "healthy", "approve", r#"{"approved":true}"#])
         .success();

@@ -90,6 +90,23 @@ impl Host {
         Run(output)
     }
 
+    /// `stepstone run WASM WORKFLOW` as run `run` on `input`, left
+    /// suspended in the store at its first wait longer than a second.
+    pub fn run_detached(&self, wasm: &Path, workflow: &str, run: &str, input: &str) -> Run {
+        let args = [
+            "run",
+            arg(wasm),
+            workflow,
+            "--run-id",
+            run,
+            "--input",
+            input,
+            "--detach-after",
+            "1s",
+        ];
+        self.run(&args).success()
+    }
+
     /// Starts `stepstone ARGS` in the background.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)

@@ -168,6 +168,29 @@ fn mallory_runs(server: &Server) -> Vec<Value> {
     page["runs"].as_array().expect("a list").clone()
 }
 
+/// Whether every run of mallory's is in one of `states`.
+fn all_mallory_runs_in(server: &Server, states: &[&str]) -> bool {
+    mallory_runs(server)
+        .iter()
+        .all(|run| states.contains(&run["state"].as_str().unwrap_or_default()))
+}
+
+/// How many times its time alone alice's saga took beside an attack;
+/// asserts it stayed under a generous bound, and returns it for the report.
+fn slowdown(flooded: &AliceRun, idle: &AliceRun) -> f64 {
+    let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
+    assert!(
+        ratio < 5.0,
+        "alice's saga took {} ms beside the attack, {} ms alone",
+        flooded.took_ms,
+        idle.took_ms
+    );
+    ratio
+}
+
+/// Runs in a full binary tree of mallory's child runs.
+const TREE: usize = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
+
 /// Polls until `ready` holds, for at most 60 s.
 fn eventually(what: &str, ready: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -598,9 +621,8 @@ fn a_workflow_forking_itself_is_held_to_the_tenants_run_quotas() {
     });
     assert_eq!(status["state"], "failed", "{status}");
     let runs = mallory_runs(&server);
-    let tree = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
     assert!(
-        runs.len() <= tree,
+        runs.len() <= TREE,
         "{} runs, more than a tree of depth {MALLORY_CHILD_DEPTH}",
         runs.len()
     );
@@ -614,17 +636,9 @@ fn a_workflow_forking_itself_is_held_to_the_tenants_run_quotas() {
         "{message}"
     );
     eventually("mallory's tree has ended", || {
-        mallory_runs(&server)
-            .iter()
-            .all(|run| ["failed", "completed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+        all_mallory_runs_in(&server, &["failed", "completed", "cancelled"])
     });
-    let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
-    assert!(
-        ratio < 5.0,
-        "alice's saga took {} ms beside the flood, {} ms alone",
-        flooded.took_ms,
-        idle.took_ms
-    );
+    let ratio = slowdown(&flooded, &idle);
     record(
         "a workflow starting two children of itself without end",
         &format!(
@@ -640,8 +654,7 @@ fn cancelling_a_tree_of_children_answers_at_once_and_ends_every_run() {
     server.upload(MALLORY, "hostile");
     let body = json!({"component": "hostile", "workflow": "fork-bomb", "input": {"hold_ms": 600_000}});
     let root = start(&server, MALLORY, body);
-    let tree = (1 << (MALLORY_CHILD_DEPTH + 1)) - 1;
-    eventually("the whole tree has started", || mallory_runs(&server).len() == tree);
+    eventually("the whole tree has started", || mallory_runs(&server).len() == TREE);
     let asked = std::time::Instant::now();
     server
         .post_json(
@@ -654,9 +667,7 @@ fn cancelling_a_tree_of_children_answers_at_once_and_ends_every_run() {
     assert!(answered < std::time::Duration::from_secs(2), "cancel took {answered:?}");
     assert_eq!(finished(&server, MALLORY, &root)["state"], "cancelled");
     eventually("every run of the tree has ended", || {
-        mallory_runs(&server)
-            .iter()
-            .all(|run| ["failed", "cancelled"].contains(&run["state"].as_str().unwrap_or_default()))
+        all_mallory_runs_in(&server, &["failed", "cancelled"])
     });
     let runs = mallory_runs(&server);
     let cancelled = runs.iter().filter(|run| run["state"] == "cancelled").count();
@@ -668,7 +679,7 @@ fn cancelling_a_tree_of_children_answers_at_once_and_ends_every_run() {
     record(
         "cancelling a tree of child runs",
         &format!(
-            "the cancel answered in {} ms; all {cancelled} waiting runs of {tree} ended cancelled",
+            "the cancel answered in {} ms; all {cancelled} waiting runs of {TREE} ended cancelled",
             answered.as_millis()
         ),
     );
@@ -737,13 +748,7 @@ fn a_tenant_saturating_the_instance_slots_does_not_queue_another_behind_it() {
         "alice's longest step took {} ms while mallory's queue of {MALLORY_ACTIVE_RUNS} steps drained in {drain_ms} ms",
         flooded.longest_step_ms
     );
-    let ratio = flooded.took_ms as f64 / idle.took_ms.max(1) as f64;
-    assert!(
-        ratio < 5.0,
-        "alice's saga took {} ms beside the flood, {} ms alone",
-        flooded.took_ms,
-        idle.took_ms
-    );
+    let ratio = slowdown(&flooded, &idle);
     record(
         "a tenant queueing 40 steps on a host of 2 instance slots",
         &format!(

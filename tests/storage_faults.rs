@@ -12,18 +12,7 @@ fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
     let wasm = guest("order");
     for run in ["healthy", "damaged"] {
         let input = order_input(run, 60_000, json!({})).to_string();
-        let args = [
-            "run",
-            arg(&wasm),
-            "place-order",
-            "--run-id",
-            run,
-            "--input",
-            &input,
-            "--detach-after",
-            "1s",
-        ];
-        let detached = host.run(&args).success();
+        let detached = host.run_detached(&wasm, "place-order", run, &input);
         assert!(detached.stdout().contains("suspended"), "{}", detached.stdout());
     }
     let entry = host
