@@ -66,6 +66,7 @@ impl RetryPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{LimitRequest, StepLimits};
 
     fn options() -> StepOptions {
         StepOptions {
@@ -161,22 +162,30 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// No step options, however extreme, panic the policy or escape the
-        /// host's bounds.
+        /// No step options, however extreme, panic the host or escape its
+        /// bounds: neither the retry policy nor the attempt's limits and
+        /// deadline.
         #[test]
         fn any_options_give_a_bounded_policy(
             max_attempts in proptest::option::of(proptest::num::u32::ANY),
             initial_backoff_ms in proptest::option::of(proptest::num::u64::ANY),
             backoff_rate in proptest::option::of(proptest::num::f64::ANY),
             max_backoff_ms in proptest::option::of(proptest::num::u64::ANY),
+            timeout_ms in proptest::option::of(proptest::num::u64::ANY),
+            fuel in proptest::option::of(proptest::num::u64::ANY),
             failures in proptest::num::u32::ANY,
             failed_at_ms in proptest::num::u64::ANY,
         ) {
             let limits = RetryLimits::default();
-            let policy = RetryPolicy::from_options(
-                &StepOptions { max_attempts, initial_backoff_ms, backoff_rate, max_backoff_ms, ..options() },
-                &limits,
-            );
+            let options = StepOptions { max_attempts, initial_backoff_ms, backoff_rate, max_backoff_ms, timeout_ms, fuel };
+            let policy = RetryPolicy::from_options(&options, &limits);
+            let host = StepLimits::default();
+            let attempt = host.lowered_by(&LimitRequest { fuel, timeout_ms, ..LimitRequest::default() });
+            proptest::prop_assert!(attempt.fuel <= host.fuel && attempt.timeout <= host.timeout);
+            let deadline = crate::sandbox::Deadline::after(attempt.timeout);
+            if attempt.timeout >= Duration::from_secs(1) {
+                proptest::prop_assert!(!deadline.passed());
+            }
             proptest::prop_assert!((1..=limits.max_attempts).contains(&policy.max_attempts));
             let wait = policy.backoff(failures);
             proptest::prop_assert!(wait >= limits.min_backoff && wait <= limits.max_backoff, "{wait:?}");
