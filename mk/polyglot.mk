@@ -10,6 +10,12 @@
 TOOLS_DIR := target/tools
 WIT_FILES := $(wildcard wit/*.wit)
 
+# $(call python-tool,VENV,PIP_ARGS): a venv at VENV with PIP_ARGS installed
+# in it, for a Python tool the build or the tests run.
+python-tool = @command -v python3 >/dev/null || { \
+		echo "tools: python3 is missing: apt-get install -y python3 python3-venv" >&2; exit 1; }; \
+	python3 -m venv $(1) && $(1)/bin/pip install --quiet --disable-pip-version-check $(2)
+
 # componentize-py 0.25.1 emits WASI 0.2 components that wasmtime 48 runs.
 COMPONENTIZE_PY_VERSION := 0.25.1
 PY_VENV := $(TOOLS_DIR)/py
@@ -45,9 +51,7 @@ POLYGLOT_COMPONENTS := $(GUESTS_DIR)/py-steps.wasm $(GUESTS_DIR)/py-workflow.was
 polyglot-guests: $(POLYGLOT_COMPONENTS)
 
 $(COMPONENTIZE_PY):
-	@command -v python3 >/dev/null || { echo "guests: python3 is missing: apt-get install -y python3 python3-venv" >&2; exit 1; }
-	python3 -m venv $(PY_VENV)
-	$(PY_VENV)/bin/pip install --quiet --disable-pip-version-check componentize-py==$(COMPONENTIZE_PY_VERSION)
+	$(call python-tool,$(PY_VENV),componentize-py==$(COMPONENTIZE_PY_VERSION))
 
 $(COMPONENTIZE_JS): guest-sdk/js/package.json guest-sdk/js/package-lock.json
 	@command -v npm >/dev/null || { echo "guests: npm is missing: apt-get install -y nodejs npm" >&2; exit 1; }

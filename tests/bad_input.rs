@@ -143,3 +143,35 @@ fn a_corrupt_run_record_is_named_and_passed_over_while_the_others_go_on() {
         "nothing overwrote the corrupt record"
     );
 }
+
+#[test]
+fn a_store_that_cannot_be_used_is_named_with_what_to_check() {
+    let host = Host::new();
+    let stderr = host.run(&["--store", "nowhere", "list"]).failure();
+    assert!(
+        stderr.contains("cannot use the store nowhere") && stderr.contains("s3://BUCKET/PREFIX"),
+        "{stderr}"
+    );
+
+    let s3 = stepstone_e2e::seaweedfs();
+    let against = |store: &str, secret: &str| {
+        let mut command = host.command(&["--store", store, "list"]);
+        command.envs(s3.env()).env("AWS_SECRET_ACCESS_KEY", secret);
+        stepstone_e2e::Run(command.output().expect("stepstone starts")).failure()
+    };
+    let good_secret = s3
+        .env()
+        .into_iter()
+        .find(|(k, _)| *k == "AWS_SECRET_ACCESS_KEY")
+        .unwrap()
+        .1;
+    let missing = against("s3://no-such-bucket/x", &good_secret);
+    assert!(
+        missing.contains("cannot use the store s3://no-such-bucket/x"),
+        "{missing}"
+    );
+    assert!(missing.contains("check the bucket exists"), "{missing}");
+    let unsigned = against(&s3.fresh_store(), "not-the-secret");
+    assert!(unsigned.contains("credentials"), "{unsigned}");
+    assert_eq!(unsigned.lines().count(), 1, "one line: {unsigned}");
+}

@@ -85,7 +85,15 @@ pub fn shipped(id: &str) -> Value {
 
 #[test]
 fn order_saga_retries_sleeps_takes_a_buffered_signal_and_replays_deterministically() {
-    let host = Host::new();
+    order_saga_on(Host::new());
+}
+
+#[test]
+fn the_order_saga_runs_the_same_on_s3() {
+    order_saga_on(Host::on_s3());
+}
+
+fn order_saga_on(host: Host) {
     let wasm = guest("order");
     let input = order("o-1", json!({}));
     let child = host.spawn(&["run", arg(&wasm), "place-order", "--run-id", "o-1", "--input", &input]);

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod seaweedfs;
+pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
+
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,6 +49,8 @@ pub struct Host {
     /// is compiled once per `make test`, not once per test (Python's takes
     /// about a minute).
     cache: PathBuf,
+    /// The `--store` URL, when the store is not the data directory's.
+    store: Option<String>,
 }
 
 impl Default for Host {
@@ -59,6 +64,16 @@ impl Host {
         Self {
             data: tempfile::tempdir().expect("a temporary data directory"),
             cache: root().join("target/test-code-cache"),
+            store: None,
+        }
+    }
+
+    /// A host whose store is a fresh prefix of the test process's
+    /// SeaweedFS, reached over S3.
+    pub fn on_s3() -> Self {
+        Self {
+            store: Some(seaweedfs().fresh_store()),
+            ..Self::new()
         }
     }
 
@@ -66,7 +81,11 @@ impl Host {
     pub fn with_own_cache() -> Self {
         let data = tempfile::tempdir().expect("a temporary data directory");
         let cache = data.path().join("cache");
-        Self { data, cache }
+        Self {
+            data,
+            cache,
+            store: None,
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -81,6 +100,9 @@ impl Host {
             .env("STEPSTONE_DATA", self.data.path())
             .env("STEPSTONE_CACHE_DIR", &self.cache)
             .env("RUST_LOG", "stepstone=info");
+        if let Some(store) = &self.store {
+            command.env("STEPSTONE_STORE", store).envs(seaweedfs().env());
+        }
         command
     }
 

