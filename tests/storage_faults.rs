@@ -149,11 +149,21 @@ fn shape(entry: &Value) -> Value {
 
 #[test]
 fn runs_end_as_without_faults_while_a_tenth_of_store_calls_fail() {
+    faults_are_hidden_on(Host::new(), "the local store");
+}
+
+#[test]
+fn runs_end_as_without_faults_on_s3_while_a_tenth_of_its_calls_fail() {
+    faults_are_hidden_on(Host::on_s3(), "S3 (SeaweedFS)");
+}
+
+/// Runs orders and fan-outs on a calm host and on `host`, whose store fails
+/// one call in ten: the outputs and journals must be the same.
+fn faults_are_hidden_on(host: Host, store: &str) {
     const ORDERS: usize = 6;
     let calm = Host::new();
     let expected = order_and_fanout_runs(&calm, |args| calm.run(args), ORDERS);
 
-    let host = Host::new();
     let mut flaky = Flaky::new(&host, "errors=0.1,latency=1ms,seed={seed}");
     let outputs = order_and_fanout_runs(&host, |args| flaky.run(args), ORDERS);
     assert_eq!(outputs, expected);
@@ -176,7 +186,7 @@ fn runs_end_as_without_faults_while_a_tenth_of_store_calls_fail() {
     );
     record_reliability(&ReliabilityResult {
         suite: "storage_faults",
-        fault: "10% of store calls fail (half of the failed writes land first)",
+        fault: &format!("10% of store calls fail (half of the failed writes land first), on {store}"),
         trials: expected.len() as u64,
         outcome: &format!(
             "every run completed with the fault-free output and journal; {} faults injected, all retried",
