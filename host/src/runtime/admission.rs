@@ -189,6 +189,6 @@ mod tests {
         );
         let wide = admission.admit_child(&tenant(), 0, limits.max_children_per_run as usize);
         assert_eq!(wide.map_err(|e| e.retry_after()), Err(None));
-        assert_eq!(admission.admit_child(&tenant(), u32::MAX, 0).is_err(), true);
+        assert!(admission.admit_child(&tenant(), u32::MAX, 0).is_err());
     }
 }
