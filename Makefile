@@ -25,6 +25,8 @@ $(STEPSTONE): host
 
 include mk/guests.mk
 include mk/fuzz.mk
+include mk/schemathesis.mk
+include mk/seaweedfs.mk
 
 demo: host guests
 	@rm -rf $(DEMO_DATA)
@@ -45,7 +47,7 @@ demo: host guests
 RELIABILITY_RESULTS := target/reliability
 FUZZ_RESULTS := target/fuzz-results
 
-test: host guests guest-sdk-test
+test: host guests guest-sdk-test schemathesis seaweedfs
 	@rm -rf $(RELIABILITY_RESULTS)
 	$(CARGO) test --workspace
 	@$(MAKE) --no-print-directory reliability

@@ -18,6 +18,18 @@ pub fn root() -> PathBuf {
         .to_owned()
 }
 
+/// A tool `make test` installs under target/tools/ (`make TARGET` installs
+/// it alone), at `path` there.
+pub fn tool(path: &str, target: &str) -> PathBuf {
+    let tool = root().join("target/tools").join(path);
+    assert!(
+        tool.exists(),
+        "{} is missing: run `make test`, which installs it (or `make {target}`)",
+        tool.display()
+    );
+    tool
+}
+
 /// An example guest component, built by `make guests`.
 pub fn guest(name: &str) -> PathBuf {
     let path = root().join("target/guests").join(format!("{name}.wasm"));

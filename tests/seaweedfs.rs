@@ -82,13 +82,7 @@ impl SeaweedFs {
 }
 
 fn weed() -> PathBuf {
-    let weed = root().join("target/tools/seaweedfs/bin/weed");
-    assert!(
-        weed.exists(),
-        "{} is missing: run `make test`, which installs it",
-        weed.display()
-    );
-    weed
+    super::tool("seaweedfs/bin/weed", "seaweedfs")
 }
 
 /// What the server prints, line by line.

@@ -7,10 +7,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
+use super::doc::{Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Path, Query};
 use crate::component::{Loaded, digest_of};
@@ -49,17 +52,36 @@ pub struct NamedComponent {
 #[derive(Deserialize, IntoParams)]
 pub struct UploadParams {
     /// Name the upload; the name then points at this build.
-    name: Option<String>,
+    #[param(inline)]
+    name: Option<ComponentName>,
 }
+
+/// A component's `.wasm` bytes, whatever the content type says.
+pub struct Wasm;
+
+impl PartialSchema for Wasm {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .into()
+    }
+}
+
+impl ToSchema for Wasm {}
 
 /// Upload a component (the raw `.wasm` as the body).
 #[utoipa::path(post, path = "/v1/components", params(UploadParams),
-    request_body(content = Vec<u8>, content_type = "application/wasm"),
+    request_body(content(
+        (inline(Wasm) = "application/wasm"),
+        (inline(Wasm) = "application/octet-stream"),
+    )),
     responses(
         (status = 201, body = ComponentInfo, description = "stored (or already stored: uploads are idempotent)"),
-        (status = 400, body = ErrorBody, description = "not a valid Stepstone component"),
+        (status = 400, body = ErrorBody, description = "not a valid Stepstone component, or an invalid `name`"),
         (status = 403, body = ErrorBody, description = "over the tenant's quota of stored components (count or bytes)"),
         (status = 413, body = ErrorBody, description = "over the tenant's component size quota"),
+        Refusals,
     ))]
 pub async fn upload(
     State(state): State<ApiState>,
@@ -73,21 +95,16 @@ pub async fn upload(
             "the body is empty: send the component's .wasm bytes",
         ));
     }
-    let name = params
-        .name
-        .as_deref()
-        .map(ComponentName::new)
-        .transpose()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // Uploads of one tenant queue here, so the storage quota below sees
     // every earlier one.
     let _compiling = state.compile_permit(&tenant.id).await;
     check_storage_quota(&state, &tenant, &body).await?;
     let budget = Duration::from_millis(tenant.quotas.compile_timeout_ms);
-    let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, name.as_ref()))
+    let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, params.name.as_ref()))
         .await
         .map_err(|_| ApiError::bad_request(format!("validating and compiling the component took over {budget:?}, this tenant's limit: upload a smaller component")))??;
-    Ok((StatusCode::CREATED, Json(ComponentInfo::of(&loaded, params.name))))
+    let name = params.name.map(String::from);
+    Ok((StatusCode::CREATED, Json(ComponentInfo::of(&loaded, name))))
 }
 
 /// Refuses a new component past the tenant's count or storage quota; a
@@ -118,7 +135,7 @@ async fn check_storage_quota(state: &ApiState, tenant: &Tenant, body: &Bytes) ->
 }
 
 /// List the tenant's component names.
-#[utoipa::path(get, path = "/v1/components", responses((status = 200, body = Vec<NamedComponent>)))]
+#[utoipa::path(get, path = "/v1/components", responses((status = 200, body = Vec<NamedComponent>), Refusals))]
 pub async fn list(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
@@ -135,16 +152,27 @@ pub async fn list(
     ))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ComponentPath {
+    /// A component name or digest.
+    #[param(inline)]
+    reference: ComponentName,
+}
+
 /// Describe a component, by name or digest.
-#[utoipa::path(get, path = "/v1/components/{reference}",
-    params(("reference" = String, Path, description = "a component name or digest")),
-    responses((status = 200, body = ComponentInfo), (status = 404, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/components/{reference}", params(ComponentPath),
+    responses(
+        (status = 200, body = ComponentInfo),
+        (status = 404, body = ErrorBody, description = "no such component"),
+        Malformed, Refusals,
+    ))]
 pub async fn get(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(reference): Path<String>,
+    Path(ComponentPath { reference }): Path<ComponentPath>,
 ) -> Result<Json<ComponentInfo>, ApiError> {
-    let loaded = state.runtime.component(&tenant.id, &reference).await?;
-    let name = (loaded.digest != reference).then_some(reference);
+    let loaded = state.runtime.component(&tenant.id, reference.as_str()).await?;
+    let name = (loaded.digest != reference.as_str()).then(|| reference.into());
     Ok(Json(ComponentInfo::of(&loaded, name)))
 }

@@ -85,10 +85,9 @@ impl IntoResponse for ApiError {
 impl From<RunError> for ApiError {
     fn from(error: RunError) -> Self {
         let status = match &error {
-            RunError::UnknownRun { .. } => StatusCode::NOT_FOUND,
-            RunError::UnknownWorkflow { .. } | RunError::InvalidJson { .. } | RunError::InvalidName(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            // No such run; or no such workflow in the component, like no such component.
+            RunError::UnknownRun { .. } | RunError::UnknownWorkflow { .. } => StatusCode::NOT_FOUND,
+            RunError::InvalidJson { .. } | RunError::InvalidName(_) => StatusCode::BAD_REQUEST,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {
@@ -118,6 +117,8 @@ fn store_status(error: &StoreError) -> StatusCode {
     match error {
         StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::AlreadyExists { .. } => StatusCode::CONFLICT,
-        StoreError::Unavailable { .. } | StoreError::Open { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        StoreError::Unavailable { .. } | StoreError::Open { .. } | StoreError::Location { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
 }

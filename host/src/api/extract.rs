@@ -5,11 +5,14 @@
 //! Invariant: the status stays axum's (400 for a malformed request, 413 for
 //! an oversized body, 415 for a wrong content type, 422 for JSON of the
 //! wrong shape) and the message is axum's, which names the offending field.
+//! [`OptionalJson`], which is not axum's, answers the same statuses.
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use serde_json::error::Category;
 
 use super::error::ApiError;
 
@@ -69,5 +72,31 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         Ok(Self(bytes::Bytes::from_request(request, state).await?))
+    }
+}
+
+/// A JSON body that may be left out: an empty body, like `null`, is
+/// `T::default()`. The content type is not checked, so `curl -X POST` with
+/// or without `-H 'Content-Type: application/json'` works.
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let Body(body) = Body::from_request(request, state).await?;
+        if body.is_empty() {
+            return Ok(Self(T::default()));
+        }
+        let value = serde_json::from_slice::<Option<T>>(&body);
+        value
+            .map(|value| Self(value.unwrap_or_default()))
+            .map_err(|error| match error.classify() {
+                Category::Data => ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("the body is not of the documented shape: {error}"),
+                ),
+                _ => ApiError::bad_request(format!("the body is not JSON: {error}")),
+            })
     }
 }

@@ -7,8 +7,10 @@
 
 mod auth;
 mod components;
+mod doc;
 mod error;
 mod extract;
+mod params;
 mod runs;
 
 use std::collections::HashMap;
@@ -16,11 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 
 pub use error::ApiError;
@@ -75,32 +78,6 @@ impl ApiState {
     }
 }
 
-/// The API's OpenAPI document, generated from the handlers.
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
-    paths(
-        components::upload, components::list, components::get,
-        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
-    ),
-    modifiers(&BearerAuth),
-    security(("bearer" = [])),
-)]
-pub struct ApiDoc;
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-    }
-}
-
 /// The operator's routes, for a listen address of their own: `/metrics`
 /// names every tenant, so it is not served to tenants.
 pub fn operator_router(runtime: Runtime) -> Router {
@@ -126,7 +103,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))
-        .route("/openapi.json", get(|| async { axum::Json(ApiDoc::openapi()) }));
+        .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok" }))
@@ -139,9 +116,18 @@ pub fn router(state: ApiState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
-        ))
+        .layer(middleware::from_fn(time_limit))
         .with_state(state)
+}
+
+/// Answers 408 to a request still unanswered after `REQUEST_TIMEOUT`.
+async fn time_limit(request: Request, next: Next) -> Response {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request took over {REQUEST_TIMEOUT:?}, the server's limit"),
+        )
+        .into_response(),
+    }
 }

@@ -8,57 +8,93 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
+use super::doc::{JsonBody, Malformed, Refusals, Throttled, UnknownRun};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{self, Body, Path, Query};
+use super::extract::{self, Body, OptionalJson, Path, Query};
+use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
-use crate::runtime::{ReplayReport, RunCursor, RunQuery, RunStatus, Submission, UnreadableRun};
-use crate::store::{RunId, SignalId, SignalName};
+use crate::runtime::{ReplayReport, RunQuery, RunStatus, Submission, UnreadableRun};
+use crate::store::{ComponentName, RunId, SignalId, SignalName};
 
 /// Longest a `wait` may hold a request.
 const MAX_WAIT: Duration = Duration::from_secs(60);
+/// How long a `wait` waits without a `timeout`.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// The runs a page holds: at most, and without a `limit`.
+const MAX_PAGE: u32 = 1000;
+const DEFAULT_PAGE: u32 = 100;
+
+/// The run an operation is about.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    #[param(inline)]
+    id: RunId,
+}
 
 /// A run to start.
 #[derive(Deserialize, ToSchema)]
 pub struct StartRun {
     /// A component name or digest.
-    pub component: String,
+    pub component: ComponentName,
+    /// One of the component's workflows (404 if it has none of this name).
     pub workflow: String,
     /// The workflow's input (any JSON).
-    #[schema(value_type = Object)]
     pub input: Value,
     /// An idempotency key: the same id with the same input returns the same
     /// run; with another input, 409.
-    pub run_id: Option<String>,
-    /// Step limits for this run (`fuel`, `memory_bytes`, `timeout_ms`,
-    /// `max_output_bytes`): each can lower the tenant's quota, never raise it.
+    pub run_id: Option<RunId>,
     #[serde(default)]
-    pub options: LimitRequest,
+    pub options: RunOptions,
     /// Other components of the tenant's (link name → component name or
     /// digest), whose steps the workflow calls as `link/step`.
     #[serde(default)]
-    pub links: BTreeMap<String, String>,
+    pub links: BTreeMap<String, ComponentName>,
+}
+
+/// Step limits for a run: each can lower the tenant's quota, never raise it.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunOptions {
+    /// Fuel one step attempt may burn.
+    fuel: Option<WholeNumber>,
+    /// Memory one step instance may take.
+    memory_bytes: Option<WholeNumber>,
+    /// Milliseconds one step attempt may take.
+    timeout_ms: Option<WholeNumber>,
+    /// Bytes one step's output may take.
+    max_output_bytes: Option<WholeNumber>,
+}
+
+impl From<RunOptions> for LimitRequest {
+    fn from(options: RunOptions) -> Self {
+        Self {
+            fuel: options.fuel.map(|n| n.0),
+            memory_bytes: options.memory_bytes.map(WholeNumber::saturating_usize),
+            timeout_ms: options.timeout_ms.map(|n| n.0),
+            max_output_bytes: options.max_output_bytes.map(WholeNumber::saturating_usize),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct Started {
-    pub run_id: String,
-}
-
-fn run_id(id: &str) -> Result<RunId, ApiError> {
-    RunId::new(id).map_err(|e| ApiError::bad_request(e.to_string()))
+    pub run_id: RunId,
 }
 
 /// Start a run (or return the run its `run_id` already names).
 #[utoipa::path(post, path = "/v1/runs", request_body = StartRun, responses(
     (status = 202, body = Started),
-    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such component"),
+    (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
     (status = 409, body = ErrorBody, description = "the run id exists with another input"),
-    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody, description = "a rate or concurrency quota; see Retry-After"),
+    (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
+    Malformed, JsonBody, Throttled, Refusals,
 ))]
 pub async fn start(
     State(state): State<ApiState>,
@@ -67,35 +103,71 @@ pub async fn start(
 ) -> Result<(StatusCode, Json<Started>), ApiError> {
     let input = start.input.to_string();
     ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
-    let run_id = start.run_id.as_deref().map(run_id).transpose()?;
     state.runtime.admit(&tenant.id)?;
-    let component = state.runtime.component(&tenant.id, &start.component).await?;
+    let component = state.runtime.component(&tenant.id, start.component.as_str()).await?;
     let mut submission = Submission::new(component, &start.workflow, &input);
-    submission.run_id = run_id;
-    submission.limits = start.options;
+    submission.run_id = start.run_id;
+    submission.limits = start.options.into();
     for (name, reference) in start.links {
-        let linked = state.runtime.component(&tenant.id, &reference).await?;
+        let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);
     }
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(Started {
-            run_id: run.to_string(),
-        }),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))
 }
 
 #[derive(Deserialize, IntoParams)]
 pub struct ListParams {
-    /// Only runs in this state (`pending`, `running`, `sleeping`, `completed`, ...).
-    status: Option<String>,
+    /// Only runs in this state.
+    #[param(inline)]
+    status: Option<StateFilter>,
+    /// Only runs of this workflow.
     workflow: Option<String>,
-    /// At most this many runs (default 100).
-    limit: Option<usize>,
+    #[param(schema_with = page_limit)]
+    limit: Option<u32>,
     /// The `next_cursor` of the previous page.
-    cursor: Option<String>,
+    #[param(inline)]
+    cursor: Option<Cursor>,
+}
+
+/// The states a run can be in, as `RunStatus` names them.
+#[derive(Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateFilter {
+    Pending,
+    Running,
+    Retrying,
+    Sleeping,
+    AwaitingSignal,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl StateFilter {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Retrying => "retrying",
+            Self::Sleeping => "sleeping",
+            Self::AwaitingSignal => "awaiting-signal",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+fn page_limit() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some("At most this many runs."))
+        .minimum(Some(1))
+        .maximum(Some(MAX_PAGE))
+        .default(Some(DEFAULT_PAGE.into()))
+        .build()
 }
 
 #[derive(Serialize, ToSchema)]
@@ -110,23 +182,24 @@ pub struct RunPage {
 }
 
 /// List runs, oldest first, a page at a time.
-#[utoipa::path(get, path = "/v1/runs", params(ListParams), responses((status = 200, body = RunPage)))]
+#[utoipa::path(get, path = "/v1/runs", params(ListParams),
+    responses((status = 200, body = RunPage), Malformed, Refusals))]
 pub async fn list(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Query(params): Query<ListParams>,
 ) -> Result<Json<RunPage>, ApiError> {
-    let after = params
-        .cursor
-        .as_deref()
-        .map(str::parse::<RunCursor>)
-        .transpose()
-        .map_err(ApiError::bad_request)?;
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit}: a page holds 1 to {MAX_PAGE} runs"
+        )));
+    }
     let query = RunQuery {
         workflow: params.workflow,
-        state: params.status,
-        after,
-        limit: params.limit.unwrap_or(100).clamp(1, 1000),
+        state: params.status.map(|status| status.name().to_owned()),
+        after: params.cursor.map(|Cursor(cursor)| cursor),
+        limit: limit as usize,
     };
     let (listing, next) = state.runtime.list_page(&tenant.id, &query).await?;
     Ok(Json(RunPage {
@@ -137,39 +210,35 @@ pub async fn list(
 }
 
 /// Where a run stands.
-#[utoipa::path(get, path = "/v1/runs/{id}", params(("id" = String, Path)),
-    responses((status = 200, body = RunStatus), (status = 404, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/runs/{id}", params(RunPath),
+    responses((status = 200, body = RunStatus), Malformed, UnknownRun, Refusals))]
 pub async fn status(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(id): Path<String>,
+    Path(RunPath { id }): Path<RunPath>,
 ) -> Result<Json<RunStatus>, ApiError> {
-    Ok(Json(state.runtime.status(&tenant.id, &run_id(&id)?).await?))
+    Ok(Json(state.runtime.status(&tenant.id, &id).await?))
 }
 
 #[derive(Deserialize, IntoParams)]
 pub struct WaitParams {
-    /// How long to wait for the run to finish, e.g. `30s` (at most 60 s).
-    timeout: Option<String>,
+    /// How long to wait for the run to finish (default 30 s, at most 60 s:
+    /// a longer timeout waits 60 s).
+    #[param(inline)]
+    timeout: Option<Timeout>,
 }
 
 /// Wait (long-poll) until a run finishes or the timeout passes.
-#[utoipa::path(get, path = "/v1/runs/{id}/wait", params(("id" = String, Path), WaitParams),
-    responses((status = 200, body = RunStatus), (status = 404, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/runs/{id}/wait", params(RunPath, WaitParams),
+    responses((status = 200, body = RunStatus), Malformed, UnknownRun, Refusals))]
 pub async fn wait(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(id): Path<String>,
+    Path(RunPath { id }): Path<RunPath>,
     Query(params): Query<WaitParams>,
 ) -> Result<Json<RunStatus>, ApiError> {
-    let timeout = match params.timeout {
-        Some(text) => {
-            humantime::parse_duration(&text).map_err(|e| ApiError::bad_request(format!("timeout `{text}`: {e}")))?
-        }
-        None => Duration::from_secs(30),
-    };
-    let run = run_id(&id)?;
-    Ok(Json(state.runtime.wait(&tenant.id, &run, timeout.min(MAX_WAIT)).await?))
+    let timeout = params.timeout.map_or(DEFAULT_WAIT, |Timeout(timeout)| timeout);
+    Ok(Json(state.runtime.wait(&tenant.id, &id, timeout.min(MAX_WAIT)).await?))
 }
 
 /// One journal entry.
@@ -201,44 +270,56 @@ impl From<Entry> for JournalEntry {
 }
 
 /// A run's journal: every durable call and its result.
-#[utoipa::path(get, path = "/v1/runs/{id}/journal", params(("id" = String, Path)),
-    responses((status = 200, body = Vec<JournalEntry>), (status = 404, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/runs/{id}/journal", params(RunPath),
+    responses((status = 200, body = Vec<JournalEntry>), Malformed, UnknownRun, Refusals))]
 pub async fn journal(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(id): Path<String>,
+    Path(RunPath { id }): Path<RunPath>,
 ) -> Result<Json<Vec<JournalEntry>>, ApiError> {
-    let entries = state.runtime.history(&tenant.id, &run_id(&id)?).await?;
+    let entries = state.runtime.history(&tenant.id, &id).await?;
     Ok(Json(entries.into_iter().map(JournalEntry::from).collect()))
+}
+
+/// The signal an operation sends, to which run.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SignalPath {
+    #[param(inline)]
+    id: RunId,
+    #[param(inline)]
+    name: SignalName,
 }
 
 #[derive(Deserialize, IntoParams)]
 pub struct SignalParams {
     /// An idempotency key: sending again with the same id stores the signal once.
-    signal_id: Option<String>,
+    #[param(inline)]
+    signal_id: Option<SignalId>,
 }
 
 /// Send a signal (the body is its JSON payload); buffered until the run waits for it.
-#[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}",
-    params(("id" = String, Path), ("name" = String, Path), SignalParams),
-    request_body(content = Object, content_type = "application/json"),
-    responses((status = 202), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}", params(SignalPath, SignalParams),
+    request_body(content = Value, content_type = "application/json", description = "the payload: any JSON"),
+    responses(
+        (status = 202, description = "stored (or already stored under this `signal_id`)"),
+        (status = 409, body = ErrorBody, description = "the run has finished"),
+        (status = 413, body = ErrorBody, description = "the payload is over the tenant's size quota"),
+        Malformed, UnknownRun, Throttled, Refusals,
+    ))]
 pub async fn signal(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path((id, name)): Path<(String, String)>,
+    Path(SignalPath { id, name }): Path<SignalPath>,
     Query(params): Query<SignalParams>,
     Body(body): Body,
 ) -> Result<StatusCode, ApiError> {
     let payload =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
     ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
-    let name = SignalName::new(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let signal_id = params.signal_id.as_deref().map(SignalId::new).transpose();
-    let signal_id = signal_id.map_err(|e| ApiError::bad_request(e.to_string()))?;
     state
         .runtime
-        .signal_with_id(&tenant.id, &run_id(&id)?, &name, payload, signal_id.as_ref())
+        .signal_with_id(&tenant.id, &id, &name, payload, params.signal_id.as_ref())
         .await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -250,27 +331,21 @@ pub struct CancelRun {
 }
 
 /// Cancel a run: its running step attempt is interrupted and it ends `cancelled`.
-#[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(("id" = String, Path)), request_body = CancelRun,
-    responses((status = 202), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "the run has finished")))]
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(RunPath),
+    request_body(content = Option<CancelRun>, description = "optional"),
+    responses(
+        (status = 202, description = "the cancellation is recorded; the run ends `cancelled`"),
+        (status = 409, body = ErrorBody, description = "the run has finished"),
+        Malformed, JsonBody, UnknownRun, Refusals,
+    ))]
 pub async fn cancel(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(id): Path<String>,
-    Body(body): Body,
+    Path(RunPath { id }): Path<RunPath>,
+    OptionalJson(request): OptionalJson<CancelRun>,
 ) -> Result<StatusCode, ApiError> {
-    // The body is optional, whatever the content type says: `curl -H
-    // 'Content-Type: application/json' -X POST .../cancel` must work.
-    let request = if body.is_empty() {
-        CancelRun::default()
-    } else {
-        serde_json::from_slice::<CancelRun>(&body)
-            .map_err(|e| ApiError::bad_request(format!("the body is not {{\"reason\": \"...\"}}: {e}")))?
-    };
     let reason = request.reason.unwrap_or_else(|| "cancelled through the API".into());
-    state
-        .runtime
-        .cancel_in_background(&tenant.id, &run_id(&id)?, &reason)
-        .await?;
+    state.runtime.cancel_in_background(&tenant.id, &id, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }
 
@@ -280,21 +355,26 @@ pub async fn cancel(
 pub struct ReplayRun {
     /// A component name or digest of the tenant's (a new build) to replay
     /// instead of the one the run was started with.
-    pub component: Option<String>,
+    pub component: Option<ComponentName>,
 }
 
 /// Re-execute a run against its journal without running any step.
-#[utoipa::path(post, path = "/v1/runs/{id}/replay", params(("id" = String, Path)), request_body = ReplayRun,
-    responses((status = 200, body = ReplayReport), (status = 404, body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/runs/{id}/replay", params(RunPath),
+    request_body(content = Option<ReplayRun>, description = "optional"),
+    responses(
+        (status = 200, body = ReplayReport),
+        (status = 404, body = ErrorBody, description = "no such run, or no such component"),
+        Malformed, JsonBody, Refusals,
+    ))]
 pub async fn replay(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
-    Path(id): Path<String>,
-    body: Option<Json<ReplayRun>>,
+    Path(RunPath { id }): Path<RunPath>,
+    OptionalJson(request): OptionalJson<ReplayRun>,
 ) -> Result<Json<ReplayReport>, ApiError> {
-    let build = match body.and_then(|Json(replay)| replay.component) {
-        Some(reference) => Some(state.runtime.component(&tenant.id, &reference).await?),
+    let build = match request.component {
+        Some(reference) => Some(state.runtime.component(&tenant.id, reference.as_str()).await?),
         None => None,
     };
-    Ok(Json(state.runtime.replay(&tenant.id, &run_id(&id)?, build).await?))
+    Ok(Json(state.runtime.replay(&tenant.id, &id, build).await?))
 }

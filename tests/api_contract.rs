@@ -1,0 +1,117 @@
+//! The API contract, checked by a third-party client: schemathesis (PyPI,
+//! installed by `make test` under target/tools/schemathesis) generates
+//! requests from the served `/v1/openapi.json`, valid ones and invalid ones,
+//! and runs every check it has on the answers. It must find nothing: every
+//! status and body documented, every request the document allows accepted,
+//! every one it forbids refused.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Server, token_hash, tool};
+
+const TOKEN: &str = "sst_contract_token";
+
+/// Requests per operation and phase: enough to meet every constraint's
+/// edges, few enough that the run takes well under a minute on 2 cores.
+const MAX_EXAMPLES: &str = "100";
+/// Fixed, so a failure is reproduced by running the test again.
+const SEED: &str = "20261201";
+
+fn schemathesis() -> PathBuf {
+    tool("schemathesis/bin/schemathesis", "schemathesis")
+}
+
+/// Starts a run of the `hello` example (cancelled if it awaits a signal)
+/// and waits until it ends in `state`.
+fn finished_run(server: &Server, run_id: &str, workflow: &str, input: Value, state: &str) {
+    let body = json!({"component": "hello", "workflow": workflow, "input": input, "run_id": run_id});
+    server.post_json("/v1/runs", TOKEN, &body).expect(202);
+    if workflow == "await-go" {
+        server
+            .post_json(&format!("/v1/runs/{run_id}/cancel"), TOKEN, &json!({}))
+            .expect(202);
+    }
+    let ended = server
+        .get(&format!("/v1/runs/{run_id}/wait?timeout=60s"), TOKEN)
+        .expect(200);
+    assert_eq!(ended["state"], state, "{ended}");
+}
+
+/// The schemathesis configuration: real ids mixed into the generated ones,
+/// so that operations reach existing runs and components, not only 404s.
+fn config(digest: &str, cursor: &str) -> String {
+    format!(
+        r#"
+[cache]
+enabled = false
+
+[dictionaries.runs]
+values = ["greeted", "failed", "cancelled"]
+[dictionaries.components]
+values = ["hello", "{digest}"]
+[dictionaries.workflows]
+values = ["greet", "stamp"]
+[dictionaries.cursors]
+values = ["{cursor}"]
+
+[parameters]
+"path.id" = {{ dictionary = "runs", probability = 0.5 }}
+"path.reference" = {{ dictionary = "components", probability = 0.5 }}
+"query.cursor" = {{ dictionary = "cursors", probability = 0.5 }}
+"body.component" = {{ dictionary = "components", probability = 0.5 }}
+"body.workflow" = {{ dictionary = "workflows", probability = 0.5 }}
+
+# No schema can say "a valid Stepstone component": other bytes, which the
+# document allows as a body, are refused with the documented 400.
+[[operations]]
+include-name = "POST /v1/components"
+checks.positive_data_acceptance.expected-statuses = [201, 400, 401, 403, 413]
+"#
+    )
+}
+
+#[test]
+fn schemathesis_finds_the_server_true_to_its_openapi_document() {
+    let schemathesis = schemathesis();
+    let tenants = format!(
+        "[[tenants]]\nid = \"contract\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start(&tenants);
+    let digest = server.upload(TOKEN, "hello")["digest"]
+        .as_str()
+        .expect("a digest")
+        .to_owned();
+    finished_run(&server, "greeted", "greet", json!({"name": "Ada"}), "completed");
+    finished_run(&server, "failed", "greet", json!(5), "failed");
+    finished_run(&server, "cancelled", "await-go", json!({}), "cancelled");
+    let page = server.get("/v1/runs?limit=1", TOKEN).expect(200);
+    let cursor = page["next_cursor"].as_str().expect("a second page");
+
+    // Its own directory: schemathesis and hypothesis keep files in the
+    // current one.
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let config_file = scratch.path().join("schemathesis.toml");
+    std::fs::write(&config_file, config(&digest, cursor)).expect("the config is written");
+    let output = Command::new(schemathesis)
+        .current_dir(scratch.path())
+        .arg("--config-file")
+        .arg(&config_file)
+        .args(["run", &format!("{}/v1/openapi.json", server.url)])
+        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--checks", "all", "--max-examples", MAX_EXAMPLES, "--seed", SEED])
+        .args(["--workers", "1", "--generation-database", "none", "--no-color"])
+        .output()
+        .expect("schemathesis starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "schemathesis found the server at odds with its document ({}):\n{stdout}\n{}\nserver log:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        server.log()
+    );
+    println!("{stdout}");
+}
