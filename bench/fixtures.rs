@@ -16,8 +16,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
+use object_store::throttle::{ThrottleConfig, ThrottledStore};
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
     PutOptions, PutPayload, PutResult,
@@ -114,7 +116,16 @@ pub enum Backend {
     NoJournal,
     /// In memory, counting the requests made of the store.
     Counted,
+    /// `LocalFileSystem` behind 20 ms of latency on every request
+    /// (`ThrottledStore`): a remote object store's round trips, without its
+    /// variance.
+    LocalFsWith20ms,
+    /// SeaweedFS over S3, on this machine.
+    SeaweedFs,
 }
+
+/// The latency `LocalFsWith20ms` adds to every request.
+pub const INJECTED_LATENCY: Duration = Duration::from_millis(20);
 
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -124,6 +135,8 @@ impl fmt::Display for Backend {
             Backend::LocalFsInRam => "local FS on tmpfs",
             Backend::NoJournal => "journaling off",
             Backend::Counted => "in-memory, counted",
+            Backend::LocalFsWith20ms => "local FS + 20 ms per request",
+            Backend::SeaweedFs => "SeaweedFS (S3)",
         })
     }
 }
@@ -133,7 +146,7 @@ pub struct Host {
     pub runtime: Runtime,
     /// The store under the runtime, to read records beside it.
     pub storage: Storage,
-    /// The requests counted, on the `Counted` backend.
+    /// The requests made of the store.
     pub requests: Arc<Requests>,
     pub tenant: TenantId,
     pub bench: Arc<Loaded>,
@@ -142,16 +155,31 @@ pub struct Host {
 impl Host {
     pub async fn new(backend: Backend, config: HostConfig) -> anyhow::Result<Self> {
         let requests = Arc::new(Requests::default());
-        let probe = |keep_journal| Probe {
-            inner: InMemory::new(),
+        let probe = |inner: Arc<dyn ObjectStore>, keep_journal| Probe {
+            inner,
             keep_journal,
             requests: requests.clone(),
         };
         let storage = match backend {
             Backend::Memory => Storage::in_memory(),
             Backend::LocalFs | Backend::LocalFsInRam => Storage::local(&scratch_dir(backend)?)?,
-            Backend::NoJournal => Storage::new(Arc::new(probe(false))),
-            Backend::Counted => Storage::new(Arc::new(probe(true))),
+            Backend::NoJournal => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), false))),
+            Backend::Counted => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), true))),
+            Backend::LocalFsWith20ms => {
+                let local = LocalFileSystem::new_with_prefix(scratch_dir(Backend::LocalFs)?)?;
+                let wait = INJECTED_LATENCY;
+                let latency = ThrottleConfig {
+                    wait_put_per_call: wait,
+                    wait_get_per_call: wait,
+                    wait_list_per_call: wait,
+                    wait_list_with_delimiter_per_call: wait,
+                    wait_delete_per_call: wait,
+                    ..ThrottleConfig::default()
+                };
+                let throttled = Arc::new(ThrottledStore::new(local, latency));
+                Storage::new(Arc::new(probe(throttled, true)))
+            }
+            Backend::SeaweedFs => Storage::new(Arc::new(probe(stepstone_e2e::seaweedfs().object_store(), true))),
         };
         let runtime = Runtime::new(config, storage.clone(), CodeCache::disabled())?;
         let bench = runtime.validate("bench", guest("bench")?).await?;
@@ -215,12 +243,12 @@ impl Requests {
     }
 }
 
-/// An in-memory store that counts the requests made of it and, unless
-/// `keep_journal`, acknowledges journal entries without keeping them: runs
-/// then behave as if journaling were off (no replay would be possible).
+/// A store that counts the requests made of it and, unless `keep_journal`,
+/// acknowledges journal entries without keeping them: runs then behave as
+/// if journaling were off (no replay would be possible).
 #[derive(Debug)]
 pub struct Probe {
-    inner: InMemory,
+    inner: Arc<dyn ObjectStore>,
     keep_journal: bool,
     requests: Arc<Requests>,
 }

@@ -8,6 +8,7 @@ mod fixtures;
 mod invocation;
 mod measure;
 mod memory;
+mod object_storage;
 mod plot;
 mod recovery;
 mod report;
@@ -39,6 +40,7 @@ fn main() -> anyhow::Result<()> {
         ("journaled steps", Box::pin(throughput::journaled_steps())),
         ("small runs", Box::pin(throughput::small_runs())),
         ("peer shapes", Box::pin(throughput::peer_shapes())),
+        ("object storage", Box::pin(object_storage::object_storage())),
         ("replay", Box::pin(recovery::replay())),
         ("cold start", Box::pin(recovery::cold_start())),
         ("fuel", Box::pin(invocation::fuel_cost())),

@@ -12,7 +12,11 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::prefix::PrefixStore;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::root;
@@ -78,6 +82,20 @@ impl SeaweedFs {
 
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The server as an object store, at a key prefix no other test of
+    /// this process uses: for tests and benchmarks of the library.
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        let mut builder = AmazonS3Builder::new().with_bucket_name(BUCKET);
+        for (key, value) in self.env() {
+            let key = key.to_lowercase().parse().expect("the variables are S3 settings");
+            builder = builder.with_config(key, value);
+        }
+        let url = self.fresh_store();
+        let prefix = url.rsplit('/').next().expect("a prefix").to_owned();
+        let s3 = builder.build().expect("the S3 settings are complete");
+        Arc::new(PrefixStore::new(s3, prefix))
     }
 }
 

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
 use object_store::memory::InMemory;
-use object_store::prefix::PrefixStore;
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
@@ -41,15 +39,7 @@ fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
 
 /// A fresh prefix of the test process's SeaweedFS, over S3.
 fn s3() -> Storage {
-    let server = stepstone_e2e::seaweedfs();
-    let mut builder = AmazonS3Builder::new().with_bucket_name(stepstone_e2e::BUCKET);
-    for (key, value) in server.env() {
-        builder = builder.with_config(key.to_lowercase().parse().unwrap(), value);
-    }
-    let url = server.fresh_store();
-    let prefix = url.rsplit('/').next().unwrap().to_owned();
-    let store = PrefixStore::new(builder.build().unwrap(), prefix);
-    Storage::new(Arc::new(store))
+    Storage::new(stepstone_e2e::seaweedfs().object_store())
 }
 
 /// A store that fails one call in ten (half of the failed writes landing

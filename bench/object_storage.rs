@@ -1,0 +1,124 @@
+//! Journaled steps on object storage, where each request takes a round
+//! trip: the local store behind 20 ms of injected latency per request
+//! (object_store's `ThrottledStore`), and SeaweedFS over S3 on this
+//! machine, side by side; with the store requests a step and a run cost
+//! (object stores bill per request).
+
+use std::time::Duration;
+
+use crate::fixtures::{Backend, Host, INJECTED_LATENCY, served_config};
+use crate::measure::{Samples, rate, time};
+use crate::report::{Row, Section};
+
+/// Steps of the sequential run timed on each store.
+const SEQUENTIAL_STEPS: u32 = 25;
+/// Runs driven at once, and the steps of each, for the throughput figure.
+const CONCURRENT_RUNS: usize = 100;
+const STEPS_PER_RUN: u32 = 20;
+/// Steps of the run whose requests are counted.
+const COUNTED_STEPS: u32 = 200;
+
+/// What one store gave.
+struct Figures {
+    step: Duration,
+    steps_per_second: f64,
+    /// Puts, gets and lists per journaled step.
+    per_step: [f64; 3],
+    /// Puts, gets and lists of a run of three steps.
+    per_run: [u64; 3],
+}
+
+async fn measure(backend: Backend) -> anyhow::Result<Figures> {
+    let host = Host::new(backend, served_config()).await?;
+    host.run("sequential", 2).await?;
+    let mut steps = Samples::default();
+    for _ in 0..3 {
+        let (took, result) = time(host.run("sequential", SEQUENTIAL_STEPS)).await;
+        result?;
+        steps.push(took / SEQUENTIAL_STEPS);
+    }
+    let together = host
+        .run_many("sequential", STEPS_PER_RUN, CONCURRENT_RUNS, CONCURRENT_RUNS)
+        .await?;
+    let before = host.requests.counts();
+    host.run("sequential", COUNTED_STEPS).await?;
+    let counted = host.requests.counts();
+    let per_step = [0, 1, 2].map(|i| (counted[i] - before[i]) as f64 / f64::from(COUNTED_STEPS));
+    host.run("three-steps", 0).await?;
+    let after = host.requests.counts();
+    Ok(Figures {
+        step: steps.median(),
+        steps_per_second: rate(CONCURRENT_RUNS * STEPS_PER_RUN as usize, together),
+        per_step,
+        per_run: [0, 1, 2].map(|i| after[i] - counted[i]),
+    })
+}
+
+pub async fn object_storage() -> anyhow::Result<Section> {
+    let throttled = measure(Backend::LocalFsWith20ms).await?;
+    let seaweed = measure(Backend::SeaweedFs).await?;
+    let mut section = Section::new(
+        "Journaled steps on object storage",
+        format!(
+            "The bench guest's `sequential` workflow (trivial `noop` steps, one after another, each \
+             journaled before the workflow sees its result) on two stores: the local FS store behind \
+             {latency} ms of injected latency on every request (`ThrottledStore`), and SeaweedFS \
+             4.48 over S3 on this machine (`weed mini`). Per step: the median of 3 runs of \
+             {SEQUENTIAL_STEPS} steps. Across runs: {CONCURRENT_RUNS} runs of {STEPS_PER_RUN} steps \
+             at once. Requests: counted by a decorator under the host, over one run of \
+             {COUNTED_STEPS} steps, and one run of the `three-steps` workflow (a run's fixed cost \
+             included: its record and its outcome).",
+            latency = INJECTED_LATENCY.as_millis()
+        ),
+    );
+    let latency_ms = INJECTED_LATENCY.as_secs_f64() * 1e3;
+    let step_ms = throttled.step.as_secs_f64() * 1e3;
+    section.rows.push(
+        Row::new("one sequential step, 20 ms per request", step_ms, "ms")
+            .against("one request's latency", latency_ms)
+            .target("≤ 1.15 × 20 ms", step_ms <= 1.15 * latency_ms),
+    );
+    section.rows.push(
+        Row::new(
+            "journaled steps across concurrent runs, 20 ms per request",
+            throttled.steps_per_second,
+            "steps/s",
+        )
+        .target("≥ 2,000 steps/s", throttled.steps_per_second >= 2_000.0),
+    );
+    section.rows.push(Row::new(
+        "one sequential step, SeaweedFS",
+        seaweed.step.as_secs_f64() * 1e3,
+        "ms",
+    ));
+    section.rows.push(
+        Row::new(
+            "journaled steps across concurrent runs, SeaweedFS",
+            seaweed.steps_per_second,
+            "steps/s",
+        )
+        .against("the same with 20 ms per request", throttled.steps_per_second),
+    );
+    for (store, figures) in [("20 ms per request", &throttled), ("SeaweedFS", &seaweed)] {
+        let [puts, gets, lists] = figures.per_step;
+        section
+            .rows
+            .push(Row::new(format!("puts per journaled step, {store}"), puts, "puts").target("≤ 1.1", puts <= 1.1));
+        section
+            .rows
+            .push(Row::new(format!("gets per journaled step, {store}"), gets, "gets"));
+        section.rows.push(
+            Row::new(format!("lists per journaled step, {store}"), lists, "lists").target("≤ 0.05", lists <= 0.05),
+        );
+        let [puts, gets, lists] = figures.per_run.map(|n| n as f64);
+        section
+            .rows
+            .push(Row::new(format!("puts per run of three steps, {store}"), puts, "puts"));
+        section.rows.push(Row::new(
+            format!("gets and lists per run of three steps, {store}"),
+            gets + lists,
+            "requests",
+        ));
+    }
+    Ok(section)
+}
