@@ -31,12 +31,18 @@ struct Figures {
 async fn measure(backend: Backend) -> anyhow::Result<Figures> {
     let host = Host::new(backend, served_config()).await?;
     host.run("sequential", 2).await?;
-    let mut steps = Samples::default();
+    // A step's own cost: a run of steps less a run of none, which costs
+    // the run's fixed requests (its record, its outcome).
+    let (mut runs, mut empty) = (Samples::default(), Samples::default());
     for _ in 0..3 {
         let (took, result) = time(host.run("sequential", SEQUENTIAL_STEPS)).await;
         result?;
-        steps.push(took / SEQUENTIAL_STEPS);
+        runs.push(took);
+        let (took, result) = time(host.run("zero-steps", 0)).await;
+        result?;
+        empty.push(took);
     }
+    let step = runs.median().saturating_sub(empty.median()) / SEQUENTIAL_STEPS;
     let together = host
         .run_many("sequential", STEPS_PER_RUN, CONCURRENT_RUNS, CONCURRENT_RUNS)
         .await?;
@@ -47,7 +53,7 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
     host.run("three-steps", 0).await?;
     let after = host.requests.counts();
     Ok(Figures {
-        step: steps.median(),
+        step,
         steps_per_second: rate(CONCURRENT_RUNS * STEPS_PER_RUN as usize, together),
         per_step,
         per_run: [0, 1, 2].map(|i| after[i] - counted[i]),
@@ -64,7 +70,8 @@ pub async fn object_storage() -> anyhow::Result<Section> {
              journaled before the workflow sees its result) on two stores: the local FS store behind \
              {latency} ms of injected latency on every request (`ThrottledStore`), and SeaweedFS \
              4.48 over S3 on this machine (`weed mini`). Per step: the median of 3 runs of \
-             {SEQUENTIAL_STEPS} steps. Across runs: {CONCURRENT_RUNS} runs of {STEPS_PER_RUN} steps \
+             {SEQUENTIAL_STEPS} steps, less the median of 3 runs of the `zero-steps` workflow (the \
+             run's fixed cost), divided by {SEQUENTIAL_STEPS}. Across runs: {CONCURRENT_RUNS} runs of {STEPS_PER_RUN} steps \
              at once. Requests: counted by a decorator under the host, over one run of \
              {COUNTED_STEPS} steps, and one run of the `three-steps` workflow (a run's fixed cost \
              included: its record and its outcome).",
