@@ -14,7 +14,9 @@ use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecords};
 use stepstone::runtime::{Progress, ReplayReport, RunState, Runtime, Submission};
-use stepstone::store::{FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of};
+use stepstone::store::{
+    FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of, unfinished_key, unfinished_marker,
+};
 
 fn guest(name: &str) -> Bytes {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -556,5 +558,58 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
         };
         assert_eq!(kind, "non-determinism", "{backend}: {message}");
         assert!(message.contains("the journal records 6"), "{backend}: {message}");
+    }
+}
+
+/// Recovery reads the index of unfinished runs, not every run stored: a
+/// finished run leaves it, an unfinished one stays on it, and a store
+/// written before the index was kept gets one from a single full scan.
+#[tokio::test]
+async fn recovery_reads_the_index_of_unfinished_runs() {
+    let tenant = TenantId::default_tenant();
+    for (backend, storage, _dir) in backends() {
+        let runtime = runtime(storage.clone()).await;
+        let bench = load(&runtime, "bench").await;
+        let submit = |id: &str, workflow: &str| {
+            let mut submission = Submission::new(bench.clone(), workflow, r#"{"n":1}"#);
+            submission.run_id = Some(RunId::new(id).unwrap());
+            runtime.submit(&tenant, submission)
+        };
+        let done = submit("done", "one-step").await.unwrap();
+        runtime.run_to_end(&tenant, &done, None).await.unwrap();
+        let open = submit("open", "wait-for-go").await.unwrap();
+        let store = storage.tenant(&tenant);
+        let markers = || async {
+            let keys = store.list(&unfinished_key()).await.unwrap();
+            keys.iter()
+                .filter_map(|k| k.filename().map(str::to_owned))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(markers().await, ["open"], "{backend}: only the open run is listed");
+
+        // As a store from before the index: no markers at all.
+        store.delete(&unfinished_marker(&open)).await.unwrap();
+        assert_eq!(
+            runtime.unfinished(&tenant).await.unwrap().runs,
+            [open.clone()],
+            "{backend}: scanned"
+        );
+        let indexed = markers().await;
+        assert!(
+            indexed.contains(&"open".to_owned()) && indexed.contains(&".complete".to_owned()),
+            "{backend}: {indexed:?}"
+        );
+
+        // From now on the index is what is read: a run without a marker
+        // is not found, one finished while listed is taken off.
+        store.delete(&unfinished_marker(&open)).await.unwrap();
+        assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty(), "{backend}");
+        store.overwrite(&unfinished_marker(&done), Bytes::new()).await.unwrap();
+        assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty(), "{backend}");
+        assert_eq!(
+            markers().await,
+            [".complete"],
+            "{backend}: the finished run left the index"
+        );
     }
 }

@@ -18,7 +18,7 @@ use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
-use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of};
+use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of, unfinished_marker};
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
@@ -105,8 +105,21 @@ impl RunRecords {
     }
 
     /// Records how the run starts; fails with `AlreadyExists` if it has.
+    /// The run is listed as unfinished first, so no run record is ever
+    /// stored without its marker.
     pub async fn create_run(&self, record: &RunRecord) -> Result<(), JournalError> {
+        self.store
+            .overwrite(&unfinished_marker(&self.run), Bytes::new())
+            .await?;
         self.create(&keys_of(&self.run).run(), record).await
+    }
+
+    /// Takes the run off the list of unfinished runs. A failure is only
+    /// logged: recovery finds the run finished and removes the marker.
+    pub async fn unlist(&self) {
+        if let Err(e) = self.store.delete(&unfinished_marker(&self.run)).await {
+            tracing::warn!(run = %self.run, "the finished run is still listed as unfinished: {e}");
+        }
     }
 
     pub async fn outcome(&self) -> Result<Option<Outcome>, JournalError> {
@@ -117,14 +130,16 @@ impl RunRecords {
     /// outcome was already recorded (a retry after a crash, another host),
     /// that one, never a second.
     pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
-        match self.create(&keys_of(&self.run).outcome(), outcome).await {
-            Ok(()) => Ok(outcome.clone()),
+        let stands = match self.create(&keys_of(&self.run).outcome(), outcome).await {
+            Ok(()) => outcome.clone(),
             Err(JournalError::Store(StoreError::AlreadyExists { key })) => self
                 .outcome()
                 .await?
-                .ok_or(JournalError::Store(StoreError::NotFound { key })),
-            Err(e) => Err(e),
-        }
+                .ok_or(JournalError::Store(StoreError::NotFound { key }))?,
+            Err(e) => return Err(e),
+        };
+        self.unlist().await;
+        Ok(stands)
     }
 
     /// The request to cancel the run, if one was made.

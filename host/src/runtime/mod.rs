@@ -45,6 +45,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tracing::Instrument;
 
 pub use admission::{Refusal, RunQuotas};
@@ -63,7 +64,10 @@ use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::shared_map::lock;
-use crate::store::{InvalidName, RunId, Storage, StoreError, TenantId, runs_key};
+use crate::store::{
+    InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
+    unfinished_marker,
+};
 use control::{Controls, RunControl};
 use interruption::Interruption;
 use workflow::{Mode, WorkflowProgram, WorkflowState};
@@ -497,16 +501,49 @@ impl Runtime {
 
     /// Every run of the tenant that has not finished, and those whose
     /// records are corrupt (which cannot go on, and hold up no other).
+    ///
+    /// Read from the index of unfinished runs (`unfinished/{run}`), so the
+    /// cost grows with the runs still open, not with every run ever stored.
+    /// A run found finished is taken off the index. On a store written
+    /// before the index was kept, the first call builds it from a scan of
+    /// every run; a store that takes no write then is only read (and
+    /// scanned again next time).
     pub async fn unfinished(&self, tenant: &TenantId) -> Result<RunListing<RunId>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let listed = store.list(&unfinished_key()).await?;
+        let indexed = listed.contains(&unfinished_index_complete());
+        let candidates = match indexed {
+            true => listed
+                .iter()
+                .filter_map(|key| RunId::new(key.filename()?).ok())
+                .collect(),
+            false => self.run_ids(tenant).await?,
+        };
         let mut listing = RunListing::default();
-        for run in self.run_ids(tenant).await? {
+        // A store with no run has nothing to index yet: it stays unwritten.
+        let mut index_written = !candidates.is_empty();
+        for run in candidates {
             let records = self.records(tenant, &run);
             // Only an unfinished run is checked for its record: see `run_ids`.
-            let open: Result<bool, RunError> =
-                async { Ok(records.outcome().await?.is_none() && records.run().await?.is_some()) }.await;
-            if let Some(true) = listing.read(&run, open)? {
-                listing.runs.push(run);
+            let open: Result<Option<bool>, RunError> = async {
+                Ok(match records.outcome().await? {
+                    Some(_) => Some(false),
+                    None => records.run().await?.map(|_| true),
+                })
             }
+            .await;
+            match listing.read(&run, open)?.flatten() {
+                Some(true) if indexed => listing.runs.push(run),
+                Some(true) => {
+                    index_written &= index(&store, &unfinished_marker(&run)).await;
+                    listing.runs.push(run);
+                }
+                Some(false) if indexed => records.unlist().await,
+                _ => {}
+            }
+        }
+        if !indexed && index_written {
+            index(&store, &unfinished_index_complete()).await;
         }
         Ok(listing)
     }
@@ -614,6 +651,17 @@ impl Runtime {
         match &*error {
             JournalError::Store(StoreError::AlreadyExists { .. }) => RunError::Conflict { run: run.clone() },
             _ => RunError::Journal(error),
+        }
+    }
+}
+
+/// Writes a marker of the unfinished-runs index; whether it was written.
+async fn index(store: &crate::store::TenantStore, marker: &crate::store::StoreKey) -> bool {
+    match store.overwrite(marker, Bytes::new()).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("cannot index the unfinished runs, so the next recovery scans every run again: {e}");
+            false
         }
     }
 }

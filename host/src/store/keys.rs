@@ -13,6 +13,7 @@
 //! runs/{run}/signal-ids/{name}/{id}             the first send with the sender's id (create-only)
 //! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
+//! unfinished/{run}                              marker: the run has not finished (deleted once it has)
 //! ```
 
 use std::fmt;
@@ -246,6 +247,23 @@ pub fn components_key() -> Key {
 /// Where every run is listed.
 pub fn runs_key() -> Key {
     Key::from("runs")
+}
+
+/// Where the runs that have not finished are listed, one empty marker
+/// each, so recovery reads this and not every run ever stored.
+pub fn unfinished_key() -> Key {
+    Key::from("unfinished")
+}
+
+/// The marker listing `run` as unfinished.
+pub fn unfinished_marker(run: &RunId) -> Key {
+    Key::from_iter(["unfinished", run.as_str()])
+}
+
+/// Written once every unfinished run of the tenant has its marker (runs
+/// stored before the index was kept were given theirs by a full scan).
+pub fn unfinished_index_complete() -> Key {
+    Key::from_iter(["unfinished", ".complete"])
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, Inva
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
-    component_names_key, components_key, keys_of, runs_key,
+    component_names_key, components_key, keys_of, runs_key, unfinished_index_complete, unfinished_key,
+    unfinished_marker,
 };
 pub use object_store::path::Path as StoreKey;
 
@@ -238,8 +239,20 @@ impl TenantStore {
         }
     }
 
-    /// Writes `bytes` at `key`, replacing what was there: for pointers only
-    /// (a component name), never for records.
+    /// Deletes `key`; deleting nothing is no error.
+    pub async fn delete(&self, key: &Key) -> Result<(), StoreError> {
+        match self.retried(key, || self.store.delete(key)).await {
+            Ok(())
+            | Err(Failed {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(()),
+            Err(failed) => Err(StoreError::at(key, failed)),
+        }
+    }
+
+    /// Writes `bytes` at `key`, replacing what was there: for pointers and
+    /// markers only (a component name, an unfinished run), never for records.
     pub async fn overwrite(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
         self.put(key, bytes, PutMode::Overwrite)
             .await
