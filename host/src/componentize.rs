@@ -120,7 +120,8 @@ mod tests {
 
     #[test]
     fn hand_written_module_becomes_a_component() {
-        let component = componentize("step.wat".into(), STEP_WAT.as_bytes(), Some("steps")).unwrap();
+        let component =
+            componentize("step.wat".into(), STEP_WAT.as_bytes(), Some("steps")).expect("valid in this test");
         assert!(wasmparser::Parser::is_component(&component));
     }
 

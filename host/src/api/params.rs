@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn a_cursor_is_digits_a_dash_and_a_run_id() {
         let parse = |text: &str| serde_json::from_value::<Cursor>(text.into()).map(|Cursor(c)| c.to_string());
-        assert_eq!(parse("12-run-1").unwrap(), "12-run-1");
+        assert_eq!(parse("12-run-1").expect("valid in this test"), "12-run-1");
         for refused in ["12", "-run", "+12-run", "12345678901234567890-run", "12-.run"] {
             assert!(parse(refused).is_err(), "{refused}");
         }

@@ -73,9 +73,11 @@ mod tests {
     fn replays_matching_calls_then_runs_live() {
         let reserve = Call::new(CallKind::Step, "reserve", b"{}");
         let mut cursor = Cursor::new(BTreeMap::from([(0, entry(0, reserve.clone()))]));
-        let (seq, found) = cursor.next(&reserve).unwrap();
+        let (seq, found) = cursor.next(&reserve).expect("valid in this test");
         assert_eq!((seq, found.is_some()), (0, true));
-        let (seq, found) = cursor.next(&Call::new(CallKind::Step, "charge", b"{}")).unwrap();
+        let (seq, found) = cursor
+            .next(&Call::new(CallKind::Step, "charge", b"{}"))
+            .expect("valid in this test");
         assert_eq!((seq, found.is_none()), (1, true));
     }
 

@@ -508,7 +508,10 @@ mod tests {
     /// A run whose store counts the calls made of it.
     fn counted() -> (RunRecords, Arc<crate::store::Faults>) {
         let (storage, counts) = Storage::in_memory().with_faults("errors=0".parse().expect("a fault config"));
-        let records = RunRecords::new(storage.tenant(&TenantId::default_tenant()), RunId::new("r1").unwrap());
+        let records = RunRecords::new(
+            storage.tenant(&TenantId::default_tenant()),
+            RunId::new("r1").expect("valid in this test"),
+        );
         (records, counts)
     }
 

@@ -98,7 +98,7 @@ mod tests {
     fn round_trips_the_stored_bytes_of_each_entry() {
         let entries: Vec<Bytes> = (0..5).map(stored).collect();
         let bytes = Bytes::from(encode(entries.iter()));
-        let snapshot = decode(&bytes, 5).unwrap();
+        let snapshot = decode(&bytes, 5).expect("valid in this test");
         assert_eq!(snapshot.covers(), 5);
         for (seq, (entry, kept)) in snapshot.entries.iter().enumerate() {
             assert_eq!(entry.seq, seq as u64);
@@ -129,7 +129,7 @@ mod tests {
     fn a_damaged_entry_inside_is_refused_naming_it() {
         let mut entries: Vec<Bytes> = (0..3).map(stored).collect();
         let mut damaged = entries[1].to_vec();
-        *damaged.last_mut().unwrap() ^= 0xff;
+        *damaged.last_mut().expect("valid in this test") ^= 0xff;
         entries[1] = Bytes::from(damaged);
         // The outer checksum is computed over the damage, so only the inner one sees it.
         let bytes = Bytes::from(encode(entries.iter()));

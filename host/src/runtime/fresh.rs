@@ -66,9 +66,12 @@ mod tests {
     #[test]
     fn a_run_is_fresh_once_and_for_its_tenant_only() {
         let fresh = FreshRuns::default();
-        let (acme, other) = (TenantId::new("acme").unwrap(), TenantId::new("other").unwrap());
+        let (acme, other) = (
+            TenantId::new("acme").expect("valid in this test"),
+            TenantId::new("other").expect("valid in this test"),
+        );
         fresh.created(&acme, record("r1"));
-        let run = RunId::new("r1").unwrap();
+        let run = RunId::new("r1").expect("valid in this test");
         assert_eq!(fresh.take(&other, &run), None);
         assert_eq!(fresh.take(&acme, &run), Some(record("r1")));
         assert_eq!(fresh.take(&acme, &run), None, "the second drive reads the store");

@@ -380,7 +380,9 @@ mod tests {
 
     #[test]
     fn a_config_reads_every_setting_and_prints_back_the_same() {
-        let config: FaultConfig = "errors=0.25, latency=2ms,seed=7,on=writes,landed=0".parse().unwrap();
+        let config: FaultConfig = "errors=0.25, latency=2ms,seed=7,on=writes,landed=0"
+            .parse()
+            .expect("valid in this test");
         assert_eq!(
             config,
             FaultConfig {
@@ -391,8 +393,14 @@ mod tests {
                 landed: 0.0,
             }
         );
-        assert_eq!(config.to_string().parse::<FaultConfig>().unwrap(), config);
-        assert_eq!("".parse::<FaultConfig>().unwrap(), FaultConfig::default());
+        assert_eq!(
+            config.to_string().parse::<FaultConfig>().expect("valid in this test"),
+            config
+        );
+        assert_eq!(
+            "".parse::<FaultConfig>().expect("valid in this test"),
+            FaultConfig::default()
+        );
     }
 
     #[test]

@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn journal_keys_sort_in_call_order() {
-        let run = RunId::new("r").unwrap();
+        let run = RunId::new("r").expect("valid in this test");
         let keys = keys_of(&run);
         assert!(keys.entry(9).as_ref() < keys.entry(10).as_ref());
         assert_eq!(keys.entry(3).as_ref(), "runs/r/journal/0000000003");

@@ -8,28 +8,7 @@ use serde::Deserialize;
 use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
 
 wit_bindgen::generate!({
-    inline: "
-        package stepstone-hostile:blocker;
-
-        package wasi:io@0.2.0 {
-            interface poll {
-                resource pollable {
-                    block: func();
-                }
-            }
-        }
-
-        package wasi:clocks@0.2.0 {
-            interface monotonic-clock {
-                use wasi:io/poll@0.2.0.{pollable};
-                subscribe-duration: func(when: u64) -> pollable;
-            }
-        }
-
-        world blocker {
-            import wasi:clocks/monotonic-clock@0.2.0;
-        }
-    ",
+    path: "../wit/wasi-wait.wit",
     generate_all,
 });
 

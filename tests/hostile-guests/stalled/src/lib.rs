@@ -13,28 +13,7 @@ wit_bindgen::generate!({
 
 mod wasi_wait {
     wit_bindgen::generate!({
-        inline: "
-            package stepstone-hostile:stalled;
-
-            package wasi:io@0.2.0 {
-                interface poll {
-                    resource pollable {
-                        block: func();
-                    }
-                }
-            }
-
-            package wasi:clocks@0.2.0 {
-                interface monotonic-clock {
-                    use wasi:io/poll@0.2.0.{pollable};
-                    subscribe-duration: func(when: u64) -> pollable;
-                }
-            }
-
-            world waits {
-                import wasi:clocks/monotonic-clock@0.2.0;
-            }
-        ",
+        path: "../wit/wasi-wait.wit",
         generate_all,
     });
 }
