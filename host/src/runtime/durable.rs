@@ -114,8 +114,12 @@ impl WorkflowState {
         let call = Call::new(CallKind::Step, &step, input.as_bytes());
         let (seq, recorded) = self.take_seq(&call)?;
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
-        let replayed = |result, finished_at_ms| futures::future::ready(Ok(StepDone { result, finished_at_ms })).boxed();
-        let result: BoxFuture<'static, StepResult> = match recorded {
+        let replayed = |result, finished_at_ms| {
+            futures::future::ready(Ok(StepDone { result, finished_at_ms }))
+                .boxed()
+                .shared()
+        };
+        let result: Shared<BoxFuture<'static, StepResult>> = match recorded {
             Some((Recorded::Step { result }, at)) => replayed(result, at),
             Some((Recorded::Cancelled { reason }, at)) => replayed(Err(cancelled_step(reason)), at),
             Some((other, _)) => return Err(mismatch(seq, other)),
@@ -131,57 +135,54 @@ impl WorkflowState {
                     timeout_ms: options.timeout_ms,
                     ..LimitRequest::default()
                 };
-                let limits = self.run.step_limits.lowered_by(&asked);
                 let step = StepCall {
                     seq,
                     call: call.clone(),
                     target,
                     input,
                     options,
-                    limits,
+                    limits: self.run.step_limits.lowered_by(&asked),
                     log: self.run.log.clone(),
                     resumes_attempts: self.run.retried.contains(&seq),
                 };
-                let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
-                let execution = tracing::Instrument::in_current_span(execution);
-                match launch {
-                    Launch::Awaited => execution.boxed(),
-                    Launch::Task => {
-                        let task = tokio::spawn(self.run.ringing(execution));
-                        let abort = task.abort_handle();
-                        let result = task
-                            .map(|joined| {
-                                joined.unwrap_or_else(|e| {
-                                    Err(StepUnfinished::Journal(Arc::new(JournalError::TaskFailed(
-                                        e.to_string(),
-                                    ))))
-                                })
-                            })
-                            .boxed()
-                            .shared();
-                        let running = RunningStep {
-                            call: call.clone(),
-                            result: result.clone(),
-                            task: abort.clone(),
-                        };
-                        self.run
-                            .host
-                            .in_flight
-                            .insert(self.run.tenant(), self.run.records.run_id(), seq, running);
-                        self.running.insert(handle, abort);
-                        result.boxed()
-                    }
-                }
+                self.launch(handle, step, launch)
             }
         };
-        self.steps.insert(
-            handle,
-            StartedStep::Running {
-                result: result.shared(),
-                call,
-            },
-        );
+        self.steps.insert(handle, StartedStep::Running { result, call });
         Ok(handle)
+    }
+
+    /// Starts the live step call `step` where `launch` says: on the
+    /// workflow's task, or on a task of its own, registered in flight so
+    /// that it outlives an eviction.
+    fn launch(&mut self, handle: u32, step: StepCall, launch: Launch) -> Shared<BoxFuture<'static, StepResult>> {
+        let (seq, call) = (step.seq, step.call.clone());
+        let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
+        let execution = tracing::Instrument::in_current_span(execution);
+        if let Launch::Awaited = launch {
+            return execution.boxed().shared();
+        }
+        let task = tokio::spawn(self.run.ringing(execution));
+        let abort = task.abort_handle();
+        let result = task
+            .map(|joined| {
+                joined.unwrap_or_else(|e| {
+                    Err(StepUnfinished::Journal(Arc::new(JournalError::TaskFailed(
+                        e.to_string(),
+                    ))))
+                })
+            })
+            .boxed()
+            .shared();
+        let running = RunningStep {
+            call,
+            result: result.clone(),
+            task: abort.clone(),
+        };
+        let (tenant, run) = (self.run.tenant(), self.run.records.run_id());
+        self.run.host.in_flight.insert(tenant, run, seq, running);
+        self.running.insert(handle, abort);
+        result
     }
 
     /// Takes over the step an earlier execution of this run started at
