@@ -89,6 +89,15 @@ impl Host {
         }
     }
 
+    /// Another host over the same store as `other`: a data directory (and
+    /// process) of its own, as on another machine sharing the bucket.
+    pub fn sharing_store_with(other: &Host) -> Self {
+        Self {
+            store: other.store.clone(),
+            ..Self::new()
+        }
+    }
+
     /// A host with a code cache of its own, for tests that time compilation.
     pub fn with_own_cache() -> Self {
         let data = tempfile::tempdir().expect("a temporary data directory");
@@ -180,7 +189,8 @@ impl Host {
         }
     }
 
-    /// Every file under the data directory's object store.
+    /// Every file of the tenants' data under the data directory's object
+    /// store (not the hosts' heartbeats and wake-ups, under `cluster/`).
     pub fn stored_objects(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -193,7 +203,7 @@ impl Host {
             }
         }
         let mut found = Vec::new();
-        walk(&self.data.path().join("objects"), &mut found);
+        walk(&self.data.path().join("objects/tenants"), &mut found);
         found
     }
 }
@@ -310,8 +320,13 @@ impl Server {
     pub fn start_with(host: Host, args: &[&str]) -> Self {
         let mut full = vec!["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"];
         full.extend_from_slice(args);
-        // The server logs a lot: into a file, so a full pipe never blocks it.
-        let log = std::fs::File::create(host.data_dir().join("serve.log")).expect("a log file");
+        // The server logs a lot: into a file, so a full pipe never blocks it;
+        // appended to, so the log of a restarted server holds every run of it.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(host.data_dir().join("serve.log"))
+            .expect("a log file");
         let mut process = host
             .command(&full)
             .stdout(Stdio::piped())
@@ -360,6 +375,34 @@ impl Server {
         let host = std::mem::take(&mut self.host);
         let args: Vec<String> = std::mem::take(&mut self.args);
         Self::start_with(host, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// Sends the server `signal` (`STOP`, `CONT`, `KILL`, ...) and goes on.
+    pub fn send(&self, signal: &str) {
+        let pid = self.process.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -s {signal} {pid} failed");
+    }
+
+    /// Kills the server with SIGKILL and waits for it to exit.
+    pub fn kill(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+
+    /// Waits until the server has logged `text`, for at most `timeout`.
+    pub fn await_log(&self, text: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not log {text:?} within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// What the server has logged so far.

@@ -135,8 +135,8 @@ fn detach_leaves_a_long_wait_in_the_store_for_resume() {
     );
 }
 
-/// Two hosts driving one run: journal writes are create-only, so the one
-/// that loses a write stands down instead of forking the history.
+/// Two processes on one run: the second finds the first's claim, made
+/// by a live host, and neither drives the run nor runs any step of it.
 #[test]
 fn a_second_host_on_the_same_run_stands_down() {
     let host = Host::new();
@@ -148,15 +148,61 @@ fn a_second_host_on_the_same_run_stands_down() {
     let second = host.spawn(&args);
     let (first, second) = (first.wait_with_output().unwrap(), second.wait_with_output().unwrap());
     let (first, second) = (stepstone_e2e::Run(first), stepstone_e2e::Run(second));
-    let stood_down = [&first, &second]
-        .iter()
-        .filter(|run| run.stderr().contains("this host stood down"))
-        .count();
-    assert_eq!(stood_down, 1, "first: {}\nsecond: {}", first.stderr(), second.stderr());
+    assert!(
+        second.stderr().contains("run `o-6` is driven by host") && second.stderr().contains("which is alive"),
+        "{}",
+        second.stderr()
+    );
+    assert!(!second.stderr().contains("step finished"), "{}", second.stderr());
+    assert!(first.stderr().contains("run finished"), "{}", first.stderr());
     let history = host.history("o-6");
     let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..history.len() as u64).collect::<Vec<_>>());
     assert_eq!(history[2]["call"]["kind"], "Sleep");
+}
+
+/// Two `stepstone resume` at once on one data directory: of the two, one
+/// claims the run and drives it; the other leaves it alone, so no step
+/// runs twice.
+#[test]
+fn two_resumes_at_once_never_both_run_a_step() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = order_input("o-8", 1000, json!({})).to_string();
+    let args = [
+        "--evict-after",
+        "100ms",
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--run-id",
+        "o-8",
+        "--input",
+        &input,
+        "--detach-after",
+        "200ms",
+    ];
+    host.run(&args).success();
+    host.run(&["signal", "o-8", "approve", r#"{"approved":true}"#])
+        .success();
+    let resume = ["resume", "--detach-after", "1m"];
+    let resumes = [host.spawn(&resume), host.spawn(&resume)];
+    let resumed: Vec<stepstone_e2e::Run> = resumes
+        .into_iter()
+        .map(|resume| stepstone_e2e::Run(resume.wait_with_output().expect("resume exits")).success())
+        .collect();
+    let shipped = resumed
+        .iter()
+        .map(|run| run.stderr().matches("step=ship attempts=").count())
+        .sum::<usize>();
+    let logs = || format!("{}\n---\n{}", resumed[0].stderr(), resumed[1].stderr());
+    assert_eq!(shipped, 1, "ship ran {shipped} times: {}", logs());
+    assert!(
+        resumed.iter().any(|run| run.stdout().contains("o-8 completed")),
+        "{}",
+        logs()
+    );
+    assert_eq!(host.status("o-8").expect("the run exists")["state"], "completed");
 }
 
 #[test]

@@ -214,13 +214,14 @@ fn a_store_refusing_every_write_stops_the_run_intact_and_resume_finishes_it() {
         .find(|l| l.starts_with("error: run down"))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
-        error.contains("storage failed at runs/down/journal/0000000000 after 8 attempt(s)")
+        error.contains("storage failed at runs/down/owners/0000000001 after 8 attempt(s)")
             && error.contains("injected fault")
             && error.contains("`stepstone resume` continues it"),
         "{error}"
     );
-    // 8 tries of the journal entry, and 8 of the marker that would have
-    // indexed the unfinished run (the first resume on a store scans it).
+    // 8 tries of the claim on the run (its first write: `start` made the
+    // run on a host now gone), and 8 of the marker that would have indexed
+    // the unfinished run (the first resume on a store scans it).
     assert_eq!((down.injected, down.retries), (16, 14));
     // Not failed: as it was before the outage, nothing recorded.
     let status = host.status("down").expect("the run is there");

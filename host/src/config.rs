@@ -192,6 +192,29 @@ impl Default for WaitPolicy {
     }
 }
 
+/// How long a host's claim on its runs lasts without renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeasePolicy {
+    /// A host that has not renewed its heartbeat for this long is judged
+    /// dead by the others, who take its runs over; it renews every quarter
+    /// of it, and stops writing for its runs once a whole TTL passed
+    /// without a renewal.
+    pub ttl: Duration,
+}
+
+impl LeasePolicy {
+    /// The shortest TTL: renewals every quarter of it must fit a slow store.
+    pub const MIN_TTL: Duration = Duration::from_secs(1);
+}
+
+impl Default for LeasePolicy {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(10),
+        }
+    }
+}
+
 /// The host's whole configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostConfig {
@@ -200,6 +223,7 @@ pub struct HostConfig {
     pub run: RunLimits,
     pub wait: WaitPolicy,
     pub snapshots: SnapshotPolicy,
+    pub lease: LeasePolicy,
     /// Use wasmtime's pooling allocator when the platform allows it.
     pub pooling: bool,
     /// How many instances of each role the pool holds at once.

@@ -5,9 +5,12 @@
 //! sandbox ([`sandbox`]), records every durable call a workflow makes in a
 //! journal on object storage ([`journal`], [`store`]), and replays that
 //! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
+//! Hosts sharing one store divide the runs between them by leases
+//! ([`cluster`]).
 
 pub mod api;
 mod byte_budget;
+pub mod cluster;
 pub mod component;
 pub mod componentize;
 pub mod config;

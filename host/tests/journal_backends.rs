@@ -13,7 +13,7 @@ use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecords};
-use stepstone::runtime::{Progress, ReplayReport, RunState, Runtime, Submission};
+use stepstone::runtime::{Progress, ReplayReport, RunError, RunState, Runtime, Submission};
 use stepstone::store::{
     FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of, unfinished_key, unfinished_marker,
 };
@@ -132,7 +132,9 @@ async fn resubmitting_a_run_id_is_idempotent_for_the_same_input_and_refused_for_
 async fn a_retry_in_progress_resumes_its_attempt_count() {
     let tenant = TenantId::default_tenant();
     for (backend, storage, _dir) in backends() {
-        let run = approved_order(&runtime(storage.clone()).await, "r-1").await;
+        let crashed = runtime(storage.clone()).await;
+        let run = approved_order(&crashed, "r-1").await;
+        crashed.leave().await;
         // What a host that crashed after charge's first failed attempt left.
         let records = RunRecords::new(storage.tenant(&tenant), run.clone());
         let error = StepError {
@@ -293,19 +295,25 @@ async fn a_run_folder_without_its_record_is_no_run() {
 #[tokio::test]
 async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     let tenant = TenantId::default_tenant();
-    let store = FaultyStore::new(InMemory::new(), "errors=0".parse().unwrap());
-    let calls = store.faults();
-    let storage = Storage::new(Arc::new(store));
+    // Counting the calls for runs only: hosts' heartbeats and wake-ups go
+    // to the store beside the fault injector, on a schedule of their own.
+    let (storage, calls) = Storage::in_memory().with_faults("errors=0".parse().unwrap());
     let (creator, other) = (runtime(storage.clone()).await, runtime(storage).await);
     let hello = load(&creator, "hello").await;
-    // Loaded on both hosts, so that only the run's own records are counted.
+    // Loaded on both hosts, and both joined, so that only the run's own
+    // records are counted.
     let submission = Submission::new(hello.clone(), "greet", "{}");
     creator.submit(&tenant, submission).await.unwrap();
     other.component(&tenant, &hello.digest).await.unwrap();
+    other.live().await.unwrap();
     let mut drive_calls = Vec::new();
     for driver in [&creator, &other] {
         let submission = Submission::new(hello.clone(), "greet", r#"{"name":"Ada"}"#);
         let run = creator.submit(&tenant, submission).await.unwrap();
+        if std::ptr::eq(driver, &other) {
+            // The other host takes the run over from its creator, gone.
+            creator.leave().await;
+        }
         let before = calls.operations();
         let progress = driver.drive(&tenant, &run).await.unwrap();
         assert!(
@@ -319,8 +327,8 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     };
     assert_eq!(
         read_back - fresh,
-        6,
-        "a fresh run skips 3 reads and 3 listings: {fresh} store calls fresh, {read_back} read back"
+        8,
+        "a fresh run skips 3 reads and 3 listings, and a takeover costs a listing of the claims and a claim: {fresh} store calls fresh, {read_back} taken over"
     );
 }
 
@@ -550,7 +558,8 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
             .append(&stray)
             .await
             .unwrap();
-        // Another host, which reads the journal back.
+        // Another host, which reads the journal back once the first is gone.
+        submitting.leave().await;
         let driving = runtime(storage.clone()).await;
         let progress = driving.run_to_end(&tenant, &run, None).await.unwrap();
         let Progress::Finished(Outcome::Failed { kind, message }) = progress else {
@@ -591,7 +600,7 @@ async fn recovery_reads_the_index_of_unfinished_runs() {
         store.delete(&unfinished_marker(&open)).await.unwrap();
         assert_eq!(
             runtime.unfinished(&tenant).await.unwrap().runs,
-            [open.clone()],
+            std::slice::from_ref(&open),
             "{backend}: scanned"
         );
         let indexed = markers().await;
@@ -612,4 +621,53 @@ async fn recovery_reads_the_index_of_unfinished_runs() {
             "{backend}: the finished run left the index"
         );
     }
+}
+
+/// One writer per run: no host drives a run whose creator is alive; once
+/// the creator is gone, of hosts racing to take the run over exactly one
+/// claims it and runs its step, and the others stand aside.
+#[tokio::test]
+async fn of_hosts_racing_for_a_run_exactly_one_drives_it() {
+    let tenant = TenantId::default_tenant();
+    for (backend, storage, _dir) in backends() {
+        let creator = runtime(storage.clone()).await;
+        let hello = load(&creator, "hello").await;
+        let run = creator
+            .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
+            .await
+            .unwrap();
+        let other = runtime(storage.clone()).await;
+        let refused = other.drive(&tenant, &run).await.unwrap_err();
+        assert!(
+            matches!(refused, RunError::DrivenElsewhere { .. }) && refused.to_string().contains("which is alive"),
+            "{backend}: {refused}"
+        );
+        creator.leave().await;
+        let racers = futures::future::join_all((0..4).map(|_| runtime(storage.clone()))).await;
+        let ended = futures::future::join_all(racers.iter().map(|racer| racer.run_to_end(&tenant, &run, None))).await;
+        for end in &ended {
+            assert!(
+                matches!(
+                    end,
+                    Ok(Progress::Finished(Outcome::Completed { .. })) | Err(RunError::DrivenElsewhere { .. })
+                ),
+                "{backend}: {end:?}"
+            );
+        }
+        let attempts: f64 = racers.iter().map(step_attempts).sum();
+        assert_eq!(attempts, 1.0, "{backend}: the step ran {attempts} times");
+        let claims = storage.tenant(&tenant).list(&keys_of(&run).owners()).await.unwrap();
+        assert_eq!(claims.len(), 1, "{backend}: {claims:?}");
+    }
+}
+
+/// Step attempts a host has made, from its metrics.
+fn step_attempts(runtime: &Runtime) -> f64 {
+    runtime
+        .metrics()
+        .encode()
+        .lines()
+        .filter(|line| line.contains("step_attempt_seconds_count"))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }

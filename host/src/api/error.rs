@@ -94,14 +94,16 @@ impl From<RunError> for ApiError {
                 Some(wait) => return Self::too_many(error.to_string(), wait.as_secs().max(1)),
                 None => StatusCode::BAD_REQUEST,
             },
-            RunError::InputMismatch { .. } | RunError::Finished { .. } | RunError::Conflict { .. } => {
-                StatusCode::CONFLICT
-            }
+            RunError::InputMismatch { .. }
+            | RunError::Finished { .. }
+            | RunError::Conflict { .. }
+            | RunError::DrivenElsewhere { .. } => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Unknown { .. }) => StatusCode::NOT_FOUND,
             RunError::Component(ComponentError::Store(e)) => store_status(e),
             RunError::Component(_) => StatusCode::BAD_REQUEST,
             RunError::Journal(e) => match &**e {
                 JournalError::Store(e) => store_status(e),
+                JournalError::StoodDown { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -155,6 +155,7 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
             Ok(Progress::Finished(Outcome::Failed { kind, message })) => println!("{run} failed ({kind}): {message}"),
             Ok(Progress::Finished(Outcome::Cancelled { reason })) => println!("{run} cancelled: {reason}"),
             Ok(Progress::Suspended(suspension)) => println!("{run} suspended until {}", suspension.wake_at_ms),
+            Err(e @ RunError::DrivenElsewhere { .. }) => eprintln!("{e}"),
             Err(e) => {
                 failures += 1;
                 eprintln!("error: {:#}", stopped(run, e));

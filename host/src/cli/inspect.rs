@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stepstone::journal::{Entry, Recorded};
 use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime};
@@ -24,25 +24,10 @@ pub async fn status(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resul
 
 /// Waits for a run to finish, for at most `timeout`, then prints its status.
 pub async fn wait(runtime: &Runtime, run: &RunId, timeout: Duration) -> anyhow::Result<ExitCode> {
-    let tenant = TenantId::default_tenant();
-    let deadline = stepstone::sandbox::instant_after(timeout);
-    let status = loop {
-        let status = runtime.status(&tenant, run).await?;
-        let finished = matches!(
-            status.state,
-            RunState::Completed { .. } | RunState::Failed { .. } | RunState::Cancelled { .. }
-        );
-        if finished || Instant::now() >= deadline {
-            break status;
-        }
-        tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
-    };
+    let status = runtime.wait(&TenantId::default_tenant(), run, timeout).await?;
     println!("{}", serde_json::to_string_pretty(&status)?);
     Ok(exit_code(status.state.name()))
 }
-
-/// How often `wait` looks at the embedded store.
-const POLL: Duration = Duration::from_millis(100);
 
 /// 0 for a completed run, 1 for one that failed or was cancelled, 2 for
 /// one still going when the wait ended.

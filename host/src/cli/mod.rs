@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
+use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
@@ -81,6 +81,11 @@ pub struct Cli {
     /// guest, removed after the attempt (made under DATA_DIR/scratch).
     #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_DIR")]
     step_scratch_dir: bool,
+    /// How long this host's claim on the runs it drives lasts without
+    /// renewal: hosts sharing a store take over the runs of one that has
+    /// not renewed for this long. At least 1s.
+    #[arg(long, global = true, env = "STEPSTONE_LEASE_TTL", value_parser = lease_ttl, default_value = "10s")]
+    lease_ttl: Duration,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -211,6 +216,17 @@ enum TenantCommand {
     },
 }
 
+fn lease_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if ttl < LeasePolicy::MIN_TTL {
+        return Err(format!(
+            "{text} is shorter than {:?}: a host renews every quarter of its lease, and a shorter one lapses at the first slow store call",
+            LeasePolicy::MIN_TTL
+        ));
+    }
+    Ok(ttl)
+}
+
 const SERVE_EVICT_AFTER: Duration = Duration::from_millis(250);
 const SERVE_EVICT_AWAITING_STEP_AFTER: Duration = Duration::from_secs(1);
 const SERVE_POLL: Duration = Duration::from_secs(30);
@@ -239,6 +255,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.step.retry.min_backoff = floor;
     }
     config.scratch_root = cli.data_dir.join("scratch");
+    config.lease.ttl = cli.lease_ttl;
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is
@@ -280,6 +297,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::List { json } => inspect::list(&host().await?, json).await,
         Command::Replay { run, component } => inspect::replay(&host().await?, &run, component.as_deref()).await,
     };
+    data.leave().await;
     data.report_faults();
     result
 }
@@ -294,6 +312,8 @@ struct DataDir {
     faults: Option<FaultConfig>,
     /// What the fault injector did, once a host was opened with one.
     injected: std::sync::OnceLock<std::sync::Arc<Faults>>,
+    /// The host opened, to take out of the cluster when the command ends.
+    opened: std::sync::OnceLock<Runtime>,
 }
 
 impl DataDir {
@@ -304,6 +324,14 @@ impl DataDir {
             cache,
             faults,
             injected: std::sync::OnceLock::new(),
+            opened: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Takes the host out of the hosts sharing the store, if one joined.
+    async fn leave(&self) {
+        if let Some(runtime) = self.opened.get() {
+            runtime.leave().await;
         }
     }
 
@@ -324,7 +352,9 @@ impl DataDir {
             let _ = self.injected.set(counts);
         }
         let cache = CodeCache::open(&self.cache);
-        Ok(Runtime::new(config, storage, cache)?)
+        let runtime = Runtime::new(config, storage, cache)?;
+        let _ = self.opened.set(runtime.clone());
+        Ok(runtime)
     }
 
     /// Logs how many store calls were made and failed on purpose.

@@ -36,10 +36,13 @@ pub async fn serve(
         }
         None => single_tenant(),
     };
+    // Joined before anything else, so that other hosts see this one alive.
+    runtime.live().await?;
     for tenant in tenants.iter() {
         let recovered = runtime.recover(&tenant.id).await?;
         tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
     }
+    runtime.take_over_from_dead_hosts(tenants.iter().map(|tenant| tenant.id.clone()).collect());
     let listener = bind(listen).await?;
     let operator = match metrics_listen {
         Some(address) => Some(bind(address).await?),

@@ -35,4 +35,11 @@ pub enum JournalError {
     /// cancelled); nothing was recorded, so the step runs again on replay.
     #[error("a step task ended without recording a result: {0}")]
     TaskFailed(String),
+    /// This host's claim on the run lapsed, so it wrote nothing more: the
+    /// run goes on on whichever host claims it next.
+    #[error("this host stood down from run `{run}`, writing nothing: {lapsed}")]
+    StoodDown {
+        run: crate::store::RunId,
+        lapsed: crate::cluster::LeaseLapsed,
+    },
 }

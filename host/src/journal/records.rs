@@ -33,6 +33,10 @@ pub struct RunRecord {
     /// started, 1 for its child.
     #[serde(default)]
     pub depth: u32,
+    /// The host that created the run, which drives it first (epoch 0 of
+    /// its claims); `None` in runs stored before hosts claimed runs.
+    #[serde(default)]
+    pub host: Option<crate::cluster::HostId>,
 }
 
 /// How a run ended; written once.

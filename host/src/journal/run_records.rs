@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use super::records::{AttemptRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
+use crate::cluster::Claim;
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of, unfinished_marker};
@@ -31,6 +32,9 @@ pub struct RunRecords {
     /// Shared by the clones of a handle (a run's execution and its step
     /// tasks), so a snapshot sees every entry any of them read or wrote.
     seen: Arc<Mutex<SeenJournal>>,
+    /// The claim the run's driver writes under; `None` for a handle that
+    /// only reads, or writes what anyone may (signals, cancellations).
+    claim: Option<Claim>,
 }
 
 /// The journal as far as this handle has read or written it.
@@ -66,6 +70,28 @@ impl RunRecords {
             store,
             run,
             seen: Arc::default(),
+            claim: None,
+        }
+    }
+
+    /// The same records, for the host driving the run under `claim`: every
+    /// write a driver makes (entries, attempts, timers, snapshots, the
+    /// outcome) checks the claim first, and fails once it has lapsed.
+    pub fn driven_under(self, claim: Claim) -> Self {
+        Self {
+            claim: Some(claim),
+            ..self
+        }
+    }
+
+    /// Fails if the claim this handle writes under has lapsed.
+    pub fn check_claim(&self) -> Result<(), JournalError> {
+        match &self.claim {
+            Some(claim) => claim.check().map_err(|lapsed| JournalError::StoodDown {
+                run: self.run.clone(),
+                lapsed,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -130,6 +156,7 @@ impl RunRecords {
     /// outcome was already recorded (a retry after a crash, another host),
     /// that one, never a second.
     pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
+        self.check_claim()?;
         let stands = match self.create(&keys_of(&self.run).outcome(), outcome).await {
             Ok(()) => outcome.clone(),
             Err(JournalError::Store(StoreError::AlreadyExists { key })) => self
@@ -246,6 +273,7 @@ impl RunRecords {
 
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
     pub async fn append(&self, entry: &Entry) -> Result<(), JournalError> {
+        self.check_claim()?;
         let stored = Bytes::from(encode(entry));
         self.store
             .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
@@ -268,6 +296,9 @@ impl RunRecords {
             }
             (covers, snapshot::encode(seen.entries.values().take(covers as usize)))
         };
+        if self.check_claim().is_err() {
+            return None;
+        }
         let key = keys_of(&self.run).snapshot(covers);
         match self.store.create(&key, Bytes::from(body)).await {
             Ok(()) => {
@@ -296,6 +327,7 @@ impl RunRecords {
     }
 
     pub async fn record_attempt(&self, seq: u64, attempt: &AttemptRecord) -> Result<(), JournalError> {
+        self.check_claim()?;
         self.create(&keys_of(&self.run).attempt(seq, attempt.attempt), attempt)
             .await
     }
@@ -318,6 +350,7 @@ impl RunRecords {
             started_at_ms,
             signal: signal.map(str::to_owned),
         };
+        self.check_claim()?;
         match self.create(&key, &timer).await {
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(self.read(&key).await?.unwrap_or(timer)),
             other => other.map(|()| timer),

@@ -17,6 +17,9 @@ use crate::store::{RunId, TenantId};
 
 type RunKey = (TenantId, RunId);
 
+/// How often a wait for a run driven elsewhere looks at the store.
+const STORE_WAIT_POLL: Duration = Duration::from_millis(100);
+
 /// The runs being driven in the background, each with a flag that turns
 /// true when its task ends; and the step calls in flight, which a shutdown
 /// lets finish.
@@ -67,8 +70,10 @@ impl Runtime {
         self.host.metrics.run_active(tenant, 1);
         tokio::spawn(async move {
             let (tenant, run) = &key;
-            if let Err(e) = runtime.run_to_end_through_outages(tenant, run).await {
-                tracing::error!(%tenant, %run, "run stopped: {e}");
+            match runtime.run_to_end_through_outages(tenant, run).await {
+                Err(e @ RunError::DrivenElsewhere { .. }) => tracing::info!(%tenant, %run, "not driven here: {e}"),
+                Err(e) => tracing::error!(%tenant, %run, "run stopped: {e}"),
+                Ok(_) => {}
             }
             lock(&runtime.host.background.running).remove(&key);
             runtime.host.metrics.run_active(tenant, -1);
@@ -79,6 +84,9 @@ impl Runtime {
     /// Drives a run to its end, and again each time storage failed under
     /// it (which decided nothing), waiting longer between tries, up to a
     /// minute: a server continues its runs by itself once storage recovers.
+    /// So too when this host stood down, its lease lapsed (it claims the
+    /// run again, unless another host has), or another writer's entry came
+    /// first (it replays it).
     async fn run_to_end_through_outages(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
         let outages = ExponentialBuilder::default()
             .with_jitter()
@@ -87,7 +95,7 @@ impl Runtime {
             .without_max_times();
         (|| self.run_to_end(tenant, run, None))
             .retry(outages)
-            .when(RunError::is_storage_failure)
+            .when(|e| e.is_storage_failure() || e.is_stood_down() || matches!(e, RunError::Conflict { .. }))
             .notify(|e, wait| tracing::error!(%tenant, %run, ?wait, "run stopped on a storage failure; driving it again: {e}"))
             .await
     }
@@ -111,9 +119,10 @@ impl Runtime {
         *in_flight.borrow()
     }
 
-    /// Drives every unfinished run of the tenant in the background (after a
-    /// restart). Returns how many there were, passing over (and logging)
-    /// those whose records are corrupt.
+    /// Drives in the background every unfinished run of the tenant that no
+    /// live host drives (after a restart, or a host's death). Returns how
+    /// many unfinished runs there were, passing over (and logging) those
+    /// whose records are corrupt.
     pub async fn recover(&self, tenant: &TenantId) -> Result<usize, RunError> {
         let listing = self.unfinished(tenant).await?;
         for run in &listing.runs {
@@ -122,16 +131,42 @@ impl Runtime {
         Ok(listing.runs.len())
     }
 
-    /// Waits up to `timeout` for a run driven in the background to finish,
-    /// then says where it stands.
+    /// From now on, drives the unfinished runs of `tenants` that no live
+    /// host drives each time a host is found dead, until this host leaves.
+    pub fn take_over_from_dead_hosts(&self, tenants: Vec<TenantId>) {
+        let runtime = self.clone();
+        let mut deaths = self.host.cluster.deaths();
+        tokio::spawn(async move {
+            while deaths.changed().await.is_ok() {
+                for tenant in &tenants {
+                    match runtime.recover(tenant).await {
+                        Ok(runs) => tracing::info!(%tenant, runs, "looked for runs of dead hosts among the unfinished"),
+                        Err(e) => tracing::error!(%tenant, "cannot look for runs of dead hosts: {e}"),
+                    }
+                }
+            }
+        });
+    }
+
+    /// Waits up to `timeout` for a run to finish, then says where it
+    /// stands. A run driven here is waited for; one driven elsewhere (by
+    /// another host, or another process) is looked for in the store.
     pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
         let finished = lock(&self.host.background.running)
             .get(&(tenant.clone(), run.clone()))
             .cloned();
+        let deadline = crate::sandbox::instant_after(timeout);
         if let Some(mut finished) = finished {
             // Either it finished, or the time is up: the status says which.
             let _ = tokio::time::timeout(timeout, finished.wait_for(|done| *done)).await;
         }
-        self.status(tenant, run).await
+        loop {
+            let status = self.status(tenant, run).await?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if status.state.is_finished() || left.is_zero() {
+                return Ok(status);
+            }
+            tokio::time::sleep(left.min(STORE_WAIT_POLL)).await;
+        }
     }
 }

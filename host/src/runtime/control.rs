@@ -1,8 +1,8 @@
-//! Reaching a run: signals and cancellation, stored for the run and, when
-//! this host is driving it, delivered at once through the run's bell and
-//! cancellation flag. Signals and
-//! cancellations written into the store by another process are found by
-//! polling, at the configured interval.
+//! Reaching a run: signals and cancellation, stored for the run and
+//! delivered at once through the run's bell and cancellation flag when this
+//! host drives it, or through a wake-up in the store when another host does
+//! (see [`crate::cluster`]). A waiting run also looks at the store at the
+//! configured interval, as a backstop.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -144,7 +144,7 @@ impl Runtime {
             sent_at_ms: now_ms(),
         };
         records.send_signal(name, &signal, id).await?;
-        self.host.controls.ring(tenant, run);
+        self.wake(tenant, run).await;
         Ok(())
     }
 
@@ -185,6 +185,7 @@ impl Runtime {
             })
             .await?;
         self.host.controls.cancel(tenant, run);
+        self.wake(tenant, run).await;
         Ok(())
     }
 

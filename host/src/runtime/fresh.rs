@@ -60,6 +60,7 @@ mod tests {
             limits: LimitRequest::default(),
             parent: None,
             depth: 0,
+            host: None,
         }
     }
 

@@ -57,6 +57,7 @@ pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
 
 use crate::byte_budget::ByteBudgetCache;
+use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::guest_log::LogBudget;
@@ -97,6 +98,10 @@ pub enum RunError {
     Finished { run: RunId },
     #[error("run `{run}` is being driven by another host, which wrote its journal first; this host stood down")]
     Conflict { run: RunId },
+    #[error(
+        "run `{run}` is driven by host {host}, which is alive: it goes on there (another host takes it over only once that host's lease runs out)"
+    )]
+    DrivenElsewhere { run: RunId, host: HostId },
     #[error("cannot start the workflow instance of run `{run}`: {reason}")]
     Instance { run: RunId, reason: String },
     #[error("cannot start a run: {0}")]
@@ -116,6 +121,12 @@ impl RunError {
     /// nothing about the tenant's other runs depends on it.
     pub fn is_corrupt_record(&self) -> bool {
         matches!(self, Self::Journal(error) if matches!(&**error, JournalError::Corrupt { .. }))
+    }
+
+    /// Whether this host's claim on the run lapsed, so it stood down: the
+    /// run may go on here once claimed again, or on another host.
+    pub fn is_stood_down(&self) -> bool {
+        matches!(self, Self::Journal(error) if matches!(&**error, JournalError::StoodDown { .. }))
     }
 
     /// Whether the store kept failing: nothing about the run was decided,
@@ -203,6 +214,8 @@ pub struct Host {
     pub storage: Storage,
     pub components: Components,
     pub metrics: Metrics,
+    /// This host among those sharing the store: its lease and claims.
+    pub cluster: Arc<Cluster>,
     /// Workflow programs by component digest, within the same budget as
     /// the loaded components.
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
@@ -282,11 +295,13 @@ impl Runtime {
         let engines = Engines::new(&config)?;
         let budget = config.loaded_components_bytes;
         let components = Components::within(engines, cache, budget);
+        let cluster = Cluster::new(&storage, config.lease.ttl);
         let host = Host {
             config,
             storage,
             components,
             metrics: Metrics::default(),
+            cluster,
             programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
             admission: admission::Admission::default(),
@@ -335,13 +350,19 @@ impl Runtime {
         RunRecords::new(self.host.storage.tenant(tenant), run.clone())
     }
 
-    /// Executes a run until it finishes or suspends.
+    /// Executes a run until it finishes or suspends, if no other live host
+    /// drives it.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
-        let (context, record, stored) = self.context(tenant, run).await?;
+        let (record, stored) = self.record(tenant, run).await?;
+        let records = self.records(tenant, run);
+        if stored == Stored::Read
+            && let Some(outcome) = records.outcome().await?
+        {
+            return Ok(Progress::Finished(outcome));
+        }
+        let claim = self.claim(&records, &record).await?;
+        let context = self.context(records.driven_under(claim), &record, stored).await?;
         if stored == Stored::Read {
-            if let Some(outcome) = context.records.outcome().await? {
-                return Ok(Progress::Finished(outcome));
-            }
             if context.records.cancel_request().await?.is_some() {
                 // Cancelled while no instance ran: the workflow meets it at its
                 // next wait, and may compensate before it ends.
@@ -406,7 +427,7 @@ impl Runtime {
             let outcome = records.finish(&outcome).await?;
             self.count_finished(tenant, &outcome);
             if let Some(parent) = &record.parent {
-                self.host.controls.ring(tenant, parent);
+                self.wake(tenant, parent).await;
             }
             tracing::info!(outcome = ?outcome, "run finished");
             Ok(Progress::Finished(outcome))
@@ -442,6 +463,7 @@ impl Runtime {
         // control, so none is kept for a run no one drives.
         if !matches!(ended, Ok(Progress::Suspended(_))) {
             self.host.controls.forget(tenant, run);
+            self.host.cluster.release(tenant, run);
         }
         ended
     }
@@ -556,28 +578,93 @@ impl Runtime {
         Ok(names.iter().filter_map(|name| RunId::new(name).ok()).collect())
     }
 
-    /// The run's record and the components it uses, loaded, and what the
-    /// store is known to hold for the run.
-    async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<(Arc<RunContext>, RunRecord, Stored), RunError> {
+    /// The run's record, and what the store is known to hold for the run.
+    async fn record(&self, tenant: &TenantId, run: &RunId) -> Result<(RunRecord, Stored), RunError> {
+        if let Some(record) = self.host.fresh.take(tenant, run) {
+            return Ok((record, Stored::RunRecordOnly));
+        }
+        let record = self.records(tenant, run).run().await?;
+        Ok((
+            record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?,
+            Stored::Read,
+        ))
+    }
+
+    /// Joins the hosts sharing the store, if this one has not yet, and
+    /// says which generation of its lease holds: what a run is claimed, or
+    /// created, under.
+    pub async fn live(&self) -> Result<u64, RunError> {
+        let generation = self.host.cluster.live().await?;
+        if let Some(queue) = self.host.cluster.take_wakeups() {
+            tokio::spawn(handle_wakeups(Arc::downgrade(&self.host), queue));
+        }
+        Ok(generation)
+    }
+
+    /// Takes this host out of the hosts sharing the store: it drives
+    /// nothing more, and its runs can be taken over at once.
+    pub async fn leave(&self) {
+        self.host.cluster.leave().await;
+    }
+
+    /// This host's claim on `record`'s run: see [`Cluster::claim`].
+    async fn claim(&self, records: &RunRecords, record: &RunRecord) -> Result<Claim, RunError> {
+        self.live().await?;
+        self.host
+            .cluster
+            .claim(records.store(), record)
+            .await
+            .map_err(|e| match e {
+                ClaimError::Owned { host } => RunError::DrivenElsewhere {
+                    run: record.run_id.clone(),
+                    host,
+                },
+                ClaimError::Store(e) => e.into(),
+            })
+    }
+
+    /// Wakes `run` wherever it is driven: here through its bell, and on
+    /// another live host through a wake-up left for it in the store. A
+    /// failure is only logged: the run finds the news at its next look.
+    pub(super) async fn wake(&self, tenant: &TenantId, run: &RunId) {
+        self.host.controls.ring(tenant, run);
+        if self.host.cluster.holds(tenant, run) {
+            return;
+        }
+        let cluster = &self.host.cluster;
         let records = self.records(tenant, run);
-        let (record, stored) = match self.host.fresh.take(tenant, run) {
-            Some(record) => (record, Stored::RunRecordOnly),
-            None => {
-                let record = records.run().await?;
-                (
-                    record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?,
-                    Stored::Read,
-                )
+        let woken = async {
+            let Some(record) = records.run().await? else {
+                return Ok(());
+            };
+            match cluster.owner(records.store(), &record).await?.host {
+                Some(host) if host != *cluster.me() && !cluster.is_dead(&host).await? => {
+                    Ok(cluster.wake(&host, tenant, run).await?)
+                }
+                _ => Ok::<(), RunError>(()),
             }
         };
+        if let Err(e) = woken.await {
+            tracing::warn!(%run, "could not wake the run on the host driving it; it finds the news at its next look: {e}");
+        }
+    }
+
+    /// The components `record`'s run uses, loaded, and all else an
+    /// execution needs.
+    async fn context(
+        &self,
+        records: RunRecords,
+        record: &RunRecord,
+        stored: Stored,
+    ) -> Result<Arc<RunContext>, RunError> {
         let store = records.store().clone();
         let own = self.host.components.get(&store, &record.component).await?;
         let mut links = BTreeMap::new();
         for (name, digest) in &record.links {
             links.insert(name.clone(), self.host.components.get(&store, digest).await?);
         }
-        let control = self.host.controls.of(tenant, run);
-        let step_limits = self.step_limits(tenant).lowered_by(&record.limits);
+        let control = self.host.controls.of(store.tenant(), &record.run_id);
+        let step_limits = self.step_limits(store.tenant()).lowered_by(&record.limits);
         let retried = match stored {
             Stored::RunRecordOnly => HashSet::new(),
             Stored::Read => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
@@ -594,7 +681,7 @@ impl Runtime {
             depth: record.depth,
             retried,
         };
-        Ok((Arc::new(context), record, stored))
+        Ok(Arc::new(context))
     }
 
     async fn program(&self, loaded: &Loaded) -> Result<Arc<WorkflowProgram>, RunError> {
@@ -652,6 +739,22 @@ impl Runtime {
             JournalError::Store(StoreError::AlreadyExists { .. }) => RunError::Conflict { run: run.clone() },
             _ => RunError::Journal(error),
         }
+    }
+}
+
+/// Hands the wake-ups other hosts leave to the runs they are for, until the
+/// host is gone: a cancellation stops the run's attempt here, and either
+/// news rings its bell.
+async fn handle_wakeups(host: std::sync::Weak<Host>, mut queue: tokio::sync::mpsc::Receiver<Wakeup>) {
+    while let Some(Wakeup { tenant, run }) = queue.recv().await {
+        let Some(host) = host.upgrade() else { return };
+        let runtime = Runtime { host };
+        match runtime.records(&tenant, &run).cancel_request().await {
+            Ok(Some(_)) => runtime.host.controls.cancel(&tenant, &run),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(%run, "cannot read whether the woken run was cancelled: {e}"),
+        }
+        runtime.host.controls.ring(&tenant, &run);
     }
 }
 

@@ -35,7 +35,8 @@ impl Runtime {
         run: &RunId,
         component: Option<Arc<Loaded>>,
     ) -> Result<ReplayReport, RunError> {
-        let (context, record, _) = self.context(tenant, run).await?;
+        let (record, stored) = self.record(tenant, run).await?;
+        let context = self.context(self.records(tenant, run), &record, stored).await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
                 return Ok(ReplayReport::Diverged {

@@ -46,6 +46,14 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// Whether the run has ended, one way or another.
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed { .. } | Self::Failed { .. } | Self::Cancelled { .. }
+        )
+    }
+
     /// The state's name, as serialized (`sleeping`, `completed`, ...).
     pub fn name(&self) -> &'static str {
         match self {

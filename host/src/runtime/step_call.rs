@@ -90,6 +90,8 @@ async fn attempt_until_done(
         wait_for_retry(host, resume_at).await?;
     }
     loop {
+        // A host that lost its claim starts no attempt: another may run it.
+        records.check_claim().map_err(journal)?;
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
         // The slot is held for the attempt only, never through a backoff.
         let slot = host

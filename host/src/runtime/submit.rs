@@ -112,6 +112,9 @@ impl Runtime {
             self.host.components.store(&store, loaded).await?;
         }
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
+        // The run's creator drives it first: it must be alive to others
+        // before the run record names it.
+        let generation = self.live().await?;
         let record = RunRecord {
             run_id: run_id.clone(),
             workflow: submission.workflow,
@@ -130,10 +133,12 @@ impl Runtime {
                 .as_ref()
                 .map_or(0, |(_, depth)| depth.saturating_add(1)),
             parent: submission.parent.map(|(parent, _)| parent),
+            host: Some(self.host.cluster.me().clone()),
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
             Ok(()) => {
+                self.host.cluster.hold(tenant, &run_id, generation, 0);
                 self.host.fresh.created(tenant, record);
                 Ok(run_id)
             }

@@ -13,7 +13,16 @@
 //! runs/{run}/signal-ids/{name}/{id}             the first send with the sender's id (create-only)
 //! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
+//! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
+//! ```
+//!
+//! and, outside every tenant, what the hosts sharing the store keep for
+//! each other (see [`crate::cluster`]):
+//!
+//! ```text
+//! cluster/hosts/{host}                          a host's heartbeat (overwritten while it lives)
+//! cluster/wakeups/{host}/{tenant}/{run}         a run driven by {host} has a signal or a cancellation
 //! ```
 
 use std::fmt;
@@ -188,6 +197,15 @@ impl RunKeys<'_> {
 
     pub fn attempt(&self, seq: u64, attempt: u32) -> Key {
         self.key(&["attempts", &seq_part(seq), &format!("{attempt:05}")])
+    }
+
+    pub fn owners(&self) -> Key {
+        self.key(&["owners"])
+    }
+
+    /// The claim of epoch `epoch`: zero-padded, so the newest sorts last.
+    pub fn owner(&self, epoch: u64) -> Key {
+        self.key(&["owners", &seq_part(epoch)])
     }
 
     pub fn timers(&self) -> Key {

@@ -137,6 +137,10 @@ fn is_transient(error: &object_store::Error) -> bool {
 #[derive(Clone, Debug)]
 pub struct Storage {
     root: Arc<dyn ObjectStore>,
+    /// The same store without crash points or injected faults: those test
+    /// what a run's records survive, and hosts' heartbeats and wake-ups are
+    /// not among them.
+    cluster_root: Arc<dyn ObjectStore>,
     retries: StoreRetries,
     /// Where the store is, for messages.
     location: String,
@@ -146,6 +150,7 @@ impl Storage {
     /// Storage over any object store (S3, a fault injector, ...).
     pub fn new(root: Arc<dyn ObjectStore>) -> Self {
         Self {
+            cluster_root: root.clone(),
             root,
             retries: StoreRetries::default(),
             location: "the store".into(),
@@ -200,10 +205,21 @@ impl Storage {
 
     /// The part of the store that belongs to `tenant`.
     pub fn tenant(&self, tenant: &TenantId) -> TenantStore {
-        let prefix = Key::from_iter(["tenants", tenant.as_str()]);
         TenantStore {
-            store: Arc::new(PrefixStore::new(self.root.clone(), prefix)),
+            scope: self.scope(&self.root, Key::from_iter(["tenants", tenant.as_str()])),
             tenant: tenant.clone(),
+        }
+    }
+
+    /// The part of the store the hosts sharing it keep for each other
+    /// (heartbeats, wake-ups), under `cluster/`.
+    pub fn cluster(&self) -> Scope {
+        self.scope(&self.cluster_root, Key::from("cluster"))
+    }
+
+    fn scope(&self, root: &Arc<dyn ObjectStore>, prefix: Key) -> Scope {
+        Scope {
+            store: Arc::new(PrefixStore::new(root.clone(), prefix)),
             retries: self.retries,
         }
     }
@@ -212,16 +228,33 @@ impl Storage {
 /// One tenant's view of the store; every key is relative to its prefix.
 #[derive(Clone, Debug)]
 pub struct TenantStore {
-    store: Arc<PrefixStore<Arc<dyn ObjectStore>>>,
+    scope: Scope,
     tenant: TenantId,
-    retries: StoreRetries,
 }
 
 impl TenantStore {
     pub fn tenant(&self) -> &TenantId {
         &self.tenant
     }
+}
 
+impl std::ops::Deref for TenantStore {
+    type Target = Scope;
+
+    fn deref(&self) -> &Scope {
+        &self.scope
+    }
+}
+
+/// A view of the store under one prefix, which every key is relative to;
+/// every call is retried while the store fails transiently.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    store: Arc<PrefixStore<Arc<dyn ObjectStore>>>,
+    retries: StoreRetries,
+}
+
+impl Scope {
     /// Writes `bytes` at `key`; fails with [`StoreError::AlreadyExists`] if
     /// the key holds anything else.
     pub async fn create(&self, key: &Key, bytes: Bytes) -> Result<(), StoreError> {
@@ -325,6 +358,36 @@ impl TenantStore {
             .map_err(|failed| StoreError::at(prefix, failed))
     }
 
+    /// Every key under `prefix` with its version: a tag that changes each
+    /// time the key is written (its ETag, or its modification time).
+    pub async fn versions(&self, prefix: &Key) -> Result<Vec<(Key, String)>, StoreError> {
+        let list = || {
+            self.store
+                .list(Some(prefix))
+                .map_ok(|meta| {
+                    let version = version_of(&meta);
+                    (meta.location, version)
+                })
+                .try_collect::<Vec<_>>()
+        };
+        self.retried(prefix, list)
+            .await
+            .map_err(|failed| StoreError::at(prefix, failed))
+    }
+
+    /// The version of `key` (see [`versions`](Self::versions)), or `None`
+    /// if nothing is stored there.
+    pub async fn version(&self, key: &Key) -> Result<Option<String>, StoreError> {
+        match self.retried(key, || self.store.head(key)).await {
+            Ok(meta) => Ok(Some(version_of(&meta))),
+            Err(Failed {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(None),
+            Err(failed) => Err(StoreError::at(key, failed)),
+        }
+    }
+
     /// The names of the "directories" right under `prefix`.
     pub async fn children(&self, prefix: &Key) -> Result<Vec<String>, StoreError> {
         let listing = self
@@ -360,6 +423,12 @@ impl TenantStore {
             attempts: attempts.into_inner(),
         })
     }
+}
+
+fn version_of(meta: &object_store::ObjectMeta) -> String {
+    meta.e_tag
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", meta.last_modified.timestamp_micros(), meta.size))
 }
 
 #[cfg(test)]

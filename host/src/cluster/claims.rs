@@ -1,0 +1,133 @@
+//! Which host drives a run: the claims of each epoch, and making the next.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::lease::{Lease, LeaseLapsed};
+use super::{Cluster, HostId};
+use crate::journal::RunRecord;
+use crate::shared_map::lock;
+use crate::store::{RunId, StoreError, TenantId, TenantStore, keys_of};
+
+/// Claims tried in a row before giving up on a run others keep claiming.
+const CLAIM_TRIES: usize = 3;
+
+/// The host of a run's highest claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub epoch: u64,
+    /// `None` for a run stored before hosts claimed runs, or whose claim
+    /// cannot be read: anyone may claim it.
+    pub host: Option<HostId>,
+}
+
+/// This host's right to drive one run, for as long as its lease holds.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    lease: Arc<Lease>,
+    generation: u64,
+    pub epoch: u64,
+}
+
+impl Claim {
+    /// Whether the claim still holds: check before every write for the run.
+    pub fn check(&self) -> Result<(), LeaseLapsed> {
+        self.lease.check(self.generation)
+    }
+}
+
+/// Why this host may not drive a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("it is driven by host {host}, which is alive (its heartbeat changed within the lease TTL)")]
+    Owned { host: HostId },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Cluster {
+    /// The host that drives `record`'s run now (which may be dead).
+    pub async fn owner(&self, store: &TenantStore, record: &RunRecord) -> Result<Owner, StoreError> {
+        let keys = keys_of(&record.run_id);
+        let newest = store
+            .list(&keys.owners())
+            .await?
+            .iter()
+            .filter_map(|key| key.filename()?.parse::<u64>().ok())
+            .max();
+        let Some(epoch) = newest else {
+            return Ok(Owner {
+                epoch: 0,
+                host: record.host.clone(),
+            });
+        };
+        let host = store.get(&keys.owner(epoch)).await?.and_then(|bytes| {
+            let host = HostId::try_from(String::from_utf8_lossy(&bytes).into_owned());
+            if let Err(e) = &host {
+                tracing::warn!(run = %record.run_id, epoch, "a claim names no host, so the run may be claimed again: {e}");
+            }
+            host.ok()
+        });
+        Ok(Owner { epoch, host })
+    }
+
+    /// A claim on `record`'s run for this host: the one it holds, or a new
+    /// epoch if the run's owner is dead (or this host, in an earlier
+    /// generation of its lease). Fails if a live host owns the run.
+    pub async fn claim(self: &Arc<Self>, store: &TenantStore, record: &RunRecord) -> Result<Claim, ClaimError> {
+        let run_key = (store.tenant().clone(), record.run_id.clone());
+        if let Some(held) = lock(&self.held).get(&run_key)
+            && held.check().is_ok()
+        {
+            return Ok(held.clone());
+        }
+        let generation = self.live().await?;
+        let mut owner = self.owner(store, record).await?;
+        for _ in 0..CLAIM_TRIES {
+            if let Some(host) = &owner.host
+                && *host != self.me
+                && !self.is_dead(host).await?
+            {
+                return Err(ClaimError::Owned { host: host.clone() });
+            }
+            let epoch = owner.epoch + 1;
+            let key = keys_of(&record.run_id).owner(epoch);
+            match store.create(&key, Bytes::from(self.me.to_string())).await {
+                Ok(()) => {
+                    tracing::info!(run = %record.run_id, epoch, from = ?owner.host.as_ref().map(HostId::as_str), "claimed the run");
+                    return Ok(self.hold(&run_key.0, &run_key.1, generation, epoch));
+                }
+                Err(StoreError::AlreadyExists { .. }) => owner = self.owner(store, record).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ClaimError::Owned {
+            host: owner.host.unwrap_or_else(|| self.me.clone()),
+        })
+    }
+
+    /// Holds the claim of `epoch`, made in `generation` of the lease.
+    pub fn hold(&self, tenant: &TenantId, run: &RunId, generation: u64, epoch: u64) -> Claim {
+        let claim = Claim {
+            lease: self.lease.clone(),
+            generation,
+            epoch,
+        };
+        lock(&self.held).insert((tenant.clone(), run.clone()), claim.clone());
+        claim
+    }
+
+    /// Whether this host holds a claim on the run that still holds.
+    pub fn holds(&self, tenant: &TenantId, run: &RunId) -> bool {
+        lock(&self.held)
+            .get(&(tenant.clone(), run.clone()))
+            .is_some_and(|claim| claim.check().is_ok())
+    }
+
+    /// Lets go of the run: this host no longer drives it (it finished, or
+    /// stopped). The claim stays in the store until another takes over.
+    pub fn release(&self, tenant: &TenantId, run: &RunId) {
+        lock(&self.held).remove(&(tenant.clone(), run.clone()));
+    }
+}

@@ -1,0 +1,130 @@
+//! A host process's name in the store, which says enough for another
+//! process on the same machine to tell at once whether it still runs.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+/// A host process: `{machine}.{pid}.{nonce}`, where `machine` names this
+/// boot of this machine's kernel and its process-id namespace (so two
+/// containers on one machine never read each other's pids), and `nonce`
+/// tells apart two processes that got the same pid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostId(String);
+
+/// A host id that is not of the form `{machine}.{pid}.{nonce}`.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a host id (expected MACHINE.PID.NONCE)")]
+pub struct InvalidHostId(String);
+
+impl HostId {
+    /// The id of this process, fresh each time it is asked for.
+    pub fn fresh() -> Self {
+        let nonce = uuid::Uuid::now_v7().simple().to_string();
+        Self(format!(
+            "{}.{}.{}",
+            machine(),
+            std::process::id(),
+            &nonce[nonce.len() - 8..]
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this host was a process of this machine, in this boot and
+    /// pid namespace, that has exited: then it is dead without waiting for
+    /// its lease to run out. (A process that is only stopped still runs.)
+    pub fn process_gone(&self) -> bool {
+        let mut parts = self.0.split('.');
+        match (parts.next(), parts.next()) {
+            (Some(its_machine), Some(pid)) if its_machine == machine() => {
+                !std::path::Path::new("/proc").join(pid).exists()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// This boot of this machine in this pid namespace, from Linux's boot id
+/// and the namespace's inode; elsewhere a value no other process shares,
+/// so that no liveness is read from pids there.
+fn machine() -> &'static str {
+    static MACHINE: OnceLock<String> = OnceLock::new();
+    MACHINE.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok();
+        let namespace = std::fs::read_link("/proc/self/ns/pid").ok();
+        match (boot, namespace) {
+            (Some(boot), Some(namespace)) => {
+                let digits = |text: &str| text.chars().filter(char::is_ascii_alphanumeric).collect::<String>();
+                let boot = digits(&boot);
+                format!(
+                    "{}-{}",
+                    &boot[..boot.len().min(12)],
+                    digits(&namespace.to_string_lossy()).trim_start_matches("pid")
+                )
+            }
+            _ => format!("nopids-{}", uuid::Uuid::now_v7().simple()),
+        }
+    })
+}
+
+impl fmt::Display for HostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for HostId {
+    type Error = InvalidHostId;
+
+    fn try_from(id: String) -> Result<Self, InvalidHostId> {
+        let parts: Vec<&str> = id.split('.').collect();
+        let valid = parts.len() == 3
+            && parts
+                .iter()
+                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            && parts[1].parse::<u32>().is_ok();
+        if valid { Ok(Self(id)) } else { Err(InvalidHostId(id)) }
+    }
+}
+
+impl From<HostId> for String {
+    fn from(id: HostId) -> String {
+        id.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_runs_and_a_finished_one_does_not() {
+        let me = HostId::fresh();
+        assert!(!me.process_gone(), "{me}");
+        let mut child = std::process::Command::new("true").spawn().expect("`true` runs");
+        let pid = child.id();
+        child.wait().expect("`true` exits");
+        let gone = HostId::try_from(format!("{}.{pid}.abc", machine())).expect("a valid id");
+        assert!(gone.process_gone(), "{gone}");
+    }
+
+    #[test]
+    fn another_machines_host_is_never_judged_by_its_pid() {
+        let elsewhere = HostId::try_from(format!("another-machine.{}.abc", std::process::id())).expect("a valid id");
+        assert!(!elsewhere.process_gone());
+        let gone_elsewhere = HostId::try_from("another-machine.4000000.abc".to_owned()).expect("a valid id");
+        assert!(!gone_elsewhere.process_gone());
+    }
+
+    #[test]
+    fn ids_round_trip_and_junk_is_refused() {
+        let me = HostId::fresh();
+        assert_eq!(HostId::try_from(me.to_string()).expect("own id parses"), me);
+        for junk in ["", "a.b", "a.1", "a.x.c", "a/b.1.c", "a.1.c.d", "../x.1.c"] {
+            assert!(HostId::try_from(junk.to_owned()).is_err(), "{junk:?} accepted");
+        }
+    }
+}

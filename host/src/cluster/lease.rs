@@ -1,0 +1,145 @@
+//! This host's own lease: when it last renewed its heartbeat, and whether
+//! it went a whole TTL without, since when every claim it made is void.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::shared_map::lock;
+
+/// The host's lease, which every claim it holds refers to.
+#[derive(Debug)]
+pub struct Lease {
+    ttl: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// When the last renewal that succeeded was sent: the lease holds for a
+    /// TTL from then (not from its reply, which came later).
+    renewed: Option<Instant>,
+    /// Bumped at each lapse; a claim made in an earlier generation is void.
+    generation: u64,
+    /// Renewals sent, so that each heartbeat differs from the last.
+    renewals: u64,
+    /// The host left: it drives nothing more.
+    left: bool,
+}
+
+/// A write was refused because this host's lease lapsed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "this host's lease lapsed: it went longer than its lease TTL of {ttl:?} without renewing its heartbeat (it was paused, overloaded or cut off from the store), so another host may have taken its runs over"
+)]
+pub struct LeaseLapsed {
+    pub ttl: Duration,
+}
+
+impl Lease {
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            state: Mutex::default(),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The generation of the lease if it holds now.
+    pub fn current(&self) -> Option<u64> {
+        let state = lock(&self.state);
+        let holds = !state.left && state.renewed.is_some_and(|renewed| renewed.elapsed() < self.ttl);
+        holds.then_some(state.generation)
+    }
+
+    /// The generation of the lease, holding or not.
+    pub fn generation(&self) -> u64 {
+        lock(&self.state).generation
+    }
+
+    /// Whether a claim made in `generation` still holds.
+    pub fn check(&self, generation: u64) -> Result<(), LeaseLapsed> {
+        match self.current() {
+            Some(current) if current == generation => Ok(()),
+            _ => Err(LeaseLapsed { ttl: self.ttl }),
+        }
+    }
+
+    /// The number of the renewal about to be sent.
+    pub fn next_renewal(&self) -> u64 {
+        let mut state = lock(&self.state);
+        state.renewals += 1;
+        state.renewals
+    }
+
+    /// Records a renewal sent at `sent` and stored by `stored`. If the lease
+    /// ran out before it was stored, others may have judged this host dead
+    /// in between: the lease starts a new generation, voiding every claim.
+    pub fn renewed(&self, sent: Instant, stored: Instant) {
+        let mut state = lock(&self.state);
+        if let Some(previous) = state.renewed
+            && stored.duration_since(previous) >= self.ttl
+        {
+            state.generation += 1;
+            tracing::warn!(
+                lapsed_for = ?stored.duration_since(previous) - self.ttl,
+                "this host's lease lapsed; it stands down from every run it drove and claims them again"
+            );
+        }
+        state.renewed = Some(sent);
+    }
+
+    /// Ends the lease for good: the host drives nothing more.
+    pub fn leave(&self) {
+        lock(&self.state).left = true;
+    }
+
+    pub fn has_left(&self) -> bool {
+        lock(&self.state).left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_holds_for_a_ttl_from_the_renewal_sent() {
+        let lease = Lease::new(Duration::from_secs(10));
+        assert_eq!(lease.current(), None, "no renewal yet");
+        let sent = Instant::now();
+        lease.renewed(sent, sent + Duration::from_millis(5));
+        assert_eq!(lease.current(), Some(0));
+        assert!(lease.check(0).is_ok());
+        assert!(lease.check(1).is_err());
+    }
+
+    #[test]
+    fn a_renewal_stored_a_ttl_after_the_last_voids_every_claim() {
+        let lease = Lease::new(Duration::from_millis(100));
+        let start = Instant::now();
+        lease.renewed(start, start);
+        let late = start + Duration::from_millis(100);
+        lease.renewed(late, late);
+        assert!(lease.check(0).is_err(), "a claim from before the lapse must not hold");
+        let just_in_time = late + Duration::from_millis(99);
+        lease.renewed(just_in_time, just_in_time);
+        assert_eq!(lease.current(), Some(1));
+    }
+
+    #[test]
+    fn a_lease_runs_out_without_renewal_and_after_leaving() {
+        let lease = Lease::new(Duration::from_secs(1));
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(2))
+            .expect("the clock is past 2 s");
+        lease.renewed(long_ago, long_ago);
+        assert_eq!(lease.current(), None);
+        let lease = Lease::new(Duration::from_secs(10));
+        lease.renewed(Instant::now(), Instant::now());
+        lease.leave();
+        assert!(lease.check(0).is_err());
+    }
+}

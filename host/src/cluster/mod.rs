@@ -1,0 +1,242 @@
+//! Hosts sharing one store: which of them are alive, which one drives each
+//! run, and how a host wakes a run another drives.
+//!
+//! Every host that drives runs keeps a heartbeat (`cluster/hosts/{host}`),
+//! renewed every quarter of its lease TTL. A run is driven by the host of
+//! its highest claim: the host that created it holds epoch 0 (named in the
+//! run record); a host takes a run over only by creating the next epoch
+//! (`runs/{run}/owners/{epoch}`, create-only, so of two hosts racing one
+//! wins), and only from a host it judged dead.
+//!
+//! Invariants:
+//! - A host writes its heartbeat before it claims or creates any run.
+//! - A host judges another dead only by its own clock: the heartbeat stayed
+//!   the same for a whole TTL since it first saw that version, or is gone,
+//!   or the process is known to have exited on this machine. Since a
+//!   version is seen only after it was written, no host is judged dead
+//!   before its own lease (a TTL from sending that renewal) ran out.
+//! - A claim holds only while the lease it was made under does; a host that
+//!   went a TTL without renewing voids every claim it made (a new
+//!   generation) and must claim again, at a new epoch, before it writes
+//!   for a run again. Every write of a run's driver checks its claim.
+//! - The create-only journal stays the last fence: a write that passed its
+//!   check just before the lease ran out lands only if no other host wrote
+//!   that seq, so it never contradicts the journal.
+
+mod claims;
+mod host_id;
+mod lease;
+mod liveness;
+mod wakeups;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{OnceCell, mpsc, watch};
+
+pub use claims::{Claim, ClaimError, Owner};
+pub use host_id::{HostId, InvalidHostId};
+pub use lease::LeaseLapsed;
+pub use wakeups::Wakeup;
+
+use crate::shared_map::lock;
+use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
+use lease::Lease;
+use liveness::Observations;
+
+/// How often a host looks for wake-ups other hosts left it.
+const WAKEUP_POLL: Duration = Duration::from_millis(250);
+
+/// Wake-ups waiting to be handled; past this many, the rest stay in the
+/// store for the next look.
+const WAKEUP_QUEUE: usize = 4096;
+
+/// This host's place among the hosts sharing the store.
+pub struct Cluster {
+    me: HostId,
+    store: Scope,
+    lease: Arc<Lease>,
+    others: Mutex<Observations>,
+    /// The claims this host holds, by run.
+    held: Mutex<HashMap<(TenantId, RunId), Claim>>,
+    /// Set once the first heartbeat is written and the renewals run.
+    joined: OnceCell<()>,
+    /// How many hosts this one has found dead: a change is the signal to
+    /// look for their runs.
+    deaths: watch::Sender<u64>,
+    wakeups: mpsc::Sender<Wakeup>,
+    /// Taken by whoever handles the wake-ups.
+    wakeup_queue: Mutex<Option<mpsc::Receiver<Wakeup>>>,
+}
+
+impl Cluster {
+    /// This host, not yet joined: it joins (writes its first heartbeat)
+    /// when it first claims a run.
+    pub fn new(storage: &Storage, ttl: Duration) -> Arc<Self> {
+        let (wakeups, queue) = mpsc::channel(WAKEUP_QUEUE);
+        Arc::new(Self {
+            me: HostId::fresh(),
+            store: storage.cluster(),
+            lease: Arc::new(Lease::new(ttl)),
+            others: Mutex::default(),
+            held: Mutex::default(),
+            joined: OnceCell::new(),
+            deaths: watch::Sender::new(0),
+            wakeups,
+            wakeup_queue: Mutex::new(Some(queue)),
+        })
+    }
+
+    pub fn me(&self) -> &HostId {
+        &self.me
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.lease.ttl()
+    }
+
+    /// The generation of this host's lease, renewed first if it does not
+    /// hold now; on first use, writes the first heartbeat and starts
+    /// renewing it.
+    pub async fn live(self: &Arc<Self>) -> Result<u64, StoreError> {
+        self.joined
+            .get_or_try_init(|| async {
+                self.renew().await?;
+                tokio::spawn(keep_alive(Arc::downgrade(self)));
+                tokio::spawn(wakeups::watch(Arc::downgrade(self)));
+                tracing::info!(host = %self.me, ttl = ?self.ttl(), "joined the hosts sharing the store");
+                Ok::<(), StoreError>(())
+            })
+            .await?;
+        if let Some(generation) = self.lease.current() {
+            return Ok(generation);
+        }
+        self.renew().await?;
+        // A renewal slower than the TTL leaves the lease lapsed: a claim
+        // made in it fails its first check, saying so.
+        Ok(self.lease.generation())
+    }
+
+    /// The wake-ups other hosts leave this one, once: for the runtime.
+    pub fn take_wakeups(&self) -> Option<mpsc::Receiver<Wakeup>> {
+        lock(&self.wakeup_queue).take()
+    }
+
+    /// Changes each time this host finds another host dead.
+    pub fn deaths(&self) -> watch::Receiver<u64> {
+        self.deaths.subscribe()
+    }
+
+    /// Stops driving anything and takes this host's heartbeat and wake-ups
+    /// out of the store, so its runs can be taken over at once: the last
+    /// thing a host does before it exits.
+    pub async fn leave(&self) {
+        if !self.joined.initialized() || self.lease.has_left() {
+            return;
+        }
+        self.lease.leave();
+        let gone = async {
+            self.store.delete(&heartbeat_key(&self.me)).await?;
+            wakeups::clear(&self.store, &self.me).await
+        };
+        match gone.await {
+            Ok(()) => tracing::info!(host = %self.me, "left the hosts sharing the store"),
+            Err(e) => tracing::warn!(
+                "could not take this host's heartbeat out of the store; others take its runs over once its lease runs out: {e}"
+            ),
+        }
+    }
+
+    async fn renew(&self) -> Result<(), StoreError> {
+        if self.lease.has_left() {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        let heartbeat = serde_json::json!({
+            "renewal": self.lease.next_renewal(),
+            "ttl_ms": u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX),
+        });
+        self.store
+            .overwrite(&heartbeat_key(&self.me), Bytes::from(heartbeat.to_string()))
+            .await?;
+        self.lease.renewed(sent, Instant::now());
+        Ok(())
+    }
+
+    /// Whether `host` is dead, as far as this host can tell now.
+    pub async fn is_dead(&self, host: &HostId) -> Result<bool, StoreError> {
+        if *host == self.me {
+            return Ok(false);
+        }
+        if host.process_gone() {
+            return Ok(true);
+        }
+        let version = self.store.version(&heartbeat_key(host)).await?;
+        Ok(lock(&self.others).observe(host, version, self.ttl(), Instant::now()))
+    }
+
+    /// Reads every heartbeat: notes the hosts newly found dead, and takes
+    /// out of the store those dead for a TTL already.
+    async fn look_around(&self) -> Result<(), StoreError> {
+        let listed = self.store.versions(&StoreKey::from("hosts")).await?;
+        let now = Instant::now();
+        let mut newly_dead = 0;
+        let (hosts, long_dead) = {
+            let mut others = lock(&self.others);
+            let mut hosts = Vec::with_capacity(listed.len());
+            for (key, version) in listed {
+                let Some(host) = key.filename().and_then(|name| HostId::try_from(name.to_owned()).ok()) else {
+                    continue;
+                };
+                if host != self.me {
+                    let was_dead = others.known_dead(&host);
+                    if others.observe(&host, Some(version), self.ttl(), now) && !was_dead {
+                        newly_dead += 1;
+                    }
+                }
+                hosts.push(host);
+            }
+            let vanished: Vec<HostId> = others.vanished(&hosts).collect();
+            for host in vanished {
+                others.observe(&host, None, self.ttl(), now);
+                newly_dead += 1;
+            }
+            (hosts, others.forget_dead(self.ttl(), now))
+        };
+        if newly_dead > 0 {
+            tracing::info!(hosts = newly_dead, "found hosts dead; taking their runs over");
+            self.deaths.send_modify(|deaths| *deaths += newly_dead);
+        }
+        for host in long_dead.iter().filter(|host| hosts.contains(host)) {
+            self.store.delete(&heartbeat_key(host)).await?;
+            wakeups::clear(&self.store, host).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Renews the heartbeat every quarter TTL and looks at the others', until
+/// the host is dropped or leaves.
+async fn keep_alive(cluster: Weak<Cluster>) {
+    loop {
+        let Some(cluster) = cluster.upgrade() else { return };
+        if cluster.lease.has_left() {
+            return;
+        }
+        let period = cluster.ttl() / 4;
+        if let Err(e) = cluster.renew().await {
+            tracing::warn!("could not renew this host's heartbeat: {e}");
+        }
+        if let Err(e) = cluster.look_around().await {
+            tracing::warn!("could not read the other hosts' heartbeats: {e}");
+        }
+        drop(cluster);
+        tokio::time::sleep(period).await;
+    }
+}
+
+fn heartbeat_key(host: &HostId) -> StoreKey {
+    StoreKey::from_iter(["hosts", host.as_str()])
+}

@@ -1,0 +1,76 @@
+//! Wake-ups between hosts: a host that stored a signal or a cancellation
+//! for a run another host drives leaves an empty object in that host's
+//! folder (`cluster/wakeups/{host}/{tenant}/{run}`); the host looks there
+//! every [`WAKEUP_POLL`], takes each one out, then hands it on. Since the
+//! object is removed before the run is woken, and the signal was stored
+//! before the object, a wake-up is never lost between the two.
+
+use std::sync::Weak;
+
+use bytes::Bytes;
+
+use super::{Cluster, HostId, WAKEUP_POLL};
+use crate::store::{RunId, Scope, StoreError, StoreKey, TenantId};
+
+/// A run this host drives has something new in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wakeup {
+    pub tenant: TenantId,
+    pub run: RunId,
+}
+
+fn folder(host: &HostId) -> StoreKey {
+    StoreKey::from_iter(["wakeups", host.as_str()])
+}
+
+impl Cluster {
+    /// Leaves `host` a wake-up for `run`; many coalesce into one.
+    pub async fn wake(&self, host: &HostId, tenant: &TenantId, run: &RunId) -> Result<(), StoreError> {
+        let key = StoreKey::from_iter(["wakeups", host.as_str(), tenant.as_str(), run.as_str()]);
+        self.store.overwrite(&key, Bytes::new()).await
+    }
+
+    /// Takes this host's wake-ups out of the store and queues them; those
+    /// that do not fit in the queue stay for the next look.
+    async fn collect_wakeups(&self) -> Result<(), StoreError> {
+        let keys = self.store.list(&folder(&self.me)).await?;
+        for key in keys {
+            let parts: Vec<String> = key.parts().map(|part| part.as_ref().to_owned()).collect();
+            let wakeup = match parts.as_slice() {
+                [.., tenant, run] => TenantId::new(tenant).ok().zip(RunId::new(run).ok()),
+                _ => None,
+            };
+            let Ok(permit) = self.wakeups.try_reserve() else {
+                return Ok(());
+            };
+            self.store.delete(&key).await?;
+            if let Some((tenant, run)) = wakeup {
+                permit.send(Wakeup { tenant, run });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Looks for wake-ups until the host is dropped or leaves.
+pub async fn watch(cluster: Weak<Cluster>) {
+    loop {
+        let Some(cluster) = cluster.upgrade() else { return };
+        if cluster.lease.has_left() {
+            return;
+        }
+        if let Err(e) = cluster.collect_wakeups().await {
+            tracing::warn!("could not read this host's wake-ups: {e}");
+        }
+        drop(cluster);
+        tokio::time::sleep(WAKEUP_POLL).await;
+    }
+}
+
+/// Takes every wake-up left for `host` out of the store.
+pub async fn clear(store: &Scope, host: &HostId) -> Result<(), StoreError> {
+    for key in store.list(&folder(host)).await? {
+        store.delete(&key).await?;
+    }
+    Ok(())
+}
