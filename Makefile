@@ -1,4 +1,5 @@
 # Stepstone's entry points. `make demo` runs the order saga end to end;
+# `make demo-cluster` runs three hosts on one S3 bucket and kills one;
 # `make test` builds everything and runs every test; `make fuzz` runs the
 # fuzz targets (see mk/fuzz.mk). All install the guest toolchain when it is
 # missing (see mk/guests.mk).
@@ -8,7 +9,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo test reliability bench clean check-host-toolchain
+.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain
 
 all: host guests
 
@@ -40,6 +41,11 @@ demo: host guests
 	@STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) history demo-order
 	@echo "== replayed against that journal"
 	@STEPSTONE_DATA=$(DEMO_DATA) $(STEPSTONE) replay demo-order
+
+# Three hosts on one S3 bucket (SeaweedFS on loopback), a load of runs, one
+# host killed mid-load: every run finishes (mk/demo-cluster.py).
+demo-cluster: host guests seaweedfs
+	python3 mk/demo-cluster.py $(STEPSTONE) $(WEED) target/guests target/demo-cluster
 
 # The reliability suites file their results in target/reliability/ as they
 # pass (`make fuzz` in target/fuzz-results/); docs/RELIABILITY.md is rebuilt

@@ -322,3 +322,41 @@ fn three_hosts_finish_a_thousand_runs_though_one_is_killed_and_another_restarted
         lost: 0,
     });
 }
+
+/// A host killed half-way through a run's durable sleep: the host that
+/// takes the run over wakes it at the deadline recorded when the sleep
+/// began, not a whole sleep after the takeover.
+#[test]
+fn a_killed_hosts_timer_fires_on_the_new_owner_at_its_deadline() {
+    let mut servers = cluster(2, &[]);
+    servers[0].upload(TOKEN, "batch");
+    let input = json!({"batch": "t", "items": ["x"], "pause_ms": 4000});
+    begin(&servers[0], "batch", "process-batch", &input, "timed");
+    signal(&servers[1], "timed", "approve", &json!({"by": "ops"}));
+    let sleeping = await_state(&servers[1], "timed", "sleeping", Duration::from_secs(30));
+    let deadline = sleeping["until_ms"].as_u64().expect("a sleep has a deadline");
+    while now_ms() + 2000 < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    servers[0].kill();
+    let killed_at = now_ms();
+    await_state(&servers[1], "timed", "completed", Duration::from_secs(30));
+    let journal = servers[1].get("/v1/runs/timed/journal", TOKEN).expect(200);
+    let sleep = journal
+        .as_array()
+        .and_then(|entries| entries.iter().find(|entry| entry["kind"] == "sleep"))
+        .unwrap_or_else(|| panic!("no sleep in {journal}"));
+    let woke = sleep["finished_at_ms"].as_u64().expect("an entry has its end");
+    assert!(killed_at < deadline, "the host was killed after the deadline");
+    assert!(
+        (deadline..deadline + 1500).contains(&woke),
+        "the sleep due at {deadline} ended at {woke} (the host was killed at {killed_at})"
+    );
+}
+
+fn now_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is past 1970");
+    u64::try_from(since_epoch.as_millis()).expect("milliseconds fit in 64 bits")
+}
