@@ -1,6 +1,7 @@
 //! Crash recovery: a host killed with SIGKILL mid-run loses nothing, and
 //! `stepstone resume` finishes the run without running finished steps again.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -65,17 +66,7 @@ fn a_long_wait_evicts_the_instance_and_the_run_is_replayed_when_woken() {
     let host = Host::new();
     let wasm = guest("order");
     let input = order_input("o-8", 800, json!({})).to_string();
-    let args = [
-        "--evict-after",
-        "100ms",
-        "run",
-        arg(&wasm),
-        "place-order",
-        "--run-id",
-        "o-8",
-        "--input",
-        &input,
-    ];
+    let args = place_order(&wasm, "o-8", &input, &[]);
     let child = host.spawn(&args);
     host.wait_for("o-8", "awaiting the approval", |s| s["state"] == "awaiting-signal");
     // Long enough for the signal wait to be evicted too.
@@ -104,19 +95,7 @@ fn detach_leaves_a_long_wait_in_the_store_for_resume() {
     let host = Host::new();
     let wasm = guest("order");
     let input = order_input("o-7", 1500, json!({})).to_string();
-    let args = [
-        "--evict-after",
-        "100ms",
-        "run",
-        arg(&wasm),
-        "place-order",
-        "--run-id",
-        "o-7",
-        "--input",
-        &input,
-        "--detach-after",
-        "500ms",
-    ];
+    let args = place_order(&wasm, "o-7", &input, &["--detach-after", "500ms"]);
     let detached = host.run(&args).success();
     assert!(
         detached.stdout().contains("run o-7 suspended") && detached.stdout().contains("sleeping"),
@@ -168,22 +147,10 @@ fn a_second_host_on_the_same_run_stands_down() {
 fn two_resumes_at_once_never_both_run_a_step() {
     let host = Host::new();
     let wasm = guest("order");
-    let input = order_input("o-8", 1000, json!({})).to_string();
-    let args = [
-        "--evict-after",
-        "100ms",
-        "run",
-        arg(&wasm),
-        "place-order",
-        "--run-id",
-        "o-8",
-        "--input",
-        &input,
-        "--detach-after",
-        "200ms",
-    ];
-    host.run(&args).success();
-    host.run(&["signal", "o-8", "approve", r#"{"approved":true}"#])
+    let input = order_input("o-9", 1000, json!({})).to_string();
+    host.run(&place_order(&wasm, "o-9", &input, &["--detach-after", "200ms"]))
+        .success();
+    host.run(&["signal", "o-9", "approve", r#"{"approved":true}"#])
         .success();
     let resume = ["resume", "--detach-after", "1m"];
     let resumes = [host.spawn(&resume), host.spawn(&resume)];
@@ -198,11 +165,11 @@ fn two_resumes_at_once_never_both_run_a_step() {
     let logs = || format!("{}\n---\n{}", resumed[0].stderr(), resumed[1].stderr());
     assert_eq!(shipped, 1, "ship ran {shipped} times: {}", logs());
     assert!(
-        resumed.iter().any(|run| run.stdout().contains("o-8 completed")),
+        resumed.iter().any(|run| run.stdout().contains("o-9 completed")),
         "{}",
         logs()
     );
-    assert_eq!(host.status("o-8").expect("the run exists")["state"], "completed");
+    assert_eq!(host.status("o-9").expect("the run exists")["state"], "completed");
 }
 
 #[test]
@@ -244,4 +211,22 @@ fn a_run_cancelled_from_another_shell_ends_cancelled() {
     assert!(replay.stdout().contains("deterministic"), "{}", replay.stdout());
     let again = host.run(&["cancel", "o-5"]).failure();
     assert!(again.contains("has already finished"), "{again}");
+}
+
+/// `stepstone run` of the order saga as run `run`, with short waits evicted,
+/// then `more` arguments.
+fn place_order<'a>(wasm: &'a Path, run: &'a str, input: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--evict-after",
+        "100ms",
+        "run",
+        arg(wasm),
+        "place-order",
+        "--run-id",
+        run,
+        "--input",
+        input,
+    ];
+    args.extend_from_slice(more);
+    args
 }

@@ -425,6 +425,7 @@ impl Runtime {
                 None => outcome,
             };
             let outcome = records.finish(&outcome).await?;
+            self.host.cluster.release(tenant, run);
             self.count_finished(tenant, &outcome);
             if let Some(parent) = &record.parent {
                 self.wake(tenant, parent).await;
