@@ -8,21 +8,30 @@
 //!
 //! * complete with the output of an uninterrupted run;
 //! * have a journal of seqs 0..n, no gap, no duplicate, n as uninterrupted;
-//! * have left every entry that was on disk at the kill byte for byte;
+//! * have left every entry that was stored at the kill byte for byte;
 //! * hold the approval once, though the user may have sent it twice;
-//! * not have run again any step whose entry was on disk at the kill, nor
-//!   repeated an attempt whose failure was on disk.
+//! * not have run again any step whose entry was stored at the kill, nor
+//!   repeated an attempt whose failure was stored.
 //!
 //! Journal snapshots are written at every suspension here, so a kill
 //! before, during or after one must leave the run recoverable from its
 //! entries too.
 //!
 //! The kill points come from the host's `STEPSTONE_CRASH_AT` decorator
-//! (`host/src/store/crash_points.rs`).
+//! (`host/src/store/crash_points.rs`), which numbers every write of a
+//! command, markers it overwrites included; a phase's writes are tried
+//! until the next number is never reached.
+//!
+//! The suite runs on both kinds of store, a fresh one for each host: the
+//! local file system (the data directory's), where a put killed half-way
+//! leaves a staging file beside its key, and S3 (the harness's SeaweedFS),
+//! where it leaves a multipart upload never completed. On either, the key
+//! must still hold what it held before. What was stored is read as a
+//! client of the store reads it ([`Host::stored`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use stepstone_e2e::{Host, ReliabilityResult, Run, arg, guest, record_reliability};
@@ -32,9 +41,32 @@ const INPUT: &str = r#"{"batch":"b1","items":["a","b","c"],"pause_ms":100}"#;
 const APPROVAL: &str = r#"{"by":"ops"}"#;
 const CRASH_AT: &str = "STEPSTONE_CRASH_AT";
 const MODES: [&str; 3] = ["before", "during", "after"];
+const PHASES: [Phase; 3] = [Phase::Start, Phase::Signal, Phase::Resume];
+/// More writes than any phase makes (`run`, the most, makes 10): a bound
+/// on the search for a phase's last one.
+const MAX_WRITES: u64 = 50;
+
+/// Where a suite's hosts keep their store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    /// The data directory's, on the local file system.
+    Local,
+    /// A fresh prefix of the harness's SeaweedFS, over S3.
+    S3,
+}
+
+impl Store {
+    /// A host over a store of this kind that no other host uses.
+    fn host(self) -> Host {
+        match self {
+            Store::Local => Host::new(),
+            Store::S3 => Host::on_s3(),
+        }
+    }
+}
 
 /// The command of the uninterrupted sequence that a trial kills.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Phase {
     /// `run` until the run waits for its signal and detaches.
     Start,
@@ -87,52 +119,47 @@ fn run(host: &Host, args: &[String], point: &str) -> Run {
     done
 }
 
-/// Files under the object store, published ones apart from the staging
-/// files a put in progress leaves (`key#N`).
-fn objects(host: &Host) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    host.stored_objects().into_iter().partition(|path| {
-        !path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| name.contains('#'))
-    })
+/// What the run has stored.
+struct Stored {
+    /// The journal entries, by seq, as bytes.
+    journal: BTreeMap<u64, Vec<u8>>,
+    /// The failed attempts, by seq: how many of each step call.
+    failed_attempts: BTreeMap<u64, u32>,
+    /// How many approvals are stored.
+    approvals: usize,
 }
 
-/// The journal entries on disk, by seq, as bytes.
-fn journal_on_disk(host: &Host) -> BTreeMap<u64, Vec<u8>> {
-    let dir = host
-        .data_dir()
-        .join("objects/tenants/default/runs")
-        .join(RUN)
-        .join("journal");
-    let mut entries = BTreeMap::new();
-    for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if let Some(seq) = file.file_name().to_str().and_then(|name| name.parse().ok()) {
-            entries.insert(seq, std::fs::read(file.path()).expect("a journal entry is readable"));
+/// What the run has stored, as a client of the host's store reads it.
+fn stored_run(host: &Host) -> Stored {
+    let prefix = format!("tenants/default/runs/{RUN}/");
+    let mut stored = Stored {
+        journal: BTreeMap::new(),
+        failed_attempts: BTreeMap::new(),
+        approvals: 0,
+    };
+    for (key, bytes) in host.stored(&prefix) {
+        let parts: Vec<&str> = key
+            .strip_prefix(&prefix)
+            .expect("listed under the prefix")
+            .split('/')
+            .collect();
+        match parts[..] {
+            ["journal", seq] => {
+                if let Ok(seq) = seq.parse() {
+                    stored.journal.insert(seq, bytes);
+                }
+            }
+            ["attempts", seq, attempt] => {
+                if let (Ok(seq), Ok(attempt)) = (seq.parse(), attempt.parse::<u32>()) {
+                    let failed = stored.failed_attempts.entry(seq).or_default();
+                    *failed = attempt.max(*failed);
+                }
+            }
+            ["signals", "approve", _] => stored.approvals += 1,
+            _ => {}
         }
     }
-    entries
-}
-
-/// The failed attempts on disk, by seq: how many of each step call.
-fn failed_attempts_on_disk(host: &Host) -> BTreeMap<u64, u32> {
-    let dir = host
-        .data_dir()
-        .join("objects/tenants/default/runs")
-        .join(RUN)
-        .join("attempts");
-    let mut failed = BTreeMap::new();
-    for seq_dir in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let Some(seq) = seq_dir.file_name().to_str().and_then(|name| name.parse().ok()) else {
-            continue;
-        };
-        let attempts = std::fs::read_dir(seq_dir.path()).expect("an attempts folder is readable");
-        let numbers = attempts
-            .flatten()
-            .filter_map(|file| file.file_name().to_str()?.parse::<u32>().ok());
-        failed.insert(seq, numbers.max().unwrap_or(0));
-    }
-    failed
+    stored
 }
 
 /// A step attempt as the host logged it.
@@ -170,19 +197,15 @@ struct Baseline {
     journal_len: u64,
     /// The call at each step's seq, as the step names itself.
     steps: BTreeMap<u64, String>,
-    /// Store writes of each phase.
-    writes: Vec<(Phase, u64)>,
 }
 
-fn baseline(wasm: &Path) -> Baseline {
-    let host = Host::new();
-    let mut writes = Vec::new();
+/// Runs the phases uninterrupted on a host over `store`.
+fn baseline(wasm: &Path, store: Store) -> Baseline {
+    let host = store.host();
     let mut stderr = String::new();
     let mut last = None;
-    for phase in [Phase::Start, Phase::Signal, Phase::Resume] {
-        let before = objects(&host).0.len() as u64;
+    for phase in PHASES {
         let done = run(&host, &phase_args(phase, wasm), "the uninterrupted run");
-        writes.push((phase, objects(&host).0.len() as u64 - before));
         stderr.push_str(&done.stderr());
         last = Some(done);
     }
@@ -198,7 +221,6 @@ fn baseline(wasm: &Path) -> Baseline {
         output: serde_json::from_str(output).expect("the output is JSON"),
         journal_len,
         steps,
-        writes,
     }
 }
 
@@ -210,15 +232,11 @@ struct Kill {
     key: String,
 }
 
-/// Runs the phases before `phase`, then `phase` with the crash point armed;
-/// asserts the process died by SIGKILL at that write.
-fn kill(host: &Host, wasm: &Path, phase: Phase, mode: &'static str, write: u64) -> Kill {
-    let earlier = [Phase::Start, Phase::Signal, Phase::Resume]
-        .into_iter()
-        .take_while(|p| *p != phase);
-    for earlier in earlier {
-        run(host, &phase_args(earlier, wasm), "before the kill");
-    }
+/// Runs `phase` with the crash point armed, after the phases before it
+/// ran uninterrupted; asserts the process died by SIGKILL at that write.
+/// `None` if the command succeeded without reaching it: `phase` makes
+/// fewer writes.
+fn kill(host: &Host, wasm: &Path, phase: Phase, mode: &'static str, write: u64) -> Option<Kill> {
     let args = phase_args(phase, wasm);
     let killed = host
         .command(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -226,6 +244,9 @@ fn kill(host: &Host, wasm: &Path, phase: Phase, mode: &'static str, write: u64) 
         .output()
         .expect("stepstone starts");
     let stderr = String::from_utf8_lossy(&killed.stderr);
+    if killed.status.success() {
+        return None;
+    }
     assert_eq!(
         killed.status.signal(),
         Some(9),
@@ -238,12 +259,12 @@ fn kill(host: &Host, wasm: &Path, phase: Phase, mode: &'static str, write: u64) 
         .find(|log| log["fields"]["message"] == "crash point reached: SIGKILL")
         .unwrap_or_else(|| panic!("no crash point logged: {stderr}"));
     let key = said["fields"]["key"].as_str().expect("the key written").to_owned();
-    Kill {
+    Some(Kill {
         phase,
         mode,
         write,
         key,
-    }
+    })
 }
 
 /// Brings the run to its end as people would after a crash: the user whose
@@ -279,45 +300,63 @@ fn recover(host: &Host, wasm: &Path, killed: Phase, point: &str) -> (Value, Stri
     panic!("{point}: the run did not complete after three client retries")
 }
 
-/// One kill and recovery, with every check; returns where it killed.
-fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, write: u64) -> Kill {
-    let host = Host::new();
-    let killed = kill(&host, wasm, phase, mode, write);
-    let point = format!("{phase:?} {mode}:{write} at {}", killed.key);
-    let at_kill = journal_on_disk(&host);
-    let failed_at_kill = failed_attempts_on_disk(&host);
-    if mode == "during" {
-        let staged = objects(&host).1;
-        assert!(
-            staged
-                .iter()
-                .any(|path| path.to_string_lossy().contains(&format!("{}#", killed.key))),
-            "{point}: no half-written staging file beside the key: {staged:?}"
+/// One kill and recovery on a fresh host over `store`, with every check;
+/// returns where it killed, or `None` if `phase` has no write `write`.
+fn trial(baseline: &Baseline, wasm: &Path, store: Store, phase: Phase, mode: &'static str, write: u64) -> Option<Kill> {
+    let host = store.host();
+    for earlier in PHASES.into_iter().take_while(|p| *p != phase) {
+        run(&host, &phase_args(earlier, wasm), "before the kill");
+    }
+    // Markers are overwritten (`unfinished/RUN`): a key killed half-way
+    // through its write must hold what it held before.
+    let before_kill = (mode == "during").then(|| host.stored("tenants/"));
+    let killed = kill(&host, wasm, phase, mode, write)?;
+    let point = format!("{store:?} {phase:?} {mode}:{write} at {}", killed.key);
+    let at_kill = stored_run(&host);
+    if let Some(before_kill) = before_kill {
+        assert_eq!(
+            host.stored(&killed.key).get(&killed.key),
+            before_kill.get(&killed.key),
+            "{point}: the half-written object was published at the key"
         );
+        // On S3 the half sent is in an upload of its own, which no listing
+        // shows; the local store stages it in a file beside the key.
+        if host.is_local() {
+            let files = host.stored_objects();
+            let staging = format!("{}#", killed.key);
+            assert!(
+                files.iter().any(|path| path.to_string_lossy().contains(&staging)),
+                "{point}: no half-written staging file beside the key: {files:?}"
+            );
+        }
     }
     // What the crash left is readable: no torn record, no half-made run.
     run(&host, &command(&["list", "--json"]), &point);
 
     let (output, stderr) = recover(&host, wasm, phase, &point);
     assert_eq!(output, baseline.output, "{point}: another output");
-    let seqs: Vec<u64> = host.history(RUN).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = host
+        .history(RUN)
+        .iter()
+        .map(|e| e["seq"].as_u64().expect("an entry has a seq"))
+        .collect();
     assert_eq!(
         seqs,
         (0..baseline.journal_len).collect::<Vec<_>>(),
         "{point}: gap or duplicate"
     );
-    let signals = objects(&host)
-        .0
-        .iter()
-        .filter(|path| path.to_string_lossy().contains("/signals/approve/"))
-        .count();
-    assert_eq!(signals, 1, "{point}: the approval was stored {signals} times");
-    let after = journal_on_disk(&host);
+    let after = stored_run(&host);
+    assert_eq!(
+        after.approvals, 1,
+        "{point}: the approval was stored {} times",
+        after.approvals
+    );
     let lost = at_kill
+        .journal
         .iter()
-        .filter(|(seq, bytes)| after.get(seq) != Some(bytes))
+        .filter(|(seq, bytes)| after.journal.get(seq) != Some(bytes))
         .count();
-    assert_eq!(lost, 0, "{point}: entries on disk at the kill were changed or lost");
+    assert_eq!(lost, 0, "{point}: entries stored at the kill were changed or lost");
     for Execution { seq, call, attempt } in executions(&stderr) {
         assert_eq!(
             baseline.steps.get(&seq),
@@ -325,42 +364,62 @@ fn trial(baseline: &Baseline, wasm: &Path, phase: Phase, mode: &'static str, wri
             "{point}: seq {seq} is another call"
         );
         assert!(
-            !at_kill.contains_key(&seq),
+            !at_kill.journal.contains_key(&seq),
             "{point}: {call} (seq {seq}) ran again although its entry was written"
         );
-        let failed = failed_at_kill.get(&seq).copied().unwrap_or(0);
+        let failed = at_kill.failed_attempts.get(&seq).copied().unwrap_or(0);
         assert!(
             attempt > failed,
             "{point}: {call} made attempt {attempt} again, after {failed} failed attempts were stored"
         );
     }
-    killed
+    Some(killed)
 }
 
 #[test]
 fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
-    let wasm = guest("batch");
-    let baseline = baseline(&wasm);
-    let total: u64 = baseline.writes.iter().map(|(_, n)| n).sum();
-    assert!(
-        total >= 10,
-        "the workflow writes at every durable call: {:?}",
-        baseline.writes
-    );
+    sigkill_at_every_write_of(Store::Local);
+}
 
+/// The same trials, every write of every phase, with each host's store a
+/// prefix of the harness's SeaweedFS, over S3.
+#[test]
+fn sigkill_at_every_write_on_s3_then_recovery_gives_the_uninterrupted_run() {
+    sigkill_at_every_write_of(Store::S3);
+}
+
+/// Kills hosts over `store` before, during and after every write of every
+/// phase, a fresh host each time, checks each recovery ([`trial`]) and that
+/// the kills hit the writes that matter, then files the results.
+fn sigkill_at_every_write_of(store: Store) {
+    let wasm = guest("batch");
+    let baseline = baseline(&wasm, store);
+
+    // The writes are counted by the crash points themselves: a phase has
+    // written all it writes when the one after its last is never reached.
+    // (Counting the objects a phase adds would miss the markers it
+    // overwrites and deletes.)
     let mut kills = Vec::new();
-    for &(phase, writes) in &baseline.writes {
-        for write in 1..=writes {
+    let mut writes = BTreeMap::new();
+    for phase in PHASES {
+        'writes: for write in 1..=MAX_WRITES {
             for mode in MODES {
-                kills.push(trial(&baseline, &wasm, phase, mode, write));
+                match trial(&baseline, &wasm, store, phase, mode, write) {
+                    Some(killed) => kills.push(killed),
+                    None if mode == "before" => {
+                        writes.insert(phase, write - 1);
+                        break 'writes;
+                    }
+                    None => panic!("{phase:?} reached its write {write} before it, but not {mode} it"),
+                }
             }
         }
+        assert!(writes.contains_key(&phase), "{phase:?} made over {MAX_WRITES} writes");
     }
+    let total: u64 = writes.values().sum();
+    assert!(total >= 10, "the workflow writes at every durable call: {writes:?}");
 
-    let points: BTreeSet<(String, &str, u64)> = kills
-        .iter()
-        .map(|k| (format!("{:?}", k.phase), k.mode, k.write))
-        .collect();
+    let points: BTreeSet<(Phase, &str, u64)> = kills.iter().map(|k| (k.phase, k.mode, k.write)).collect();
     assert!(points.len() >= 25, "only {} distinct kill points", points.len());
     let step_entry = |kill: &&Kill| {
         let seq = kill
@@ -381,6 +440,11 @@ fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
             "no kill {mode} a journal snapshot's write"
         );
     }
+
+    let outcome = format!(
+        "at each of the {total} writes of run, signal and resume: the run completed with the uninterrupted output, a journal \
+         0..n without gap or duplicate, no journaled step run again"
+    );
     for mode in MODES {
         let trials = kills.iter().filter(|k| k.mode == mode).count() as u64;
         let fault = match mode {
@@ -388,13 +452,13 @@ fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
             "during" => "SIGKILL during a store write (half written, unpublished)",
             _ => "SIGKILL after a store write (stored, unacknowledged)",
         };
-        let outcome = format!(
-            "at each of the {total} writes of run, signal and resume: the run completed with the uninterrupted \
-             output, a journal 0..n without gap or duplicate, no journaled step run again"
-        );
+        let fault = match store {
+            Store::Local => fault.to_owned(),
+            Store::S3 => format!("{fault}, on S3 (SeaweedFS)"),
+        };
         record_reliability(&ReliabilityResult {
             suite: "crash",
-            fault,
+            fault: &fault,
             trials,
             outcome: &outcome,
             lost: 0,

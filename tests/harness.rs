@@ -1,6 +1,7 @@
 //! The harness of the end-to-end tests: a `stepstone` binary with a data
 //! directory of its own, and the example guests `make guests` built.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -192,20 +193,60 @@ impl Host {
     /// Every file of the tenants' data under the data directory's object
     /// store (not the hosts' heartbeats and wake-ups, under `cluster/`).
     pub fn stored_objects(&self) -> Vec<PathBuf> {
-        fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    walk(&path, found)
-                } else {
-                    found.push(path)
-                }
+        files_under(&self.data.path().join("objects/tenants"))
+    }
+
+    /// Whether the store is the data directory's (`DATA_DIR/objects`), not
+    /// one a `--store` URL names.
+    pub fn is_local(&self) -> bool {
+        self.store.is_none()
+    }
+
+    /// Every object whose key starts with `prefix`, by key relative to the
+    /// store's root, as a client of the store lists and reads them, whatever
+    /// the store. `tenants/` holds all the tenants' data; the hosts'
+    /// heartbeats (`cluster/`) and reachability probes (`probes/`) are
+    /// outside it. A put killed half-way is not among them: its key holds
+    /// what it held before (on the local file system the half is in a
+    /// staging file `KEY#N`, which is not listed).
+    pub fn stored(&self, prefix: &str) -> BTreeMap<String, Vec<u8>> {
+        if let Some(store) = &self.store {
+            return seaweedfs().stored(store, prefix);
+        }
+        let root = self.data.path().join("objects");
+        // Only the folder the prefix is in need be looked through.
+        let folder = prefix.rsplit_once('/').map_or("", |(folder, _)| folder);
+        let mut stored = BTreeMap::new();
+        for path in files_under(&root.join(folder)) {
+            let key = path.strip_prefix(&root).ok().and_then(Path::to_str);
+            let key = key.expect("a key is a UTF-8 path under the store").to_owned();
+            let staging = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.contains('#'));
+            if key.starts_with(prefix) && !staging {
+                stored.insert(key, std::fs::read(&path).expect("a stored file is readable"));
             }
         }
-        let mut found = Vec::new();
-        walk(&self.data.path().join("objects/tenants"), &mut found);
-        found
+        stored
     }
+}
+
+/// Every file under `dir`, none if it does not exist.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found)
+            } else {
+                found.push(path)
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(dir, &mut found);
+    found
 }
 
 /// A finished `stepstone` process.
@@ -362,12 +403,7 @@ impl Server {
     /// Sends the server `signal` (`KILL`, `TERM`), waits for it to exit,
     /// and starts a new one on the same data.
     pub fn restart_after(mut self, signal: &str) -> Self {
-        let pid = self.process.id().to_string();
-        let sent = Command::new("kill")
-            .args(["-s", signal, &pid])
-            .status()
-            .expect("kill runs");
-        assert!(sent.success(), "kill -s {signal} {pid} failed");
+        self.send(signal);
         let exited = self.process.wait().expect("reaped");
         if signal == "TERM" {
             assert!(exited.success(), "a SIGTERM'd server exits cleanly: {exited}");

@@ -6,18 +6,23 @@
 //! The server listens on loopback only, on ports below 22768 (its gRPC
 //! ports are 10000 above, out of the ephemeral range), checks request
 //! signatures with the credentials below, and dies with the test process.
+//!
+//! The tests that drive the `stepstone` binary read what it stored over S3
+//! too ([`SeaweedFs::stored`]).
 
+use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::prefix::PrefixStore;
-use std::sync::atomic::{AtomicU32, Ordering};
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::root;
 
@@ -87,15 +92,60 @@ impl SeaweedFs {
     /// The server as an object store, at a key prefix no other test of
     /// this process uses: for tests and benchmarks of the library.
     pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        let url = self.fresh_store();
+        let prefix = url.rsplit('/').next().expect("a prefix").to_owned();
+        let s3 = self.bucket().build().expect("the S3 settings are complete");
+        Arc::new(PrefixStore::new(s3, prefix))
+    }
+
+    /// Every object under `prefix` of the store at `store` (a URL
+    /// [`Self::fresh_store`] gave), by key relative to that store's root,
+    /// as an S3 client lists and reads them: an upload left unfinished is
+    /// not among them.
+    pub fn stored(&self, store: &str, prefix: &str) -> BTreeMap<String, Vec<u8>> {
+        let root = store
+            .strip_prefix(&format!("s3://{BUCKET}/"))
+            .unwrap_or_else(|| panic!("{store} is not a store of this server"));
+        let s3 = self.bucket().build().expect("the S3 settings are complete");
+        // The harness is synchronous: the S3 client's calls run on a
+        // runtime of their own.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let listed = format!("{root}/{prefix}");
+        let mut found = BTreeMap::new();
+        let mut page_token = None;
+        loop {
+            let options = PaginatedListOptions {
+                page_token,
+                ..PaginatedListOptions::default()
+            };
+            let page = runtime
+                .block_on(s3.list_paginated(Some(&listed), options))
+                .unwrap_or_else(|e| panic!("listing {prefix} in {store} failed: {e}"));
+            for object in page.result.objects {
+                let read = runtime.block_on(async { s3.get(&object.location).await?.bytes().await });
+                let bytes = read.unwrap_or_else(|e| panic!("{} is readable: {e}", object.location));
+                let key = object.location.as_ref().strip_prefix(&format!("{root}/"));
+                let key = key.expect("a listed key starts with the listed prefix");
+                found.insert(key.to_owned(), bytes.to_vec());
+            }
+            page_token = page.page_token;
+            if page_token.is_none() {
+                return found;
+            }
+        }
+    }
+
+    /// A client of the bucket, configured as [`Self::env`] configures one.
+    fn bucket(&self) -> AmazonS3Builder {
         let mut builder = AmazonS3Builder::new().with_bucket_name(BUCKET);
         for (key, value) in self.env() {
             let key = key.to_lowercase().parse().expect("the variables are S3 settings");
             builder = builder.with_config(key, value);
         }
-        let url = self.fresh_store();
-        let prefix = url.rsplit('/').next().expect("a prefix").to_owned();
-        let s3 = builder.build().expect("the S3 settings are complete");
-        Arc::new(PrefixStore::new(s3, prefix))
+        builder
     }
 }
 
