@@ -84,15 +84,18 @@ impl RunRecords {
         }
     }
 
-    /// Fails if the claim this handle writes under has lapsed.
+    /// Fails, and says so in the log, if the claim this handle writes
+    /// under has lapsed.
     pub fn check_claim(&self) -> Result<(), JournalError> {
-        match &self.claim {
-            Some(claim) => claim.check().map_err(|lapsed| JournalError::StoodDown {
-                run: self.run.clone(),
-                lapsed,
-            }),
-            None => Ok(()),
-        }
+        let Some(Err(lapsed)) = self.claim.as_ref().map(Claim::check) else {
+            return Ok(());
+        };
+        let refused = JournalError::StoodDown {
+            run: self.run.clone(),
+            lapsed,
+        };
+        tracing::warn!(run = %self.run, "{refused}");
+        Err(refused)
     }
 
     pub fn run_id(&self) -> &RunId {
