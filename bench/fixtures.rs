@@ -228,12 +228,15 @@ pub fn served_config() -> HostConfig {
     config
 }
 
-/// Requests made of a [`Probe`] store.
+/// Requests made of a [`Probe`] store: those for runs by kind, and apart
+/// from them the host's upkeep (its heartbeat, the others', its wake-ups:
+/// keys under `cluster/`), which costs the same however many runs it drives.
 #[derive(Debug, Default)]
 pub struct Requests {
     pub puts: AtomicU64,
     pub gets: AtomicU64,
     pub lists: AtomicU64,
+    pub upkeep: AtomicU64,
 }
 
 impl Requests {
@@ -263,8 +266,13 @@ fn is_journal_entry(location: &ObjectPath) -> bool {
     location.as_ref().contains("/journal/")
 }
 
-fn count(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
+impl Probe {
+    /// Counts a request for `location` (a key or a listed prefix).
+    fn count(&self, counter: &AtomicU64, location: Option<&ObjectPath>) {
+        let upkeep = location.is_some_and(|location| location.as_ref().starts_with("cluster/"));
+        let counter = if upkeep { &self.requests.upkeep } else { counter };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[async_trait]
@@ -275,7 +283,7 @@ impl ObjectStore for Probe {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        count(&self.requests.puts);
+        self.count(&self.requests.puts, Some(location));
         if !self.keep_journal && is_journal_entry(location) {
             return Ok(PutResult {
                 e_tag: None,
@@ -295,7 +303,7 @@ impl ObjectStore for Probe {
     }
 
     async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
-        count(&self.requests.gets);
+        self.count(&self.requests.gets, Some(location));
         self.inner.get_opts(location, options).await
     }
 
@@ -307,12 +315,12 @@ impl ObjectStore for Probe {
     }
 
     fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        count(&self.requests.lists);
+        self.count(&self.requests.lists, prefix);
         self.inner.list(prefix)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> object_store::Result<ListResult> {
-        count(&self.requests.lists);
+        self.count(&self.requests.lists, prefix);
         self.inner.list_with_delimiter(prefix).await
     }
 

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use stepstone::component::{CodeCache, Components};
 use stepstone::config::{HostConfig, StepLimits};
 use stepstone::guest_log::LogBudget;
-use stepstone::sandbox::{Engines, StepProgram, run_attempt};
+use stepstone::sandbox::{Engines, Reach, StepProgram, run_attempt};
 
 use crate::fixtures::{guest, guests_dir};
 use crate::measure::{Samples, micros, millis};
@@ -45,7 +45,15 @@ impl Bench {
 
     /// One attempt of `step` on `input`; the output, or why there is none.
     async fn attempt(&self, step: &str, input: &str) -> Result<String, String> {
-        let report = run_attempt(&self.program, step, input, 1, &self.limits, self.log.clone(), None).await;
+        let report = run_attempt(
+            &self.program,
+            step,
+            input,
+            1,
+            &self.limits,
+            Reach::log_only(self.log.clone()),
+        )
+        .await;
         report.result.map_err(|failure| failure.message)
     }
 

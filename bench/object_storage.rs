@@ -26,6 +26,9 @@ struct Figures {
     per_step: [f64; 3],
     /// Puts, gets and lists of a run of three steps.
     per_run: [u64; 3],
+    /// The host's upkeep requests a second (heartbeats, wake-ups), whatever
+    /// it drives.
+    upkeep_per_second: f64,
 }
 
 async fn measure(backend: Backend) -> anyhow::Result<Figures> {
@@ -47,8 +50,11 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
         .run_many("sequential", STEPS_PER_RUN, CONCURRENT_RUNS, CONCURRENT_RUNS)
         .await?;
     let before = host.requests.counts();
-    host.run("sequential", COUNTED_STEPS).await?;
+    let upkeep_before = host.requests.upkeep.load(std::sync::atomic::Ordering::Relaxed);
+    let (counting, counted_run) = time(host.run("sequential", COUNTED_STEPS)).await;
+    counted_run?;
     let counted = host.requests.counts();
+    let upkeep = host.requests.upkeep.load(std::sync::atomic::Ordering::Relaxed) - upkeep_before;
     let per_step = [0, 1, 2].map(|i| (counted[i] - before[i]) as f64 / f64::from(COUNTED_STEPS));
     host.run("three-steps", 0).await?;
     let after = host.requests.counts();
@@ -57,6 +63,7 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
         steps_per_second: rate(CONCURRENT_RUNS * STEPS_PER_RUN as usize, together),
         per_step,
         per_run: [0, 1, 2].map(|i| after[i] - counted[i]),
+        upkeep_per_second: upkeep as f64 / counting.as_secs_f64(),
     })
 }
 
@@ -74,7 +81,8 @@ pub async fn object_storage() -> anyhow::Result<Section> {
              run's fixed cost), divided by {SEQUENTIAL_STEPS}. Across runs: {CONCURRENT_RUNS} runs of {STEPS_PER_RUN} steps \
              at once. Requests: counted by a decorator under the host, over one run of \
              {COUNTED_STEPS} steps, and one run of the `three-steps` workflow (a run's fixed cost \
-             included: its record and its outcome).",
+             included: its record and its outcome); the host's upkeep (its heartbeat, the other \
+             hosts', its wake-ups, under `cluster/`) apart, per second of that run.",
             latency = INJECTED_LATENCY.as_millis()
         ),
     );
@@ -125,6 +133,11 @@ pub async fn object_storage() -> anyhow::Result<Section> {
             format!("gets and lists per run of three steps, {store}"),
             gets + lists,
             "requests",
+        ));
+        section.rows.push(Row::new(
+            format!("the host's upkeep, {store}"),
+            figures.upkeep_per_second,
+            "requests/s",
         ));
     }
     Ok(section)

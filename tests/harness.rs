@@ -11,6 +11,9 @@ use serde_json::Value;
 mod seaweedfs;
 pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 
+mod origin;
+pub use origin::{Origin, Received};
+
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -18,6 +18,8 @@ SUITES = {
     "hostile": "Hostile guests (tests/hostile.rs): each runs beside another tenant's well-behaved run",
     "crash": "Crash consistency (tests/crash.rs): SIGKILL, restart, compare with an uninterrupted run",
     "storage_faults": "Storage faults (tests/storage_faults.rs): errors and latency injected into the object store",
+    "cluster": "Many hosts on one bucket (tests/cluster.rs): hosts killed, restarted and paused under load",
+    "outbound": "Steps' outgoing HTTP (tests/outbound.rs): requests a tenant's steps must not get through",
     "fuzz": "Fuzzing (`make fuzz`, regression seeds in `make test`)",
 }
 FIELDS = ("suite", "fault", "trials", "outcome", "lost")

@@ -85,10 +85,11 @@ fn a_step_granted_a_scratch_dir_writes_and_reads_there_and_it_is_gone_after() {
     assert!(refused.contains("no preopened directory"), "{refused}");
 }
 
-/// A step component that imports `wasi:http`, which no policy grants. It
-/// exports a `describe` instance so that validation reaches its imports.
+/// A step component that imports `wasi:http`'s incoming side, which no
+/// policy grants (a step is called, never served requests). It exports a
+/// `describe` instance so that validation reaches its imports.
 const HTTP_STEP: &str = r#"(component
-    (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func))))
+    (import "wasi:http/incoming-handler@0.2.0" (instance (export "handle" (func))))
     (core module $m (func (export "describe") (result i32) (i32.const 0)))
     (core instance $i (instantiate $m))
     (func $describe (result u32) (canon lift (core func $i "describe")))
@@ -103,7 +104,7 @@ fn an_import_the_policy_does_not_grant_is_refused_at_load_with_the_import_named(
     std::fs::write(&path, wat::parse_str(HTTP_STEP).expect("valid WAT")).expect("written");
     let refused = host.run(&["upload", arg(&path), "--name", "http-step"]).failure();
     assert!(
-        refused.contains("imports `wasi:http/outgoing-handler@0.2.0`, which the step policy does not grant"),
+        refused.contains("imports `wasi:http/incoming-handler@0.2.0`, which the step policy does not grant"),
         "{refused}"
     );
     assert!(

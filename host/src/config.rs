@@ -47,6 +47,35 @@ pub struct StepLimits {
     pub scratch_dir: bool,
     /// Bounds on the call's retry policy.
     pub retry: RetryLimits,
+    /// What one attempt may spend on outgoing HTTP.
+    pub http: HttpLimits,
+}
+
+/// What one attempt may spend on outgoing HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Requests one attempt may send.
+    pub max_requests: u32,
+    /// Bytes of one request's body.
+    pub max_request_bytes: u64,
+    /// Bytes of one response's body.
+    pub max_response_bytes: u64,
+    /// How long a connection may take to open.
+    pub connect_timeout: Duration,
+    /// How long the first byte of a response, and each next one, may take.
+    pub first_byte_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_requests: 100,
+            max_request_bytes: 1 << 20,
+            max_response_bytes: 16 << 20,
+            connect_timeout: Duration::from_secs(5),
+            first_byte_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for StepLimits {
@@ -59,6 +88,7 @@ impl Default for StepLimits {
             max_output_bytes: 1 << 20,
             scratch_dir: false,
             retry: RetryLimits::default(),
+            http: HttpLimits::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
-//! durations, fuel burnt, replays, non-determinism errors and uploads compiling.
+//! durations, fuel burnt, replays, non-determinism errors, uploads compiling,
+//! and steps' outgoing HTTP (requests sent and refused, bytes each way).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::sandbox::HttpUsage;
 use crate::store::TenantId;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,6 +24,12 @@ struct Tenant {
 struct TenantOutcome {
     tenant: String,
     outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantDirection {
+    tenant: String,
+    direction: &'static str,
 }
 
 #[derive(Clone)]
@@ -64,6 +72,8 @@ pub struct Metrics {
     fuel: Family<Tenant, Counter>,
     replays: Family<Tenant, Counter>,
     non_determinism: Family<Tenant, Counter>,
+    http_requests: Family<TenantOutcome, Counter>,
+    http_bytes: Family<TenantDirection, Counter>,
 }
 
 impl Default for Metrics {
@@ -80,6 +90,8 @@ impl Default for Metrics {
             fuel: Family::default(),
             replays: Family::default(),
             non_determinism: Family::default(),
+            http_requests: Family::default(),
+            http_bytes: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -119,6 +131,16 @@ impl Default for Metrics {
             "non_determinism_errors",
             "Replays that met a different call than recorded",
             metrics.non_determinism.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "Steps' outgoing HTTP requests, sent or refused",
+            metrics.http_requests.clone(),
+        );
+        registry.register(
+            "http_bytes",
+            "Bytes of steps' outgoing HTTP request and response bodies",
+            metrics.http_bytes.clone(),
         );
         Self { registry, ..metrics }
     }
@@ -163,6 +185,27 @@ impl Metrics {
         self.step_attempts.get_or_create(&outcome(id, how)).inc();
         self.step_seconds.get_or_create(&tenant(id)).observe(took.as_secs_f64());
         self.fuel.get_or_create(&tenant(id)).inc_by(fuel);
+    }
+
+    /// Counts what one attempt's outgoing HTTP came to.
+    pub fn http(&self, id: &TenantId, usage: &HttpUsage) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (how, count) in [("sent", &usage.requests), ("refused", &usage.refused)] {
+            let count = count.load(Relaxed);
+            if count > 0 {
+                self.http_requests.get_or_create(&outcome(id, how)).inc_by(count);
+            }
+        }
+        for (direction, bytes) in [("sent", &usage.bytes_sent), ("received", &usage.bytes_received)] {
+            let bytes = bytes.load(Relaxed);
+            if bytes > 0 {
+                let labels = TenantDirection {
+                    tenant: id.to_string(),
+                    direction,
+                };
+                self.http_bytes.get_or_create(&labels).inc_by(bytes);
+            }
+        }
     }
 
     pub fn replayed(&self, id: &TenantId) {

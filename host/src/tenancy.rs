@@ -22,8 +22,9 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{RetryLimits, StepLimits};
+use crate::config::{HttpLimits, RetryLimits, StepLimits};
 use crate::runtime::RunQuotas;
+use crate::sandbox::Outbound;
 use crate::store::TenantId;
 
 /// What one tenant may use.
@@ -60,6 +61,19 @@ pub struct Quotas {
     pub step_min_backoff_ms: u64,
     /// The longest wait between two attempts of a step call.
     pub step_max_backoff_ms: u64,
+    /// The origins the tenant's steps may send HTTP requests to
+    /// (`https://api.example.com`, `http://127.0.0.1:8099`,
+    /// `https://*.example.com:443`); none by default.
+    pub allowed_outbound_hosts: Outbound,
+    /// HTTP requests one step attempt may send.
+    pub http_max_requests: u32,
+    /// Bytes of one request body, and of one response body.
+    pub http_max_request_bytes: u64,
+    pub http_max_response_bytes: u64,
+    /// How long a connection may take to open, and a response's first byte
+    /// (and each next one) to arrive.
+    pub http_connect_timeout_ms: u64,
+    pub http_first_byte_timeout_ms: u64,
 }
 
 impl Default for Quotas {
@@ -67,6 +81,7 @@ impl Default for Quotas {
         let step = StepLimits::default();
         let retry = step.retry;
         let runs = RunQuotas::default();
+        let http = step.http;
         Self {
             max_component_bytes: 64 << 20,
             max_components: 1_000,
@@ -85,6 +100,12 @@ impl Default for Quotas {
             step_max_attempts: retry.max_attempts,
             step_min_backoff_ms: retry.min_backoff.as_millis() as u64,
             step_max_backoff_ms: retry.max_backoff.as_millis() as u64,
+            allowed_outbound_hosts: Outbound::default(),
+            http_max_requests: http.max_requests,
+            http_max_request_bytes: http.max_request_bytes,
+            http_max_response_bytes: http.max_response_bytes,
+            http_connect_timeout_ms: http.connect_timeout.as_millis() as u64,
+            http_first_byte_timeout_ms: http.first_byte_timeout.as_millis() as u64,
         }
     }
 }
@@ -112,6 +133,13 @@ impl Quotas {
                 max_attempts: self.step_max_attempts,
                 min_backoff: Duration::from_millis(self.step_min_backoff_ms),
                 max_backoff: Duration::from_millis(self.step_max_backoff_ms),
+            },
+            http: HttpLimits {
+                max_requests: self.http_max_requests,
+                max_request_bytes: self.http_max_request_bytes,
+                max_response_bytes: self.http_max_response_bytes,
+                connect_timeout: Duration::from_millis(self.http_connect_timeout_ms),
+                first_byte_timeout: Duration::from_millis(self.http_first_byte_timeout_ms),
             },
             ..StepLimits::default()
         }

@@ -52,6 +52,7 @@ impl ApiState {
         for tenant in tenants.iter() {
             runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
             runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
+            runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
         }
         Self {
             runtime,

@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
 use stepstone::runtime::Runtime;
+use stepstone::sandbox::{AllowedOrigin, Outbound};
 use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
@@ -86,6 +87,17 @@ pub struct Cli {
     /// not renewed for this long. At least 1s.
     #[arg(long, global = true, env = "STEPSTONE_LEASE_TTL", value_parser = lease_ttl, default_value = "10s")]
     lease_ttl: Duration,
+    /// Let steps send HTTP requests to this origin (SCHEME://HOST[:PORT],
+    /// `*.` for any subdomain); repeat for more. None by default. For
+    /// `serve`, each tenant's `allowed_outbound_hosts` says instead.
+    #[arg(
+        long = "allow-outbound",
+        global = true,
+        value_name = "ORIGIN",
+        env = "STEPSTONE_ALLOW_OUTBOUND",
+        value_delimiter = ','
+    )]
+    allow_outbound: Vec<AllowedOrigin>,
     /// How logs on stderr look.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -268,7 +280,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.wait.eviction_threshold = evict_after;
     }
     let cache_dir = cli.cache_dir.unwrap_or_else(|| cli.data_dir.join("cache"));
-    let data = DataDir::new(cli.data_dir, cli.store, cache_dir, cli.faults);
+    let data = DataDir::new(
+        cli.data_dir,
+        cli.store,
+        cache_dir,
+        cli.faults,
+        Outbound::from(cli.allow_outbound),
+    );
     let host = || data.host(config.clone());
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
@@ -314,10 +332,18 @@ struct DataDir {
     injected: std::sync::OnceLock<std::sync::Arc<Faults>>,
     /// The host opened, to take out of the cluster when the command ends.
     opened: std::sync::OnceLock<Runtime>,
+    /// The origins the embedded tenant's steps may reach.
+    outbound: Outbound,
 }
 
 impl DataDir {
-    fn new(path: PathBuf, store: Option<String>, cache: PathBuf, faults: Option<FaultConfig>) -> Self {
+    fn new(
+        path: PathBuf,
+        store: Option<String>,
+        cache: PathBuf,
+        faults: Option<FaultConfig>,
+        outbound: Outbound,
+    ) -> Self {
         Self {
             path,
             store,
@@ -325,6 +351,7 @@ impl DataDir {
             faults,
             injected: std::sync::OnceLock::new(),
             opened: std::sync::OnceLock::new(),
+            outbound,
         }
     }
 
@@ -353,6 +380,7 @@ impl DataDir {
         }
         let cache = CodeCache::open(&self.cache);
         let runtime = Runtime::new(config, storage, cache)?;
+        runtime.set_outbound(&TenantId::default_tenant(), self.outbound.clone());
         let _ = self.opened.set(runtime.clone());
         Ok(runtime)
     }

@@ -143,6 +143,7 @@ impl WorkflowState {
                     options,
                     limits: self.run.step_limits.lowered_by(&asked),
                     log: self.run.log.clone(),
+                    outbound: self.run.outbound.clone(),
                     resumes_attempts: self.run.retried.contains(&seq),
                 };
                 self.launch(handle, step, launch)

@@ -63,7 +63,7 @@ use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
-use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::shared_map::lock;
 use crate::store::{
     InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
@@ -221,6 +221,8 @@ pub struct Host {
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
     /// Step limits of tenants whose quota differs from the host's defaults.
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
+    /// The origins each tenant's steps may reach over HTTP (none if absent).
+    outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
     admission: admission::Admission,
     controls: Controls,
     background: background::Background,
@@ -238,6 +240,8 @@ pub struct RunContext {
     control: Arc<RunControl>,
     /// The tenant's limits for one step attempt.
     step_limits: StepLimits,
+    /// The origins the run's steps may reach over HTTP.
+    outbound: Arc<Outbound>,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
@@ -304,6 +308,7 @@ impl Runtime {
             cluster,
             programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
+            outbound: Mutex::default(),
             admission: admission::Admission::default(),
             controls: Controls::default(),
             background: background::Background::default(),
@@ -317,6 +322,16 @@ impl Runtime {
     /// use them, and a step call's options can only lower them.
     pub fn set_step_limits(&self, tenant: &TenantId, limits: StepLimits) {
         lock(&self.host.tenant_limits).insert(tenant.clone(), limits);
+    }
+
+    /// Sets the origins `tenant`'s steps may send HTTP requests to; runs
+    /// driven afterwards use them.
+    pub fn set_outbound(&self, tenant: &TenantId, outbound: Outbound) {
+        lock(&self.host.outbound).insert(tenant.clone(), Arc::new(outbound));
+    }
+
+    fn outbound(&self, tenant: &TenantId) -> Arc<Outbound> {
+        lock(&self.host.outbound).get(tenant).cloned().unwrap_or_default()
     }
 
     /// Sets the run quotas of `tenant`, which every run it submits and
@@ -666,6 +681,7 @@ impl Runtime {
         }
         let control = self.host.controls.of(store.tenant(), &record.run_id);
         let step_limits = self.step_limits(store.tenant()).lowered_by(&record.limits);
+        let outbound = self.outbound(store.tenant());
         let retried = match stored {
             Stored::RunRecordOnly => HashSet::new(),
             Stored::Read => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
@@ -677,6 +693,7 @@ impl Runtime {
             links,
             control,
             step_limits,
+            outbound,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
             depth: record.depth,

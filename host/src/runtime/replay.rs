@@ -51,6 +51,7 @@ impl Runtime {
                 links: context.links.clone(),
                 control: context.control.clone(),
                 step_limits: context.step_limits,
+                outbound: context.outbound.clone(),
                 log: context.log.clone(),
                 started_at_ms: context.started_at_ms,
                 depth: context.depth,

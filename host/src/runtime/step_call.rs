@@ -17,7 +17,7 @@ use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
-use crate::sandbox::{Role, kind_name, run_attempt};
+use crate::sandbox::{Outbound, Reach, Role, kind_name, run_attempt};
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -31,6 +31,8 @@ pub struct StepCall {
     pub limits: StepLimits,
     /// The run's log allowance, which its steps share.
     pub log: Arc<LogBudget>,
+    /// The origins the step's HTTP requests may go to: its tenant's.
+    pub outbound: Arc<Outbound>,
     /// Whether failed attempts of this call were recorded before (by an
     /// earlier execution), so their count and backoff must be resumed.
     pub resumes_attempts: bool,
@@ -101,18 +103,14 @@ async fn attempt_until_done(
             .await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());
-        let scratch = step.limits.scratch_dir.then_some(host.config.scratch_root.as_path());
-        let report = run_attempt(
-            &program,
-            name,
-            &step.input,
-            attempt,
-            &step.limits,
-            step.log.clone(),
-            scratch,
-        )
-        .instrument(span)
-        .await;
+        let reach = Reach {
+            log: step.log.clone(),
+            scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
+            outbound: step.outbound.clone(),
+        };
+        let report = run_attempt(&program, name, &step.input, attempt, &step.limits, reach)
+            .instrument(span)
+            .await;
         drop((running, slot));
         let how = report
             .result
@@ -120,6 +118,7 @@ async fn attempt_until_done(
             .map_or_else(|failure| kind_name(failure.kind), |_| "ok");
         host.metrics
             .step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
+        host.metrics.http(records.store().tenant(), &report.http);
         let failure = match report.result {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,

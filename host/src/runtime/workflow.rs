@@ -105,6 +105,12 @@ impl wasmtime_wasi::WasiView for WorkflowState {
     }
 }
 
+impl wasmtime_wasi_http::WasiHttpView for WorkflowState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        self.wasi.http_view()
+    }
+}
+
 impl WorkflowState {
     pub fn new(run: Arc<RunContext>, cursor: Cursor, mode: Mode, limits: WorkflowLimits) -> Self {
         let cancellation_seen = cursor
@@ -120,7 +126,7 @@ impl WorkflowState {
         let clock = JournalClock::new(run.started_at_ms);
         let replaying_output = Arc::new(AtomicBool::new(false));
         let stdio = Stdio::logged(&run.log, &replaying_output);
-        let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio);
+        let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio, run.log.clone());
         let mut state = Self {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             deadline: Deadline::after(limits.activation_timeout),

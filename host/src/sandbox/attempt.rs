@@ -12,6 +12,7 @@ use super::StepErrorKind;
 use super::deadline::Deadline;
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
 use super::link::link;
+use super::outbound::{HttpHooks, HttpUsage, Outbound};
 use super::scratch::ScratchDir;
 use super::wasi::{GuestWasi, Stdio};
 use crate::config::StepLimits;
@@ -32,6 +33,34 @@ pub struct StepState {
 impl wasmtime_wasi::WasiView for StepState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         self.wasi.view()
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for StepState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        self.wasi.http_view()
+    }
+}
+
+/// What an attempt reaches outside its instance.
+pub struct Reach<'a> {
+    /// The run's log allowance, which its steps share.
+    pub log: Arc<LogBudget>,
+    /// Where the attempt's scratch directory is made, if its tenant grants
+    /// one.
+    pub scratch_root: Option<&'a Path>,
+    /// The origins its HTTP requests may go to.
+    pub outbound: Arc<Outbound>,
+}
+
+impl Reach<'_> {
+    /// Nothing but the log.
+    pub fn log_only(log: Arc<LogBudget>) -> Self {
+        Self {
+            log,
+            scratch_root: None,
+            outbound: Arc::default(),
+        }
     }
 }
 
@@ -82,12 +111,15 @@ impl StepProgram {
         &self,
         attempt: u32,
         limits: &StepLimits,
-        log: Arc<LogBudget>,
+        reach: &Reach<'_>,
         scratch: Option<&Path>,
-    ) -> Result<Store<StepState>, AttemptFailure> {
+    ) -> Result<(Store<StepState>, Arc<HttpUsage>), AttemptFailure> {
         let sandbox_error =
             |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}"));
-        let wasi = GuestWasi::for_step(Stdio::logged(&log, &Arc::new(AtomicBool::new(false))), scratch)
+        let log = reach.log.clone();
+        let http = HttpHooks::for_step(reach.outbound.clone(), limits.http, log.clone());
+        let usage = http.usage();
+        let wasi = GuestWasi::for_step(Stdio::logged(&log, &Arc::new(AtomicBool::new(false))), scratch, http)
             .map_err(sandbox_error)?;
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
@@ -96,7 +128,8 @@ impl StepProgram {
             log,
             wasi,
         };
-        new_store(self.pre.engine(), state, self.metered.then_some(limits.fuel)).map_err(sandbox_error)
+        let store = new_store(self.pre.engine(), state, self.metered.then_some(limits.fuel)).map_err(sandbox_error)?;
+        Ok((store, usage))
     }
 }
 
@@ -141,6 +174,8 @@ impl AttemptFailure {
 pub struct AttemptReport {
     pub result: Result<String, AttemptFailure>,
     pub fuel_used: u64,
+    /// Its outgoing HTTP.
+    pub http: Arc<HttpUsage>,
 }
 
 impl AttemptReport {
@@ -148,30 +183,31 @@ impl AttemptReport {
         Self {
             result: Err(failure),
             fuel_used: 0,
+            http: Arc::default(),
         }
     }
 }
 
-/// Runs attempt number `attempt` of step `name` on `input` within `limits`;
-/// with `scratch_root`, the attempt gets a fresh scratch directory there.
+/// Runs attempt number `attempt` of step `name` on `input` within `limits`,
+/// reaching what `reach` grants: with a scratch root, the attempt gets a
+/// fresh scratch directory there.
 pub async fn run_attempt(
     program: &StepProgram,
     name: &str,
     input: &str,
     attempt: u32,
     limits: &StepLimits,
-    log: Arc<LogBudget>,
-    scratch_root: Option<&Path>,
+    reach: Reach<'_>,
 ) -> AttemptReport {
     // Declared before the store, so it is removed after the store is gone.
-    let scratch = match scratch_root.map(ScratchDir::create).transpose() {
+    let scratch = match reach.scratch_root.map(ScratchDir::create).transpose() {
         Ok(scratch) => scratch,
         Err(e) => {
             let message = format!("cannot create the attempt's scratch directory: {e}");
             return AttemptReport::failed(AttemptFailure::new(StepErrorKind::Trapped, message));
         }
     };
-    let mut store = match program.store(attempt, limits, log, scratch.as_ref().map(ScratchDir::path)) {
+    let (mut store, http) = match program.store(attempt, limits, &reach, scratch.as_ref().map(ScratchDir::path)) {
         Ok(store) => store,
         Err(failure) => return AttemptReport::failed(failure),
     };
@@ -217,5 +253,9 @@ pub async fn run_attempt(
     if let Some(scratch) = scratch {
         scratch.remove().await;
     }
-    AttemptReport { result, fuel_used }
+    AttemptReport {
+        result,
+        fuel_used,
+        http,
+    }
 }

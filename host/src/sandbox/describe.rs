@@ -31,6 +31,12 @@ impl wasmtime_wasi::WasiView for DescribeState {
     }
 }
 
+impl wasmtime_wasi_http::WasiHttpView for DescribeState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        self.wasi.http_view()
+    }
+}
+
 impl Sandboxed for DescribeState {
     fn guard(&mut self) -> &mut MemoryGuard {
         &mut self.guard

@@ -1,5 +1,6 @@
 //! Linking a component for one role: the contract interface that role
-//! provides, the WASI every role links (see `wasi`), and a trap for each
+//! provides, the WASI and `wasi:http` every role links (see `wasi` and
+//! `outbound` for what they reach), and a trap for each
 //! function of the other role's contract interface (a workflow's
 //! `step-support`, a step's `durable`), so a component exporting both
 //! workflows and steps instantiates in either role.
@@ -8,12 +9,13 @@ use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime_wasi::WasiView;
+use wasmtime_wasi_http::WasiHttpView;
 
 /// Links `component` with the imports `provide` adds (the contract
-/// interface called `provided`, if any) and WASI 0.2; every other contract
+/// interface called `provided`, if any), WASI 0.2 and `wasi:http`; every other contract
 /// function traps if called. The registry has already refused imports its
 /// policy does not grant, so nothing else can be left.
-pub fn link<T: WasiView + 'static>(
+pub fn link<T: WasiView + WasiHttpView + 'static>(
     engine: &Engine,
     component: &Component,
     provided: Option<&str>,
@@ -22,6 +24,7 @@ pub fn link<T: WasiView + 'static>(
     let mut linker = Linker::new(engine);
     provide(&mut linker)?;
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     trap_other_contract_imports(&mut linker, engine, component, provided)?;
     linker.instantiate_pre(component)
 }

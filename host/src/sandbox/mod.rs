@@ -13,17 +13,19 @@ mod describe;
 mod engine;
 mod limiter;
 mod link;
+mod outbound;
 pub mod policy;
 mod scratch;
 mod slots;
 mod wasi;
 
-pub use attempt::{AttemptFailure, AttemptReport, StepProgram, StepState, run_attempt};
+pub use attempt::{AttemptFailure, AttemptReport, Reach, StepProgram, StepState, run_attempt};
 pub use deadline::{Deadline, instant_after};
 pub use describe::describe;
 pub use engine::{Engines, Role};
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
+pub use outbound::{AllowedOrigin, HttpUsage, InvalidOrigin, Outbound};
 pub use slots::Slot;
 pub use wasi::{GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 

@@ -1,8 +1,8 @@
 //! Which imports a component may have: the contract's interfaces, and the
 //! WASI 0.2 interfaces the host links for every role (see `sandbox::wasi`
-//! for what they reach there). Anything else — `wasi:http`, WASI 0.3, a
-//! package of the guest's own — is refused when the component is loaded,
-//! never discovered when a call traps.
+//! and `sandbox::outbound` for what they reach there). Anything else — WASI
+//! 0.3, `wasi:http`'s incoming side, a package of the guest's own — is
+//! refused when the component is loaded, never discovered when a call traps.
 
 use super::Role;
 use crate::contract;
@@ -10,7 +10,7 @@ use crate::contract;
 /// The WASI interfaces the host links, without their version. Python and
 /// JavaScript runtimes import these whether or not their guest uses them
 /// (measured: componentize-py 0.25 imports all 27, sockets included).
-const WASI: [&str; 27] = [
+const WASI: [&str; 29] = [
     "wasi:io/error",
     "wasi:io/poll",
     "wasi:io/streams",
@@ -38,6 +38,8 @@ const WASI: [&str; 27] = [
     "wasi:sockets/tcp",
     "wasi:sockets/tcp-create-socket",
     "wasi:sockets/ip-name-lookup",
+    "wasi:http/types",
+    "wasi:http/outgoing-handler",
 ];
 
 /// The WASI release the host links; an import of any 0.2.x matches it.
@@ -67,7 +69,8 @@ pub fn granted_summary(role: Role) -> String {
     };
     format!(
         "a {role} may import the {} interfaces `durable` and `step-support`, and the WASI 0.2 interfaces \
-         of clocks, random, cli, io, filesystem and sockets (with no network, no environment, and {files})",
+         of clocks, random, cli, io, filesystem, sockets and outgoing HTTP (with no sockets, no environment, \
+         {files}, and HTTP only from steps to the origins their tenant allows)",
         contract::PACKAGE
     )
 }
@@ -89,11 +92,13 @@ mod tests {
             "wasi:clocks/wall-clock@0.2.9",
             "wasi:sockets/tcp@0.2.0",
             "wasi:filesystem/preopens@0.2.12",
+            "wasi:http/outgoing-handler@0.2.0",
+            "wasi:http/types@0.2.12",
         ] {
             assert!(grants(granted), "{granted}");
         }
         for refused in [
-            "wasi:http/outgoing-handler@0.2.0",
+            "wasi:http/incoming-handler@0.2.0",
             "wasi:clocks/wall-clock@0.3.0-rc-2025-09-16",
             "wasi:keyvalue/store@0.2.0-draft",
             "acme:secrets/vault@1.0.0",
@@ -103,6 +108,6 @@ mod tests {
             assert!(!grants(refused), "{refused}");
         }
         let imports = ["wasi:io/poll@0.2.9", "wasi:http/types@0.2.9", "x:y/z@1.0.0"];
-        assert_eq!(first_refused(imports), Some("wasi:http/types@0.2.9"));
+        assert_eq!(first_refused(imports), Some("x:y/z@1.0.0"));
     }
 }

@@ -4,9 +4,9 @@
 //! differs is what they reach.
 //!
 //! Invariants: no guest gets ambient authority — no environment variables,
-//! no arguments, no stdin, no network (every socket is refused), and no
-//! files except a step's per-attempt scratch directory when its tenant
-//! grants one. A workflow's WASI is deterministic: its clocks read the run's
+//! no arguments, no stdin, no sockets, no files except a step's per-attempt
+//! scratch directory when its tenant grants one, and no HTTP but a step's
+//! requests to the origins its tenant allows (see `outbound`). A workflow's WASI is deterministic: its clocks read the run's
 //! journaled time ([`JournalClock`]) and its random numbers come from a
 //! generator seeded by the run id, so a replay reads what the first
 //! execution read.
@@ -20,6 +20,10 @@ use chacha20::rand_core::SeedableRng;
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
+use wasmtime_wasi_http::WasiHttpCtx;
+use wasmtime_wasi_http::WasiHttpCtxView;
+
+use super::outbound::HttpHooks;
 use crate::contract::bindings::LogLevel;
 use crate::guest_log::{GuestOutput, LogBudget};
 
@@ -41,6 +45,8 @@ struct WasiState {
     /// Where the guest's output goes; what a deferred `ctx` is built with.
     stdio: Stdio,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    hooks: HttpHooks,
 }
 
 /// The guest's standard output and standard error.
@@ -68,8 +74,8 @@ impl Stdio {
 
 impl GuestWasi {
     /// A workflow's WASI: the run's journaled time, random seeded from the
-    /// run id, output to the run's log.
-    pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio) -> Self {
+    /// run id, output to the run's log, no HTTP (a refusal is logged in `log`).
+    pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio, log: Arc<LogBudget>) -> Self {
         let mut builder = closed_builder(stdio.clone());
         let seed = seed(run_id);
         builder
@@ -78,29 +84,41 @@ impl GuestWasi {
             .secure_random(ChaCha20Rng::from_seed(seed))
             .insecure_random(ChaCha20Rng::from_seed(Sha256::digest(seed).into()))
             .insecure_random_seed(u128::from_le_bytes(seed[..16].try_into().unwrap_or_default()));
-        Self::new(Some(builder.build()), stdio)
+        Self::new(Some(builder.build()), stdio, HttpHooks::refusing(log))
     }
 
-    /// A step's WASI: real clocks and random, output to the run's log, and
-    /// `scratch` (a host directory) as [`SCRATCH_GUEST_PATH`] if granted.
+    /// A step's WASI: real clocks and random, output to the run's log,
+    /// `scratch` (a host directory) as [`SCRATCH_GUEST_PATH`] if granted,
+    /// and the HTTP `http` lets through.
     /// Without a scratch directory the context is built on the guest's first
     /// WASI call: many steps make none, and building one (its random
     /// generators seeded, its clocks and streams boxed) was a measurable part
     /// of every attempt. A scratch directory is opened at once, so failing to
     /// open it fails the attempt before any guest code runs.
-    pub fn for_step(stdio: Stdio, scratch: Option<&std::path::Path>) -> wasmtime::Result<Self> {
+    pub fn for_step(stdio: Stdio, scratch: Option<&std::path::Path>, http: HttpHooks) -> wasmtime::Result<Self> {
         let Some(dir) = scratch else {
-            return Ok(Self::new(None, stdio));
+            return Ok(Self::new(None, stdio, http));
         };
         let mut builder = closed_builder(stdio.clone());
         builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
-        Ok(Self::new(Some(builder.build()), stdio))
+        Ok(Self::new(Some(builder.build()), stdio, http))
     }
 
     /// The WASI of a component describing itself: a clock stopped at the
-    /// epoch, a fixed seed, output dropped.
+    /// epoch, a fixed seed, output dropped, no HTTP.
     pub fn for_describe() -> Self {
-        Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped())
+        let nowhere = Arc::new(LogBudget::new(0));
+        Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped(), nowhere)
+    }
+
+    /// The guest's `wasi:http`, over the same resources as its WASI.
+    pub fn http_view(&mut self) -> WasiHttpCtxView<'_> {
+        let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        WasiHttpCtxView {
+            ctx: &mut state.http,
+            table: &mut state.table,
+            hooks: &mut state.hooks,
+        }
     }
 
     pub fn view(&mut self) -> WasiCtxView<'_> {
@@ -114,11 +132,13 @@ impl GuestWasi {
         }
     }
 
-    fn new(ctx: Option<WasiCtx>, stdio: Stdio) -> Self {
+    fn new(ctx: Option<WasiCtx>, stdio: Stdio, hooks: HttpHooks) -> Self {
         let state = WasiState {
             ctx,
             stdio,
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            hooks,
         };
         Self {
             state: Mutex::new(state),

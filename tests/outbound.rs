@@ -1,0 +1,220 @@
+//! Steps that reach the world: outgoing HTTP through `wasi:http`, only to
+//! the origins the tenant allows, within each attempt's limits. Every
+//! request goes to a server this test starts on loopback ([`Origin`]); each
+//! hostile case ends with a clear error and the server seeing no request it
+//! should not have.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Host, Origin, ReliabilityResult, Run, Server, arg, guest, record_reliability, token_hash};
+
+/// `stepstone run fetcher.wasm WORKFLOW`, steps allowed to reach `allowed`.
+fn run(workflow: &str, input: &Value, allowed: &[String]) -> Run {
+    let host = Host::new();
+    let wasm = guest("fetcher");
+    let input = input.to_string();
+    let mut args: Vec<&str> = Vec::new();
+    for origin in allowed {
+        args.extend(["--allow-outbound", origin]);
+    }
+    args.extend(["run", arg(&wasm), workflow, "--input", &input]);
+    host.run(&args)
+}
+
+/// Files a hostile case's result for docs/RELIABILITY.md, once its
+/// assertions passed.
+fn record(fault: &str, outcome: &str) {
+    record_reliability(&ReliabilityResult {
+        suite: "outbound",
+        fault,
+        trials: 1,
+        outcome,
+        lost: 0,
+    });
+}
+
+/// What the step `fetch` gave, called once by the workflow `fetch-once`.
+fn fetch_once(fetch: Value, allowed: &[String]) -> (Value, String) {
+    let done = run("fetch-once", &json!({"fetch": fetch}), allowed).success();
+    (done.json_line(), done.stderr())
+}
+
+#[test]
+fn a_step_reaches_an_allowed_origin_and_nothing_else_before_any_connection() {
+    let origin = Origin::start();
+    let allowed = [origin.url()];
+    let (fetched, _) = fetch_once(json!({"url": format!("{}/ok", origin.url())}), &allowed);
+    assert_eq!(fetched, json!({"status": 200, "body": "hello", "bytes": 5}));
+
+    // The same server, written as another origin: no lookup makes it allowed.
+    let elsewhere = format!("http://localhost:{}", origin.port());
+    let (refused, log) = fetch_once(json!({"url": format!("{elsewhere}/ok")}), &allowed);
+    assert_eq!(refused["error_kind"], "Failed", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HttpRequestDenied")),
+        "{refused}"
+    );
+    assert!(log.contains(&format!("{elsewhere} is not among the origins")), "{log}");
+    // With no allowlist at all, not even the allowed one.
+    let (denied, _) = fetch_once(json!({"url": format!("{}/ok", origin.url())}), &[]);
+    assert!(
+        denied["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HttpRequestDenied")),
+        "{denied}"
+    );
+    assert_eq!(
+        origin.received().len(),
+        1,
+        "only the allowed request reached the server"
+    );
+    record(
+        "a request to an origin not on the tenant's list (the allowed server, written as localhost)",
+        "refused in the guest with HTTP-request-denied before any connection, the origin named in the run's log; the server saw nothing",
+    );
+}
+
+#[test]
+fn a_redirect_is_handed_to_the_step_and_not_followed() {
+    let origin = Origin::start();
+    let (fetched, _) = fetch_once(json!({"url": format!("{}/redirect", origin.url())}), &[origin.url()]);
+    assert_eq!(fetched["status"], 302, "{fetched}");
+    let paths: Vec<String> = origin.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/redirect"], "the host followed the redirect");
+    record(
+        "a redirect to an origin off the list",
+        "the 302 handed to the step, not followed; the server saw only the first request",
+    );
+}
+
+#[test]
+fn an_attempt_sends_at_most_its_limit_of_requests() {
+    let origin = Origin::start();
+    let fetch = json!({"url": format!("{}/ok", origin.url()), "times": 10_000});
+    let (refused, log) = fetch_once(fetch, &[origin.url()]);
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("request 101 of 10000") && message.contains("HttpRequestDenied"),
+        "{refused}"
+    );
+    assert!(
+        log.contains("the attempt has made its limit of 100 HTTP requests"),
+        "{log}"
+    );
+    assert_eq!(origin.received().len(), 100);
+    record(
+        "10,000 requests in one attempt",
+        "the first 100 (the limit) sent, the 101st refused with HTTP-request-denied and the limit named",
+    );
+}
+
+#[test]
+fn a_huge_answer_is_cut_off_at_the_limit() {
+    let origin = Origin::start();
+    let started = Instant::now();
+    let (refused, _) = fetch_once(json!({"url": format!("{}/big", origin.url())}), &[origin.url()]);
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("response body size exceeds limit: 16777216 bytes"),
+        "{refused}"
+    );
+    let read: u64 = message
+        .split("after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|bytes| bytes.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {message}"));
+    assert!(read <= 16 << 20, "{read} bytes read, past the 16 MiB limit");
+    eprintln!(
+        "a 1 GiB answer was cut off after {read} bytes, in {:?}",
+        started.elapsed()
+    );
+    record(
+        "a 1 GiB response",
+        &format!("cut off at the 16 MiB limit ({read} bytes read), the step told the body was too large"),
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_holds_the_attempt_only_to_its_deadline() {
+    let origin = Origin::start();
+    let input = json!({"fetch": {"url": format!("{}/hang", origin.url())}, "timeout_ms": 1000});
+    let started = Instant::now();
+    let done = run("fetch-once", &input, &[origin.url()]).success();
+    let took = started.elapsed();
+    let outcome = done.json_line();
+    assert_eq!(outcome["error_kind"], "TimedOut", "{outcome}");
+    assert!(
+        took < Duration::from_secs(20),
+        "the attempt lasted {took:?} with a 1 s timeout"
+    );
+    assert_eq!(origin.received().len(), 1);
+    record(
+        "a server that never answers",
+        &format!(
+            "the attempt ended timed-out at its 1 s deadline ({} ms for the whole run)",
+            took.as_millis()
+        ),
+    );
+}
+
+#[test]
+fn a_workflow_cannot_make_http_requests() {
+    let origin = Origin::start();
+    let done = run(
+        "fetch-in-workflow",
+        &json!({"url": format!("{}/ok", origin.url())}),
+        &[origin.url()],
+    );
+    let error = done.failure();
+    assert!(error.contains("HttpRequestDenied"), "{error}");
+    assert!(error.contains("a workflow may not make HTTP requests"), "{error}");
+    assert!(origin.received().is_empty());
+    record(
+        "a workflow making an HTTP request",
+        "refused with HTTP-request-denied (workflows must replay what they saw); the run failed saying to use a step",
+    );
+}
+
+#[test]
+fn each_tenant_reaches_only_the_origins_its_quota_allows() {
+    let origin = Origin::start();
+    let tenants = format!(
+        "[[tenants]]\nid = \"open\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nallowed_outbound_hosts = [\"{}\"]\n\n\
+         [[tenants]]\nid = \"closed\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash("sst_open"),
+        origin.url(),
+        token_hash("sst_closed")
+    );
+    let server = Server::start(&tenants);
+    let fetch = json!({"fetch": {"url": format!("{}/ok", origin.url())}});
+    let mut seen = Vec::new();
+    for (token, run) in [("sst_open", "open-1"), ("sst_closed", "closed-1")] {
+        server.upload(token, "fetcher");
+        let body = json!({"component": "fetcher", "workflow": "fetch-once", "input": fetch, "run_id": run});
+        server.post_json("/v1/runs", token, &body).expect(202);
+        let done = server
+            .get(&format!("/v1/runs/{run}/wait?timeout=60s"), token)
+            .expect(200);
+        seen.push(done["output"].clone());
+    }
+    assert_eq!(seen[0]["status"], 200, "{}", seen[0]);
+    assert!(
+        seen[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HttpRequestDenied")),
+        "{}",
+        seen[1]
+    );
+    assert_eq!(origin.received().len(), 1);
+    let requests = server.metric("stepstone_http_requests_total{tenant=\"open\",outcome=\"sent\"}");
+    let refused = server.metric("stepstone_http_requests_total{tenant=\"closed\",outcome=\"refused\"}");
+    assert_eq!((requests, refused), (1.0, 1.0));
+    record(
+        "a tenant without an allowlist calling another tenant's allowed origin",
+        "refused; the other tenant's request went through; each counted in its own tenant's metrics",
+    );
+}
