@@ -17,7 +17,16 @@ use std::sync::{Arc, Mutex};
 pub struct Received {
     pub method: String,
     pub path: String,
+    /// Names lowercased.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Received {
+    /// The value of header `name` (lowercase), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
 }
 
 /// The server; it lives as long as the test process.
@@ -99,6 +108,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next()?.to_owned(), parts.next()?.to_owned());
     let mut length = 0;
+    let mut headers = Vec::new();
     loop {
         let mut header = String::new();
         reader.read_line(&mut header).ok().filter(|n| *n > 0)?;
@@ -106,15 +116,22 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
         if header.is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
+        if let Some((name, value)) = header.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_owned());
+            if name == "content-length" {
+                length = value.parse().ok()?;
+            }
+            headers.push((name, value));
         }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
-    Some(Received { method, path, body })
+    Some(Received {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 fn answer(writer: &mut TcpStream, status: &str, headers: &[&str], body: &[u8]) -> std::io::Result<()> {

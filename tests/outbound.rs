@@ -218,3 +218,43 @@ fn each_tenant_reaches_only_the_origins_its_quota_allows() {
         "refused; the other tenant's request went through; each counted in its own tenant's metrics",
     );
 }
+
+/// Every attempt of a step call has the same idempotency key: a service
+/// that got the first attempt's request (whose answer was lost) sees the
+/// retry as the same request, and can do the work once.
+#[test]
+fn every_attempt_of_a_call_sends_the_same_idempotency_key() {
+    let origin = Origin::start();
+    let host = Host::new();
+    let wasm = guest("fetcher");
+    let charge = json!({
+        "url": format!("{}/ok", origin.url()),
+        "method": "POST",
+        "body": r#"{"amount_cents":1200}"#,
+        "idempotent": true,
+        "fail_first": true,
+    });
+    let input = json!({"fetch": charge, "attempts": 3}).to_string();
+    let allowed = origin.url();
+    let args = [
+        "--allow-outbound",
+        &allowed,
+        "run",
+        arg(&wasm),
+        "fetch-once",
+        "--run-id",
+        "pay-1",
+        "--input",
+        &input,
+    ];
+    let done = host.run(&args).success();
+    assert_eq!(done.json_line()["status"], 200, "{}", done.stdout());
+    let received = origin.received();
+    let keys: Vec<Option<&str>> = received.iter().map(|r| r.header("idempotency-key")).collect();
+    assert_eq!(keys, [Some("default/pay-1/0"), Some("default/pay-1/0")]);
+    assert!(
+        received
+            .iter()
+            .all(|r| r.method == "POST" && r.body == br#"{"amount_cents":1200}"#)
+    );
+}

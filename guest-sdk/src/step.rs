@@ -27,6 +27,23 @@ impl Step {
         step_support::attempt()
     }
 
+    /// The run this call belongs to.
+    pub fn run_id(&self) -> String {
+        step_support::context().run_id
+    }
+
+    /// The call's place in its run's journal.
+    pub fn seq(&self) -> u64 {
+        step_support::context().seq
+    }
+
+    /// A key naming this call, the same for each of its attempts on any
+    /// host and for no other call of any tenant: pass it to a service as
+    /// its `Idempotency-Key`, so a retried request does the work once.
+    pub fn idempotency_key(&self) -> String {
+        step_support::context().idempotency_key
+    }
+
     /// Writes to the run's log, attributed to this step.
     pub fn log(&self, level: Level, message: &str) {
         step_support::log(level.to_wit(), message);

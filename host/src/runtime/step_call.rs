@@ -17,7 +17,7 @@ use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
-use crate::sandbox::{Outbound, Reach, Role, kind_name, run_attempt};
+use crate::sandbox::{Outbound, Reach, Role, Serving, kind_name, run_attempt};
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -107,6 +107,11 @@ async fn attempt_until_done(
             log: step.log.clone(),
             scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
             outbound: step.outbound.clone(),
+            serving: Serving {
+                tenant: records.store().tenant().to_string(),
+                run: records.run_id().to_string(),
+                seq: step.seq,
+            },
         };
         let report = run_attempt(&program, name, &step.input, attempt, &step.limits, reach)
             .instrument(span)

@@ -27,6 +27,7 @@ pub struct StepState {
     attempt: u32,
     deadline: Deadline,
     log: Arc<LogBudget>,
+    serving: Serving,
     wasi: GuestWasi,
 }
 
@@ -51,6 +52,8 @@ pub struct Reach<'a> {
     pub scratch_root: Option<&'a Path>,
     /// The origins its HTTP requests may go to.
     pub outbound: Arc<Outbound>,
+    /// The call it serves.
+    pub serving: Serving,
 }
 
 impl Reach<'_> {
@@ -60,6 +63,7 @@ impl Reach<'_> {
             log,
             scratch_root: None,
             outbound: Arc::default(),
+            serving: Serving::default(),
         }
     }
 }
@@ -85,6 +89,25 @@ impl step_support::Host for StepState {
     async fn attempt(&mut self) -> wasmtime::Result<u32> {
         Ok(self.attempt)
     }
+
+    async fn context(&mut self) -> wasmtime::Result<step_support::StepContext> {
+        let Serving { tenant, run, seq } = &self.serving;
+        Ok(step_support::StepContext {
+            run_id: run.clone(),
+            seq: *seq,
+            attempt: self.attempt,
+            idempotency_key: format!("{tenant}/{run}/{seq}"),
+        })
+    }
+}
+
+/// The durable call an attempt serves: what `step-support#context` tells
+/// the step.
+#[derive(Debug, Clone, Default)]
+pub struct Serving {
+    pub tenant: String,
+    pub run: String,
+    pub seq: u64,
 }
 
 /// A step component, linked and type-checked once, ready to instantiate for
@@ -126,6 +149,7 @@ impl StepProgram {
             attempt,
             deadline: Deadline::after(limits.timeout),
             log,
+            serving: reach.serving.clone(),
             wasi,
         };
         let store = new_store(self.pre.engine(), state, self.metered.then_some(limits.fuel)).map_err(sandbox_error)?;

@@ -1,6 +1,8 @@
 //! A guest that makes outgoing HTTP requests through `wasi:http`, for the
 //! tests of the host's allowlist and limits (tests/outbound.rs): the step
-//! `fetch` sends a request `times` times and reads each answer to its end;
+//! `fetch` sends a request `times` times and reads each answer to its end
+//! (with the call's idempotency key if asked, failing its first attempt
+//! after sending if asked, as when an answer is lost);
 //! the workflow `fetch-once` calls it within the limits it is given and
 //! returns what it gave or the error; the workflow `fetch-in-workflow` tries
 //! a request itself, which the host must refuse.
@@ -32,6 +34,12 @@ struct Fetch {
     headers: Vec<(String, String)>,
     #[serde(default = "once")]
     times: u32,
+    /// Send the call's idempotency key as `Idempotency-Key`.
+    #[serde(default)]
+    idempotent: bool,
+    /// Fail the first attempt once its requests are answered.
+    #[serde(default)]
+    fail_first: bool,
 }
 
 fn once() -> u32 {
@@ -46,11 +54,17 @@ struct Fetched {
     bytes: u64,
 }
 
-fn fetch(_ctx: &Step, fetch: Fetch) -> Result<Fetched, StepFailure> {
+fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
+    if fetch.idempotent {
+        fetch.headers.push(("Idempotency-Key".into(), ctx.idempotency_key()));
+    }
     let mut last = None;
     for n in 1..=fetch.times {
         let answer = send(&fetch).map_err(|e| format!("request {n} of {}: {e}", fetch.times))?;
         last = Some(answer);
+    }
+    if fetch.fail_first && ctx.attempt() == 1 {
+        return Err("the answer was lost (the first attempt always fails after sending)".into());
     }
     Ok(last.ok_or("no request was asked for")?)
 }
@@ -60,6 +74,13 @@ fn send(fetch: &Fetch) -> Result<Fetched, String> {
     let (scheme, rest) = fetch.url.split_once("://").ok_or("the URL has no scheme")?;
     let (authority, path) = rest.find('/').map_or((rest, "/"), |at| rest.split_at(at));
     let headers = Fields::new();
+    if let Some(body) = &fetch.body {
+        // A body of known length, sent as one, not chunked.
+        let length = body.len().to_string();
+        headers
+            .append("content-length", length.as_bytes())
+            .map_err(|e| format!("content-length: {e:?}"))?;
+    }
     for (name, value) in &fetch.headers {
         headers
             .append(name, value.as_bytes())
@@ -134,6 +155,8 @@ struct FetchOnce {
     fetch: Fetch,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default = "once")]
+    attempts: u32,
 }
 
 /// What the step gave, or its error: the run succeeds either way, so a test
@@ -146,7 +169,9 @@ enum Outcome {
 }
 
 fn fetch_once(ctx: &Workflow, call: FetchOnce) -> Result<Outcome, Error> {
-    let mut options = StepOptions::new().max_attempts(1);
+    let mut options = StepOptions::new()
+        .max_attempts(call.attempts)
+        .initial_backoff(Duration::from_millis(10));
     if let Some(ms) = call.timeout_ms {
         options = options.timeout(Duration::from_millis(ms));
     }
