@@ -79,7 +79,9 @@ fn schemathesis_finds_the_server_true_to_its_openapi_document() {
         "[[tenants]]\nid = \"contract\"\ntoken_sha256 = [\"{}\"]\n",
         token_hash(TOKEN)
     );
-    let server = Server::start(&tenants);
+    // With a host key, so that setting secrets is in play, not refused.
+    let host = stepstone_e2e::Host::new().with_env("STEPSTONE_SECRET_KEY", &"5a".repeat(32));
+    let server = Server::start_on(host, &tenants);
     let digest = server.upload(TOKEN, "hello")["digest"]
         .as_str()
         .expect("a digest")

@@ -67,6 +67,8 @@ pub struct Host {
     cache: PathBuf,
     /// The `--store` URL, when the store is not the data directory's.
     store: Option<String>,
+    /// Variables every command of this host gets.
+    env: Vec<(String, String)>,
 }
 
 impl Default for Host {
@@ -81,6 +83,7 @@ impl Host {
             data: tempfile::tempdir().expect("a temporary data directory"),
             cache: root().join("target/test-code-cache"),
             store: None,
+            env: Vec::new(),
         }
     }
 
@@ -110,7 +113,14 @@ impl Host {
             data,
             cache,
             store: None,
+            env: Vec::new(),
         }
+    }
+
+    /// The same host, its commands run with `name` set to `value`.
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -124,7 +134,8 @@ impl Host {
             .args(args)
             .env("STEPSTONE_DATA", self.data.path())
             .env("STEPSTONE_CACHE_DIR", &self.cache)
-            .env("RUST_LOG", "stepstone=info");
+            .env("RUST_LOG", "stepstone=info")
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
         if let Some(store) = &self.store {
             command.env("STEPSTONE_STORE", store).envs(seaweedfs().env());
         }

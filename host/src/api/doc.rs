@@ -16,8 +16,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use super::{components, runs};
-use crate::store::{ComponentName, RunId, SignalId, SignalName};
+use super::{components, runs, secrets};
+use crate::store::{ComponentName, RunId, SecretName, SignalId, SignalName};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -26,6 +26,7 @@ use crate::store::{ComponentName, RunId, SignalId, SignalName};
     paths(
         components::upload, components::list, components::get,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
+        secrets::set, secrets::list, secrets::delete,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -161,6 +162,7 @@ name_schemas! {
     ComponentName: NAME_MAX, "A component's name (where a component is looked up, its digest also serves).";
     SignalName: NAME_MAX, "The name a signal is sent and awaited under.";
     SignalId: SIGNAL_ID_MAX, "A sender's idempotency key for one signal.";
+    SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use crate::component::ComponentError;
 use crate::journal::JournalError;
 use crate::runtime::RunError;
+use crate::secrets::SecretError;
 use crate::store::StoreError;
 
 /// A failed request.
@@ -107,6 +108,7 @@ impl From<RunError> for ApiError {
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            RunError::Secrets(e) => secret_status(e),
         };
         match status {
             StatusCode::TOO_MANY_REQUESTS => Self::too_many(error.to_string(), 1),
@@ -122,5 +124,22 @@ fn store_status(error: &StoreError) -> StatusCode {
         StoreError::Unavailable { .. } | StoreError::Open { .. } | StoreError::Location { .. } => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+    }
+}
+
+fn secret_status(error: &SecretError) -> StatusCode {
+    match error {
+        SecretError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        SecretError::TooMany => StatusCode::FORBIDDEN,
+        SecretError::Empty { .. } => StatusCode::BAD_REQUEST,
+        SecretError::Store(e) => store_status(e),
+        // The host's key is missing or wrong: the operator's to fix.
+        SecretError::NoKey | SecretError::BadKey { .. } | SecretError::Sealed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+impl From<SecretError> for ApiError {
+    fn from(error: SecretError) -> Self {
+        Self::new(secret_status(&error), error.to_string())
     }
 }

@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod params;
 mod runs;
+mod secrets;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
@@ -104,6 +105,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/secrets", get(secrets::list))
+        .route("/secrets/{name}", put(secrets::set).delete(secrets::delete))
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
     Router::new()
         .nest("/v1", v1)

@@ -16,7 +16,8 @@ use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
 use stepstone::runtime::Runtime;
 use stepstone::sandbox::{AllowedOrigin, Outbound};
-use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SignalId, Storage, TenantId};
+use stepstone::secrets::SecretKey;
+use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -207,6 +208,10 @@ enum Command {
     /// Manage the tenants of a config file.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Manage the secrets steps read through `wasi:config/store`, sealed with
+    /// the host key in $STEPSTONE_SECRET_KEY (64 hex digits).
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Make a component of a core WebAssembly module (binary or WAT text).
     Componentize {
         input: PathBuf,
@@ -216,6 +221,17 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum SecretCommand {
+    /// Set a secret to the value read from standard input (a final newline
+    /// dropped), so it appears in no command line.
+    Set { name: SecretName },
+    /// List the secrets' names (never their values).
+    List,
+    /// Delete a secret.
+    Delete { name: SecretName },
 }
 
 #[derive(Subcommand)]
@@ -291,6 +307,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
+        Command::Secret(command) => secret(&host().await?, command).await,
         Command::Serve {
             listen,
             config,
@@ -381,6 +398,9 @@ impl DataDir {
         let cache = CodeCache::open(&self.cache);
         let runtime = Runtime::new(config, storage, cache)?;
         runtime.set_outbound(&TenantId::default_tenant(), self.outbound.clone());
+        if let Some(key) = SecretKey::from_env()? {
+            runtime.secrets().set_key(key);
+        }
         let _ = self.opened.set(runtime.clone());
         Ok(runtime)
     }
@@ -395,6 +415,30 @@ impl DataDir {
             );
         }
     }
+}
+
+/// `stepstone secret`, for the embedded tenant.
+async fn secret(runtime: &Runtime, command: SecretCommand) -> anyhow::Result<ExitCode> {
+    let (secrets, tenant) = (runtime.secrets(), TenantId::default_tenant());
+    match command {
+        SecretCommand::Set { name } => {
+            let mut value = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
+                .context("cannot read the secret's value from standard input (UTF-8 text)")?;
+            let value = value.strip_suffix('\n').unwrap_or(&value);
+            secrets.set(&tenant, &name, value).await?;
+            eprintln!("secret `{name}` set");
+        }
+        SecretCommand::List => {
+            for name in secrets.names(&tenant).await? {
+                println!("{name}");
+            }
+        }
+        SecretCommand::Delete { name } => {
+            anyhow::ensure!(secrets.delete(&tenant, &name).await?, "no secret `{name}`");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Reads a file the user named, saying which one failed.

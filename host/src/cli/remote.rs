@@ -63,6 +63,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         | Command::List { .. }
         | Command::Serve { .. }
         | Command::Tenant(_)
+        | Command::Secret(_)
         | Command::Componentize { .. } => {
             anyhow::bail!("this command works on the embedded store only; drop --server")
         }

@@ -144,6 +144,7 @@ impl WorkflowState {
                     limits: self.run.step_limits.lowered_by(&asked),
                     log: self.run.log.clone(),
                     outbound: self.run.outbound.clone(),
+                    secrets: self.run.secrets.clone(),
                     resumes_attempts: self.run.retried.contains(&seq),
                 };
                 self.launch(handle, step, launch)

@@ -64,6 +64,7 @@ use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::secrets::{OpenedSecrets, SecretError, Secrets};
 use crate::shared_map::lock;
 use crate::store::{
     InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
@@ -114,6 +115,8 @@ pub enum RunError {
     Journal(Arc<JournalError>),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    #[error("cannot open the tenant's secrets for its steps: {0}")]
+    Secrets(#[from] SecretError),
 }
 
 impl RunError {
@@ -216,6 +219,8 @@ pub struct Host {
     pub metrics: Metrics,
     /// This host among those sharing the store: its lease and claims.
     pub cluster: Arc<Cluster>,
+    /// Tenants' secrets, sealed in the store.
+    pub secrets: Secrets,
     /// Workflow programs by component digest, within the same budget as
     /// the loaded components.
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
@@ -242,6 +247,8 @@ pub struct RunContext {
     step_limits: StepLimits,
     /// The origins the run's steps may reach over HTTP.
     outbound: Arc<Outbound>,
+    /// Its tenant's secrets, for its steps.
+    secrets: Arc<OpenedSecrets>,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
@@ -300,12 +307,14 @@ impl Runtime {
         let budget = config.loaded_components_bytes;
         let components = Components::within(engines, cache, budget);
         let cluster = Cluster::new(&storage, config.lease.ttl);
+        let secrets = Secrets::new(storage.clone());
         let host = Host {
             config,
             storage,
             components,
             metrics: Metrics::default(),
             cluster,
+            secrets,
             programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
             outbound: Mutex::default(),
@@ -328,6 +337,11 @@ impl Runtime {
     /// driven afterwards use them.
     pub fn set_outbound(&self, tenant: &TenantId, outbound: Outbound) {
         lock(&self.host.outbound).insert(tenant.clone(), Arc::new(outbound));
+    }
+
+    /// Tenants' secrets: set and list them here; steps read them.
+    pub fn secrets(&self) -> &Secrets {
+        &self.host.secrets
     }
 
     fn outbound(&self, tenant: &TenantId) -> Arc<Outbound> {
@@ -682,6 +696,7 @@ impl Runtime {
         let control = self.host.controls.of(store.tenant(), &record.run_id);
         let step_limits = self.step_limits(store.tenant()).lowered_by(&record.limits);
         let outbound = self.outbound(store.tenant());
+        let secrets = self.host.secrets.for_steps(store.tenant()).await?;
         let retried = match stored {
             Stored::RunRecordOnly => HashSet::new(),
             Stored::Read => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
@@ -694,6 +709,7 @@ impl Runtime {
             control,
             step_limits,
             outbound,
+            secrets,
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
             depth: record.depth,

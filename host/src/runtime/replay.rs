@@ -52,6 +52,7 @@ impl Runtime {
                 control: context.control.clone(),
                 step_limits: context.step_limits,
                 outbound: context.outbound.clone(),
+                secrets: context.secrets.clone(),
                 log: context.log.clone(),
                 started_at_ms: context.started_at_ms,
                 depth: context.depth,

@@ -18,6 +18,7 @@ use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::Host;
 use crate::sandbox::{Outbound, Reach, Role, Serving, kind_name, run_attempt};
+use crate::secrets::OpenedSecrets;
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -33,6 +34,8 @@ pub struct StepCall {
     pub log: Arc<LogBudget>,
     /// The origins the step's HTTP requests may go to: its tenant's.
     pub outbound: Arc<Outbound>,
+    /// Its tenant's secrets.
+    pub secrets: Arc<OpenedSecrets>,
     /// Whether failed attempts of this call were recorded before (by an
     /// earlier execution), so their count and backoff must be resumed.
     pub resumes_attempts: bool,
@@ -107,6 +110,7 @@ async fn attempt_until_done(
             log: step.log.clone(),
             scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
             outbound: step.outbound.clone(),
+            secrets: step.secrets.clone(),
             serving: Serving {
                 tenant: records.store().tenant().to_string(),
                 run: records.run_id().to_string(),

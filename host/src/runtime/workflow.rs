@@ -105,6 +105,12 @@ impl wasmtime_wasi::WasiView for WorkflowState {
     }
 }
 
+impl crate::sandbox::Guest for WorkflowState {
+    fn guest(&mut self) -> &mut GuestWasi {
+        &mut self.wasi
+    }
+}
+
 impl wasmtime_wasi_http::WasiHttpView for WorkflowState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         self.wasi.http_view()

@@ -20,6 +20,7 @@ use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
 use crate::contract::bindings::{LogLevel, StepFailure};
 use crate::guest_log::LogBudget;
+use crate::secrets::OpenedSecrets;
 
 /// Store data of a step instance.
 pub struct StepState {
@@ -34,6 +35,12 @@ pub struct StepState {
 impl wasmtime_wasi::WasiView for StepState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         self.wasi.view()
+    }
+}
+
+impl super::wasi::Guest for StepState {
+    fn guest(&mut self) -> &mut GuestWasi {
+        &mut self.wasi
     }
 }
 
@@ -54,6 +61,8 @@ pub struct Reach<'a> {
     pub outbound: Arc<Outbound>,
     /// The call it serves.
     pub serving: Serving,
+    /// Its tenant's secrets, its `wasi:config`.
+    pub secrets: Arc<OpenedSecrets>,
 }
 
 impl Reach<'_> {
@@ -64,6 +73,7 @@ impl Reach<'_> {
             scratch_root: None,
             outbound: Arc::default(),
             serving: Serving::default(),
+            secrets: Arc::default(),
         }
     }
 }
@@ -142,8 +152,8 @@ impl StepProgram {
         let log = reach.log.clone();
         let http = HttpHooks::for_step(reach.outbound.clone(), limits.http, log.clone());
         let usage = http.usage();
-        let wasi = GuestWasi::for_step(Stdio::logged(&log, &Arc::new(AtomicBool::new(false))), scratch, http)
-            .map_err(sandbox_error)?;
+        let stdio = Stdio::logged(&log, &Arc::new(AtomicBool::new(false)));
+        let wasi = GuestWasi::for_step(stdio, scratch, http, reach.secrets.clone()).map_err(sandbox_error)?;
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             attempt,

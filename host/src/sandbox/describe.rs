@@ -31,6 +31,12 @@ impl wasmtime_wasi::WasiView for DescribeState {
     }
 }
 
+impl super::wasi::Guest for DescribeState {
+    fn guest(&mut self) -> &mut GuestWasi {
+        &mut self.wasi
+    }
+}
+
 impl wasmtime_wasi_http::WasiHttpView for DescribeState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         self.wasi.http_view()

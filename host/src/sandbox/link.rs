@@ -1,6 +1,6 @@
 //! Linking a component for one role: the contract interface that role
-//! provides, the WASI and `wasi:http` every role links (see `wasi` and
-//! `outbound` for what they reach), and a trap for each
+//! provides, the WASI, `wasi:http` and `wasi:config` every role links (see
+//! `wasi` and `outbound` for what they reach), and a trap for each
 //! function of the other role's contract interface (a workflow's
 //! `step-support`, a step's `durable`), so a component exporting both
 //! workflows and steps instantiates in either role.
@@ -9,13 +9,16 @@ use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime_wasi::WasiView;
+use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::WasiHttpView;
+
+use super::wasi::Guest;
 
 /// Links `component` with the imports `provide` adds (the contract
 /// interface called `provided`, if any), WASI 0.2 and `wasi:http`; every other contract
 /// function traps if called. The registry has already refused imports its
 /// policy does not grant, so nothing else can be left.
-pub fn link<T: WasiView + WasiHttpView + 'static>(
+pub fn link<T: WasiView + WasiHttpView + Guest + 'static>(
     engine: &Engine,
     component: &Component,
     provided: Option<&str>,
@@ -25,8 +28,13 @@ pub fn link<T: WasiView + WasiHttpView + 'static>(
     provide(&mut linker)?;
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    wasmtime_wasi_config::add_to_linker(&mut linker, config_of::<T>)?;
     trap_other_contract_imports(&mut linker, engine, component, provided)?;
     linker.instantiate_pre(component)
+}
+
+fn config_of<T: Guest>(state: &mut T) -> WasiConfig<'_> {
+    state.guest().config()
 }
 
 /// Not `Linker::define_unknown_imports_as_traps`: it defines each import at

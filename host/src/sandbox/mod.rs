@@ -27,7 +27,7 @@ pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
 pub use outbound::{AllowedOrigin, HttpUsage, InvalidOrigin, Outbound};
 pub use slots::Slot;
-pub use wasi::{GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
+pub use wasi::{Guest, GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 
 pub use crate::contract::bindings::StepErrorKind;
 

@@ -10,7 +10,7 @@ use crate::contract;
 /// The WASI interfaces the host links, without their version. Python and
 /// JavaScript runtimes import these whether or not their guest uses them
 /// (measured: componentize-py 0.25 imports all 27, sockets included).
-const WASI: [&str; 29] = [
+const WASI: [&str; 30] = [
     "wasi:io/error",
     "wasi:io/poll",
     "wasi:io/streams",
@@ -40,6 +40,7 @@ const WASI: [&str; 29] = [
     "wasi:sockets/ip-name-lookup",
     "wasi:http/types",
     "wasi:http/outgoing-handler",
+    "wasi:config/store",
 ];
 
 /// The WASI release the host links; an import of any 0.2.x matches it.
@@ -69,8 +70,8 @@ pub fn granted_summary(role: Role) -> String {
     };
     format!(
         "a {role} may import the {} interfaces `durable` and `step-support`, and the WASI 0.2 interfaces \
-         of clocks, random, cli, io, filesystem, sockets and outgoing HTTP (with no sockets, no environment, \
-         {files}, and HTTP only from steps to the origins their tenant allows)",
+         of clocks, random, cli, io, filesystem, sockets, outgoing HTTP and config (with no sockets, no environment, \
+         {files}, HTTP only from steps to the origins their tenant allows, and as config only a step's tenant's secrets)",
         contract::PACKAGE
     )
 }
@@ -94,6 +95,7 @@ mod tests {
             "wasi:filesystem/preopens@0.2.12",
             "wasi:http/outgoing-handler@0.2.0",
             "wasi:http/types@0.2.12",
+            "wasi:config/store@0.2.0-rc.1",
         ] {
             assert!(grants(granted), "{granted}");
         }

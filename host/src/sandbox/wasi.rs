@@ -6,7 +6,9 @@
 //! Invariants: no guest gets ambient authority — no environment variables,
 //! no arguments, no stdin, no sockets, no files except a step's per-attempt
 //! scratch directory when its tenant grants one, and no HTTP but a step's
-//! requests to the origins its tenant allows (see `outbound`). A workflow's WASI is deterministic: its clocks read the run's
+//! requests to the origins its tenant allows (see `outbound`), and no
+//! configuration but a step's view of its tenant's secrets
+//! (`wasi:config/store`; a workflow's is empty). A workflow's WASI is deterministic: its clocks read the run's
 //! journaled time ([`JournalClock`]) and its random numbers come from a
 //! generator seeded by the run id, so a replay reads what the first
 //! execution read.
@@ -20,12 +22,14 @@ use chacha20::rand_core::SeedableRng;
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
+use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::WasiHttpCtxView;
 
 use super::outbound::HttpHooks;
 use crate::contract::bindings::LogLevel;
 use crate::guest_log::{GuestOutput, LogBudget};
+use crate::secrets::OpenedSecrets;
 
 /// Where a step's scratch directory appears inside the guest.
 pub const SCRATCH_GUEST_PATH: &str = "/scratch";
@@ -47,6 +51,13 @@ struct WasiState {
     table: ResourceTable,
     http: WasiHttpCtx,
     hooks: HttpHooks,
+    /// What `wasi:config/store` serves: a step's tenant's secrets.
+    secrets: Arc<OpenedSecrets>,
+}
+
+/// A guest's store data, which holds its [`GuestWasi`].
+pub trait Guest {
+    fn guest(&mut self) -> &mut GuestWasi;
 }
 
 /// The guest's standard output and standard error.
@@ -84,24 +95,29 @@ impl GuestWasi {
             .secure_random(ChaCha20Rng::from_seed(seed))
             .insecure_random(ChaCha20Rng::from_seed(Sha256::digest(seed).into()))
             .insecure_random_seed(u128::from_le_bytes(seed[..16].try_into().unwrap_or_default()));
-        Self::new(Some(builder.build()), stdio, HttpHooks::refusing(log))
+        Self::new(Some(builder.build()), stdio, HttpHooks::refusing(log), Arc::default())
     }
 
     /// A step's WASI: real clocks and random, output to the run's log,
     /// `scratch` (a host directory) as [`SCRATCH_GUEST_PATH`] if granted,
-    /// and the HTTP `http` lets through.
+    /// the HTTP `http` lets through, and `secrets` as its configuration.
     /// Without a scratch directory the context is built on the guest's first
     /// WASI call: many steps make none, and building one (its random
     /// generators seeded, its clocks and streams boxed) was a measurable part
     /// of every attempt. A scratch directory is opened at once, so failing to
     /// open it fails the attempt before any guest code runs.
-    pub fn for_step(stdio: Stdio, scratch: Option<&std::path::Path>, http: HttpHooks) -> wasmtime::Result<Self> {
+    pub fn for_step(
+        stdio: Stdio,
+        scratch: Option<&std::path::Path>,
+        http: HttpHooks,
+        secrets: Arc<OpenedSecrets>,
+    ) -> wasmtime::Result<Self> {
         let Some(dir) = scratch else {
-            return Ok(Self::new(None, stdio, http));
+            return Ok(Self::new(None, stdio, http, secrets));
         };
         let mut builder = closed_builder(stdio.clone());
         builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
-        Ok(Self::new(Some(builder.build()), stdio, http))
+        Ok(Self::new(Some(builder.build()), stdio, http, secrets))
     }
 
     /// The WASI of a component describing itself: a clock stopped at the
@@ -109,6 +125,12 @@ impl GuestWasi {
     pub fn for_describe() -> Self {
         let nowhere = Arc::new(LogBudget::new(0));
         Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped(), nowhere)
+    }
+
+    /// The guest's `wasi:config/store`.
+    pub fn config(&mut self) -> WasiConfig<'_> {
+        let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        WasiConfig::from(state.secrets.variables())
     }
 
     /// The guest's `wasi:http`, over the same resources as its WASI.
@@ -132,13 +154,14 @@ impl GuestWasi {
         }
     }
 
-    fn new(ctx: Option<WasiCtx>, stdio: Stdio, hooks: HttpHooks) -> Self {
+    fn new(ctx: Option<WasiCtx>, stdio: Stdio, hooks: HttpHooks, secrets: Arc<OpenedSecrets>) -> Self {
         let state = WasiState {
             ctx,
             stdio,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             hooks,
+            secrets,
         };
         Self {
             state: Mutex::new(state),

@@ -15,6 +15,7 @@
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
+//! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! ```
 //!
 //! and, outside every tenant, what the hosts sharing the store keep for
@@ -118,6 +119,10 @@ name_type!(
 name_type!(
     /// The name a signal is sent and awaited under.
     SignalName, "signal name", 128
+);
+name_type!(
+    /// The name of a tenant's secret, as its steps ask `wasi:config/store` for it.
+    SecretName, "secret name", 128
 );
 name_type!(
     /// A sender's idempotency key for one signal: sending again with the same

@@ -33,7 +33,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
-    ComponentName, InvalidName, RunId, SignalId, SignalName, TenantId, component_key, component_name_key,
+    ComponentName, InvalidName, RunId, SecretName, SignalId, SignalName, TenantId, component_key, component_name_key,
     component_names_key, components_key, keys_of, runs_key, unfinished_index_complete, unfinished_key,
     unfinished_marker,
 };

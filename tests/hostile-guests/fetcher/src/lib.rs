@@ -5,7 +5,8 @@
 //! after sending if asked, as when an answer is lost);
 //! the workflow `fetch-once` calls it within the limits it is given and
 //! returns what it gave or the error; the workflow `fetch-in-workflow` tries
-//! a request itself, which the host must refuse.
+//! a request itself, which the host must refuse; `secret-in-workflow` reads a
+//! secret, which a workflow must never see.
 
 use std::time::Duration;
 
@@ -40,6 +41,9 @@ struct Fetch {
     /// Fail the first attempt once its requests are answered.
     #[serde(default)]
     fail_first: bool,
+    /// Send header NAME with the value of the tenant's secret SECRET.
+    #[serde(default)]
+    secret_header: Option<(String, String)>,
 }
 
 fn once() -> u32 {
@@ -58,6 +62,10 @@ fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
     if fetch.idempotent {
         fetch.headers.push(("Idempotency-Key".into(), ctx.idempotency_key()));
     }
+    if let Some((header, secret)) = fetch.secret_header.take() {
+        let value = read_secret(&secret)?.ok_or_else(|| format!("the tenant has no secret `{secret}`"))?;
+        fetch.headers.push((header, value));
+    }
     let mut last = None;
     for n in 1..=fetch.times {
         let answer = send(&fetch).map_err(|e| format!("request {n} of {}: {e}", fetch.times))?;
@@ -67,6 +75,11 @@ fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
         return Err("the answer was lost (the first attempt always fails after sending)".into());
     }
     Ok(last.ok_or("no request was asked for")?)
+}
+
+/// The tenant's secret `name`, through wasi:config.
+fn read_secret(name: &str) -> Result<Option<String>, String> {
+    wasi::config::store::get(name).map_err(|e| format!("reading secret `{name}`: {e:?}"))
 }
 
 /// Sends `fetch` once and reads the whole answer, keeping its first KiB.
@@ -188,10 +201,16 @@ fn fetch_in_workflow(_ctx: &Workflow, fetch: Fetch) -> Result<Fetched, Error> {
     Ok(send(&fetch)?)
 }
 
+/// What a workflow reads of secret `name`: it must be nothing.
+fn secret_in_workflow(_ctx: &Workflow, name: String) -> Result<Option<String>, Error> {
+    Ok(read_secret(&name)?)
+}
+
 export! {
     workflows: {
         "fetch-once" => fetch_once,
         "fetch-in-workflow" => fetch_in_workflow,
+        "secret-in-workflow" => secret_in_workflow,
     },
     steps: {
         "fetch" => fetch,

@@ -1,0 +1,93 @@
+//! `/v1/secrets`: a tenant's secrets, write-only. Values go in and are
+//! never answered back; listings give names.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+
+use super::ApiState;
+use super::auth::Caller;
+use super::doc::{Malformed, Refusals};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Body, Path};
+use crate::secrets::MAX_SECRET_BYTES;
+use crate::store::SecretName;
+
+/// A secret's value: UTF-8 text, not empty, at most 16 KiB.
+pub struct SecretValue;
+
+impl PartialSchema for SecretValue {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_SECRET_BYTES))
+            .into()
+    }
+}
+
+impl ToSchema for SecretValue {}
+
+/// Which secret.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SecretPath {
+    #[param(inline)]
+    name: SecretName,
+}
+
+/// The names of the tenant's secrets.
+#[derive(Serialize, ToSchema)]
+pub struct SecretNames {
+    pub names: Vec<SecretName>,
+}
+
+/// Set a secret (the body is its value, UTF-8 text); steps read it through `wasi:config/store`.
+#[utoipa::path(put, path = "/v1/secrets/{name}", params(SecretPath),
+    request_body(content = inline(SecretValue), content_type = "text/plain", description = "the value, at most 16 KiB"),
+    responses(
+        (status = 204, description = "set, sealed with the host key"),
+        (status = 403, body = ErrorBody, description = "the tenant holds 100 secrets, the limit"),
+        (status = 413, body = ErrorBody, description = "the value is over 16 KiB (bytes of UTF-8)"),
+        Malformed, Refusals,
+    ))]
+pub async fn set(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(SecretPath { name }): Path<SecretPath>,
+    Body(body): Body,
+) -> Result<StatusCode, ApiError> {
+    let value =
+        std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the secret's value is not UTF-8 text"))?;
+    state.runtime.secrets().set(&tenant.id, &name, value).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The names of the tenant's secrets (never their values).
+#[utoipa::path(get, path = "/v1/secrets", responses((status = 200, body = SecretNames), Refusals))]
+pub async fn list(State(state): State<ApiState>, Caller(tenant): Caller) -> Result<Json<SecretNames>, ApiError> {
+    let names = state.runtime.secrets().names(&tenant.id).await?;
+    Ok(Json(SecretNames { names }))
+}
+
+/// Delete a secret.
+#[utoipa::path(delete, path = "/v1/secrets/{name}", params(SecretPath),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 404, body = ErrorBody, description = "no such secret"),
+        Malformed, Refusals,
+    ))]
+pub async fn delete(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(SecretPath { name }): Path<SecretPath>,
+) -> Result<StatusCode, ApiError> {
+    match state.runtime.secrets().delete(&tenant.id, &name).await? {
+        true => Ok(StatusCode::NO_CONTENT),
+        false => Err(ApiError::new(StatusCode::NOT_FOUND, format!("no secret `{name}`"))),
+    }
+}

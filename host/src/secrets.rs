@@ -1,0 +1,338 @@
+//! Tenants' secrets: named values a tenant's steps read through
+//! `wasi:config/store`, sealed at rest with the host's key.
+//!
+//! Invariants: a value is stored only sealed (XChaCha20-Poly1305 under the
+//! host key from `$STEPSTONE_SECRET_KEY`, a fresh random nonce, the tenant
+//! and the name as associated data, so a sealed value copied to another
+//! tenant or name does not open); it is opened only for the step attempts of
+//! its own tenant, never for a workflow, and never journaled or logged;
+//! listings give names, never values. A tenant holds at most
+//! [`MAX_SECRETS`] secrets of at most [`MAX_SECRET_BYTES`] each.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use rand::RngCore;
+use wasmtime_wasi_config::WasiConfigVariables;
+
+use crate::shared_map::lock;
+use crate::store::{SecretName, Storage, StoreError, StoreKey, TenantId};
+
+/// The environment variable that holds the host key: 64 hex digits.
+pub const SECRET_KEY_VAR: &str = "STEPSTONE_SECRET_KEY";
+
+/// Secrets one tenant may hold.
+pub const MAX_SECRETS: usize = 100;
+
+/// Bytes of one secret's value.
+pub const MAX_SECRET_BYTES: usize = 16 << 10;
+
+/// How long the secrets opened for a tenant's steps are reused before they
+/// are read again (a secret set on another host reaches this one by then).
+const OPENED_FOR: Duration = Duration::from_secs(10);
+
+const NONCE_BYTES: usize = 24;
+
+/// Why a secret could not be set, listed or opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "secrets need the host key: set {SECRET_KEY_VAR} to 64 hex digits (e.g. from `openssl rand -hex 32`), the same on every host sharing the store"
+    )]
+    NoKey,
+    #[error("{SECRET_KEY_VAR} is not a key: {reason}; it must be 64 hex digits")]
+    BadKey { reason: String },
+    #[error("secret `{name}` is {size} bytes, over the limit of {MAX_SECRET_BYTES} bytes")]
+    TooLarge { name: SecretName, size: usize },
+    #[error("the tenant already holds {MAX_SECRETS} secrets, the limit: delete one first")]
+    TooMany,
+    #[error("secret `{name}` has an empty value: give the value (the request body, or the command's standard input)")]
+    Empty { name: SecretName },
+    #[error(
+        "secret `{name}` does not open with this host's key ({SECRET_KEY_VAR} differs from the one that sealed it, or the record is damaged)"
+    )]
+    Sealed { name: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The host key that seals secrets.
+pub struct SecretKey(XChaCha20Poly1305);
+
+impl SecretKey {
+    /// The key from `$STEPSTONE_SECRET_KEY`, or `None` if it is not set.
+    pub fn from_env() -> Result<Option<Self>, SecretError> {
+        match std::env::var(SECRET_KEY_VAR) {
+            Ok(hex) => Self::from_hex(hex.trim()).map(Some),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(e) => Err(SecretError::BadKey { reason: e.to_string() }),
+        }
+    }
+
+    pub fn from_hex(hex: &str) -> Result<Self, SecretError> {
+        let bytes = hex::decode(hex).map_err(|e| SecretError::BadKey { reason: e.to_string() })?;
+        let cipher = XChaCha20Poly1305::new_from_slice(&bytes).map_err(|_| SecretError::BadKey {
+            reason: format!("{} bytes, not 32", bytes.len()),
+        })?;
+        Ok(Self(cipher))
+    }
+
+    fn seal(&self, tenant: &TenantId, name: &SecretName, value: &[u8]) -> Vec<u8> {
+        let mut nonce = [0; NONCE_BYTES];
+        rand::rng().fill_bytes(&mut nonce);
+        let aad = associated_data(tenant, name.as_str());
+        let sealed = self
+            .0
+            .encrypt(XNonce::from_slice(&nonce), Payload { msg: value, aad: &aad })
+            .expect("XChaCha20-Poly1305 seals any value under 256 GiB");
+        [&nonce[..], &sealed].concat()
+    }
+
+    fn open(&self, tenant: &TenantId, name: &str, sealed: &[u8]) -> Result<String, SecretError> {
+        let damaged = || SecretError::Sealed { name: name.to_owned() };
+        let (nonce, sealed) = sealed.split_at_checked(NONCE_BYTES).ok_or_else(damaged)?;
+        let aad = associated_data(tenant, name);
+        let value = self
+            .0
+            .decrypt(XNonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
+            .map_err(|_| damaged())?;
+        String::from_utf8(value).map_err(|_| damaged())
+    }
+}
+
+/// What a sealed value is bound to: its tenant and its name.
+fn associated_data(tenant: &TenantId, name: &str) -> Vec<u8> {
+    format!("stepstone secret\0{tenant}\0{name}").into_bytes()
+}
+
+fn folder() -> StoreKey {
+    StoreKey::from("secrets")
+}
+
+fn key_of(name: &SecretName) -> StoreKey {
+    StoreKey::from_iter(["secrets", name.as_str()])
+}
+
+/// A tenant's secrets, opened, as its steps read them.
+#[derive(Default)]
+pub struct OpenedSecrets {
+    names: Vec<String>,
+    variables: WasiConfigVariables,
+}
+
+/// Names only: a value must never reach a log.
+impl std::fmt::Debug for OpenedSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenedSecrets")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenedSecrets {
+    /// The names of the secrets, sorted.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The values, as `wasi:config/store` serves them.
+    pub fn variables(&self) -> &WasiConfigVariables {
+        &self.variables
+    }
+}
+
+/// The secrets of every tenant, in the store.
+pub struct Secrets {
+    storage: Storage,
+    key: Mutex<Option<Arc<SecretKey>>>,
+    /// What each tenant's steps were last given, and when it was read.
+    opened: Mutex<HashMap<TenantId, (Instant, Arc<OpenedSecrets>)>>,
+}
+
+impl Secrets {
+    pub fn new(storage: Storage) -> Self {
+        Self {
+            storage,
+            key: Mutex::default(),
+            opened: Mutex::default(),
+        }
+    }
+
+    /// Seals and opens secrets with `key` from now on.
+    pub fn set_key(&self, key: SecretKey) {
+        *lock(&self.key) = Some(Arc::new(key));
+        lock(&self.opened).clear();
+    }
+
+    fn key(&self) -> Result<Arc<SecretKey>, SecretError> {
+        lock(&self.key).clone().ok_or(SecretError::NoKey)
+    }
+
+    /// Sets `name` to `value` for `tenant`, sealed.
+    pub async fn set(&self, tenant: &TenantId, name: &SecretName, value: &str) -> Result<(), SecretError> {
+        if value.is_empty() {
+            return Err(SecretError::Empty { name: name.clone() });
+        }
+        if value.len() > MAX_SECRET_BYTES {
+            return Err(SecretError::TooLarge {
+                name: name.clone(),
+                size: value.len(),
+            });
+        }
+        let key = self.key()?;
+        let names = self.names(tenant).await?;
+        if names.len() >= MAX_SECRETS && !names.contains(name) {
+            return Err(SecretError::TooMany);
+        }
+        let sealed = key.seal(tenant, name, value.as_bytes());
+        let store = self.storage.tenant(tenant);
+        store.overwrite(&key_of(name), Bytes::from(sealed)).await?;
+        lock(&self.opened).remove(tenant);
+        Ok(())
+    }
+
+    /// The names of `tenant`'s secrets, sorted.
+    pub async fn names(&self, tenant: &TenantId) -> Result<Vec<SecretName>, SecretError> {
+        let keys = self.storage.tenant(tenant).list(&folder()).await?;
+        Ok(keys
+            .iter()
+            .filter_map(|key| SecretName::new(key.filename()?).ok())
+            .collect())
+    }
+
+    /// Deletes `name`; whether it was there.
+    pub async fn delete(&self, tenant: &TenantId, name: &SecretName) -> Result<bool, SecretError> {
+        let existed = self.names(tenant).await?.contains(name);
+        self.storage.tenant(tenant).delete(&key_of(name)).await?;
+        lock(&self.opened).remove(tenant);
+        Ok(existed)
+    }
+
+    /// `tenant`'s secrets, opened, for its step attempts: read again once
+    /// [`OPENED_FOR`] has passed. A tenant without secrets needs no key.
+    pub async fn for_steps(&self, tenant: &TenantId) -> Result<Arc<OpenedSecrets>, SecretError> {
+        if let Some((read, opened)) = lock(&self.opened).get(tenant)
+            && read.elapsed() < OPENED_FOR
+        {
+            return Ok(opened.clone());
+        }
+        let store = self.storage.tenant(tenant);
+        let mut opened = OpenedSecrets::default();
+        for key in store.list(&folder()).await? {
+            let Some(name) = key.filename().map(str::to_owned) else {
+                continue;
+            };
+            let Some(sealed) = store.get(&key).await? else { continue };
+            let value = self.key()?.open(tenant, &name, &sealed)?;
+            opened.variables.insert(name.clone(), value);
+            opened.names.push(name);
+        }
+        let opened = Arc::new(opened);
+        lock(&self.opened).insert(tenant.clone(), (Instant::now(), opened.clone()));
+        Ok(opened)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> SecretKey {
+        SecretKey::from_hex(&"ab".repeat(32)).expect("a valid key")
+    }
+
+    fn keyed(storage: Storage, key: SecretKey) -> Secrets {
+        let secrets = Secrets::new(storage);
+        secrets.set_key(key);
+        secrets
+    }
+
+    fn name(text: &str) -> SecretName {
+        SecretName::new(text).expect("a valid name")
+    }
+
+    #[tokio::test]
+    async fn a_secret_is_stored_sealed_and_opens_for_its_own_tenant_only() -> Result<(), SecretError> {
+        let storage = Storage::in_memory();
+        let secrets = keyed(storage.clone(), key());
+        let (acme, globex) = (
+            TenantId::new("acme").expect("valid"),
+            TenantId::new("globex").expect("valid"),
+        );
+        secrets.set(&acme, &name("api-key"), "s3cr3t-value").await?;
+        let stored = storage
+            .tenant(&acme)
+            .get(&key_of(&name("api-key")))
+            .await?
+            .expect("stored");
+        assert!(
+            !stored.windows(6).any(|w| w == b"s3cr3t"),
+            "the value is stored in the clear"
+        );
+        assert_eq!(secrets.for_steps(&acme).await?.names(), ["api-key"]);
+        assert!(secrets.for_steps(&globex).await?.names().is_empty());
+        // Copied to another tenant, it does not open.
+        storage
+            .tenant(&globex)
+            .overwrite(&key_of(&name("api-key")), stored)
+            .await?;
+        let copied = keyed(storage, key()).for_steps(&globex).await.unwrap_err();
+        assert!(matches!(copied, SecretError::Sealed { .. }), "{copied}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn without_the_key_nothing_is_set_and_another_key_opens_nothing() -> Result<(), SecretError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let keyless = Secrets::new(storage.clone());
+        assert!(
+            keyless.for_steps(&tenant).await?.names().is_empty(),
+            "no secrets need no key"
+        );
+        let refused = keyless.set(&tenant, &name("a"), "v").await.unwrap_err();
+        assert!(refused.to_string().contains(SECRET_KEY_VAR), "{refused}");
+        keyed(storage.clone(), key()).set(&tenant, &name("a"), "v").await?;
+        let other = SecretKey::from_hex(&"cd".repeat(32))?;
+        let wrong = keyed(storage, other).for_steps(&tenant).await.unwrap_err();
+        assert!(
+            wrong.to_string().contains("does not open with this host's key"),
+            "{wrong}"
+        );
+        for bad in ["", "abc", &"zz".repeat(32), &"ab".repeat(31)] {
+            assert!(
+                matches!(SecretKey::from_hex(bad), Err(SecretError::BadKey { .. })),
+                "{bad:?}"
+            );
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_value_over_the_limit_and_a_secret_past_the_count_are_refused() -> Result<(), SecretError> {
+        let secrets = keyed(Storage::in_memory(), key());
+        let tenant = TenantId::default_tenant();
+        secrets
+            .set(&tenant, &name("edge"), &"x".repeat(MAX_SECRET_BYTES))
+            .await?;
+        let large = secrets
+            .set(&tenant, &name("over"), &"x".repeat(MAX_SECRET_BYTES + 1))
+            .await;
+        assert!(matches!(large, Err(SecretError::TooLarge { .. })));
+        for n in 1..MAX_SECRETS {
+            secrets.set(&tenant, &name(&format!("s{n}")), "v").await?;
+        }
+        let past = secrets.set(&tenant, &name("one-more"), "v").await;
+        assert!(matches!(past, Err(SecretError::TooMany)));
+        secrets.set(&tenant, &name("edge"), "replaced").await?;
+        assert!(secrets.delete(&tenant, &name("edge")).await?);
+        assert!(!secrets.delete(&tenant, &name("edge")).await?);
+        secrets.set(&tenant, &name("one-more"), "v").await?;
+        assert_eq!(secrets.names(&tenant).await?.len(), MAX_SECRETS);
+        Ok(())
+    }
+}
