@@ -175,3 +175,15 @@ fn a_store_that_cannot_be_used_is_named_with_what_to_check() {
     assert!(unsigned.contains("credentials"), "{unsigned}");
     assert_eq!(unsigned.lines().count(), 1, "one line: {unsigned}");
 }
+
+/// A lease shorter than a second would lapse at the first slow store call:
+/// refused, naming the floor; a second is taken.
+#[test]
+fn a_lease_ttl_under_a_second_is_refused_naming_the_floor() {
+    let host = Host::new();
+    for ttl in ["999ms", "0s"] {
+        let refused = host.run(&["--lease-ttl", ttl, "list"]).failure();
+        assert!(refused.contains("is shorter than 1s"), "{ttl}: {refused}");
+    }
+    host.run(&["--lease-ttl", "1s", "list"]).success();
+}

@@ -536,6 +536,17 @@ impl Server {
         Reply::of(self.request(reqwest::Method::POST, path, token).body(body).send())
     }
 
+    /// Starts run `run` of `workflow` in the guest `component` (uploaded
+    /// under its name, if it is not yet) on `input` as `token`, waits for it
+    /// to end, and returns its output.
+    pub fn run_to_end(&self, token: &str, component: &str, workflow: &str, input: &Value, run: &str) -> Value {
+        self.upload(token, component);
+        let body = serde_json::json!({"component": component, "workflow": workflow, "input": input, "run_id": run});
+        self.post_json("/v1/runs", token, &body).expect(202);
+        let done = self.get(&format!("/v1/runs/{run}/wait?timeout=60s"), token).expect(200);
+        done["output"].clone()
+    }
+
     /// Uploads an example guest under its name.
     pub fn upload(&self, token: &str, name: &str) -> Value {
         let bytes = std::fs::read(guest(name)).expect("the guest is built");

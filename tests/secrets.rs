@@ -144,16 +144,10 @@ fn over_the_api_secrets_are_write_only_and_each_tenants_own() {
 
     let fetch =
         json!({"fetch": {"url": format!("{}/ok", origin.url()), "secret_header": ["authorization", "api-key"]}});
-    let mut outputs = Vec::new();
-    for (token, run) in [("sst_acme", "a-1"), ("sst_globex", "g-1")] {
-        server.upload(token, "fetcher");
-        let body = json!({"component": "fetcher", "workflow": "fetch-once", "input": fetch, "run_id": run});
-        server.post_json("/v1/runs", token, &body).expect(202);
-        let done = server
-            .get(&format!("/v1/runs/{run}/wait?timeout=60s"), token)
-            .expect(200);
-        outputs.push(done["output"].clone());
-    }
+    let outputs: Vec<serde_json::Value> = [("sst_acme", "a-1"), ("sst_globex", "g-1")]
+        .iter()
+        .map(|(token, run)| server.run_to_end(token, "fetcher", "fetch-once", &fetch, run))
+        .collect();
     assert_eq!(outputs[0]["status"], 200, "{}", outputs[0]);
     assert!(
         outputs[1]["message"]

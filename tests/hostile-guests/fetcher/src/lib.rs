@@ -41,6 +41,10 @@ struct Fetch {
     /// Fail the first attempt once its requests are answered.
     #[serde(default)]
     fail_first: bool,
+    /// Send a body of this many `x`s instead of `body` (larger than any
+    /// input may be).
+    #[serde(default)]
+    body_bytes: Option<usize>,
     /// Send header NAME with the value of the tenant's secret SECRET.
     #[serde(default)]
     secret_header: Option<(String, String)>,
@@ -59,6 +63,9 @@ struct Fetched {
 }
 
 fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
+    if let Some(bytes) = fetch.body_bytes.take() {
+        fetch.body = Some("x".repeat(bytes));
+    }
     if fetch.idempotent {
         fetch.headers.push(("Idempotency-Key".into(), ctx.idempotency_key()));
     }
@@ -115,6 +122,9 @@ fn send(fetch: &Fetch) -> Result<Fetched, String> {
     request.set_authority(Some(authority)).map_err(|()| "invalid authority")?;
     request.set_path_with_query(Some(path)).map_err(|()| "invalid path")?;
     let body = request.body().map_err(|()| "the request body was taken")?;
+    // Sent before the body is written: the host buffers one chunk of it, and
+    // takes the rest only once the request is on its way.
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
     if let Some(text) = &fetch.body {
         let stream = body.write().map_err(|()| "the request body stream was taken")?;
         for chunk in text.as_bytes().chunks(4096) {
@@ -123,7 +133,6 @@ fn send(fetch: &Fetch) -> Result<Fetched, String> {
                 .map_err(|e| format!("writing the request body: {e:?}"))?;
         }
     }
-    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
     OutgoingBody::finish(body, None).map_err(|e| format!("finishing the request body: {e:?}"))?;
     pending.subscribe().block();
     let response = pending
