@@ -80,8 +80,15 @@ $(GUESTS_DIR)/py-workflow.wasm: examples-guests/py-workflow/app.py $(PY_SDK)/ste
 
 # componentize-js resolves the app's relative imports (of guest-sdk/js)
 # inside the current directory, so it runs from the repository root. Its
-# `http` and `fetch-event` features import wasi:http, which no policy grants.
-componentize-js = $(COMPONENTIZE_JS) --wit wit --world-name $(1) --disable http fetch-event -o $(3) $(2)
+# `fetch-event` feature exports wasi:http's incoming handler, which no world
+# has, so it is always left out. Its `http` feature (`fetch`, over
+# wasi:http/outgoing-handler) is kept in a component that exports steps:
+# the `steps` world imports wasi:http, and the host lets a step reach the
+# origins its tenant's allowlist names. It is left out of a component of
+# the `workflows` world, which does not import it: workflows never reach
+# the network.
+componentize-js-disabled = $(if $(filter workflows,$(1)),http fetch-event,fetch-event)
+componentize-js = $(COMPONENTIZE_JS) --wit wit --world-name $(1) --disable $(componentize-js-disabled) -o $(3) $(2)
 
 $(GUESTS_DIR)/js-steps.wasm: examples-guests/js-steps/app.js $(JS_SDK_SOURCES) $(WIT_FILES) | $(COMPONENTIZE_JS)
 	@mkdir -p $(@D)

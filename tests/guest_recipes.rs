@@ -122,9 +122,9 @@ fn recipe(name: &str) -> Recipe {
 }
 
 #[test]
-fn the_guide_has_a_recipe_per_language_and_nothing_else() {
+fn the_guide_has_its_recipes_and_nothing_else() {
     let names: Vec<String> = recipes(&guide()).into_keys().collect();
-    assert_eq!(names, ["c", "javascript", "python"]);
+    assert_eq!(names, ["c", "javascript", "javascript-http", "python", "python-http"]);
 }
 
 #[test]
@@ -167,6 +167,16 @@ fn the_python_recipe_runs_as_written() {
 #[test]
 fn the_javascript_recipe_runs_as_written() {
     run_recipe("javascript", &recipe("javascript"));
+}
+
+#[test]
+fn the_python_http_recipe_runs_as_written() {
+    run_recipe("python-http", &recipe("python-http"));
+}
+
+#[test]
+fn the_javascript_http_recipe_runs_as_written() {
+    run_recipe("javascript-http", &recipe("javascript-http"));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! directory of its own, and the example guests `make guests` built.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ mod seaweedfs;
 pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 
 mod origin;
-pub use origin::{Origin, Received};
+pub use origin::{Charge, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
 
 /// The repository's root.
 pub fn root() -> PathBuf {
@@ -342,6 +343,32 @@ pub fn token_hash(token: &str) -> String {
         .next()
         .expect("a digest")
         .to_owned()
+}
+
+/// `stepstone secret set NAME`, the value on stdin, with the host key.
+pub fn set_secret(host: &Host, name: &str, value: &str, key: Option<&str>) -> Output {
+    let mut command = host.command(&["secret", "set", name]);
+    if let Some(key) = key {
+        command.env("STEPSTONE_SECRET_KEY", key);
+    }
+    output_given(command, value)
+}
+
+/// Runs `command` with `input` on its standard input; what it printed.
+pub fn output_given(mut command: Command, input: &str) -> Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("stepstone starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(input.as_bytes())
+        .expect("the input is written");
+    child.wait_with_output().expect("stepstone exits")
 }
 
 /// A `stepstone serve` process on a loopback port, with its own data and

@@ -6,11 +6,19 @@
 //! * `/redirect`: 302 to `/ok` on `localhost` (an origin written otherwise);
 //! * `/big`: 200 announcing 1 GiB, streamed until the client goes;
 //! * `/hang`: never answers, holding the connection open;
+//! * `POST /charges`, `POST /refunds`: a payment service (see [`Ledger`]);
 //! * anything else: 404.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The API key the payment service takes, as `authorization: Bearer KEY`.
+pub const PAYMENTS_API_KEY: &str = "sk_test_stepstone_4f1d";
 
 /// A request the server read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,11 +37,40 @@ impl Received {
     }
 }
 
+/// A charge the payment service made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub id: String,
+    pub order_id: String,
+    pub amount_cents: u64,
+    pub idempotency_key: String,
+    pub refunded: bool,
+}
+
+impl Charge {
+    fn to_json(&self) -> Value {
+        json!({"charge_id": self.id, "order_id": self.order_id, "amount_cents": self.amount_cents})
+    }
+}
+
+/// The payment service's books. Like a real one it needs the API key and an
+/// `idempotency-key`, and answers a key it has charged under with that
+/// charge again. Unlike one, it answers the first request of every key 503
+/// without charging, so every charge takes a retry; and while `holding`, it
+/// makes a new charge but never answers, as when a host dies mid-request.
+#[derive(Default)]
+struct Ledger {
+    charges: Vec<Charge>,
+    refused_once: HashSet<String>,
+    holding: bool,
+}
+
 /// The server; it lives as long as the test process.
 #[derive(Clone)]
 pub struct Origin {
     port: u16,
     received: Arc<Mutex<Vec<Received>>>,
+    ledger: Arc<(Mutex<Ledger>, Condvar)>,
 }
 
 impl Origin {
@@ -44,6 +81,7 @@ impl Origin {
         let origin = Self {
             port,
             received: Arc::default(),
+            ledger: Arc::default(),
         };
         let serving = origin.clone();
         std::thread::spawn(move || {
@@ -72,6 +110,80 @@ impl Origin {
             .clone()
     }
 
+    /// The charges made so far.
+    pub fn charges(&self) -> Vec<Charge> {
+        self.ledger().charges.clone()
+    }
+
+    /// While `holding`, a new charge is made but never answered.
+    pub fn hold_answers(&self, holding: bool) {
+        self.ledger().holding = holding;
+    }
+
+    /// Waits until `count` charges are made, for at most `timeout`.
+    pub fn await_charges(&self, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut ledger = self.ledger();
+        while ledger.charges.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{count} charges were not made within {timeout:?}");
+            ledger = self
+                .ledger
+                .1
+                .wait_timeout(ledger, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The payment service's answer to `request`, or `None` to hold it.
+    fn pay(&self, request: &Received) -> Option<(&'static str, Value)> {
+        if request.header("authorization") != Some(&format!("Bearer {PAYMENTS_API_KEY}")) {
+            return Some(("401 Unauthorized", json!({"error": "no valid API key"})));
+        }
+        let Some(key) = request.header("idempotency-key") else {
+            return Some(("400 Bad Request", json!({"error": "no idempotency-key"})));
+        };
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return Some(("400 Bad Request", json!({"error": "the body is not JSON"})));
+        };
+        let mut ledger = self.ledger();
+        if request.path == "/refunds" {
+            let id = body["charge_id"].as_str().unwrap_or_default();
+            let Some(charge) = ledger.charges.iter_mut().find(|c| c.id == id) else {
+                return Some(("404 Not Found", json!({"error": format!("no charge {id}")})));
+            };
+            charge.refunded = true;
+            return Some(("200 OK", json!({"refund_id": format!("re_{id}"), "charge_id": id})));
+        }
+        if let Some(charge) = ledger.charges.iter().find(|c| c.idempotency_key == key) {
+            return Some(("200 OK", charge.to_json()));
+        }
+        if ledger.refused_once.insert(key.to_owned()) {
+            return Some(("503 Service Unavailable", json!({"error": "try again"})));
+        }
+        let (Some(order_id), Some(amount_cents)) = (body["order_id"].as_str(), body["amount_cents"].as_u64()) else {
+            return Some((
+                "400 Bad Request",
+                json!({"error": "order_id and amount_cents are required"}),
+            ));
+        };
+        let charge = Charge {
+            id: format!("ch_{}", ledger.charges.len() + 1),
+            order_id: order_id.to_owned(),
+            amount_cents,
+            idempotency_key: key.to_owned(),
+            refunded: false,
+        };
+        ledger.charges.push(charge.clone());
+        self.ledger.1.notify_all();
+        (!ledger.holding).then(|| ("200 OK", charge.to_json()))
+    }
+
     /// Answers requests on one connection until the client closes it.
     fn serve(&self, stream: TcpStream) {
         let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
@@ -88,6 +200,18 @@ impl Origin {
                     answer(&mut writer, "302 Found", &[&location], b"")
                 }
                 "/big" => stream_a_gibibyte(&mut writer),
+                "/charges" | "/refunds" if request.method == "POST" => match self.pay(&request) {
+                    Some((status, body)) => answer(
+                        &mut writer,
+                        status,
+                        &["Content-Type: application/json"],
+                        body.to_string().as_bytes(),
+                    ),
+                    None => {
+                        let _ = reader.read_to_end(&mut Vec::new());
+                        return;
+                    }
+                },
                 "/hang" => {
                     // Holds the connection until the client drops it.
                     let _ = reader.read_to_end(&mut Vec::new());
@@ -143,6 +267,38 @@ fn answer(writer: &mut TcpStream, status: &str, headers: &[&str], body: &[u8]) -
     head.push_str("\r\n");
     writer.write_all(head.as_bytes())?;
     writer.write_all(body)
+}
+
+/// A loopback port whose listener never accepts and whose queue is full,
+/// so a connection to it never opens (the kernel drops its SYNs), as to a
+/// host gone quiet behind a firewall.
+pub struct FullBacklog {
+    _listener: TcpListener,
+    _queued: TcpStream,
+    port: u16,
+}
+
+impl FullBacklog {
+    pub fn start() -> Self {
+        use rustix::net::{AddressFamily, Ipv4Addr, SocketAddrV4, SocketType};
+        let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).expect("a socket");
+        rustix::net::bind(&socket, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).expect("a loopback port");
+        // A backlog of 0 queues one connection; this test's own fills it.
+        rustix::net::listen(&socket, 0).expect("listening");
+        let listener = TcpListener::from(socket);
+        let address = listener.local_addr().expect("a bound address");
+        let queued = TcpStream::connect(address).expect("the one queued connection");
+        Self {
+            _listener: listener,
+            _queued: queued,
+            port: address.port(),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, the origin as an allowlist names it.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
 }
 
 /// Announces 1 GiB and writes it until the client stops reading.

@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, Origin, ReliabilityResult, Run, Server, arg, guest, record_reliability, token_hash};
+use stepstone_e2e::{
+    FullBacklog, Host, Origin, ReliabilityResult, Run, Server, arg, guest, record_reliability, token_hash,
+};
 
 /// `stepstone run fetcher.wasm WORKFLOW`, steps allowed to reach `allowed`.
 fn run(workflow: &str, input: &Value, allowed: &[String]) -> Run {
@@ -275,4 +277,75 @@ fn a_request_body_is_sent_up_to_its_limit_and_no_further() {
     );
     let whole: Vec<usize> = origin.received().iter().map(|r| r.body.len()).collect();
     assert_eq!(whole, [1 << 20], "only the request within the limit arrived whole");
+}
+
+/// A step call lowers its attempts' HTTP limits below the tenant's (to no
+/// request at all, a 1 KiB answer, a 300 ms wait for the first byte) and
+/// cannot raise them: asking for more than the tenant's 100 requests still
+/// stops at 100.
+#[test]
+fn a_step_call_lowers_its_http_limits_and_cannot_raise_them() {
+    let origin = Origin::start();
+    let allowed = [origin.url()];
+    let bounded = |path: &str, times: u32, http: Value| {
+        let fetch = json!({"url": format!("{}{path}", origin.url()), "times": times});
+        run("fetch-once", &json!({"fetch": fetch, "http": http}), &allowed)
+            .success()
+            .json_line()
+    };
+    let message = |outcome: &Value| outcome["message"].as_str().unwrap_or_default().to_owned();
+
+    let none = bounded("/ok", 1, json!({"max_requests": 0}));
+    assert!(message(&none).contains("HttpRequestDenied"), "{none}");
+    assert!(origin.received().is_empty(), "a call allowed no request sent none");
+
+    let small = bounded("/big", 1, json!({"max_response_bytes": 1024}));
+    assert!(
+        message(&small).contains("response body size exceeds limit: 1024 bytes"),
+        "{small}"
+    );
+
+    let started = Instant::now();
+    let waited = bounded("/hang", 1, json!({"first_byte_timeout_ms": 300}));
+    assert!(message(&waited).contains("ConnectionReadTimeout"), "{waited}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the attempt waited {:?} for a first byte it gave 300 ms",
+        started.elapsed()
+    );
+
+    let raised = bounded("/ok", 101, json!({"max_requests": u32::MAX}));
+    assert!(message(&raised).starts_with("request 101 of 101"), "{raised}");
+    record(
+        "a step call lowering its HTTP limits to 0 requests, a 1 KiB answer and a 300 ms first byte, and raising them past the tenant's",
+        "each lowered limit held (no request sent, the answer cut at 1 KiB, the wait ended at 300 ms); the raise counted as the tenant's 100 requests",
+    );
+}
+
+/// A server whose connections never open holds a request only to the
+/// call's connect timeout, not to the attempt's deadline.
+#[test]
+fn a_connection_that_never_opens_ends_at_the_connect_timeout() {
+    let down = FullBacklog::start();
+    let started = Instant::now();
+    let fetch = json!({"url": format!("{}/ok", down.url())});
+    let outcome = run(
+        "fetch-once",
+        &json!({"fetch": fetch, "timeout_ms": 60_000, "http": {"connect_timeout_ms": 300}}),
+        &[down.url()],
+    )
+    .success()
+    .json_line();
+    let took = started.elapsed();
+    assert!(
+        outcome["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ConnectionTimeout")),
+        "{outcome}"
+    );
+    assert!(took < Duration::from_secs(20), "the request waited {took:?} to connect");
+    record(
+        "a server whose connections never open (a full accept queue), connect timeout lowered to 300 ms",
+        "the request failed with ConnectionTimeout and the run went on, long before the attempt's 60 s deadline",
+    );
 }

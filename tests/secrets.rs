@@ -3,35 +3,13 @@
 //! else: not by workflows, not by another tenant, not through the API, not
 //! in the journal or the log.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use serde_json::json;
-use stepstone_e2e::{Host, Origin, ReliabilityResult, Server, arg, guest, record_reliability, token_hash};
+use stepstone_e2e::{
+    Host, Origin, ReliabilityResult, Server, arg, guest, output_given, record_reliability, set_secret, token_hash,
+};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const VALUE: &str = "sk_live_not-a-real-key-7f3a";
-
-/// `stepstone secret set NAME`, the value on stdin, with the host key.
-fn set_secret(host: &Host, name: &str, value: &str, key: Option<&str>) -> std::process::Output {
-    let mut command = host.command(&["secret", "set", name]);
-    if let Some(key) = key {
-        command.env("STEPSTONE_SECRET_KEY", key);
-    }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("stepstone starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(value.as_bytes())
-        .expect("the value is written");
-    child.wait_with_output().expect("stepstone exits")
-}
 
 #[test]
 fn a_step_sends_its_tenants_secret_which_is_stored_sealed_and_never_shown() {
@@ -158,6 +136,27 @@ fn over_the_api_secrets_are_write_only_and_each_tenants_own() {
     );
     assert_eq!(origin.received().len(), 1);
     assert_eq!(origin.received()[0].header("authorization"), Some(VALUE));
+
+    // The CLI sets and lists them over the same API, for its token's tenant.
+    let remote = |args: &[&str], stdin: &str| {
+        let mut full = vec!["--server", server.url.as_str(), "--token", "sst_globex", "secret"];
+        full.extend_from_slice(args);
+        output_given(server.host.command(&full), stdin)
+    };
+    let set = remote(&["set", "api-key"], "globex-key\n");
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let listed = remote(&["list"], "");
+    assert_eq!(String::from_utf8_lossy(&listed.stdout), "api-key\n");
+    let refused = remote(&["set", "empty"], "");
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("(HTTP 400)"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let globex = server.run_to_end("sst_globex", "fetcher", "fetch-once", &fetch, "g-2");
+    assert_eq!(globex["status"], 200, "{globex}");
+    assert_eq!(origin.received()[1].header("authorization"), Some("globex-key"));
+    assert!(remote(&["delete", "api-key"], "").status.success());
 
     let delete = |token: &str| {
         server

@@ -1,6 +1,9 @@
 """Steps in Python, for workflows in any language: a Rust workflow calls
 `py-steps/wrap` when the host links this component to its run as
-`py-steps`."""
+`py-steps`. `charge` calls a payment service over HTTP, as the Rust and
+JavaScript steps of the same name do."""
+
+import json
 
 import stepstone
 from stepstone import Describe, Step  # the exports componentize-py implements
@@ -22,3 +25,39 @@ def word_count(ctx, text):
     for word in text.split():
         counts[word] = counts.get(word, 0) + 1
     return counts
+
+
+@stepstone.step("charge")
+def charge(ctx, order):
+    """{"payments_url", "order_id", "amount_cents"} -> the payment service's
+    JSON answer to POST {payments_url}/charges, authorized by the tenant's
+    secret `payments-api-key`. The call's idempotency key goes with it, so a
+    retry after a lost answer charges once. A 4xx answer fails for good;
+    anything else that is not a 2xx, or no answer at all, is retried."""
+    fields = ("payments_url", "order_id", "amount_cents")
+    if not isinstance(order, dict) or any(field not in order for field in fields):
+        raise stepstone.StepFailure(f"expected an object with {', '.join(fields)}", permanent=True)
+    api_key = ctx.secret("payments-api-key")
+    if api_key is None:
+        raise stepstone.StepFailure(
+            "the tenant has no secret `payments-api-key`: set it with `stepstone secret set payments-api-key`",
+            permanent=True,
+        )
+    try:
+        answer = stepstone.request(
+            "POST",
+            f"{order['payments_url']}/charges",
+            headers={
+                "authorization": f"Bearer {api_key}",
+                "idempotency-key": ctx.idempotency_key,
+                "content-type": "application/json",
+            },
+            body=json.dumps({"order_id": order["order_id"], "amount_cents": order["amount_cents"]}),
+        )
+    except stepstone.HttpError as error:
+        raise stepstone.StepFailure(str(error)) from None
+    if 200 <= answer.status < 300:
+        return answer.json()
+    if answer.status >= 500:
+        raise stepstone.StepFailure(f"payment service answered {answer.status}")
+    raise stepstone.StepFailure(f"payment service refused the charge: {answer.status} {answer.text()}", permanent=True)

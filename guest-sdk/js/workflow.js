@@ -24,16 +24,28 @@ export class StepError extends Error {
   }
 }
 
-// Step options, named as in the WIT `step-options` record in camelCase:
-// maxAttempts, initialBackoffMs, backoffRate, maxBackoffMs, timeoutMs, fuel.
-function stepOptions(options = {}) {
-  const bigint = (value) => (value === undefined ? undefined : BigInt(value));
-  const known = ['maxAttempts', 'initialBackoffMs', 'backoffRate', 'maxBackoffMs', 'timeoutMs', 'fuel'];
+const STEP_OPTIONS = ['maxAttempts', 'initialBackoffMs', 'backoffRate', 'maxBackoffMs', 'timeoutMs', 'fuel'];
+// The WIT `http-limits`, each option named `http` + its field.
+const HTTP_LIMITS = {
+  httpMaxRequests: 'maxRequests',
+  httpMaxRequestBytes: 'maxRequestBytes',
+  httpMaxResponseBytes: 'maxResponseBytes',
+  httpConnectTimeoutMs: 'connectTimeoutMs',
+  httpFirstByteTimeoutMs: 'firstByteTimeoutMs',
+};
+
+const bigint = (value) => (value === undefined ? undefined : BigInt(value));
+
+// A call's options: the WIT `step-options` record in camelCase
+// (maxAttempts, initialBackoffMs, backoffRate, maxBackoffMs, timeoutMs,
+// fuel), and its `http-limits` (undefined when no `http...` bound is set).
+function callOptions(options = {}) {
+  const known = [...STEP_OPTIONS, ...Object.keys(HTTP_LIMITS)];
   const unknown = Object.keys(options).filter((key) => !known.includes(key));
   if (unknown.length > 0) {
     throw new TypeError(`unknown step option(s) ${unknown.join(', ')}; the options are ${known.join(', ')}`);
   }
-  return {
+  const step = {
     maxAttempts: options.maxAttempts,
     initialBackoffMs: bigint(options.initialBackoffMs),
     backoffRate: options.backoffRate,
@@ -41,6 +53,25 @@ function stepOptions(options = {}) {
     timeoutMs: bigint(options.timeoutMs),
     fuel: bigint(options.fuel),
   };
+  const bounded = Object.keys(HTTP_LIMITS).filter((key) => options[key] !== undefined);
+  if (bounded.length === 0) {
+    return { step, http: undefined };
+  }
+  const http = Object.fromEntries(
+    Object.entries(HTTP_LIMITS).map(([option, field]) => [
+      field,
+      field === 'maxRequests' ? options[option] : bigint(options[option]),
+    ]),
+  );
+  return { step, http };
+}
+
+// Starts or calls (`how`: 'callStep' or 'startStep') step `name`, through
+// the `...WithHttp` variant only when the call bounds its HTTP.
+function durableStep(how, name, input, options) {
+  const { step, http } = callOptions(options);
+  const payload = JSON.stringify(input);
+  return http === undefined ? durable[how](name, payload, step) : durable[`${how}WithHttp`](name, payload, step, http);
 }
 
 function stepResult(step, result) {
@@ -56,7 +87,7 @@ export class WorkflowContext {
   // a StepError when it fails for good.
   step(name, input = null, options = {}) {
     try {
-      return JSON.parse(durable.callStep(name, JSON.stringify(input), stepOptions(options)));
+      return JSON.parse(durableStep('callStep', name, input, options));
     } catch (error) {
       if (error && Object.hasOwn(error, 'payload')) {
         throw new StepError(name, error.payload);
@@ -67,7 +98,7 @@ export class WorkflowContext {
 
   // Starts step `name` without waiting for it; see `all` and `any`.
   start(name, input = null, options = {}) {
-    return { step: name, handle: durable.startStep(name, JSON.stringify(input), stepOptions(options)) };
+    return { step: name, handle: durableStep('startStep', name, input, options) };
   }
 
   // Waits for every started step; returns their outputs in order, or

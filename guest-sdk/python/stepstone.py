@@ -11,20 +11,32 @@ A workflow must reach the world only through its `WorkflowContext`: every
 call on it is journaled by the host and answered from the journal on replay.
 (Python's own clock and `random` are safe too: the host gives workflows a
 deterministic WASI.) A step may do anything; the host memoizes its output.
+Its `StepContext` names the call it serves (`run_id`, `seq`, `attempt`,
+`idempotency_key`) and reads its tenant's secrets (`secret`), and `request`
+sends HTTP requests to the origins the host allows (`--allow-outbound`).
 
 Everything is imported when the module loads: componentize-py snapshots
 the interpreter after loading the app, and a component has no files to
 import from afterwards. A component built for the `steps` world has no
-`durable` bindings, one built for `workflows` no `step-support`.
+`durable` bindings, one built for `workflows` no `step-support`, no
+`wasi:http` and no `wasi:config`.
 """
 
+import functools
 import json
+import re
 import traceback
+import urllib.parse
 from datetime import datetime, timezone
 
 from componentize_py_types import Err
-from wit_world.imports import types
 
+try:
+    # Where wasi:http is imported too, its `types` and ours share a name, so
+    # componentize-py qualifies both.
+    from wit_world.imports import stepstone_workflow_types as types
+except ImportError:
+    from wit_world.imports import types
 try:
     from wit_world.imports import durable
 except ImportError:
@@ -33,6 +45,12 @@ try:
     from wit_world.imports import step_support
 except ImportError:
     step_support = None
+try:
+    from wit_world.imports import outgoing_handler, streams
+    from wit_world.imports import store as config_store
+    from wit_world.imports import wasi_http_types as http_types
+except ImportError:
+    outgoing_handler = streams = config_store = http_types = None
 
 _workflows = {}
 _steps = {}
@@ -143,14 +161,21 @@ class WorkflowContext(_Logging):
     def step(self, name, input=None, **options):
         """Runs step `name` (or `component/step`) and returns its output;
         raises StepError when it fails for good."""
+        step_options, http = _options(options)
         try:
-            return json.loads(durable.call_step(name, json.dumps(input), _options(options)))
+            # Only a call that bounds its HTTP uses `call-step-with-http`.
+            if http is None:
+                return json.loads(durable.call_step(name, json.dumps(input), step_options))
+            return json.loads(durable.call_step_with_http(name, json.dumps(input), step_options, http))
         except Err as err:
             raise StepError.from_wit(name, err.value) from None
 
     def start(self, name, input=None, **options):
         """Starts step `name` without waiting for it; see `all` and `any`."""
-        return Pending(name, durable.start_step(name, json.dumps(input), _options(options)))
+        step_options, http = _options(options)
+        if http is None:
+            return Pending(name, durable.start_step(name, json.dumps(input), step_options))
+        return Pending(name, durable.start_step_with_http(name, json.dumps(input), step_options, http))
 
     def all(self, pending):
         """Waits for every started step; returns their outputs in order, or
@@ -204,23 +229,282 @@ class WorkflowContext(_Logging):
 
 
 class StepContext(_Logging):
-    """What a running step may ask of the host."""
+    """What a running step may ask of the host: which call it serves, its
+    tenant's secrets, and a log. (For outgoing HTTP, see `request`.)"""
+
+    @functools.cached_property
+    def _context(self):
+        """The WIT `step-context`, asked of the host once per attempt."""
+        return step_support.context()
 
     @property
     def attempt(self):
         """Which attempt this is, starting at 1."""
         return step_support.attempt()
 
+    @property
+    def run_id(self):
+        """The run this call belongs to."""
+        return self._context.run_id
+
+    @property
+    def seq(self):
+        """The call's place in its run's journal."""
+        return self._context.seq
+
+    @property
+    def idempotency_key(self):
+        """The same for every attempt of this call, on any host, and for no
+        other call: send it as a service's `Idempotency-Key`, so a request an
+        earlier attempt sent (its answer lost) does the work only once."""
+        return self._context.idempotency_key
+
+    def secret(self, name):
+        """The tenant's secret `name` (set with `stepstone secret set NAME`),
+        or None if it has none. Raises RuntimeError if the store fails: no
+        secret is not the same as an unreadable one."""
+        try:
+            return config_store.get(name)
+        except Err as err:
+            cause = f"{_wit_name(err.value, 'Error_')}: {err.value.value}"
+            raise RuntimeError(f"reading the secret `{name}` failed ({cause})") from None
+
     def log(self, level, message):
         step_support.log(_log_level(level), message)
 
 
+class Response:
+    """An HTTP answer, read to its end: `status` (an int), `headers` (a dict
+    of lower-case names; a repeated header's values joined with ", ", as
+    HTTP allows) and `body` (bytes)."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def text(self):
+        """The body as UTF-8 text (undecodable bytes replaced, so an error
+        page can always be shown)."""
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self):
+        """The body parsed as JSON; raises ValueError if it is not."""
+        return json.loads(self.body)
+
+
+class HttpError(Exception):
+    """A request that got no answer: the host refused it
+    (`HTTP-request-denied`: its origin is not allowed), or it failed on the
+    way (`connection-refused`, `connection-timeout`, ...). `code` is the
+    wasi:http `error-code` case as the WIT spells it, or None when the
+    failure came with none. An answer, whatever its status, is a Response."""
+
+    def __init__(self, method, url, reason, code=None):
+        super().__init__(f"{method} {url}: {reason}")
+        self.method = method
+        self.url = url
+        self.code = code
+
+
+def request(method, url, headers=None, body=None):
+    """Sends an HTTP request from a step and returns the `Response`, read to
+    its end. `headers` is a dict or a list of (name, value) pairs; `body` is
+    bytes or str (sent as UTF-8) and goes with a `content-length` header.
+    Raises HttpError when no answer comes. Only steps may send requests, and
+    only to the origins the host allows; the host times out a request
+    within the attempt's deadline."""
+    if outgoing_handler is None:
+        raise RuntimeError("stepstone.request needs wasi:http: build the component for the `steps` world")
+    method = method.upper()
+    content = _body_bytes(body)
+    outgoing = _outgoing_request(method, url, headers, content)
+    outgoing_body = outgoing.body()
+    try:
+        pending = outgoing_handler.handle(outgoing, None)
+    except Err as err:
+        raise _code_error(method, url, err.value) from None
+    with pending:
+        try:
+            _write_body(outgoing_body, content, method, url)
+        except HttpError:
+            # A request that failed on its way (refused, unreachable) closed
+            # its body: the error its answer holds says why, and is raised.
+            _await_answer(pending, method, url)
+            raise
+        answer = _await_answer(pending, method, url)
+    return _read_answer(answer, method, url)
+
+
+# The most `blocking-write-and-flush` takes at once.
+_WRITE_CHUNK = 4096
+_READ_CHUNK = 64 * 1024
+_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
+_ACRONYMS = {"Dns": "DNS", "Ip": "IP", "Tls": "TLS", "Http": "HTTP", "Uri": "URI"}
+
+
+def _wit_name(case, prefix):
+    """The WIT name of a variant case, e.g. `HTTP-request-denied` for an
+    `ErrorCode_HttpRequestDenied`: error messages then read like the WIT."""
+    words = re.findall(r"[A-Z][a-z]*", type(case).__name__.removeprefix(prefix))
+    return "-".join(_ACRONYMS.get(word, word.lower()) for word in words)
+
+
+def _code_error(method, url, code, doing=None):
+    """The HttpError of a wasi:http `error-code`, saying what to do about a
+    refusal: the host's allowlist, not the service, said no."""
+    name = _wit_name(code, "ErrorCode_")
+    if isinstance(code, http_types.ErrorCode_HttpRequestDenied):
+        reason = f"{name} (the host lets steps reach only the origins it allows, e.g. with --allow-outbound)"
+    else:
+        detail = getattr(code, "value", None)
+        reason = name if detail is None else f"{name}: {detail}"
+    return HttpError(method, url, reason if doing is None else f"{doing}: {reason}", code=name)
+
+
+def _stream_error(method, url, error, doing):
+    """The HttpError of a body stream that failed while `doing` something,
+    with the wasi:http error code behind it when there is one."""
+    if isinstance(error, streams.StreamError_Closed):
+        return HttpError(method, url, f"{doing}: the stream was closed")
+    code = http_types.http_error_code(error.value)
+    if code is None:
+        return HttpError(method, url, f"{doing}: {error.value.to_debug_string()}")
+    return _code_error(method, url, code, doing)
+
+
+def _body_bytes(body):
+    if body is None or isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    raise TypeError(f"a request body is bytes or str, not {type(body).__name__} (json.dumps a value first)")
+
+
+def _outgoing_request(method, url, headers, body):
+    """The wasi:http request for `url`; raises ValueError for a URL or a
+    header the request cannot carry."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        raise ValueError(f"{url!r} is not an absolute URL (SCHEME://HOST[:PORT]/PATH)")
+    outgoing = http_types.OutgoingRequest(_fields(headers, body))
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    for part, setter, value in (
+        ("method", outgoing.set_method, _method(method)),
+        ("scheme", outgoing.set_scheme, _scheme(parts.scheme)),
+        ("authority", outgoing.set_authority, parts.netloc),
+        ("path", outgoing.set_path_with_query, path),
+    ):
+        try:
+            setter(value)
+        except Err:
+            raise ValueError(f"{method} {url}: invalid {part}") from None
+    return outgoing
+
+
+def _fields(headers, body):
+    """The request's headers, with a `content-length` for a body, so it goes
+    out as is rather than chunked."""
+    pairs = list(headers.items() if hasattr(headers, "items") else headers or ())
+    if body is not None and all(name.lower() != "content-length" for name, _ in pairs):
+        pairs.append(("content-length", str(len(body))))
+    entries = [(name, value if isinstance(value, bytes) else str(value).encode()) for name, value in pairs]
+    try:
+        return http_types.Fields.from_list(entries)
+    except Err as err:
+        raise ValueError(f"invalid request headers: {_wit_name(err.value, 'HeaderError_')}") from None
+
+
+def _method(name):
+    if name in _METHODS:
+        return getattr(http_types, f"Method_{name.capitalize()}")()
+    return http_types.Method_Other(name)
+
+
+def _scheme(name):
+    schemes = {"http": http_types.Scheme_Http, "https": http_types.Scheme_Https}
+    return schemes[name]() if name in schemes else http_types.Scheme_Other(name)
+
+
+def _write_body(outgoing_body, body, method, url):
+    """Writes the body of a request already handed to the host, which holds
+    only one chunk of it before the request is on its way, and finishes it.
+    The stream is dropped before `finish`, which traps on a live one."""
+    if body:
+        with outgoing_body.write() as stream:
+            for start in range(0, len(body), _WRITE_CHUNK):
+                try:
+                    stream.blocking_write_and_flush(body[start : start + _WRITE_CHUNK])
+                except Err as err:
+                    raise _stream_error(method, url, err.value, "writing the request body") from None
+    try:
+        http_types.OutgoingBody.finish(outgoing_body, None)
+    except Err as err:
+        raise _code_error(method, url, err.value, "finishing the request body") from None
+
+
+def _await_answer(pending, method, url):
+    """Waits for the answer's status and headers, or the error that came
+    instead. The pollable is dropped before the future, its parent."""
+    with pending.subscribe() as ready:
+        ready.block()
+    # Ready now, so `get` gives an outer Ok: it is Err only for an answer
+    # taken already.
+    outcome = pending.get().value
+    if isinstance(outcome, Err):
+        raise _code_error(method, url, outcome.value)
+    return outcome.value
+
+
+def _read_answer(answer, method, url):
+    """The Response of `answer`, its body read to the end. Every child
+    resource is dropped before its parent, as wasi:http requires, also when
+    reading fails (the body is dropped, not finished: no one reads trailers)."""
+    with answer:
+        with answer.headers() as fields:
+            headers = _header_dict(fields.entries())
+        with answer.consume() as body:
+            content = _read_to_end(body, method, url)
+        return Response(answer.status(), headers, content)
+
+
+def _read_to_end(body, method, url):
+    chunks = []
+    with body.stream() as stream:
+        while True:
+            try:
+                chunks.append(stream.blocking_read(_READ_CHUNK))
+            except Err as err:
+                if isinstance(err.value, streams.StreamError_Closed):
+                    return b"".join(chunks)
+                raise _stream_error(method, url, err.value, "reading the answer") from None
+
+
+def _header_dict(entries):
+    headers = {}
+    for name, value in entries:
+        name, text = name.lower(), value.decode("utf-8", errors="replace")
+        headers[name] = f"{headers[name]}, {text}" if name in headers else text
+    return headers
+
+
+_STEP_OPTIONS = ("max_attempts", "initial_backoff_ms", "backoff_rate", "max_backoff_ms", "timeout_ms", "fuel")
+# The WIT `http-limits`, each option named `http_` + its field.
+_HTTP_LIMITS = ("max_requests", "max_request_bytes", "max_response_bytes", "connect_timeout_ms", "first_byte_timeout_ms")
+
+
 def _options(options):
-    fields = ("max_attempts", "initial_backoff_ms", "backoff_rate", "max_backoff_ms", "timeout_ms", "fuel")
-    unknown = set(options) - set(fields)
+    """The WIT `step-options` and `http-limits` (None when no HTTP bound is
+    set) of a step call's keyword options."""
+    http_fields = [f"http_{field}" for field in _HTTP_LIMITS]
+    unknown = set(options) - set(_STEP_OPTIONS) - set(http_fields)
     if unknown:
-        raise TypeError(f"unknown step option(s) {sorted(unknown)}; the options are {', '.join(fields)}")
-    return types.StepOptions(**{field: options.get(field) for field in fields})
+        known = ", ".join(_STEP_OPTIONS + tuple(http_fields))
+        raise TypeError(f"unknown step option(s) {sorted(unknown)}; the options are {known}")
+    step_options = types.StepOptions(**{field: options.get(field) for field in _STEP_OPTIONS})
+    if not any(field in options for field in http_fields):
+        return step_options, None
+    return step_options, types.HttpLimits(**{field: options.get(f"http_{field}") for field in _HTTP_LIMITS})
 
 
 def _decode_step_result(step, result):
@@ -232,7 +516,7 @@ def _decode_step_result(step, result):
 def _describe_error(error):
     """The text a failed workflow or step reports: the message of our own
     exceptions, the last traceback line (type and message) of any other."""
-    if isinstance(error, (StepError, StepFailure)):
+    if isinstance(error, (StepError, StepFailure, HttpError)):
         return str(error)
     return traceback.format_exception_only(type(error), error)[-1].strip()
 

@@ -1,4 +1,5 @@
-//! The wit-bindgen output for the `workflows-and-steps` world: raw imports,
+//! The wit-bindgen output for the `workflows-and-steps` world (with the
+//! WASI interfaces a step may import): raw imports,
 //! the export traits and the export macro. The rest of the crate wraps it;
 //! it is public only because [`export!`](crate::export) expands in the
 //! user's crate and must name these items from there.
@@ -12,4 +13,7 @@ wit_bindgen::generate!({
     pub_export_macro: true,
     // `export` is the name of this crate's own user-facing macro.
     export_macro_name: "export_bindings",
+    // The WASI packages the `steps` world imports (wasi:http, wasi:config
+    // and what they use) are generated here too: no other crate binds them.
+    generate_all,
 });

@@ -39,11 +39,13 @@
 //! ```
 //!
 //! Where things are: [`Workflow`] and [`Pending`] (durable calls), [`Step`]
-//! and [`StepFailure`] (the step side), [`StepOptions`] (retry policy and
+//! and [`StepFailure`] (the step side), [`http`] (a step's outgoing
+//! requests), [`StepOptions`] (retry policy and
 //! limits of one call), [`Error`] and [`StepError`] (what a workflow sees
 //! fail), [`Level`] (logs) and [`export!`] (the component's exports).
 
 mod error;
+pub mod http;
 mod log;
 mod options;
 mod panic_log;

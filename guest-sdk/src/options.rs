@@ -19,6 +19,17 @@ pub struct StepOptions {
     max_backoff: Option<Duration>,
     timeout: Option<Duration>,
     fuel: Option<u64>,
+    http: HttpBounds,
+}
+
+/// What [`StepOptions`] bounds of a step's outgoing HTTP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct HttpBounds {
+    max_requests: Option<u32>,
+    max_request_bytes: Option<u64>,
+    max_response_bytes: Option<u64>,
+    connect_timeout: Option<Duration>,
+    first_byte_timeout: Option<Duration>,
 }
 
 impl StepOptions {
@@ -61,6 +72,48 @@ impl StepOptions {
     pub fn fuel(mut self, fuel: u64) -> Self {
         self.fuel = Some(fuel);
         self
+    }
+
+    /// Outgoing HTTP requests one attempt may send (0: none).
+    pub fn http_max_requests(mut self, requests: u32) -> Self {
+        self.http.max_requests = Some(requests);
+        self
+    }
+
+    /// Bytes of one outgoing request's body.
+    pub fn http_max_request_bytes(mut self, bytes: u64) -> Self {
+        self.http.max_request_bytes = Some(bytes);
+        self
+    }
+
+    /// Bytes of one response's body.
+    pub fn http_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.http.max_response_bytes = Some(bytes);
+        self
+    }
+
+    /// How long a connection may take to open.
+    pub fn http_connect_timeout(mut self, limit: Duration) -> Self {
+        self.http.connect_timeout = Some(limit);
+        self
+    }
+
+    /// How long an answer's first byte, and each next one, may take.
+    pub fn http_first_byte_timeout(mut self, limit: Duration) -> Self {
+        self.http.first_byte_timeout = Some(limit);
+        self
+    }
+
+    /// The HTTP bounds in contract units, if any is set.
+    pub(crate) fn http_to_wit(self) -> Option<wit::HttpLimits> {
+        let http = self.http;
+        (http != HttpBounds::default()).then(|| wit::HttpLimits {
+            max_requests: http.max_requests,
+            max_request_bytes: http.max_request_bytes,
+            max_response_bytes: http.max_response_bytes,
+            connect_timeout_ms: http.connect_timeout.map(millis),
+            first_byte_timeout_ms: http.first_byte_timeout.map(millis),
+        })
     }
 
     pub(crate) fn to_wit(self) -> wit::StepOptions {
@@ -113,6 +166,19 @@ mod tests {
         assert_eq!(options.max_backoff_ms, Some(2_000));
         assert_eq!(options.timeout_ms, Some(30_000));
         assert_eq!(options.fuel, Some(1_000_000));
+    }
+
+    #[test]
+    fn http_bounds_are_sent_only_when_one_is_set() {
+        assert!(StepOptions::new().fuel(1).http_to_wit().is_none());
+        let http = StepOptions::new()
+            .http_max_requests(0)
+            .http_first_byte_timeout(Duration::from_micros(1))
+            .http_to_wit()
+            .expect("bounds set");
+        assert_eq!(http.max_requests, Some(0));
+        assert_eq!(http.first_byte_timeout_ms, Some(1));
+        assert_eq!(http.max_request_bytes, None);
     }
 
     #[test]

@@ -6,10 +6,12 @@ use std::fmt;
 use crate::Level;
 use crate::bindings::stepstone::workflow::step_support;
 use crate::bindings::stepstone::workflow::types as wit;
+use crate::bindings::wasi::config::store;
 use crate::log::level_shortcuts;
 
-/// What a running step may ask of the host: which attempt this is, and a
-/// log. Steps may otherwise do as they please; the host memoizes their
+/// What a running step may ask of the host: which call and attempt this
+/// is, its tenant's secrets, and a log. Steps may otherwise do as they
+/// please (outgoing HTTP is [`crate::http`]); the host memoizes their
 /// output, so they need not be deterministic.
 #[derive(Debug)]
 pub struct Step {
@@ -42,6 +44,13 @@ impl Step {
     /// its `Idempotency-Key`, so a retried request does the work once.
     pub fn idempotency_key(&self) -> String {
         step_support::context().idempotency_key
+    }
+
+    /// The tenant's secret `name` (set with `stepstone secret set`), or
+    /// `None` when it has none. Never journaled or logged by the host; keep
+    /// it out of the step's output and log lines too.
+    pub fn secret(&self, name: &str) -> Result<Option<String>, StepFailure> {
+        store::get(name).map_err(|e| StepFailure::retryable(format!("reading secret `{name}`: {e:?}")))
     }
 
     /// Writes to the run's log, attributed to this step.

@@ -50,7 +50,13 @@ impl Workflow {
         O: DeserializeOwned,
     {
         let input = encode_step_input(name, input)?;
-        decode_step_result(name, durable::call_step(name, &input, options.to_wit()))
+        // Only a call that bounds its HTTP imports `call-step-with-http`,
+        // so a component that never does runs on hosts without it.
+        let result = match options.http_to_wit() {
+            Some(http) => durable::call_step_with_http(name, &input, options.to_wit(), http),
+            None => durable::call_step(name, &input, options.to_wit()),
+        };
+        decode_step_result(name, result)
     }
 
     /// Starts step `name` without waiting for it; await it with
@@ -70,9 +76,13 @@ impl Workflow {
         O: DeserializeOwned,
     {
         let input = encode_step_input(name, input)?;
+        let handle = match options.http_to_wit() {
+            Some(http) => durable::start_step_with_http(name, &input, options.to_wit(), http),
+            None => durable::start_step(name, &input, options.to_wit()),
+        };
         Ok(Pending {
             step: name.to_owned(),
-            handle: durable::start_step(name, &input, options.to_wit()),
+            handle,
             output: PhantomData,
         })
     }

@@ -66,6 +66,36 @@ pub struct HttpLimits {
     pub first_byte_timeout: Duration,
 }
 
+/// What a step call asks of [`HttpLimits`]: each bound set can lower the
+/// limit in force, never raise it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpLimitRequest {
+    pub max_requests: Option<u32>,
+    pub max_request_bytes: Option<u64>,
+    pub max_response_bytes: Option<u64>,
+    pub connect_timeout_ms: Option<u64>,
+    pub first_byte_timeout_ms: Option<u64>,
+}
+
+impl HttpLimits {
+    /// These limits, lowered (never raised) by `request`.
+    pub fn lowered_by(self, request: &HttpLimitRequest) -> Self {
+        let millis = |asked: Option<u64>| asked.map(Duration::from_millis);
+        Self {
+            max_requests: lower(self.max_requests, request.max_requests),
+            max_request_bytes: lower(self.max_request_bytes, request.max_request_bytes),
+            max_response_bytes: lower(self.max_response_bytes, request.max_response_bytes),
+            connect_timeout: lower(self.connect_timeout, millis(request.connect_timeout_ms)),
+            first_byte_timeout: lower(self.first_byte_timeout, millis(request.first_byte_timeout_ms)),
+        }
+    }
+}
+
+/// `limit`, or what was `asked` if that is lower.
+fn lower<T: Ord + Copy>(limit: T, asked: Option<T>) -> T {
+    asked.map_or(limit, |asked| asked.min(limit))
+}
+
 impl Default for HttpLimits {
     fn default() -> Self {
         Self {
@@ -107,9 +137,6 @@ pub struct LimitRequest {
 impl StepLimits {
     /// These limits, lowered (never raised) by `request`.
     pub fn lowered_by(self, request: &LimitRequest) -> Self {
-        fn lower<T: Ord + Copy>(limit: T, asked: Option<T>) -> T {
-            asked.map_or(limit, |asked| asked.min(limit))
-        }
         Self {
             fuel: lower(self.fuel, request.fuel),
             memory_bytes: lower(self.memory_bytes, request.memory_bytes),

@@ -6,6 +6,7 @@
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
+use stepstone_guest::http::Request;
 use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
 
 #[derive(Deserialize)]
@@ -19,6 +20,11 @@ fn noop(_ctx: &Step, n: u32) -> Result<u32, StepFailure> {
 }
 
 /// The SHA-256 of `n` MiB of the bytes 0, 1, 2, … 255, 0, …, as hex.
+/// GETs `url` through wasi:http; the answer's size.
+fn fetch(_ctx: &Step, url: String) -> Result<usize, StepFailure> {
+    Ok(Request::get(&url).send()?.bytes()?.len())
+}
+
 fn sha256(_ctx: &Step, mebibytes: u32) -> Result<String, StepFailure> {
     let block: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
     let mut hasher = Sha256::new();
@@ -85,5 +91,6 @@ export! {
     steps: {
         "noop" => noop,
         "sha256" => sha256,
+        "fetch" => fetch,
     },
 }

@@ -209,7 +209,8 @@ enum Command {
     #[command(subcommand)]
     Tenant(TenantCommand),
     /// Manage the secrets steps read through `wasi:config/store`, sealed with
-    /// the host key in $STEPSTONE_SECRET_KEY (64 hex digits).
+    /// the host key in $STEPSTONE_SECRET_KEY (64 hex digits; with --server,
+    /// the server's).
     #[command(subcommand)]
     Secret(SecretCommand),
     /// Make a component of a core WebAssembly module (binary or WAT text).
@@ -422,11 +423,7 @@ async fn secret(runtime: &Runtime, command: SecretCommand) -> anyhow::Result<Exi
     let (secrets, tenant) = (runtime.secrets(), TenantId::default_tenant());
     match command {
         SecretCommand::Set { name } => {
-            let mut value = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
-                .context("cannot read the secret's value from standard input (UTF-8 text)")?;
-            let value = value.strip_suffix('\n').unwrap_or(&value);
-            secrets.set(&tenant, &name, value).await?;
+            secrets.set(&tenant, &name, &secret_from_stdin()?).await?;
             eprintln!("secret `{name}` set");
         }
         SecretCommand::List => {
@@ -439,6 +436,17 @@ async fn secret(runtime: &Runtime, command: SecretCommand) -> anyhow::Result<Exi
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The value of `secret set`: standard input, a final newline dropped.
+fn secret_from_stdin() -> anyhow::Result<String> {
+    let mut value = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
+        .context("cannot read the secret's value from standard input (UTF-8 text)")?;
+    if value.ends_with('\n') {
+        value.pop();
+    }
+    Ok(value)
 }
 
 /// Reads a file the user named, saying which one failed.

@@ -8,7 +8,7 @@ use anyhow::Context;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
-use super::{Command, read_file};
+use super::{Command, SecretCommand, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
 pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCode> {
@@ -58,12 +58,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         Command::Replay { component: Some(_), .. } => {
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
+        Command::Secret(command) => remote.secret(command).await.map(|()| ExitCode::SUCCESS),
         Command::Run(_)
         | Command::Resume { .. }
         | Command::List { .. }
         | Command::Serve { .. }
         | Command::Tenant(_)
-        | Command::Secret(_)
         | Command::Componentize { .. } => {
             anyhow::bail!("this command works on the embedded store only; drop --server")
         }
@@ -176,6 +176,28 @@ impl Remote {
             .request(Method::POST, &format!("/v1/runs/{run}/cancel"))
             .json(&json!({"reason": reason}));
         self.send(request).await.map(drop)
+    }
+
+    /// `stepstone secret` for the token's tenant, through `/v1/secrets`.
+    pub async fn secret(&self, command: SecretCommand) -> anyhow::Result<()> {
+        match command {
+            SecretCommand::Set { name } => {
+                let request = self.request(Method::PUT, &format!("/v1/secrets/{name}"));
+                self.send(request.body(secret_from_stdin()?)).await?;
+                eprintln!("secret `{name}` set");
+            }
+            SecretCommand::List => {
+                let listed = self.send(self.request(Method::GET, "/v1/secrets")).await?;
+                for name in listed["names"].as_array().into_iter().flatten() {
+                    println!("{}", name.as_str().unwrap_or_default());
+                }
+            }
+            SecretCommand::Delete { name } => {
+                self.send(self.request(Method::DELETE, &format!("/v1/secrets/{name}")))
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     pub async fn replay(&self, run: &str) -> anyhow::Result<Value> {

@@ -14,7 +14,7 @@ use super::in_flight::RunningStep;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
 use super::workflow::{Mode, StartedStep, StepDone, StepResult, StepUnfinished, WorkflowState};
-use crate::config::LimitRequest;
+use crate::config::{HttpLimitRequest, LimitRequest};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
 use crate::journal::{Call, CallKind, Entry, JournalError, Recorded};
@@ -108,6 +108,7 @@ impl WorkflowState {
         step: String,
         input: String,
         options: StepOptions,
+        http: HttpLimitRequest,
         launch: Launch,
     ) -> Result<u32, Interruption> {
         self.check_payload(&format!("input of step `{step}`"), &input)?;
@@ -135,13 +136,15 @@ impl WorkflowState {
                     timeout_ms: options.timeout_ms,
                     ..LimitRequest::default()
                 };
+                let mut limits = self.run.step_limits.lowered_by(&asked);
+                limits.http = limits.http.lowered_by(&http);
                 let step = StepCall {
                     seq,
                     call: call.clone(),
                     target,
                     input,
                     options,
-                    limits: self.run.step_limits.lowered_by(&asked),
+                    limits,
                     log: self.run.log.clone(),
                     outbound: self.run.outbound.clone(),
                     secrets: self.run.secrets.clone(),
@@ -388,6 +391,33 @@ pub(super) fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
     })
 }
 
+/// What a step call's `http-limits` ask for.
+fn http_request(limits: types::HttpLimits) -> HttpLimitRequest {
+    HttpLimitRequest {
+        max_requests: limits.max_requests,
+        max_request_bytes: limits.max_request_bytes,
+        max_response_bytes: limits.max_response_bytes,
+        connect_timeout_ms: limits.connect_timeout_ms,
+        first_byte_timeout_ms: limits.first_byte_timeout_ms,
+    }
+}
+
+impl WorkflowState {
+    async fn call(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+        http: HttpLimitRequest,
+    ) -> Trappable<Result<String, StepError>> {
+        let handle = self
+            .start(step, input, options, http, Launch::Awaited)
+            .await
+            .map_err(Interruption::trap)?;
+        self.finish(handle).await.map_err(Interruption::trap)
+    }
+}
+
 impl durable::Host for WorkflowState {
     async fn call_step(
         &mut self,
@@ -395,15 +425,33 @@ impl durable::Host for WorkflowState {
         input: String,
         options: StepOptions,
     ) -> Trappable<Result<String, StepError>> {
-        let handle = self
-            .start(step, input, options, Launch::Awaited)
-            .await
-            .map_err(Interruption::trap)?;
-        self.finish(handle).await.map_err(Interruption::trap)
+        self.call(step, input, options, HttpLimitRequest::default()).await
+    }
+
+    async fn call_step_with_http(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+        http: types::HttpLimits,
+    ) -> Trappable<Result<String, StepError>> {
+        self.call(step, input, options, http_request(http)).await
     }
 
     async fn start_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<u32> {
-        self.start(step, input, options, Launch::Task)
+        self.start(step, input, options, HttpLimitRequest::default(), Launch::Task)
+            .await
+            .map_err(Interruption::trap)
+    }
+
+    async fn start_step_with_http(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+        http: types::HttpLimits,
+    ) -> Trappable<u32> {
+        self.start(step, input, options, http_request(http), Launch::Task)
             .await
             .map_err(Interruption::trap)
     }

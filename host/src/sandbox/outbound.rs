@@ -7,13 +7,18 @@
 //! the run's log names the origin refused. Workflows never reach the
 //! network: their replays must see what their first execution saw. Every
 //! request and response body is counted and cut off at its limit, and every
-//! wait has a timeout inside the attempt's own deadline.
+//! wait has a timeout inside the attempt's own deadline. A request body the
+//! host stops reading early (a refusal, a connection that failed) is read
+//! to its end, up to its limit, so the guest sees the request's error.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
@@ -248,6 +253,8 @@ type Answered = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent),
 
 impl WasiHttpHooks for HttpHooks {
     fn send_request(&mut self, request: http::Request<WasiBody>, options: Option<RequestOptions>, _: Sent) -> Answered {
+        let limits = self.limits;
+        let request = request.map(|body| DrainedOnDrop::wrap(body, limits.max_request_bytes));
         if let Some(refusal) = self.refusal(request.uri()) {
             self.usage.refused.fetch_add(1, Ordering::Relaxed);
             self.log.emit(LogLevel::Warn, &refusal);
@@ -255,7 +262,6 @@ impl WasiHttpHooks for HttpHooks {
         }
         self.usage.requests.fetch_add(1, Ordering::Relaxed);
         let options = self.options(options);
-        let limits = self.limits;
         let request = request.map(|body| counted(body, limits.max_request_bytes, self.usage.clone(), Direction::Sent));
         let usage = self.usage.clone();
         Box::new(async move {
@@ -270,6 +276,64 @@ impl WasiHttpHooks for HttpHooks {
             });
             Ok((response, Box::new(io) as Sent))
         })
+    }
+}
+
+/// A request body that, dropped before its end, has the rest read in the
+/// background, up to `limit` bytes. A guest that writes its body after
+/// sending, as StarlingMonkey's `fetch` does, then meets the request's error
+/// (refused, connection refused) rather than a write to a body gone from
+/// under it, which traps its event loop. The reading ends with the body: at
+/// the guest's last write, or when its attempt's instance is dropped.
+struct DrainedOnDrop {
+    body: Option<WasiBody>,
+    limit: u64,
+}
+
+impl DrainedOnDrop {
+    fn wrap(body: WasiBody, limit: u64) -> WasiBody {
+        Self {
+            body: Some(body),
+            limit,
+        }
+        .boxed_unsync()
+    }
+}
+
+impl Body for DrainedOnDrop {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+impl Drop for DrainedOnDrop {
+    fn drop(&mut self) {
+        let Some(body) = self.body.take().filter(|body| !body.is_end_stream()) else {
+            return;
+        };
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut rest = Limited::new(body, limit);
+                while let Some(Ok(_)) = rest.frame().await {}
+            });
+        }
     }
 }
 

@@ -5,12 +5,9 @@
 //! instance slot then, not when the wait would have ended.
 
 use serde::Deserialize;
+// The SDK's bindings of the WASI a step imports (wasi:http uses the clock).
+use stepstone_guest::bindings::wasi::clocks::monotonic_clock;
 use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
-
-wit_bindgen::generate!({
-    path: "../wit/wasi-wait.wit",
-    generate_all,
-});
 
 #[derive(Deserialize)]
 struct Wait {
@@ -19,7 +16,7 @@ struct Wait {
 
 /// Blocks in the host for `ms` milliseconds, then returns how long.
 fn block_for(wait: &Wait) -> u64 {
-    wasi::clocks::monotonic_clock::subscribe_duration(wait.ms.saturating_mul(1_000_000)).block();
+    monotonic_clock::subscribe_duration(wait.ms.saturating_mul(1_000_000)).block();
     wait.ms
 }
 

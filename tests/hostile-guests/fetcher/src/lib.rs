@@ -13,15 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use stepstone_guest::{Error, Step, StepFailure, StepOptions, Workflow, export};
 
-wit_bindgen::generate!({
-    path: "../wit/http",
-    world: "stepstone-hostile:http/fetch",
-    generate_all,
-});
-
-use wasi::http::outgoing_handler;
-use wasi::http::types::{Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme};
-use wasi::io::streams::StreamError;
+use stepstone_guest::bindings::wasi::config::store;
+use stepstone_guest::http::{HttpError, Request};
 
 /// One request, sent `times` times.
 #[derive(Deserialize, Serialize)]
@@ -70,7 +63,9 @@ fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
         fetch.headers.push(("Idempotency-Key".into(), ctx.idempotency_key()));
     }
     if let Some((header, secret)) = fetch.secret_header.take() {
-        let value = read_secret(&secret)?.ok_or_else(|| format!("the tenant has no secret `{secret}`"))?;
+        let value = ctx
+            .secret(&secret)?
+            .ok_or_else(|| format!("the tenant has no secret `{secret}`"))?;
         fetch.headers.push((header, value));
     }
     let mut last = None;
@@ -84,91 +79,35 @@ fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
     Ok(last.ok_or("no request was asked for")?)
 }
 
-/// The tenant's secret `name`, through wasi:config.
+/// The tenant's secret `name`, read straight through wasi:config (as a
+/// workflow might try to).
 fn read_secret(name: &str) -> Result<Option<String>, String> {
-    wasi::config::store::get(name).map_err(|e| format!("reading secret `{name}`: {e:?}"))
+    store::get(name).map_err(|e| format!("reading secret `{name}`: {e:?}"))
 }
 
 /// Sends `fetch` once and reads the whole answer, keeping its first KiB.
-fn send(fetch: &Fetch) -> Result<Fetched, String> {
-    let (scheme, rest) = fetch.url.split_once("://").ok_or("the URL has no scheme")?;
-    let (authority, path) = rest.find('/').map_or((rest, "/"), |at| rest.split_at(at));
-    let headers = Fields::new();
-    if let Some(body) = &fetch.body {
-        // A body of known length, sent as one, not chunked.
-        let length = body.len().to_string();
-        headers
-            .append("content-length", length.as_bytes())
-            .map_err(|e| format!("content-length: {e:?}"))?;
-    }
+fn send(fetch: &Fetch) -> Result<Fetched, HttpError> {
+    let mut request = Request::new(fetch.method.as_deref().unwrap_or("GET"), &fetch.url);
     for (name, value) in &fetch.headers {
-        headers
-            .append(name, value.as_bytes())
-            .map_err(|e| format!("header {name}: {e:?}"))?;
+        request = request.header(name, value);
     }
-    let request = OutgoingRequest::new(headers);
-    let method = match fetch.method.as_deref().unwrap_or("GET") {
-        "GET" => Method::Get,
-        "POST" => Method::Post,
-        other => Method::Other(other.to_owned()),
-    };
-    let scheme = match scheme {
-        "http" => Scheme::Http,
-        "https" => Scheme::Https,
-        other => Scheme::Other(other.to_owned()),
-    };
-    request.set_method(&method).map_err(|()| "invalid method")?;
-    request.set_scheme(Some(&scheme)).map_err(|()| "invalid scheme")?;
-    request.set_authority(Some(authority)).map_err(|()| "invalid authority")?;
-    request.set_path_with_query(Some(path)).map_err(|()| "invalid path")?;
-    let body = request.body().map_err(|()| "the request body was taken")?;
-    // Sent before the body is written: the host buffers one chunk of it, and
-    // takes the rest only once the request is on its way.
-    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
-    if let Some(text) = &fetch.body {
-        let stream = body.write().map_err(|()| "the request body stream was taken")?;
-        for chunk in text.as_bytes().chunks(4096) {
-            stream
-                .blocking_write_and_flush(chunk)
-                .map_err(|e| format!("writing the request body: {e:?}"))?;
-        }
+    if let Some(body) = &fetch.body {
+        request = request.body(body.as_bytes());
     }
-    OutgoingBody::finish(body, None).map_err(|e| format!("finishing the request body: {e:?}"))?;
-    pending.subscribe().block();
-    let response = pending
-        .get()
-        .ok_or("no answer after waiting for it")?
-        .map_err(|()| "the answer was taken")?
-        .map_err(|e| format!("{e:?}"))?;
+    let response = request.send()?;
     let status = response.status();
-    let body = response.consume().map_err(|()| "the answer's body was taken")?;
-    let (kept, bytes) = read_to_end(&body)?;
-    IncomingBody::finish(body);
+    let mut body = response.into_body();
+    let (mut kept, mut bytes) = (Vec::new(), 0_u64);
+    while let Some(chunk) = body.chunk()? {
+        bytes += chunk.len() as u64;
+        let room = 1024_usize.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
+    }
     Ok(Fetched {
         status,
         body: String::from_utf8_lossy(&kept).into_owned(),
         bytes,
     })
-}
-
-/// Reads `body` to its end: its first KiB, and how many bytes it had.
-fn read_to_end(body: &IncomingBody) -> Result<(Vec<u8>, u64), String> {
-    let stream = body.stream().map_err(|()| "the answer's stream was taken")?;
-    let (mut kept, mut bytes) = (Vec::new(), 0_u64);
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => {
-                bytes += chunk.len() as u64;
-                let room = 1024_usize.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
-            }
-            Err(StreamError::Closed) => return Ok((kept, bytes)),
-            Err(StreamError::LastOperationFailed(e)) => {
-                let cause = wasi::http::types::http_error_code(&e).map_or_else(|| e.to_debug_string(), |code| format!("{code:?}"));
-                return Err(format!("reading the answer after {bytes} bytes: {cause}"));
-            }
-        }
-    }
 }
 
 /// `fetch` called as a step, and the limits to call it with.
@@ -179,6 +118,40 @@ struct FetchOnce {
     timeout_ms: Option<u64>,
     #[serde(default = "once")]
     attempts: u32,
+    /// Bounds on the call's outgoing HTTP, below the tenant's.
+    #[serde(default)]
+    http: HttpBounds,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HttpBounds {
+    max_requests: Option<u32>,
+    max_request_bytes: Option<u64>,
+    max_response_bytes: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    first_byte_timeout_ms: Option<u64>,
+}
+
+impl HttpBounds {
+    fn apply(&self, mut options: StepOptions) -> StepOptions {
+        if let Some(requests) = self.max_requests {
+            options = options.http_max_requests(requests);
+        }
+        if let Some(bytes) = self.max_request_bytes {
+            options = options.http_max_request_bytes(bytes);
+        }
+        if let Some(bytes) = self.max_response_bytes {
+            options = options.http_max_response_bytes(bytes);
+        }
+        if let Some(ms) = self.connect_timeout_ms {
+            options = options.http_connect_timeout(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.first_byte_timeout_ms {
+            options = options.http_first_byte_timeout(Duration::from_millis(ms));
+        }
+        options
+    }
 }
 
 /// What the step gave, or its error: the run succeeds either way, so a test
@@ -197,6 +170,7 @@ fn fetch_once(ctx: &Workflow, call: FetchOnce) -> Result<Outcome, Error> {
     if let Some(ms) = call.timeout_ms {
         options = options.timeout(Duration::from_millis(ms));
     }
+    options = call.http.apply(options);
     Ok(match ctx.step_with::<_, Fetched>("fetch", &call.fetch, options) {
         Ok(fetched) => Outcome::Fetched(fetched),
         Err(error) => Outcome::Failed {
@@ -207,7 +181,7 @@ fn fetch_once(ctx: &Workflow, call: FetchOnce) -> Result<Outcome, Error> {
 }
 
 fn fetch_in_workflow(_ctx: &Workflow, fetch: Fetch) -> Result<Fetched, Error> {
-    Ok(send(&fetch)?)
+    Ok(send(&fetch).map_err(|e| e.to_string())?)
 }
 
 /// What a workflow reads of secret `name`: it must be nothing.
