@@ -1,6 +1,7 @@
-//! Step invocation and fuel: one step attempt (fresh store, instantiate from
-//! the component's `InstancePre`, one call, drop) against the same logic
-//! called natively, with and without the pooling allocator and fuel.
+//! Step invocation, fuel and outgoing HTTP: one step attempt (fresh store,
+//! instantiate from the component's `InstancePre`, one call, drop) against
+//! the same logic called natively, with and without the pooling allocator
+//! and fuel, and one with a request against the same request from Rust.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use sha2::{Digest, Sha256};
 use stepstone::component::{CodeCache, Components};
 use stepstone::config::{HostConfig, StepLimits};
 use stepstone::guest_log::LogBudget;
-use stepstone::sandbox::{Engines, Reach, StepProgram, run_attempt};
+use stepstone::sandbox::{Engines, Outbound, Reach, StepProgram, run_attempt};
 
 use crate::fixtures::{guest, guests_dir};
 use crate::measure::{Samples, micros, millis};
@@ -25,6 +26,8 @@ struct Bench {
     steps: Vec<String>,
     limits: StepLimits,
     log: Arc<LogBudget>,
+    /// The origins its requests may reach.
+    outbound: Arc<Outbound>,
     /// Kept alive: dropping the engines stops their epoch ticker.
     _components: Components,
 }
@@ -39,21 +42,18 @@ impl Bench {
             steps: loaded.manifest.steps.clone(),
             limits: config.step,
             log: Arc::new(LogBudget::new(usize::MAX)),
+            outbound: Arc::default(),
             _components: components,
         })
     }
 
     /// One attempt of `step` on `input`; the output, or why there is none.
     async fn attempt(&self, step: &str, input: &str) -> Result<String, String> {
-        let report = run_attempt(
-            &self.program,
-            step,
-            input,
-            1,
-            &self.limits,
-            Reach::log_only(self.log.clone()),
-        )
-        .await;
+        let reach = Reach {
+            outbound: self.outbound.clone(),
+            ..Reach::log_only(self.log.clone())
+        };
+        let report = run_attempt(&self.program, step, input, 1, &self.limits, reach).await;
         report.result.map_err(|failure| failure.message)
     }
 
@@ -236,5 +236,67 @@ pub async fn fuel_cost() -> anyhow::Result<Section> {
     section
         .rows
         .push(Row::new("fuel off", millis(fuel_off), "ms").against("native", millis(native)));
+    Ok(section)
+}
+
+/// A loopback server answering `GET /ok` with `hello`; its origin.
+async fn serve_hello() -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let origin = format!("http://{}", listener.local_addr()?);
+    let router = axum::Router::new().route("/ok", axum::routing::get(|| async { "hello" }));
+    tokio::spawn(axum::serve(listener, router).into_future());
+    Ok(origin)
+}
+
+/// Median time of `samples` GETs of `url` by `client`, after `warmup`.
+async fn time_native_get(
+    client: &reqwest::Client,
+    url: &str,
+    warmup: usize,
+    samples: usize,
+) -> anyhow::Result<Samples> {
+    let mut timed = Samples::default();
+    for n in 0..warmup + samples {
+        let started = Instant::now();
+        let body = client.get(url).send().await?.error_for_status()?.bytes().await?;
+        if n >= warmup {
+            timed.push(started.elapsed());
+        }
+        black_box(body);
+    }
+    Ok(timed)
+}
+
+pub async fn outgoing_http() -> anyhow::Result<Section> {
+    let origin = serve_hello().await?;
+    let url = format!("{origin}/ok");
+    let mut step = Bench::new(&HostConfig::new(), guest("bench")?).await?;
+    step.outbound = Arc::new(Outbound::parse(&[&origin])?);
+    let input = serde_json::to_string(&url)?;
+    let output = step.attempt("fetch", &input).await.map_err(anyhow::Error::msg)?;
+    if output != "5" {
+        bail!("the step's GET of {url} read {output} bytes, not the 5 of `hello`");
+    }
+    let from_step = step.time("fetch", &input, 50, 1000).await?;
+    // wasi:http opens a connection per request: so does the first baseline.
+    let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
+    let new_connection = time_native_get(&fresh, &url, 50, 1000).await?;
+    let pooled = time_native_get(&reqwest::Client::new(), &url, 50, 1000).await?;
+    let mut section = Section::new(
+        "Outgoing HTTP",
+        "One attempt of the bench guest's `fetch` step, which GETs `/ok` (5 bytes) from a loopback \
+         axum server through `wasi:http` (allowlist checked, limits counted), timed one by one with \
+         the attempt's instantiation: median of 1,000. Native: the same GET from Rust with reqwest, \
+         on a new connection each time as wasi:http makes, and on a kept-alive one.",
+    );
+    let step_median = micros(from_step.median());
+    section.rows.push(
+        Row::new("step attempt with one request, median", step_median, "µs")
+            .against("native, new connection", micros(new_connection.median())),
+    );
+    section.rows.push(
+        Row::new("step attempt with one request, median", step_median, "µs")
+            .against("native, kept-alive connection", micros(pooled.median())),
+    );
     Ok(section)
 }

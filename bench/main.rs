@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         ("replay", Box::pin(recovery::replay())),
         ("cold start", Box::pin(recovery::cold_start())),
         ("fuel", Box::pin(invocation::fuel_cost())),
+        ("outgoing http", Box::pin(invocation::outgoing_http())),
         ("memory", Box::pin(async { memory::suspended_runs() })),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
     ];
