@@ -19,7 +19,8 @@ SUITES = {
     "crash": "Crash consistency (tests/crash.rs): SIGKILL, restart, compare with an uninterrupted run",
     "storage_faults": "Storage faults (tests/storage_faults.rs): errors and latency injected into the object store",
     "cluster": "Many hosts on one bucket (tests/cluster.rs): hosts killed, restarted and paused under load",
-    "outbound": "Steps' outgoing HTTP (tests/outbound.rs): requests a tenant's steps must not get through",
+    "outbound": "Steps' outgoing HTTP (tests/outbound.rs, secrets.rs, payments.rs): requests a tenant's steps must not get through",
+    "lifecycle": "The run lifecycle (tests/lifecycle.rs): scheduled runs across a host's death",
     "fuzz": "Fuzzing (`make fuzz`, regression seeds in `make test`)",
 }
 FIELDS = ("suite", "fault", "trials", "outcome", "lost")
