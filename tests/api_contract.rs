@@ -68,6 +68,12 @@ values = ["{cursor}"]
 [[operations]]
 include-name = "POST /v1/components"
 checks.positive_data_acceptance.expected-statuses = [201, 400, 401, 403, 413]
+
+# Nor "a start time within a year and a day of now", nor what a duration
+# reads like (`delay`): such a run is refused with the documented 400.
+[[operations]]
+include-name = "POST /v1/runs"
+checks.positive_data_acceptance.expected-statuses = [202, 400, 401, 403, 404, 409, 429]
 "#
     )
 }

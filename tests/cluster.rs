@@ -376,3 +376,24 @@ fn now_ms() -> u64 {
         .expect("the clock is past 1970");
     u64::try_from(since_epoch.as_millis()).expect("milliseconds fit in 64 bits")
 }
+
+/// A run scheduled on a host that then dies starts on another host at its
+/// time (once that host has found the first dead), not before, once.
+#[test]
+fn a_killed_hosts_scheduled_run_starts_on_the_new_owner_at_its_time() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &[]);
+    servers[0].upload(TOKEN, "hello");
+    let body =
+        json!({"component": "hello", "workflow": "greet", "input": {"name": "Ada"}, "run_id": "later", "delay": "4s"});
+    servers[0].post_json("/v1/runs", TOKEN, &body).expect(202);
+    let scheduled = await_state(&servers[1], "later", "scheduled", Duration::from_secs(30));
+    let start_at = scheduled["start_at_ms"].as_u64().expect("a start time");
+    servers[0].kill();
+    let done = await_state(&servers[1], "later", "completed", Duration::from_secs(60));
+    assert_eq!(done["output"]["greeting"], "Hello, Ada!");
+    assert_eq!(assert_contiguous(&servers[1], "later"), 1, "its one step ran once");
+    let journal = servers[1].get("/v1/runs/later/journal", TOKEN).expect(200);
+    let began = journal[0]["started_at_ms"].as_u64().expect("a journaled step");
+    assert!(began >= start_at, "it began at {began}, before its time {start_at}");
+}

@@ -19,7 +19,7 @@ use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
-use crate::runtime::{ReplayReport, RunQuery, RunStatus, Submission, UnreadableRun};
+use crate::runtime::{ReplayReport, RunQuery, RunStatus, StartAt, Submission, UnreadableRun};
 use crate::store::{ComponentName, RunId, SignalId, SignalName};
 
 /// Longest a `wait` may hold a request.
@@ -56,6 +56,15 @@ pub struct StartRun {
     /// digest), whose steps the workflow calls as `link/step`.
     #[serde(default)]
     pub links: BTreeMap<String, ComponentName>,
+    /// When to start the run: an RFC 3339 time with its offset, e.g.
+    /// `2026-12-24T18:00:00Z` (a time passed starts it at once), at most a
+    /// year and a day ahead. The run waits in the store, `scheduled`, and
+    /// starts on time after a restart.
+    #[schema(example = "2026-12-24T18:00:00Z", format = DateTime)]
+    pub start_at: Option<String>,
+    /// Or how long from now to start it, e.g. `4s` or `1h 30m`.
+    #[schema(example = "4s")]
+    pub delay: Option<String>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -108,6 +117,7 @@ pub async fn start(
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = start.run_id;
     submission.limits = start.options.into();
+    submission.start_at = StartAt::parse(start.start_at.as_deref(), start.delay.as_deref())?;
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);
@@ -135,6 +145,7 @@ pub struct ListParams {
 #[derive(Deserialize, ToSchema, Clone, Copy)]
 #[serde(rename_all = "kebab-case")]
 pub enum StateFilter {
+    Scheduled,
     Pending,
     Running,
     Retrying,
@@ -148,6 +159,7 @@ pub enum StateFilter {
 impl StateFilter {
     fn name(self) -> &'static str {
         match self {
+            Self::Scheduled => "scheduled",
             Self::Pending => "pending",
             Self::Running => "running",
             Self::Retrying => "retrying",

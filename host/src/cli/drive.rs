@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{Progress, RunError, Runtime, Submission};
+use stepstone::runtime::{Progress, RunError, Runtime, StartAt, Submission};
 use stepstone::store::{ComponentName, RunId, SignalId, SignalName, TenantId};
 
 use super::read_file;
@@ -34,6 +34,27 @@ pub struct RunArgs {
     /// `stepstone resume` to pick up later.
     #[arg(long, value_parser = humantime::parse_duration)]
     detach_after: Option<Duration>,
+    #[command(flatten)]
+    when: StartTime,
+}
+
+/// When a run starts: at once, or later (the run waits durably, in the
+/// store, and starts on time after a restart).
+#[derive(Args)]
+pub struct StartTime {
+    /// Start at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z), at most a
+    /// year and a day ahead.
+    #[arg(long, conflicts_with = "delay")]
+    pub start_at: Option<String>,
+    /// Start this long from now (e.g. 4s, 1h 30m).
+    #[arg(long)]
+    pub delay: Option<String>,
+}
+
+impl StartTime {
+    fn start_at(&self) -> Result<StartAt, RunError> {
+        StartAt::parse(self.start_at.as_deref(), self.delay.as_deref())
+    }
 }
 
 fn parse_link(link: &str) -> Result<(String, PathBuf), String> {
@@ -53,6 +74,7 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut submission = Submission::new(component, &args.workflow, &args.input);
     submission.run_id = args.run_id;
     submission.links = links;
+    submission.start_at = args.when.start_at()?;
     let run = runtime.submit(&tenant, submission).await?;
     tracing::info!(run = %run, "run started");
     let progress = runtime
@@ -123,11 +145,13 @@ pub async fn start(
     workflow: &str,
     input: &str,
     run_id: Option<RunId>,
+    when: &StartTime,
 ) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let component = runtime.component(&tenant, component).await?;
     let mut submission = Submission::new(component, workflow, input);
     submission.run_id = run_id;
+    submission.start_at = when.start_at()?;
     let run = runtime.submit(&tenant, submission).await?;
     eprintln!("run {run} submitted; on the embedded store `stepstone resume` drives it");
     println!("{run}");

@@ -61,6 +61,10 @@ pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {
 
 fn status_line(status: &RunStatus) -> String {
     let state = match &status.state {
+        RunState::Scheduled { start_at_ms } => {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(*start_at_ms);
+            format!("scheduled to start at {}", humantime::format_rfc3339_seconds(at))
+        }
         RunState::Pending => "pending".to_owned(),
         RunState::Running => "running".to_owned(),
         RunState::Retrying { seq, failed_attempts } => {

@@ -138,6 +138,8 @@ enum Command {
         input: String,
         #[arg(long)]
         run_id: Option<RunId>,
+        #[command(flatten)]
+        when: drive::StartTime,
     },
     /// Wait until a run finishes, or the timeout passes; prints its status.
     Wait {
@@ -325,7 +327,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             workflow,
             input,
             run_id,
-        } => drive::start(&host().await?, &component, &workflow, &input, run_id).await,
+            when,
+        } => drive::start(&host().await?, &component, &workflow, &input, run_id, &when).await,
         Command::Wait { run, timeout } => inspect::wait(&host().await?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,

@@ -8,6 +8,7 @@ use anyhow::Context;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
+use super::drive::StartTime;
 use super::{Command, SecretCommand, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
@@ -25,11 +26,18 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             workflow,
             input,
             run_id,
+            when,
         } => {
             println!(
                 "{}",
                 remote
-                    .start(&component, &workflow, &input, run_id.as_ref().map(|r| r.as_str()))
+                    .start(
+                        &component,
+                        &workflow,
+                        &input,
+                        run_id.as_ref().map(|r| r.as_str()),
+                        &when
+                    )
                     .await?
             );
             Ok(ExitCode::SUCCESS)
@@ -129,9 +137,13 @@ impl Remote {
         workflow: &str,
         input: &str,
         run_id: Option<&str>,
+        when: &StartTime,
     ) -> anyhow::Result<String> {
         let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
-        let body = json!({"component": component, "workflow": workflow, "input": input, "run_id": run_id});
+        let body = json!({
+            "component": component, "workflow": workflow, "input": input, "run_id": run_id,
+            "start_at": when.start_at, "delay": when.delay,
+        });
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
         started["run_id"]
             .as_str()

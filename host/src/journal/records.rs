@@ -37,6 +37,10 @@ pub struct RunRecord {
     /// its claims); `None` in runs stored before hosts claimed runs.
     #[serde(default)]
     pub host: Option<crate::cluster::HostId>,
+    /// When the run was asked to start, in milliseconds since the Unix
+    /// epoch: no instance runs before then.
+    #[serde(default)]
+    pub start_at_ms: Option<u64>,
 }
 
 /// How a run ended; written once.

@@ -61,6 +61,7 @@ mod tests {
             parent: None,
             depth: 0,
             host: None,
+            start_at_ms: None,
         }
     }
 

@@ -35,6 +35,7 @@ mod in_flight;
 mod interruption;
 mod replay;
 mod retry;
+mod start_at;
 mod status;
 mod step_call;
 mod step_target;
@@ -53,6 +54,7 @@ pub use clock::now_ms;
 pub use interruption::Suspension;
 pub use replay::ReplayReport;
 pub use retry::RetryPolicy;
+pub use start_at::StartAt;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
 
@@ -117,6 +119,8 @@ pub enum RunError {
     Sandbox(#[from] SandboxError),
     #[error("cannot open the tenant's secrets for its steps: {0}")]
     Secrets(#[from] SecretError),
+    #[error("{0}")]
+    InvalidStart(String),
 }
 
 impl RunError {
@@ -410,6 +414,11 @@ impl Runtime {
                 Stored::RunRecordOnly => BTreeMap::new(),
                 Stored::Read => context.records.entries().await?,
             };
+            if entries.is_empty()
+                && let Some(waiting) = self.before_start(tenant, &context.records, &record).await?
+            {
+                return Ok(waiting);
+            }
             if !entries.is_empty() {
                 self.host.metrics.replayed(tenant);
                 self.host.in_flight.forget_journaled(tenant, run, entries.keys().copied());
@@ -464,6 +473,29 @@ impl Runtime {
         }
         .instrument(span)
         .await
+    }
+
+    /// What a run that has not started yet comes to before its start time:
+    /// a suspension until then, or, cancelled meanwhile, its end. `None`
+    /// once it may start.
+    async fn before_start(
+        &self,
+        tenant: &TenantId,
+        records: &RunRecords,
+        record: &RunRecord,
+    ) -> Result<Option<Progress>, RunError> {
+        let Some(start_at_ms) = record.start_at_ms.filter(|at| *at > now_ms()) else {
+            return Ok(None);
+        };
+        if let Some(request) = records.cancel_request().await? {
+            let outcome = records.finish(&Outcome::Cancelled { reason: request.reason }).await?;
+            self.host.cluster.release(tenant, &record.run_id);
+            self.count_finished(tenant, &outcome);
+            tracing::info!("run cancelled before its start time");
+            return Ok(Some(Progress::Finished(outcome)));
+        }
+        tracing::info!(start_at_ms, "run waits for its start time");
+        Ok(Some(Progress::Suspended(Suspension::until(start_at_ms))))
     }
 
     fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {

@@ -4,6 +4,7 @@
 use futures::StreamExt;
 use serde::Serialize;
 
+use super::clock::now_ms;
 use super::{RunError, RunListing, Runtime};
 use crate::journal::Outcome;
 use crate::store::{RunId, TenantId};
@@ -12,6 +13,11 @@ use crate::store::{RunId, TenantId};
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum RunState {
+    /// Submitted to start later, at `start_at_ms` (milliseconds since the
+    /// Unix epoch); nothing has run.
+    Scheduled {
+        start_at_ms: u64,
+    },
     /// Submitted; no durable call recorded yet.
     Pending,
     /// Between durable calls (or its host stopped there: `resume` picks it up).
@@ -57,6 +63,7 @@ impl RunState {
     /// The state's name, as serialized (`sleeping`, `completed`, ...).
     pub fn name(&self) -> &'static str {
         match self {
+            RunState::Scheduled { .. } => "scheduled",
             RunState::Pending => "pending",
             RunState::Running => "running",
             RunState::Retrying { .. } => "retrying",
@@ -174,7 +181,10 @@ impl Runtime {
                         },
                     },
                     (None, Some((seq, failed_attempts))) => RunState::Retrying { seq, failed_attempts },
-                    (None, None) if entries.is_empty() => RunState::Pending,
+                    (None, None) if entries.is_empty() => match record.start_at_ms {
+                        Some(start_at_ms) if start_at_ms > now_ms() => RunState::Scheduled { start_at_ms },
+                        _ => RunState::Pending,
+                    },
                     (None, None) => RunState::Running,
                 }
             }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::clock::now_ms;
-use super::{RunError, Runtime};
+use super::{RunError, Runtime, StartAt};
 use crate::component::{ComponentError, Loaded};
 use crate::config::LimitRequest;
 use crate::journal::{JournalError, RunRecord, RunRecords, digest};
@@ -25,6 +25,8 @@ pub struct Submission {
     pub limits: LimitRequest,
     /// The run starting this one as its child, and its depth.
     pub parent: Option<(RunId, u32)>,
+    /// When the run starts.
+    pub start_at: StartAt,
 }
 
 impl Submission {
@@ -37,6 +39,7 @@ impl Submission {
             input: input.into(),
             limits: LimitRequest::default(),
             parent: None,
+            start_at: StartAt::Now,
         }
     }
 }
@@ -111,6 +114,8 @@ impl Runtime {
         for loaded in std::iter::once(component).chain(submission.links.values()) {
             self.host.components.store(&store, loaded).await?;
         }
+        let created_at_ms = now_ms();
+        let start_at_ms = submission.start_at.resolve(created_at_ms)?;
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         // The run's creator drives it first: it must be alive to others
         // before the run record names it.
@@ -126,7 +131,7 @@ impl Runtime {
                 .collect(),
             input_digest: digest(submission.input.as_bytes()),
             input: submission.input,
-            created_at_ms: now_ms(),
+            created_at_ms,
             limits: submission.limits,
             depth: submission
                 .parent
@@ -134,6 +139,7 @@ impl Runtime {
                 .map_or(0, |(_, depth)| depth.saturating_add(1)),
             parent: submission.parent.map(|(parent, _)| parent),
             host: Some(self.host.cluster.me().clone()),
+            start_at_ms,
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
