@@ -1,11 +1,11 @@
 //! The run lifecycle beyond start, signal and cancel: runs scheduled to
-//! start later (`start_at`, `delay`), through the API and the CLI, waiting
-//! in the store across a host's death.
+//! start later (`start_at`, `delay`) and runs with a deadline (`deadline`,
+//! `timeout`), through the API and the CLI, across a host's death.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Server, arg, guest, record_reliability, token_hash};
+use stepstone_e2e::{Host, ReliabilityResult, Server, arg, guest, order_input, record_reliability, token_hash};
 
 const TOKEN: &str = "sst_lifecycle";
 
@@ -16,6 +16,7 @@ fn server() -> Server {
     );
     let server = Server::start(&tenants);
     server.upload(TOKEN, "hello");
+    server.upload(TOKEN, "order");
     server
 }
 
@@ -159,4 +160,150 @@ fn run_id_of(log: &str) -> String {
         .find_map(|line| line.split("run started run=").nth(1))
         .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
         .unwrap_or_else(|| panic!("no run id in {log}"))
+}
+
+/// An order that sleeps a minute before asking for approval.
+fn slow_order(run: &str, when: Value) -> Value {
+    let input = order_input(run, 60_000, json!({"approval_timeout_ms": 60_000}));
+    let mut body = json!({"component": "order", "workflow": "place-order", "input": input, "run_id": run});
+    body.as_object_mut()
+        .expect("an object")
+        .extend(when.as_object().cloned().unwrap_or_default());
+    body
+}
+
+/// The names of the steps a run's journal records, in order.
+fn steps_of(journal: &Value) -> Vec<String> {
+    journal
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["kind"] == "step")
+        .filter_map(|entry| entry["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_run_past_its_deadline_compensates_and_ends_deadline_exceeded_after_a_restart() {
+    let server = server();
+    server
+        .post_json("/v1/runs", TOKEN, &slow_order("late", json!({"timeout": "3s"})))
+        .expect(202);
+    let deadline_ms = server.get("/v1/runs/late", TOKEN).expect(200)["created_at_ms"]
+        .as_u64()
+        .expect("a creation time")
+        + 3_000;
+    while server.get("/v1/runs/late", TOKEN).expect(200)["state"] != "sleeping" {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let server = server.restart_after("KILL");
+    let done = server.get("/v1/runs/late/wait?timeout=60s", TOKEN).expect(200);
+    assert_eq!(done["state"], "failed", "{done}");
+    assert_eq!(done["kind"], "deadline-exceeded", "{done}");
+    assert!(
+        done["message"].as_str().is_some_and(|m| m.contains("deadline")),
+        "{done}"
+    );
+    let journal = server.get("/v1/runs/late/journal", TOKEN).expect(200);
+    assert_eq!(
+        steps_of(&journal),
+        ["reserve", "charge", "refund", "release"],
+        "compensated"
+    );
+    let ended = journal
+        .as_array()
+        .and_then(|entries| entries.last())
+        .and_then(|entry| entry["finished_at_ms"].as_u64())
+        .expect("a last entry");
+    assert!(
+        ended >= deadline_ms,
+        "compensated at {ended}, before the deadline {deadline_ms}"
+    );
+    assert!(now_ms() < deadline_ms + 30_000, "the minute's sleep was cut short");
+    record_reliability(&ReliabilityResult {
+        suite: "lifecycle",
+        fault: "a host SIGKILLed while a run with a 3 s timeout slept for a minute",
+        trials: 1,
+        outcome: "the restarted host cancelled it at its deadline; it refunded and released, and ended deadline-exceeded",
+        lost: 0,
+    });
+}
+
+#[test]
+fn a_deadline_cancels_the_runs_children_too() {
+    let server = server();
+    let body =
+        json!({"component": "hello", "workflow": "await-go-child", "input": {}, "run_id": "parent", "timeout": "2s"});
+    server.post_json("/v1/runs", TOKEN, &body).expect(202);
+    let done = server.get("/v1/runs/parent/wait?timeout=60s", TOKEN).expect(200);
+    assert_eq!(done["kind"], "deadline-exceeded", "{done}");
+    let journal = server.get("/v1/runs/parent/journal", TOKEN).expect(200);
+    let child = journal
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|entry| entry["recorded"]["Child"]["run"]["Ok"].as_str())
+        .unwrap_or_else(|| panic!("no child in {journal}"))
+        .to_owned();
+    let child = server
+        .get(&format!("/v1/runs/{child}/wait?timeout=30s"), TOKEN)
+        .expect(200);
+    assert_eq!(child["state"], "cancelled", "{child}");
+}
+
+#[test]
+fn a_deadline_that_makes_no_sense_is_refused() {
+    let server = server();
+    let refused = |when: Value| {
+        let reply = server.post_json("/v1/runs", TOKEN, &greet("bad", when));
+        assert_eq!(reply.status, 400, "{}", reply.body);
+        reply.body["error"].as_str().unwrap_or_default().to_owned()
+    };
+    let both = refused(json!({"timeout": "4s", "deadline": "2030-01-01T00:00:00Z"}));
+    assert!(both.contains("a deadline or a timeout, not both"), "{both}");
+    let passed = refused(json!({"deadline": "2001-09-09T01:46:40Z"}));
+    assert!(passed.contains("is not after its start"), "{passed}");
+    let before_start = refused(json!({"delay": "1h", "deadline": chrono_in(60)}));
+    assert!(before_start.contains("is not after its start"), "{before_start}");
+    let zero = refused(json!({"timeout": "0s"}));
+    assert!(zero.contains("a timeout above 0"), "{zero}");
+    let far = refused(json!({"timeout": "400days"}));
+    assert!(far.contains("deadline may be at most 366 days ahead"), "{far}");
+    assert_eq!(server.get("/v1/runs/bad", TOKEN).status, 404, "nothing was stored");
+}
+
+/// An RFC 3339 time `seconds` from now.
+fn chrono_in(seconds: u64) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(seconds)).to_string()
+}
+
+#[test]
+fn the_cli_runs_with_a_timeout_to_its_deadline() {
+    let host = Host::new();
+    let wasm = guest("order");
+    let input = order_input("cli-late", 60_000, json!({"approval_timeout_ms": 60_000})).to_string();
+    let args = [
+        "run",
+        arg(&wasm),
+        "place-order",
+        "--input",
+        &input,
+        "--run-id",
+        "cli-late",
+        "--timeout",
+        "2s",
+    ];
+    let failed = host.run(&args).failure();
+    assert!(failed.contains("(deadline-exceeded)"), "{failed}");
+    let steps: Vec<Value> = host
+        .history("cli-late")
+        .into_iter()
+        .map(|entry| entry["call"]["name"].clone())
+        .collect();
+    assert_eq!(steps[..2], [json!("reserve"), json!("charge")], "{steps:?}");
+    assert_eq!(
+        steps[steps.len() - 2..],
+        [json!("refund"), json!("release")],
+        "{steps:?}"
+    );
 }

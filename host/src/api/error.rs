@@ -88,7 +88,7 @@ impl From<RunError> for ApiError {
         let status = match &error {
             // No such run; or no such workflow in the component, like no such component.
             RunError::UnknownRun { .. } | RunError::UnknownWorkflow { .. } => StatusCode::NOT_FOUND,
-            RunError::InvalidJson { .. } | RunError::InvalidName(_) | RunError::InvalidStart(_) => {
+            RunError::InvalidJson { .. } | RunError::InvalidName(_) | RunError::InvalidTime(_) => {
                 StatusCode::BAD_REQUEST
             }
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

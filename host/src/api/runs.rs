@@ -19,7 +19,7 @@ use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
-use crate::runtime::{ReplayReport, RunQuery, RunStatus, StartAt, Submission, UnreadableRun};
+use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
 use crate::store::{ComponentName, RunId, SignalId, SignalName};
 
 /// Longest a `wait` may hold a request.
@@ -65,6 +65,14 @@ pub struct StartRun {
     /// Or how long from now to start it, e.g. `4s` or `1h 30m`.
     #[schema(example = "4s")]
     pub delay: Option<String>,
+    /// When the run must have ended (RFC 3339): past it, the run is
+    /// cancelled (its children too, its workflow compensating as on a
+    /// cancel) and ends `failed` with kind `deadline-exceeded`.
+    #[schema(example = "2026-12-24T19:00:00Z", format = DateTime)]
+    pub deadline: Option<String>,
+    /// Or how long after its start the run must have ended, e.g. `1h`.
+    #[schema(example = "1h")]
+    pub timeout: Option<String>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -117,7 +125,8 @@ pub async fn start(
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = start.run_id;
     submission.limits = start.options.into();
-    submission.start_at = StartAt::parse(start.start_at.as_deref(), start.delay.as_deref())?;
+    submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
+    submission.deadline = Moment::parse(DEADLINE, start.deadline.as_deref(), start.timeout.as_deref())?;
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);

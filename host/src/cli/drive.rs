@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{Progress, RunError, Runtime, StartAt, Submission};
+use stepstone::runtime::{DEADLINE, Moment, Progress, RunError, Runtime, START, Submission};
 use stepstone::store::{ComponentName, RunId, SignalId, SignalName, TenantId};
 
 use super::read_file;
@@ -35,13 +35,13 @@ pub struct RunArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     detach_after: Option<Duration>,
     #[command(flatten)]
-    when: StartTime,
+    when: RunTimes,
 }
 
-/// When a run starts: at once, or later (the run waits durably, in the
-/// store, and starts on time after a restart).
+/// When a run starts (at once, or later: it waits durably, in the store,
+/// and starts on time after a restart) and by when it must have ended.
 #[derive(Args)]
-pub struct StartTime {
+pub struct RunTimes {
     /// Start at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z), at most a
     /// year and a day ahead.
     #[arg(long, conflicts_with = "delay")]
@@ -49,11 +49,20 @@ pub struct StartTime {
     /// Start this long from now (e.g. 4s, 1h 30m).
     #[arg(long)]
     pub delay: Option<String>,
+    /// Past this time (RFC 3339) the run is cancelled, compensates, and
+    /// ends `deadline-exceeded`.
+    #[arg(long, conflicts_with = "timeout")]
+    pub deadline: Option<String>,
+    /// The deadline as a duration from the run's start (e.g. 1h).
+    #[arg(long)]
+    pub timeout: Option<String>,
 }
 
-impl StartTime {
-    fn start_at(&self) -> Result<StartAt, RunError> {
-        StartAt::parse(self.start_at.as_deref(), self.delay.as_deref())
+impl RunTimes {
+    fn apply(&self, submission: &mut Submission) -> Result<(), RunError> {
+        submission.start_at = Moment::parse(START, self.start_at.as_deref(), self.delay.as_deref())?;
+        submission.deadline = Moment::parse(DEADLINE, self.deadline.as_deref(), self.timeout.as_deref())?;
+        Ok(())
     }
 }
 
@@ -74,7 +83,7 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut submission = Submission::new(component, &args.workflow, &args.input);
     submission.run_id = args.run_id;
     submission.links = links;
-    submission.start_at = args.when.start_at()?;
+    args.when.apply(&mut submission)?;
     let run = runtime.submit(&tenant, submission).await?;
     tracing::info!(run = %run, "run started");
     let progress = runtime
@@ -145,13 +154,13 @@ pub async fn start(
     workflow: &str,
     input: &str,
     run_id: Option<RunId>,
-    when: &StartTime,
+    when: &RunTimes,
 ) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let component = runtime.component(&tenant, component).await?;
     let mut submission = Submission::new(component, workflow, input);
     submission.run_id = run_id;
-    submission.start_at = when.start_at()?;
+    when.apply(&mut submission)?;
     let run = runtime.submit(&tenant, submission).await?;
     eprintln!("run {run} submitted; on the embedded store `stepstone resume` drives it");
     println!("{run}");

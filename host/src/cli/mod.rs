@@ -139,7 +139,7 @@ enum Command {
         #[arg(long)]
         run_id: Option<RunId>,
         #[command(flatten)]
-        when: drive::StartTime,
+        when: drive::RunTimes,
     },
     /// Wait until a run finishes, or the timeout passes; prints its status.
     Wait {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
-use super::drive::StartTime;
+use super::drive::RunTimes;
 use super::{Command, SecretCommand, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
@@ -137,12 +137,12 @@ impl Remote {
         workflow: &str,
         input: &str,
         run_id: Option<&str>,
-        when: &StartTime,
+        when: &RunTimes,
     ) -> anyhow::Result<String> {
         let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
         let body = json!({
             "component": component, "workflow": workflow, "input": input, "run_id": run_id,
-            "start_at": when.start_at, "delay": when.delay,
+            "start_at": when.start_at, "delay": when.delay, "deadline": when.deadline, "timeout": when.timeout,
         });
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
         started["run_id"]

@@ -41,6 +41,10 @@ pub struct RunRecord {
     /// epoch: no instance runs before then.
     #[serde(default)]
     pub start_at_ms: Option<u64>,
+    /// When the run must have ended, in milliseconds since the Unix epoch:
+    /// then it is cancelled, and ends `deadline-exceeded`.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
 }
 
 /// How a run ended; written once.
@@ -67,6 +71,24 @@ impl Outcome {
 pub struct CancelRecord {
     pub reason: String,
     pub requested_at_ms: u64,
+    /// Asked by the host as the run's deadline passed: the run then ends
+    /// `deadline-exceeded`, not `cancelled`.
+    #[serde(default)]
+    pub deadline: bool,
+}
+
+impl CancelRecord {
+    /// How a run cancelled so ends, whatever its workflow returned.
+    pub fn outcome(self) -> Outcome {
+        if self.deadline {
+            Outcome::Failed {
+                kind: "deadline-exceeded".into(),
+                message: self.reason,
+            }
+        } else {
+            Outcome::Cancelled { reason: self.reason }
+        }
+    }
 }
 
 /// What kind of durable call an entry records.

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
 use super::clock::now_ms;
+use super::moment::rfc3339;
 use super::{RunError, Runtime};
 use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
 use crate::shared_map::lock;
@@ -52,6 +53,16 @@ impl RunControl {
             () = self.cancelled() => {}
             () = tokio::time::sleep(at_most) => {}
         }
+    }
+}
+
+/// Cancels a run at its deadline unless dropped first: held while the
+/// run's instance may run, so the deadline interrupts whatever it waits on.
+pub(super) struct DeadlineTimer(tokio::task::AbortHandle);
+
+impl Drop for DeadlineTimer {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -164,13 +175,52 @@ impl Runtime {
     /// not reach (the host stops first) cancels itself when next driven,
     /// seeing its parent's cancellation.
     pub async fn cancel_in_background(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
-        self.cancel_one(tenant, run, reason).await?;
+        self.cancel_tree_with(tenant, run, cancel_record(reason, false)).await
+    }
+
+    /// Cancels a run whose deadline passed, and its tree of children, so
+    /// that it ends `deadline-exceeded` after compensating as a cancelled
+    /// run does.
+    pub(super) async fn cancel_at_deadline(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        deadline_ms: u64,
+    ) -> Result<(), RunError> {
+        let reason = format!("the run's deadline, {}, passed", rfc3339(deadline_ms));
+        tracing::info!(%run, deadline_ms, "deadline passed: cancelling the run");
+        self.cancel_tree_with(tenant, run, cancel_record(&reason, true)).await
+    }
+
+    pub(super) fn deadline_timer(&self, tenant: &TenantId, run: &RunId, deadline_ms: u64) -> DeadlineTimer {
+        let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(deadline_ms.saturating_sub(now_ms()))).await;
+            if let Err(e) = runtime.cancel_at_deadline(&tenant, &run, deadline_ms).await {
+                tracing::debug!(%run, "not cancelled at its deadline: {e}");
+            }
+        });
+        DeadlineTimer(task.abort_handle())
+    }
+
+    async fn cancel_tree_with(&self, tenant: &TenantId, run: &RunId, request: CancelRecord) -> Result<(), RunError> {
+        self.request_cancellation(tenant, run, &request).await?;
         let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
         tokio::spawn(async move { runtime.cancel_children(&tenant, &run).await });
         Ok(())
     }
 
     pub(super) async fn cancel_one(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        self.request_cancellation(tenant, run, &cancel_record(reason, false))
+            .await
+    }
+
+    async fn request_cancellation(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        request: &CancelRecord,
+    ) -> Result<(), RunError> {
         let records = self.records(tenant, run);
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
@@ -178,12 +228,7 @@ impl Runtime {
         if records.outcome().await?.is_some() {
             return Err(RunError::Finished { run: run.clone() });
         }
-        records
-            .request_cancel(&CancelRecord {
-                reason: reason.to_owned(),
-                requested_at_ms: now_ms(),
-            })
-            .await?;
+        records.request_cancel(request).await?;
         self.host.controls.cancel(tenant, run);
         self.wake(tenant, run).await;
         Ok(())
@@ -244,6 +289,14 @@ impl Runtime {
 
 /// Runs a tree's cancellation writes to at once.
 const CANCELS_AT_ONCE: usize = 16;
+
+fn cancel_record(reason: &str, deadline: bool) -> CancelRecord {
+    CancelRecord {
+        reason: reason.to_owned(),
+        requested_at_ms: now_ms(),
+        deadline,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -62,6 +62,7 @@ mod tests {
             depth: 0,
             host: None,
             start_at_ms: None,
+            deadline_ms: None,
         }
     }
 

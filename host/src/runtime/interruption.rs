@@ -32,6 +32,15 @@ impl Suspension {
             step: None,
         }
     }
+
+    /// This suspension, woken at `deadline_ms` at the latest (when that is
+    /// still ahead: a deadline passed has cancelled the run already).
+    pub fn no_later_than(mut self, deadline_ms: Option<u64>, now_ms: u64) -> Self {
+        if let Some(deadline_ms) = deadline_ms.filter(|deadline| *deadline > now_ms) {
+            self.wake_at_ms = self.wake_at_ms.min(deadline_ms);
+        }
+        self
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -33,9 +33,9 @@ mod durable;
 mod fresh;
 mod in_flight;
 mod interruption;
+mod moment;
 mod replay;
 mod retry;
-mod start_at;
 mod status;
 mod step_call;
 mod step_target;
@@ -52,9 +52,9 @@ use tracing::Instrument;
 pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
 pub use interruption::Suspension;
+pub use moment::{DEADLINE, Moment, START};
 pub use replay::ReplayReport;
 pub use retry::RetryPolicy;
-pub use start_at::StartAt;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
 
@@ -120,7 +120,7 @@ pub enum RunError {
     #[error("cannot open the tenant's secrets for its steps: {0}")]
     Secrets(#[from] SecretError),
     #[error("{0}")]
-    InvalidStart(String),
+    InvalidTime(String),
 }
 
 impl RunError {
@@ -406,8 +406,12 @@ impl Runtime {
                     record.parent.as_ref().map_or("", RunId::as_str)
                 );
                 self.cancel_one(tenant, run, &reason).await?;
+            } else if let Some(deadline_ms) = record.deadline_ms.filter(|at| *at <= now_ms()) {
+                self.cancel_at_deadline(tenant, run, deadline_ms).await?;
             }
         }
+        // Held while an instance may run: cancels the run at its deadline.
+        let _deadline = record.deadline_ms.map(|at| self.deadline_timer(tenant, run, at));
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
             let entries = match stored {
@@ -448,6 +452,7 @@ impl Runtime {
                 Ended::Interrupted(Interruption::Suspend(suspension)) => {
                     tracing::info!(wake_at_ms = suspension.wake_at_ms, "run suspended, instance dropped");
                     records.snapshot(&self.host.config.snapshots).await;
+                    let suspension = suspension.no_later_than(record.deadline_ms, now_ms());
                     return Ok(Progress::Suspended(suspension));
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
@@ -459,7 +464,7 @@ impl Runtime {
             };
             // However the workflow ended, a cancelled run ends cancelled.
             let outcome = match records.cancel_request().await? {
-                Some(request) => Outcome::Cancelled { reason: request.reason },
+                Some(request) => request.outcome(),
                 None => outcome,
             };
             let outcome = records.finish(&outcome).await?;
@@ -488,7 +493,7 @@ impl Runtime {
             return Ok(None);
         };
         if let Some(request) = records.cancel_request().await? {
-            let outcome = records.finish(&Outcome::Cancelled { reason: request.reason }).await?;
+            let outcome = records.finish(&request.outcome()).await?;
             self.host.cluster.release(tenant, &record.run_id);
             self.count_finished(tenant, &outcome);
             tracing::info!("run cancelled before its start time");

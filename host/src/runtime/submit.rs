@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::clock::now_ms;
-use super::{RunError, Runtime, StartAt};
+use super::moment::{DEADLINE, Moment, START, rfc3339};
+use super::{RunError, Runtime};
 use crate::component::{ComponentError, Loaded};
 use crate::config::LimitRequest;
 use crate::journal::{JournalError, RunRecord, RunRecords, digest};
@@ -26,7 +27,9 @@ pub struct Submission {
     /// The run starting this one as its child, and its depth.
     pub parent: Option<(RunId, u32)>,
     /// When the run starts.
-    pub start_at: StartAt,
+    pub start_at: Moment,
+    /// When it must have ended (a duration counts from its start).
+    pub deadline: Moment,
 }
 
 impl Submission {
@@ -39,9 +42,26 @@ impl Submission {
             input: input.into(),
             limits: LimitRequest::default(),
             parent: None,
-            start_at: StartAt::Now,
+            start_at: Moment::Unset,
+            deadline: Moment::Unset,
         }
     }
+}
+
+/// When a run submitted at `now_ms` starts (`None`: at once) and must have
+/// ended; a deadline not after the start is refused.
+fn run_times(submission: &Submission, now_ms: u64) -> Result<(Option<u64>, Option<u64>), RunError> {
+    let start_at_ms = submission.start_at.resolve(START, now_ms)?.filter(|at| *at > now_ms);
+    let starts = start_at_ms.unwrap_or(now_ms);
+    let deadline_ms = submission.deadline.resolve(DEADLINE, starts)?;
+    if let Some(deadline_ms) = deadline_ms.filter(|deadline| *deadline <= starts) {
+        return Err(RunError::InvalidTime(format!(
+            "the run's deadline, {}, is not after its start, {}: give it a later deadline or a timeout above 0",
+            rfc3339(deadline_ms),
+            rfc3339(starts)
+        )));
+    }
+    Ok((start_at_ms, deadline_ms))
 }
 
 impl Runtime {
@@ -115,7 +135,7 @@ impl Runtime {
             self.host.components.store(&store, loaded).await?;
         }
         let created_at_ms = now_ms();
-        let start_at_ms = submission.start_at.resolve(created_at_ms)?;
+        let (start_at_ms, deadline_ms) = run_times(&submission, created_at_ms)?;
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         // The run's creator drives it first: it must be alive to others
         // before the run record names it.
@@ -140,6 +160,7 @@ impl Runtime {
             parent: submission.parent.map(|(parent, _)| parent),
             host: Some(self.host.cluster.me().clone()),
             start_at_ms,
+            deadline_ms,
         };
         let records = RunRecords::new(store, run_id.clone());
         match records.create_run(&record).await {
