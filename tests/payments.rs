@@ -5,11 +5,13 @@
 //! charged exactly once, after its retry, and after its host is killed
 //! mid-request.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use stepstone_e2e::{
-    Host, Origin, PAYMENTS_API_KEY, ReliabilityResult, Server, arg, guest, record_reliability, set_secret, token_hash,
+    Host, Origin, PAYMENTS_API_KEY, ReliabilityResult, Server, arg, guest, output_given, record_reliability,
+    set_secret, token_hash,
 };
 
 const SECRET_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -30,24 +32,39 @@ fn host_with_api_key() -> Host {
 /// `allowed`, with the component of its `charge_step` linked if it is
 /// another's (`py-steps/charge`).
 fn checkout(host: &Host, allowed: &str, run: &str, order: &Value) -> std::process::Output {
+    let component = order["charge_step"].as_str().and_then(|s| s.split_once('/'));
+    let links: Vec<(&str, PathBuf)> = component.map(|(name, _)| (name, guest(name))).into_iter().collect();
+    checkout_linked(host, allowed, run, order, &links)
+}
+
+/// `checkout`, with `links` (name, component) linked to the run.
+fn checkout_linked(
+    host: &Host,
+    allowed: &str,
+    run: &str,
+    order: &Value,
+    links: &[(&str, PathBuf)],
+) -> std::process::Output {
     let wasm = guest("checkout");
-    let (allowed, input) = (allowed.to_owned(), order.to_string());
+    let input = order.to_string();
     let mut args = vec![
-        "--allow-outbound".to_owned(),
+        "--allow-outbound",
         allowed,
-        "run".to_owned(),
-        arg(&wasm).to_owned(),
-        "checkout".to_owned(),
-        "--run-id".to_owned(),
-        run.to_owned(),
-        "--input".to_owned(),
-        input,
+        "run",
+        arg(&wasm),
+        "checkout",
+        "--run-id",
+        run,
+        "--input",
+        &input,
     ];
-    if let Some((component, _)) = order["charge_step"].as_str().and_then(|s| s.split_once('/')) {
-        args.push("--link".to_owned());
-        args.push(format!("{component}={}", arg(&guest(component))));
+    let links: Vec<String> = links
+        .iter()
+        .map(|(name, path)| format!("{name}={}", arg(path)))
+        .collect();
+    for link in &links {
+        args.extend(["--link", link]);
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     host.command(&args).output().expect("stepstone runs")
 }
 
@@ -207,4 +224,34 @@ fn a_charge_to_an_origin_off_the_list_or_down_fails_in_every_language() {
         assert!(!failed.status.success(), "{step}: {stderr}");
         assert!(stderr.contains("(failed, 5 attempts)"), "{step}: {stderr}");
     }
+}
+
+/// A secret set for a component name is what that component's steps read,
+/// called as `billing/charge`, in place of the tenant's of the same name:
+/// the tenant's key is refused by the service, the component's charges.
+#[test]
+fn a_components_secret_is_read_by_its_steps_in_place_of_the_tenants() {
+    let origin = Origin::start();
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", SECRET_KEY);
+    let set = set_secret(&host, "payments-api-key", "sk_wrong_tenant_wide", Some(SECRET_KEY));
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let scoped = host.command(&["secret", "set", "payments-api-key", "--component", "billing"]);
+    let set = output_given(scoped, PAYMENTS_API_KEY);
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let listed = host
+        .command(&["secret", "list", "--component", "billing"])
+        .output()
+        .expect("stepstone runs");
+    assert_eq!(String::from_utf8_lossy(&listed.stdout), "payments-api-key\n");
+
+    let own = checkout(&host, &origin.url(), "own", &order(&origin, "own", "charge"));
+    let stderr = String::from_utf8_lossy(&own.stderr);
+    assert!(stderr.contains("payment service refused the charge: 401"), "{stderr}");
+    let billing = order(&origin, "billed", "billing/charge");
+    let links = [("billing", guest("checkout"))];
+    let done = checkout_linked(&host, &origin.url(), "billed", &billing, &links);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let charges = origin.charges();
+    assert_eq!(charges.len(), 1, "{charges:?}");
+    assert_eq!(charges[0].order_id, "billed");
 }

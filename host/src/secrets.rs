@@ -1,15 +1,19 @@
 //! Tenants' secrets: named values a tenant's steps read through
-//! `wasi:config/store`, sealed at rest with the host's key.
+//! `wasi:config/store`, sealed at rest with the host's key. A secret is the
+//! tenant's, or one component name's: the steps a workflow calls as
+//! `COMPONENT/step` see a component's secret in place of the tenant's of
+//! the same name.
 //!
 //! Invariants: a value is stored only sealed (XChaCha20-Poly1305 under the
-//! host key from `$STEPSTONE_SECRET_KEY`, a fresh random nonce, the tenant
-//! and the name as associated data, so a sealed value copied to another
-//! tenant or name does not open); it is opened only for the step attempts of
-//! its own tenant, never for a workflow, and never journaled or logged;
-//! listings give names, never values. A tenant holds at most
-//! [`MAX_SECRETS`] secrets of at most [`MAX_SECRET_BYTES`] each.
+//! host key from `$STEPSTONE_SECRET_KEY`, a fresh random nonce, the tenant,
+//! the component if any and the name as associated data, so a sealed value
+//! copied to another tenant, component or name does not open); it is opened
+//! only for the step attempts of its own tenant, never for a workflow, and
+//! never journaled or logged; listings give names, never values. A tenant
+//! holds at most [`MAX_SECRETS`] secrets (its own and its components'
+//! together) of at most [`MAX_SECRET_BYTES`] each.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +24,7 @@ use rand::RngCore;
 use wasmtime_wasi_config::WasiConfigVariables;
 
 use crate::shared_map::lock;
-use crate::store::{SecretName, Storage, StoreError, StoreKey, TenantId};
+use crate::store::{ComponentName, SecretName, Storage, StoreError, StoreKey, TenantId};
 
 /// The environment variable that holds the host key: 64 hex digits.
 pub const SECRET_KEY_VAR: &str = "STEPSTONE_SECRET_KEY";
@@ -81,10 +85,10 @@ impl SecretKey {
         Ok(Self(cipher))
     }
 
-    fn seal(&self, tenant: &TenantId, name: &SecretName, value: &[u8]) -> Vec<u8> {
+    fn seal(&self, tenant: &TenantId, scope: Scope, name: &SecretName, value: &[u8]) -> Vec<u8> {
         let mut nonce = [0; NONCE_BYTES];
         rand::rng().fill_bytes(&mut nonce);
-        let aad = associated_data(tenant, name.as_str());
+        let aad = associated_data(tenant, scope, name.as_str());
         let sealed = self
             .0
             .encrypt(XNonce::from_slice(&nonce), Payload { msg: value, aad: &aad })
@@ -92,10 +96,10 @@ impl SecretKey {
         [&nonce[..], &sealed].concat()
     }
 
-    fn open(&self, tenant: &TenantId, name: &str, sealed: &[u8]) -> Result<String, SecretError> {
+    fn open(&self, tenant: &TenantId, scope: Scope, name: &str, sealed: &[u8]) -> Result<String, SecretError> {
         let damaged = || SecretError::Sealed { name: name.to_owned() };
         let (nonce, sealed) = sealed.split_at_checked(NONCE_BYTES).ok_or_else(damaged)?;
-        let aad = associated_data(tenant, name);
+        let aad = associated_data(tenant, scope, name);
         let value = self
             .0
             .decrypt(XNonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
@@ -104,17 +108,32 @@ impl SecretKey {
     }
 }
 
-/// What a sealed value is bound to: its tenant and its name.
-fn associated_data(tenant: &TenantId, name: &str) -> Vec<u8> {
-    format!("stepstone secret\0{tenant}\0{name}").into_bytes()
+/// Whose a secret is: the tenant's, or one of its component names'.
+pub type Scope<'a> = Option<&'a ComponentName>;
+
+/// What a sealed value is bound to: its tenant, its component, its name.
+fn associated_data(tenant: &TenantId, scope: Scope, name: &str) -> Vec<u8> {
+    match scope {
+        None => format!("stepstone secret\0{tenant}\0{name}").into_bytes(),
+        Some(component) => format!("stepstone component secret\0{tenant}\0{component}\0{name}").into_bytes(),
+    }
 }
 
-fn folder() -> StoreKey {
-    StoreKey::from("secrets")
+/// Where the component names' secrets are kept, apart from the tenant's.
+const COMPONENTS_FOLDER: &str = "component-secrets";
+
+fn folder(scope: Scope) -> StoreKey {
+    match scope {
+        None => StoreKey::from("secrets"),
+        Some(component) => StoreKey::from_iter([COMPONENTS_FOLDER, component.as_str()]),
+    }
 }
 
-fn key_of(name: &SecretName) -> StoreKey {
-    StoreKey::from_iter(["secrets", name.as_str()])
+fn key_of(scope: Scope, name: &SecretName) -> StoreKey {
+    match scope {
+        None => StoreKey::from_iter(["secrets", name.as_str()]),
+        Some(component) => StoreKey::from_iter([COMPONENTS_FOLDER, component.as_str(), name.as_str()]),
+    }
 }
 
 /// A tenant's secrets, opened, as its steps read them.
@@ -145,12 +164,31 @@ impl OpenedSecrets {
     }
 }
 
+/// A tenant's secrets, opened for its steps: its own, and each component
+/// name's over them.
+#[derive(Debug, Default)]
+pub struct StepSecrets {
+    tenant: Arc<OpenedSecrets>,
+    components: HashMap<String, Arc<OpenedSecrets>>,
+}
+
+impl StepSecrets {
+    /// What a step of `component` (the name a workflow called it by, none
+    /// for the run's own) reads.
+    pub fn for_component(&self, component: Option<&str>) -> Arc<OpenedSecrets> {
+        component
+            .and_then(|component| self.components.get(component))
+            .unwrap_or(&self.tenant)
+            .clone()
+    }
+}
+
 /// The secrets of every tenant, in the store.
 pub struct Secrets {
     storage: Storage,
     key: Mutex<Option<Arc<SecretKey>>>,
     /// What each tenant's steps were last given, and when it was read.
-    opened: Mutex<HashMap<TenantId, (Instant, Arc<OpenedSecrets>)>>,
+    opened: Mutex<HashMap<TenantId, (Instant, Arc<StepSecrets>)>>,
 }
 
 impl Secrets {
@@ -172,8 +210,14 @@ impl Secrets {
         lock(&self.key).clone().ok_or(SecretError::NoKey)
     }
 
-    /// Sets `name` to `value` for `tenant`, sealed.
-    pub async fn set(&self, tenant: &TenantId, name: &SecretName, value: &str) -> Result<(), SecretError> {
+    /// Sets `name` to `value` for `tenant` (or its component `scope`), sealed.
+    pub async fn set(
+        &self,
+        tenant: &TenantId,
+        scope: Scope<'_>,
+        name: &SecretName,
+        value: &str,
+    ) -> Result<(), SecretError> {
         if value.is_empty() {
             return Err(SecretError::Empty { name: name.clone() });
         }
@@ -184,20 +228,20 @@ impl Secrets {
             });
         }
         let key = self.key()?;
-        let names = self.names(tenant).await?;
-        if names.len() >= MAX_SECRETS && !names.contains(name) {
+        let store = self.storage.tenant(tenant);
+        let held = store.list(&folder(None)).await?.len() + store.list(&StoreKey::from(COMPONENTS_FOLDER)).await?.len();
+        if held >= MAX_SECRETS && !self.names(tenant, scope).await?.contains(name) {
             return Err(SecretError::TooMany);
         }
-        let sealed = key.seal(tenant, name, value.as_bytes());
-        let store = self.storage.tenant(tenant);
-        store.overwrite(&key_of(name), Bytes::from(sealed)).await?;
+        let sealed = key.seal(tenant, scope, name, value.as_bytes());
+        store.overwrite(&key_of(scope, name), Bytes::from(sealed)).await?;
         lock(&self.opened).remove(tenant);
         Ok(())
     }
 
-    /// The names of `tenant`'s secrets, sorted.
-    pub async fn names(&self, tenant: &TenantId) -> Result<Vec<SecretName>, SecretError> {
-        let keys = self.storage.tenant(tenant).list(&folder()).await?;
+    /// The names of `tenant`'s secrets (or its component `scope`'s), sorted.
+    pub async fn names(&self, tenant: &TenantId, scope: Scope<'_>) -> Result<Vec<SecretName>, SecretError> {
+        let keys = self.storage.tenant(tenant).list(&folder(scope)).await?;
         Ok(keys
             .iter()
             .filter_map(|key| SecretName::new(key.filename()?).ok())
@@ -205,35 +249,72 @@ impl Secrets {
     }
 
     /// Deletes `name`; whether it was there.
-    pub async fn delete(&self, tenant: &TenantId, name: &SecretName) -> Result<bool, SecretError> {
-        let existed = self.names(tenant).await?.contains(name);
-        self.storage.tenant(tenant).delete(&key_of(name)).await?;
+    pub async fn delete(&self, tenant: &TenantId, scope: Scope<'_>, name: &SecretName) -> Result<bool, SecretError> {
+        let existed = self.names(tenant, scope).await?.contains(name);
+        self.storage.tenant(tenant).delete(&key_of(scope, name)).await?;
         lock(&self.opened).remove(tenant);
         Ok(existed)
     }
 
     /// `tenant`'s secrets, opened, for its step attempts: read again once
     /// [`OPENED_FOR`] has passed. A tenant without secrets needs no key.
-    pub async fn for_steps(&self, tenant: &TenantId) -> Result<Arc<OpenedSecrets>, SecretError> {
+    pub async fn for_steps(&self, tenant: &TenantId) -> Result<Arc<StepSecrets>, SecretError> {
         if let Some((read, opened)) = lock(&self.opened).get(tenant)
             && read.elapsed() < OPENED_FOR
         {
             return Ok(opened.clone());
         }
+        let own = self.open_scope(tenant, None, BTreeMap::new()).await?;
+        let mut components = HashMap::new();
+        for component in self.component_scopes(tenant).await? {
+            let over = self.open_scope(tenant, Some(&component), own.clone()).await?;
+            components.insert(component.as_str().to_owned(), Arc::new(opened_from(over)));
+        }
+        let opened = Arc::new(StepSecrets {
+            tenant: Arc::new(opened_from(own)),
+            components,
+        });
+        lock(&self.opened).insert(tenant.clone(), (Instant::now(), opened.clone()));
+        Ok(opened)
+    }
+
+    /// The component names that hold secrets of their own.
+    async fn component_scopes(&self, tenant: &TenantId) -> Result<BTreeSet<ComponentName>, SecretError> {
+        let keys = self
+            .storage
+            .tenant(tenant)
+            .list(&StoreKey::from(COMPONENTS_FOLDER))
+            .await?;
+        Ok(keys
+            .iter()
+            .filter_map(|key| ComponentName::new(key.parts().nth(1)?.as_ref()).ok())
+            .collect())
+    }
+
+    /// `values` with `scope`'s secrets opened over them.
+    async fn open_scope(
+        &self,
+        tenant: &TenantId,
+        scope: Scope<'_>,
+        mut values: BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, SecretError> {
         let store = self.storage.tenant(tenant);
-        let mut opened = OpenedSecrets::default();
-        for key in store.list(&folder()).await? {
+        for key in store.list(&folder(scope)).await? {
             let Some(name) = key.filename().map(str::to_owned) else {
                 continue;
             };
             let Some(sealed) = store.get(&key).await? else { continue };
-            let value = self.key()?.open(tenant, &name, &sealed)?;
-            opened.variables.insert(name.clone(), value);
-            opened.names.push(name);
+            let value = self.key()?.open(tenant, scope, &name, &sealed)?;
+            values.insert(name, value);
         }
-        let opened = Arc::new(opened);
-        lock(&self.opened).insert(tenant.clone(), (Instant::now(), opened.clone()));
-        Ok(opened)
+        Ok(values)
+    }
+}
+
+fn opened_from(values: BTreeMap<String, String>) -> OpenedSecrets {
+    OpenedSecrets {
+        names: values.keys().cloned().collect(),
+        variables: values.into_iter().collect(),
     }
 }
 
@@ -263,22 +344,22 @@ mod tests {
             TenantId::new("acme").expect("valid"),
             TenantId::new("globex").expect("valid"),
         );
-        secrets.set(&acme, &name("api-key"), "s3cr3t-value").await?;
+        secrets.set(&acme, None, &name("api-key"), "s3cr3t-value").await?;
         let stored = storage
             .tenant(&acme)
-            .get(&key_of(&name("api-key")))
+            .get(&key_of(None, &name("api-key")))
             .await?
             .expect("stored");
         assert!(
             !stored.windows(6).any(|w| w == b"s3cr3t"),
             "the value is stored in the clear"
         );
-        assert_eq!(secrets.for_steps(&acme).await?.names(), ["api-key"]);
-        assert!(secrets.for_steps(&globex).await?.names().is_empty());
+        assert_eq!(secrets.for_steps(&acme).await?.for_component(None).names(), ["api-key"]);
+        assert!(secrets.for_steps(&globex).await?.for_component(None).names().is_empty());
         // Copied to another tenant, it does not open.
         storage
             .tenant(&globex)
-            .overwrite(&key_of(&name("api-key")), stored)
+            .overwrite(&key_of(None, &name("api-key")), stored)
             .await?;
         let copied = keyed(storage, key()).for_steps(&globex).await.unwrap_err();
         assert!(matches!(copied, SecretError::Sealed { .. }), "{copied}");
@@ -291,12 +372,14 @@ mod tests {
         let tenant = TenantId::default_tenant();
         let keyless = Secrets::new(storage.clone());
         assert!(
-            keyless.for_steps(&tenant).await?.names().is_empty(),
+            keyless.for_steps(&tenant).await?.for_component(None).names().is_empty(),
             "no secrets need no key"
         );
-        let refused = keyless.set(&tenant, &name("a"), "v").await.unwrap_err();
+        let refused = keyless.set(&tenant, None, &name("a"), "v").await.unwrap_err();
         assert!(refused.to_string().contains(SECRET_KEY_VAR), "{refused}");
-        keyed(storage.clone(), key()).set(&tenant, &name("a"), "v").await?;
+        keyed(storage.clone(), key())
+            .set(&tenant, None, &name("a"), "v")
+            .await?;
         let other = SecretKey::from_hex(&"cd".repeat(32))?;
         let wrong = keyed(storage, other).for_steps(&tenant).await.unwrap_err();
         assert!(
@@ -317,22 +400,80 @@ mod tests {
         let secrets = keyed(Storage::in_memory(), key());
         let tenant = TenantId::default_tenant();
         secrets
-            .set(&tenant, &name("edge"), &"x".repeat(MAX_SECRET_BYTES))
+            .set(&tenant, None, &name("edge"), &"x".repeat(MAX_SECRET_BYTES))
             .await?;
         let large = secrets
-            .set(&tenant, &name("over"), &"x".repeat(MAX_SECRET_BYTES + 1))
+            .set(&tenant, None, &name("over"), &"x".repeat(MAX_SECRET_BYTES + 1))
             .await;
         assert!(matches!(large, Err(SecretError::TooLarge { .. })));
         for n in 1..MAX_SECRETS {
-            secrets.set(&tenant, &name(&format!("s{n}")), "v").await?;
+            secrets.set(&tenant, None, &name(&format!("s{n}")), "v").await?;
         }
-        let past = secrets.set(&tenant, &name("one-more"), "v").await;
+        let past = secrets.set(&tenant, None, &name("one-more"), "v").await;
         assert!(matches!(past, Err(SecretError::TooMany)));
-        secrets.set(&tenant, &name("edge"), "replaced").await?;
-        assert!(secrets.delete(&tenant, &name("edge")).await?);
-        assert!(!secrets.delete(&tenant, &name("edge")).await?);
-        secrets.set(&tenant, &name("one-more"), "v").await?;
-        assert_eq!(secrets.names(&tenant).await?.len(), MAX_SECRETS);
+        secrets.set(&tenant, None, &name("edge"), "replaced").await?;
+        assert!(secrets.delete(&tenant, None, &name("edge")).await?);
+        assert!(!secrets.delete(&tenant, None, &name("edge")).await?);
+        secrets.set(&tenant, None, &name("one-more"), "v").await?;
+        assert_eq!(secrets.names(&tenant, None).await?.len(), MAX_SECRETS);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_components_secret_is_read_in_place_of_the_tenants_by_its_steps_only() -> Result<(), SecretError> {
+        let storage = Storage::in_memory();
+        let secrets = keyed(storage.clone(), key());
+        let tenant = TenantId::default_tenant();
+        let billing = ComponentName::new("billing").expect("valid");
+        secrets.set(&tenant, None, &name("api-key"), "tenant-wide").await?;
+        secrets.set(&tenant, None, &name("region"), "eu").await?;
+        secrets
+            .set(&tenant, Some(&billing), &name("api-key"), "billing-only")
+            .await?;
+        assert_eq!(secrets.names(&tenant, None).await?, [name("api-key"), name("region")]);
+        assert_eq!(secrets.names(&tenant, Some(&billing)).await?, [name("api-key")]);
+        let opened = secrets.for_steps(&tenant).await?;
+        // Which value each reads, the end-to-end tests show (tests/secrets.rs).
+        assert_eq!(opened.for_component(Some("billing")).names(), ["api-key", "region"]);
+        assert!(
+            !Arc::ptr_eq(&opened.for_component(Some("billing")), &opened.for_component(None)),
+            "billing reads a set of its own"
+        );
+        assert!(
+            Arc::ptr_eq(&opened.for_component(Some("shipping")), &opened.for_component(None)),
+            "another component reads the tenant's"
+        );
+        // A component's sealed value copied over the tenant's does not open.
+        let sealed = storage
+            .tenant(&tenant)
+            .get(&key_of(Some(&billing), &name("api-key")))
+            .await?
+            .expect("stored");
+        storage
+            .tenant(&tenant)
+            .overwrite(&key_of(None, &name("api-key")), sealed)
+            .await?;
+        let moved = keyed(storage, key()).for_steps(&tenant).await.unwrap_err();
+        assert!(matches!(moved, SecretError::Sealed { .. }), "{moved}");
+        assert!(secrets.delete(&tenant, Some(&billing), &name("api-key")).await?);
+        assert!(!secrets.delete(&tenant, Some(&billing), &name("api-key")).await?);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_tenants_and_its_components_secrets_count_together() -> Result<(), SecretError> {
+        let secrets = keyed(Storage::in_memory(), key());
+        let tenant = TenantId::default_tenant();
+        let billing = ComponentName::new("billing").expect("valid");
+        for n in 0..MAX_SECRETS / 2 {
+            secrets.set(&tenant, None, &name(&format!("t{n}")), "v").await?;
+            secrets
+                .set(&tenant, Some(&billing), &name(&format!("c{n}")), "v")
+                .await?;
+        }
+        let past = secrets.set(&tenant, Some(&billing), &name("one-more"), "v").await;
+        assert!(matches!(past, Err(SecretError::TooMany)));
+        secrets.set(&tenant, Some(&billing), &name("c0"), "replaced").await?;
         Ok(())
     }
 }

@@ -13,9 +13,9 @@ use super::ApiState;
 use super::auth::Caller;
 use super::doc::{Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Path};
+use super::extract::{Body, Path, Query};
 use crate::secrets::MAX_SECRET_BYTES;
-use crate::store::SecretName;
+use crate::store::{ComponentName, SecretName};
 
 /// A secret's value: UTF-8 text, not empty, at most 16 KiB.
 pub struct SecretValue;
@@ -40,6 +40,15 @@ pub struct SecretPath {
     name: SecretName,
 }
 
+/// Whose secrets: the tenant's, or one of its component names'.
+#[derive(Deserialize, IntoParams)]
+pub struct ScopeParams {
+    /// A component name: its secrets, which the steps a workflow calls as
+    /// `COMPONENT/step` read in place of the tenant's of the same name.
+    #[param(inline)]
+    component: Option<ComponentName>,
+}
+
 /// The names of the tenant's secrets.
 #[derive(Serialize, ToSchema)]
 pub struct SecretNames {
@@ -47,7 +56,7 @@ pub struct SecretNames {
 }
 
 /// Set a secret (the body is its value, UTF-8 text); steps read it through `wasi:config/store`.
-#[utoipa::path(put, path = "/v1/secrets/{name}", params(SecretPath),
+#[utoipa::path(put, path = "/v1/secrets/{name}", params(SecretPath, ScopeParams),
     request_body(content = inline(SecretValue), content_type = "text/plain", description = "the value, at most 16 KiB"),
     responses(
         (status = 204, description = "set, sealed with the host key"),
@@ -59,23 +68,32 @@ pub async fn set(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Path(SecretPath { name }): Path<SecretPath>,
+    Query(ScopeParams { component }): Query<ScopeParams>,
     Body(body): Body,
 ) -> Result<StatusCode, ApiError> {
     let value =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the secret's value is not UTF-8 text"))?;
-    state.runtime.secrets().set(&tenant.id, &name, value).await?;
+    state
+        .runtime
+        .secrets()
+        .set(&tenant.id, component.as_ref(), &name, value)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The names of the tenant's secrets (never their values).
-#[utoipa::path(get, path = "/v1/secrets", responses((status = 200, body = SecretNames), Refusals))]
-pub async fn list(State(state): State<ApiState>, Caller(tenant): Caller) -> Result<Json<SecretNames>, ApiError> {
-    let names = state.runtime.secrets().names(&tenant.id).await?;
+#[utoipa::path(get, path = "/v1/secrets", params(ScopeParams), responses((status = 200, body = SecretNames), Malformed, Refusals))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Query(ScopeParams { component }): Query<ScopeParams>,
+) -> Result<Json<SecretNames>, ApiError> {
+    let names = state.runtime.secrets().names(&tenant.id, component.as_ref()).await?;
     Ok(Json(SecretNames { names }))
 }
 
 /// Delete a secret.
-#[utoipa::path(delete, path = "/v1/secrets/{name}", params(SecretPath),
+#[utoipa::path(delete, path = "/v1/secrets/{name}", params(SecretPath, ScopeParams),
     responses(
         (status = 204, description = "deleted"),
         (status = 404, body = ErrorBody, description = "no such secret"),
@@ -85,8 +103,14 @@ pub async fn delete(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
     Path(SecretPath { name }): Path<SecretPath>,
+    Query(ScopeParams { component }): Query<ScopeParams>,
 ) -> Result<StatusCode, ApiError> {
-    match state.runtime.secrets().delete(&tenant.id, &name).await? {
+    match state
+        .runtime
+        .secrets()
+        .delete(&tenant.id, component.as_ref(), &name)
+        .await?
+    {
         true => Ok(StatusCode::NO_CONTENT),
         false => Err(ApiError::new(StatusCode::NOT_FOUND, format!("no secret `{name}`"))),
     }

@@ -17,7 +17,9 @@ use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, Snapsho
 use stepstone::runtime::Runtime;
 use stepstone::sandbox::{AllowedOrigin, Outbound};
 use stepstone::secrets::SecretKey;
-use stepstone::store::{CrashPoint, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId};
+use stepstone::store::{
+    ComponentName, CrashPoint, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
+};
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -230,11 +232,31 @@ enum Command {
 enum SecretCommand {
     /// Set a secret to the value read from standard input (a final newline
     /// dropped), so it appears in no command line.
-    Set { name: SecretName },
+    Set {
+        name: SecretName,
+        #[command(flatten)]
+        scope: SecretScope,
+    },
     /// List the secrets' names (never their values).
-    List,
+    List {
+        #[command(flatten)]
+        scope: SecretScope,
+    },
     /// Delete a secret.
-    Delete { name: SecretName },
+    Delete {
+        name: SecretName,
+        #[command(flatten)]
+        scope: SecretScope,
+    },
+}
+
+/// Whose secret: the tenant's, or one component name's.
+#[derive(clap::Args)]
+struct SecretScope {
+    /// A component name: its secret, which the steps a workflow calls as
+    /// `COMPONENT/step` read in place of the tenant's of the same name.
+    #[arg(long)]
+    component: Option<ComponentName>,
 }
 
 #[derive(Subcommand)]
@@ -425,17 +447,20 @@ impl DataDir {
 async fn secret(runtime: &Runtime, command: SecretCommand) -> anyhow::Result<ExitCode> {
     let (secrets, tenant) = (runtime.secrets(), TenantId::default_tenant());
     match command {
-        SecretCommand::Set { name } => {
-            secrets.set(&tenant, &name, &secret_from_stdin()?).await?;
+        SecretCommand::Set { name, scope } => {
+            secrets
+                .set(&tenant, scope.component.as_ref(), &name, &secret_from_stdin()?)
+                .await?;
             eprintln!("secret `{name}` set");
         }
-        SecretCommand::List => {
-            for name in secrets.names(&tenant).await? {
+        SecretCommand::List { scope } => {
+            for name in secrets.names(&tenant, scope.component.as_ref()).await? {
                 println!("{name}");
             }
         }
-        SecretCommand::Delete { name } => {
-            anyhow::ensure!(secrets.delete(&tenant, &name).await?, "no secret `{name}`");
+        SecretCommand::Delete { name, scope } => {
+            let deleted = secrets.delete(&tenant, scope.component.as_ref(), &name).await?;
+            anyhow::ensure!(deleted, "no secret `{name}`");
         }
     }
     Ok(ExitCode::SUCCESS)

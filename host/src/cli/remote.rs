@@ -9,7 +9,7 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
 use super::drive::RunTimes;
-use super::{Command, SecretCommand, read_file, secret_from_stdin};
+use super::{Command, SecretCommand, SecretScope, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
 pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCode> {
@@ -193,20 +193,21 @@ impl Remote {
     /// `stepstone secret` for the token's tenant, through `/v1/secrets`.
     pub async fn secret(&self, command: SecretCommand) -> anyhow::Result<()> {
         match command {
-            SecretCommand::Set { name } => {
+            SecretCommand::Set { name, scope } => {
                 let request = self.request(Method::PUT, &format!("/v1/secrets/{name}"));
-                self.send(request.body(secret_from_stdin()?)).await?;
+                self.send(scoped(request, &scope).body(secret_from_stdin()?)).await?;
                 eprintln!("secret `{name}` set");
             }
-            SecretCommand::List => {
-                let listed = self.send(self.request(Method::GET, "/v1/secrets")).await?;
+            SecretCommand::List { scope } => {
+                let request = self.request(Method::GET, "/v1/secrets");
+                let listed = self.send(scoped(request, &scope)).await?;
                 for name in listed["names"].as_array().into_iter().flatten() {
                     println!("{}", name.as_str().unwrap_or_default());
                 }
             }
-            SecretCommand::Delete { name } => {
-                self.send(self.request(Method::DELETE, &format!("/v1/secrets/{name}")))
-                    .await?;
+            SecretCommand::Delete { name, scope } => {
+                let request = self.request(Method::DELETE, &format!("/v1/secrets/{name}"));
+                self.send(scoped(request, &scope)).await?;
             }
         }
         Ok(())
@@ -215,5 +216,13 @@ impl Remote {
     pub async fn replay(&self, run: &str) -> anyhow::Result<Value> {
         self.send(self.request(Method::POST, &format!("/v1/runs/{run}/replay")))
             .await
+    }
+}
+
+/// `request` for the component `scope` names, if any.
+fn scoped(request: RequestBuilder, scope: &SecretScope) -> RequestBuilder {
+    match &scope.component {
+        Some(component) => request.query(&[("component", component.as_str())]),
+        None => request,
     }
 }

@@ -138,6 +138,11 @@ impl WorkflowState {
                 };
                 let mut limits = self.run.step_limits.lowered_by(&asked);
                 limits.http = limits.http.lowered_by(&http);
+                // A step called as `component/step` reads that component's secrets.
+                let secrets = self
+                    .run
+                    .secrets
+                    .for_component(step.split_once('/').map(|(component, _)| component));
                 let step = StepCall {
                     seq,
                     call: call.clone(),
@@ -147,7 +152,7 @@ impl WorkflowState {
                     limits,
                     log: self.run.log.clone(),
                     outbound: self.run.outbound.clone(),
-                    secrets: self.run.secrets.clone(),
+                    secrets,
                     resumes_attempts: self.run.retried.contains(&seq),
                 };
                 self.launch(handle, step, launch)

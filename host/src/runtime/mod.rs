@@ -66,7 +66,7 @@ use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
-use crate::secrets::{OpenedSecrets, SecretError, Secrets};
+use crate::secrets::{SecretError, Secrets, StepSecrets};
 use crate::shared_map::lock;
 use crate::store::{
     InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
@@ -252,7 +252,7 @@ pub struct RunContext {
     /// The origins the run's steps may reach over HTTP.
     outbound: Arc<Outbound>,
     /// Its tenant's secrets, for its steps.
-    secrets: Arc<OpenedSecrets>,
+    secrets: Arc<StepSecrets>,
     /// What this execution of the run may still log.
     log: Arc<LogBudget>,
     /// When the run was created: where its journal time starts.
