@@ -21,7 +21,14 @@ fn server() -> Server {
 }
 
 fn greet(run: &str, when: Value) -> Value {
-    let mut body = json!({"component": "hello", "workflow": "greet", "input": {"name": "Ada"}, "run_id": run});
+    with_times(
+        json!({"component": "hello", "workflow": "greet", "input": {"name": "Ada"}, "run_id": run}),
+        when,
+    )
+}
+
+/// A `POST /v1/runs` body with the fields of `when` (`delay`, `timeout`, ...).
+fn with_times(mut body: Value, when: Value) -> Value {
     body.as_object_mut()
         .expect("an object")
         .extend(when.as_object().cloned().unwrap_or_default());
@@ -165,11 +172,10 @@ fn run_id_of(log: &str) -> String {
 /// An order that sleeps a minute before asking for approval.
 fn slow_order(run: &str, when: Value) -> Value {
     let input = order_input(run, 60_000, json!({"approval_timeout_ms": 60_000}));
-    let mut body = json!({"component": "order", "workflow": "place-order", "input": input, "run_id": run});
-    body.as_object_mut()
-        .expect("an object")
-        .extend(when.as_object().cloned().unwrap_or_default());
-    body
+    with_times(
+        json!({"component": "order", "workflow": "place-order", "input": input, "run_id": run}),
+        when,
+    )
 }
 
 /// The names of the steps a run's journal records, in order.

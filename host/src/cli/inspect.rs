@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use stepstone::journal::{Entry, Recorded};
-use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime};
+use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime, rfc3339};
 use stepstone::sandbox::kind_name;
 use stepstone::store::{RunId, TenantId};
 
@@ -61,10 +61,7 @@ pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {
 
 fn status_line(status: &RunStatus) -> String {
     let state = match &status.state {
-        RunState::Scheduled { start_at_ms } => {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(*start_at_ms);
-            format!("scheduled to start at {}", humantime::format_rfc3339_seconds(at))
-        }
+        RunState::Scheduled { start_at_ms } => format!("scheduled to start at {}", rfc3339(*start_at_ms)),
         RunState::Pending => "pending".to_owned(),
         RunState::Running => "running".to_owned(),
         RunState::Retrying { seq, failed_attempts } => {

@@ -52,7 +52,7 @@ use tracing::Instrument;
 pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
 pub use interruption::Suspension;
-pub use moment::{DEADLINE, Moment, START};
+pub use moment::{DEADLINE, Moment, START, rfc3339};
 pub use replay::ReplayReport;
 pub use retry::RetryPolicy;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
@@ -410,8 +410,12 @@ impl Runtime {
                 self.cancel_at_deadline(tenant, run, deadline_ms).await?;
             }
         }
-        // Held while an instance may run: cancels the run at its deadline.
-        let _deadline = record.deadline_ms.map(|at| self.deadline_timer(tenant, run, at));
+        // Held while an instance may run: cancels the run at its deadline
+        // (one passed has cancelled it above, or before).
+        let _deadline = record
+            .deadline_ms
+            .filter(|at| *at > now_ms())
+            .map(|at| self.deadline_timer(tenant, run, at));
         let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
         async {
             let entries = match stored {
