@@ -55,6 +55,10 @@ values = ["hello", "{digest}"]
 values = ["greet", "stamp"]
 [dictionaries.cursors]
 values = ["{cursor}"]
+[dictionaries.schedules]
+values = ["nightly"]
+[dictionaries.crons]
+values = ["0 2 * * *", "*/5 * * * * *"]
 
 [parameters]
 "path.id" = {{ dictionary = "runs", probability = 0.5 }}
@@ -62,6 +66,8 @@ values = ["{cursor}"]
 "query.cursor" = {{ dictionary = "cursors", probability = 0.5 }}
 "body.component" = {{ dictionary = "components", probability = 0.5 }}
 "body.workflow" = {{ dictionary = "workflows", probability = 0.5 }}
+"body.cron" = {{ dictionary = "crons", probability = 0.5 }}
+"path.name" = {{ dictionary = "schedules", probability = 0.3 }}
 
 # No schema can say "a valid Stepstone component": other bytes, which the
 # document allows as a body, are refused with the documented 400.
@@ -74,6 +80,12 @@ checks.positive_data_acceptance.expected-statuses = [201, 400, 401, 403, 413]
 [[operations]]
 include-name = "POST /v1/runs"
 checks.positive_data_acceptance.expected-statuses = [202, 400, 401, 403, 404, 409, 429]
+
+# Nor "a cron pattern" or "a duration" (`catch_up`): 400 for one that is
+# not; and a name taken by another schedule is 409.
+[[operations]]
+include-name = "POST /v1/schedules"
+checks.positive_data_acceptance.expected-statuses = [201, 400, 401, 403, 404, 409]
 "#
     )
 }
@@ -95,6 +107,9 @@ fn schemathesis_finds_the_server_true_to_its_openapi_document() {
     finished_run(&server, "greeted", "greet", json!({"name": "Ada"}), "completed");
     finished_run(&server, "failed", "greet", json!(5), "failed");
     finished_run(&server, "cancelled", "await-go", json!({}), "cancelled");
+    let nightly = json!({"name": "nightly", "component": "hello", "workflow": "greet",
+        "input": {"name": "Ada"}, "cron": "0 2 * * *"});
+    server.post_json("/v1/schedules", TOKEN, &nightly).expect(201);
     let page = server.get("/v1/runs?limit=1", TOKEN).expect(200);
     let cursor = page["next_cursor"].as_str().expect("a second page");
 

@@ -397,3 +397,64 @@ fn a_killed_hosts_scheduled_run_starts_on_the_new_owner_at_its_time() {
     let began = journal[0]["started_at_ms"].as_u64().expect("a journaled step");
     assert!(began >= start_at, "it began at {began}, before its time {start_at}");
 }
+
+/// Every host sharing the store fires every schedule: each fire is one run,
+/// whose one step ran once on one host, and when a host dies the others
+/// go on firing.
+#[test]
+fn hosts_sharing_a_store_fire_a_schedule_once_per_fire_and_go_on_when_one_dies() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &[]);
+    servers[0].upload(TOKEN, "hello");
+    let body = json!({"name": "tick", "component": "hello", "workflow": "greet",
+        "input": {"name": "Ada"}, "cron": "* * * * * *"});
+    servers[0].post_json("/v1/schedules", TOKEN, &body).expect(201);
+    let fires = r#"stepstone_schedule_fires_total{tenant="acme",outcome="started"}"#;
+    // Host 1 reads the schedule at its next reload, and fires it too.
+    servers[1].await_metric(fires, 3.0, Duration::from_secs(30));
+    for server in &servers {
+        server
+            .post_json("/v1/schedules/tick/pause", TOKEN, &json!({}))
+            .expect(200);
+    }
+    let fired = |server: &Server| -> Vec<String> {
+        let page = server.get("/v1/runs?limit=1000", TOKEN).expect(200);
+        let runs = page["runs"].as_array().cloned().unwrap_or_default();
+        runs.iter()
+            .filter_map(|run| {
+                run["run_id"]
+                    .as_str()
+                    .filter(|id| id.starts_with("tick-"))
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let runs = fired(&servers[1]);
+    for run in &runs {
+        await_state(&servers[1], run, "completed", Duration::from_secs(30));
+    }
+    let attempts = r#"stepstone_step_attempts_total{tenant="acme",outcome="ok"}"#;
+    let ran: f64 = servers.iter().map(|server| server.metric(attempts)).sum();
+    assert_eq!(
+        ran,
+        runs.len() as f64,
+        "steps ran on the two hosts for {} fires: {runs:?}",
+        runs.len()
+    );
+
+    servers[1]
+        .post_json("/v1/schedules/tick/resume", TOKEN, &json!({}))
+        .expect(200);
+    servers[0].kill();
+    let before = runs.len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while fired(&servers[1]).len() < before + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 fired nothing after host 0 died"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let newest = fired(&servers[1]).pop().expect("a run");
+    await_state(&servers[1], &newest, "completed", Duration::from_secs(30));
+}

@@ -449,6 +449,11 @@ impl Server {
         if signal == "TERM" {
             assert!(exited.success(), "a SIGTERM'd server exits cleanly: {exited}");
         }
+        self.restart()
+    }
+
+    /// Starts a new server on the same data, the old one having exited.
+    pub fn restart(mut self) -> Self {
         let host = std::mem::take(&mut self.host);
         let args: Vec<String> = std::mem::take(&mut self.args);
         Self::start_with(host, &args.iter().map(String::as_str).collect::<Vec<_>>())

@@ -20,6 +20,7 @@ pub mod journal;
 pub mod metrics;
 pub mod runtime;
 pub mod sandbox;
+pub mod schedules;
 pub mod secrets;
 mod shared_map;
 pub mod store;

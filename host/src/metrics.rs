@@ -1,7 +1,8 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
 //! durations, fuel burnt, replays, non-determinism errors, uploads compiling,
-//! and steps' outgoing HTTP (requests sent and refused, bytes each way).
+//! steps' outgoing HTTP (requests sent and refused, bytes each way), and
+//! schedules' fires by fate.
 
 use std::time::Duration;
 
@@ -74,6 +75,7 @@ pub struct Metrics {
     non_determinism: Family<Tenant, Counter>,
     http_requests: Family<TenantOutcome, Counter>,
     http_bytes: Family<TenantDirection, Counter>,
+    schedule_fires: Family<TenantOutcome, Counter>,
 }
 
 impl Default for Metrics {
@@ -92,6 +94,7 @@ impl Default for Metrics {
             non_determinism: Family::default(),
             http_requests: Family::default(),
             http_bytes: Family::default(),
+            schedule_fires: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -141,6 +144,11 @@ impl Default for Metrics {
             "http_bytes",
             "Bytes of steps' outgoing HTTP request and response bodies",
             metrics.http_bytes.clone(),
+        );
+        registry.register(
+            "schedule_fires",
+            "Fires of cron schedules, by fate: started, skipped, buffered or refused",
+            metrics.schedule_fires.clone(),
         );
         Self { registry, ..metrics }
     }
@@ -206,6 +214,10 @@ impl Metrics {
                 self.http_bytes.get_or_create(&labels).inc_by(bytes);
             }
         }
+    }
+
+    pub fn schedule_fire(&self, id: &TenantId, fate: &str) {
+        self.schedule_fires.get_or_create(&outcome(id, fate)).inc();
     }
 
     pub fn replayed(&self, id: &TenantId) {

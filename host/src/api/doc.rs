@@ -16,8 +16,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use super::{components, runs, secrets};
-use crate::store::{ComponentName, RunId, SecretName, SignalId, SignalName};
+use super::{components, runs, schedules, secrets};
+use crate::store::{ComponentName, RunId, ScheduleName, SecretName, SignalId, SignalName};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use crate::store::{ComponentName, RunId, SecretName, SignalId, SignalName};
         components::upload, components::list, components::get,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         secrets::set, secrets::list, secrets::delete,
+        schedules::add, schedules::list, schedules::get, schedules::pause, schedules::resume, schedules::delete,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -124,6 +125,8 @@ refusals! {
 /// The longest run ids, component names and signal names, as
 /// `store::keys` checks them.
 pub const NAME_MAX: usize = 128;
+/// The longest schedule names: a fire's run id adds 17 characters.
+const SCHEDULE_NAME_MAX: usize = 100;
 /// The longest signal ids.
 const SIGNAL_ID_MAX: usize = 64;
 
@@ -163,6 +166,7 @@ name_schemas! {
     SignalName: NAME_MAX, "The name a signal is sent and awaited under.";
     SignalId: SIGNAL_ID_MAX, "A sender's idempotency key for one signal.";
     SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
+    ScheduleName: SCHEDULE_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
 }
 
 #[cfg(test)]
@@ -178,5 +182,7 @@ mod tests {
         assert!(SignalName::new(&fits).is_ok() && SignalName::new(&over).is_err());
         let [fits, over] = longest(SIGNAL_ID_MAX);
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
+        let [fits, over] = longest(SCHEDULE_NAME_MAX);
+        assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
     }
 }

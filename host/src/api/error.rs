@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use crate::component::ComponentError;
 use crate::journal::JournalError;
 use crate::runtime::RunError;
+use crate::schedules::ScheduleError;
 use crate::secrets::SecretError;
 use crate::store::StoreError;
 
@@ -111,6 +112,7 @@ impl From<RunError> for ApiError {
             },
             RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
             RunError::Secrets(e) => secret_status(e),
+            RunError::Schedule(e) => schedule_status(e),
         };
         match status {
             StatusCode::TOO_MANY_REQUESTS => Self::too_many(error.to_string(), 1),
@@ -126,6 +128,23 @@ fn store_status(error: &StoreError) -> StatusCode {
         StoreError::Unavailable { .. } | StoreError::Open { .. } | StoreError::Location { .. } => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+    }
+}
+
+fn schedule_status(error: &ScheduleError) -> StatusCode {
+    match error {
+        ScheduleError::InvalidCron { .. } | ScheduleError::InvalidCatchUp { .. } => StatusCode::BAD_REQUEST,
+        ScheduleError::Exists { .. } => StatusCode::CONFLICT,
+        ScheduleError::TooMany { .. } => StatusCode::FORBIDDEN,
+        ScheduleError::Unknown { .. } => StatusCode::NOT_FOUND,
+        ScheduleError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        ScheduleError::Store(e) => store_status(e),
+    }
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(error: ScheduleError) -> Self {
+        Self::new(schedule_status(&error), error.to_string())
     }
 }
 

@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod params;
 mod runs;
+mod schedules;
 mod secrets;
 
 use std::collections::HashMap;
@@ -105,6 +106,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/schedules", post(schedules::add).get(schedules::list))
+        .route("/schedules/{name}", get(schedules::get).delete(schedules::delete))
+        .route("/schedules/{name}/pause", post(schedules::pause))
+        .route("/schedules/{name}/resume", post(schedules::resume))
         .route("/secrets", get(secrets::list))
         .route("/secrets/{name}", put(secrets::set).delete(secrets::delete))
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));

@@ -4,6 +4,7 @@
 mod drive;
 mod inspect;
 mod remote;
+mod schedule;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -217,6 +218,9 @@ enum Command {
     /// the server's).
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Manage the cron schedules that start runs (they fire while `stepstone serve` runs).
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Make a component of a core WebAssembly module (binary or WAT text).
     Componentize {
         input: PathBuf,
@@ -333,6 +337,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Secret(command) => secret(&host().await?, command).await,
+        Command::Schedule(command) => schedule::local(&host().await?, command).await,
         Command::Serve {
             listen,
             config,

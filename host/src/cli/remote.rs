@@ -67,6 +67,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
         Command::Secret(command) => remote.secret(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Schedule(command) => super::schedule::remote(&remote, command).await,
         Command::Run(_)
         | Command::Resume { .. }
         | Command::List { .. }
@@ -96,7 +97,7 @@ impl Remote {
         })
     }
 
-    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+    pub(super) fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token)
@@ -104,7 +105,7 @@ impl Remote {
 
     /// Sends a request; an error status becomes an error carrying the
     /// server's message.
-    async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
+    pub(super) async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
         let response = request
             .send()
             .await

@@ -42,7 +42,9 @@ pub async fn serve(
         let recovered = runtime.recover(&tenant.id).await?;
         tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
     }
-    runtime.take_over_from_dead_hosts(tenants.iter().map(|tenant| tenant.id.clone()).collect());
+    let ids: Vec<TenantId> = tenants.iter().map(|tenant| tenant.id.clone()).collect();
+    runtime.take_over_from_dead_hosts(ids.clone());
+    runtime.fire_schedules(ids);
     let listener = bind(listen).await?;
     let operator = match metrics_listen {
         Some(address) => Some(bind(address).await?),

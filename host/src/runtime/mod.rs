@@ -66,6 +66,7 @@ use crate::guest_log::LogBudget;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::schedules::{ScheduleError, Schedules};
 use crate::secrets::{SecretError, Secrets, StepSecrets};
 use crate::shared_map::lock;
 use crate::store::{
@@ -121,6 +122,8 @@ pub enum RunError {
     Secrets(#[from] SecretError),
     #[error("{0}")]
     InvalidTime(String),
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
 }
 
 impl RunError {
@@ -141,7 +144,8 @@ impl RunError {
     pub fn is_storage_failure(&self) -> bool {
         match self {
             Self::Journal(error) => matches!(&**error, JournalError::Store(StoreError::Unavailable { .. })),
-            Self::Component(ComponentError::Store(StoreError::Unavailable { .. })) => true,
+            Self::Component(ComponentError::Store(StoreError::Unavailable { .. }))
+            | Self::Schedule(ScheduleError::Store(StoreError::Unavailable { .. })) => true,
             _ => false,
         }
     }
@@ -225,6 +229,8 @@ pub struct Host {
     pub cluster: Arc<Cluster>,
     /// Tenants' secrets, sealed in the store.
     pub secrets: Secrets,
+    /// Tenants' cron schedules, in the store.
+    pub schedules: Schedules,
     /// Workflow programs by component digest, within the same budget as
     /// the loaded components.
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
@@ -312,6 +318,7 @@ impl Runtime {
         let components = Components::within(engines, cache, budget);
         let cluster = Cluster::new(&storage, config.lease.ttl);
         let secrets = Secrets::new(storage.clone());
+        let schedules = Schedules::new(storage.clone());
         let host = Host {
             config,
             storage,
@@ -319,6 +326,7 @@ impl Runtime {
             metrics: Metrics::default(),
             cluster,
             secrets,
+            schedules,
             programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
             outbound: Mutex::default(),
@@ -346,6 +354,10 @@ impl Runtime {
     /// Tenants' secrets: set and list them here; steps read them.
     pub fn secrets(&self) -> &Secrets {
         &self.host.secrets
+    }
+
+    pub fn schedules(&self) -> &Schedules {
+        &self.host.schedules
     }
 
     fn outbound(&self, tenant: &TenantId) -> Arc<Outbound> {

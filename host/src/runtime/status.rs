@@ -199,6 +199,12 @@ impl Runtime {
         })
     }
 
+    /// Whether `run` exists and has not finished.
+    pub async fn is_unfinished(&self, tenant: &TenantId, run: &RunId) -> Result<bool, RunError> {
+        let records = self.records(tenant, run);
+        Ok(records.outcome().await?.is_none() && records.run().await?.is_some())
+    }
+
     /// The status of every run of the tenant, oldest first. A run whose
     /// records are corrupt is passed over and named in the listing's
     /// `unreadable`.

@@ -1,5 +1,6 @@
-//! Getting work in: validating and storing components, and submitting runs
-//! — checked whole before anything is stored, idempotent on the run id.
+//! Getting work in: validating and storing components, submitting runs and
+//! adding schedules — checked whole before anything is stored, idempotent
+//! on the run id and the schedule name.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use super::{RunError, Runtime};
 use crate::component::{ComponentError, Loaded};
 use crate::config::LimitRequest;
 use crate::journal::{JournalError, RunRecord, RunRecords, digest};
+use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ComponentName, RunId, StoreError, TenantId};
 
 /// A run to start.
@@ -184,6 +186,37 @@ impl Runtime {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Adds a cron schedule, checked whole first: its pattern fires, its
+    /// component has its workflow, its input is JSON within the limit.
+    /// Adding the same schedule again answers the one stored.
+    pub async fn add_schedule(&self, tenant: &TenantId, new: NewSchedule) -> Result<ScheduleView, RunError> {
+        let created_at_ms = now_ms();
+        CronPattern::parse(&new.cron, created_at_ms)?;
+        let catch_up = catch_up_window(new.catch_up.as_deref())?;
+        let input = new.input.to_string();
+        self.check_json("the schedule's input", &input)?;
+        let component = self.component(tenant, new.component.as_str()).await?;
+        if !component.has_workflow(&new.workflow) {
+            return Err(RunError::UnknownWorkflow {
+                workflow: new.workflow,
+                digest: component.digest.clone(),
+                available: component.manifest.workflows.join(", "),
+            });
+        }
+        let schedule = Schedule {
+            name: new.name,
+            component: new.component,
+            workflow: new.workflow,
+            input,
+            cron: new.cron,
+            overlap: new.overlap,
+            catch_up_ms: u64::try_from(catch_up.as_millis()).unwrap_or(u64::MAX),
+            paused: false,
+            created_at_ms,
+        };
+        Ok(self.host.schedules.add(tenant, schedule).await?)
     }
 
     pub(super) fn check_size(&self, what: &str, payload: &str) -> Result<(), RunError> {

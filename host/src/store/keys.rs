@@ -16,6 +16,8 @@
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
+//! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
+//! schedules/{name}/state                        how far it has fired, and its last run (overwritten)
 //! ```
 //!
 //! and, outside every tenant, what the hosts sharing the store keep for
@@ -128,6 +130,13 @@ name_type!(
     /// A sender's idempotency key for one signal: sending again with the same
     /// id (after a crash hid whether the first send was stored) stores it once.
     SignalId, "signal id", 64
+);
+
+name_type!(
+    /// The name of a tenant's cron schedule; each run it fires is
+    /// `{name}-{fire time}`, so it leaves room for the 17 characters of
+    /// the time within a run id.
+    ScheduleName, "schedule name", 100
 );
 
 impl RunId {
@@ -270,6 +279,16 @@ pub fn components_key() -> Key {
 /// Where every run is listed.
 pub fn runs_key() -> Key {
     Key::from("runs")
+}
+
+/// Where every schedule is stored.
+pub fn schedules_key() -> Key {
+    Key::from("schedules")
+}
+
+/// Where `name`'s `part` (`spec` or `state`) is stored.
+pub fn schedule_key(name: &ScheduleName, part: &str) -> Key {
+    Key::from_iter(["schedules", name.as_str(), part])
 }
 
 /// Where the runs that have not finished are listed, one empty marker

@@ -33,9 +33,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
-    ComponentName, InvalidName, RunId, SecretName, SignalId, SignalName, TenantId, component_key, component_name_key,
-    component_names_key, components_key, keys_of, runs_key, unfinished_index_complete, unfinished_key,
-    unfinished_marker,
+    ComponentName, InvalidName, RunId, ScheduleName, SecretName, SignalId, SignalName, TenantId, component_key,
+    component_name_key, component_names_key, components_key, keys_of, runs_key, schedule_key, schedules_key,
+    unfinished_index_complete, unfinished_key, unfinished_marker,
 };
 pub use object_store::path::Path as StoreKey;
 

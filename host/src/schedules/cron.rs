@@ -1,0 +1,138 @@
+//! Cron patterns, in UTC: parsed by croner (the five standard fields, or
+//! six with seconds first), and the fire times they give between moments.
+
+use chrono::{DateTime, TimeZone, Utc};
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+
+use super::ScheduleError;
+
+/// The longest pattern taken: standard ones are a few dozen characters.
+pub const MAX_PATTERN_BYTES: usize = 256;
+
+/// A cron pattern that fires at least once more.
+#[derive(Clone, Debug)]
+pub struct CronPattern(Cron);
+
+impl CronPattern {
+    /// Parses `pattern`, refusing one that never fires after `now_ms` (such
+    /// as `0 0 31 2 *`): a schedule of it would be a standing order for
+    /// nothing.
+    pub fn parse(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
+        let invalid = |reason: String| ScheduleError::InvalidCron {
+            pattern: pattern.chars().take(MAX_PATTERN_BYTES).collect(),
+            reason,
+        };
+        if pattern.len() > MAX_PATTERN_BYTES {
+            return Err(invalid(format!("it is over {MAX_PATTERN_BYTES} bytes")));
+        }
+        let cron = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .build()
+            .parse(pattern)
+            .map_err(|e| invalid(e.to_string()))?;
+        let parsed = Self(cron);
+        if parsed.next_after(now_ms).is_none() {
+            return Err(invalid("it matches no time to come".into()));
+        }
+        Ok(parsed)
+    }
+
+    /// The pattern in words, e.g. "At every minute.".
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    /// The first fire strictly after `ms`.
+    pub fn next_after(&self, ms: u64) -> Option<u64> {
+        let fire = self.0.find_next_occurrence(&at(ms)?, false).ok()?;
+        millis(&fire)
+    }
+
+    /// The fires in `(after_ms, until_ms]`, oldest first: the last `cap`
+    /// of them, when there are more.
+    pub fn fires_between(&self, after_ms: u64, until_ms: u64, cap: usize) -> Vec<u64> {
+        let mut fires = Vec::new();
+        let Some(mut cursor) = at(until_ms) else { return fires };
+        let mut inclusive = true;
+        while fires.len() < cap {
+            let Ok(fire) = self.0.find_previous_occurrence(&cursor, inclusive) else {
+                break;
+            };
+            match millis(&fire) {
+                Some(ms) if ms > after_ms => fires.push(ms),
+                _ => break,
+            }
+            (cursor, inclusive) = (fire, false);
+        }
+        fires.reverse();
+        fires
+    }
+}
+
+fn at(ms: u64) -> Option<DateTime<Utc>> {
+    Utc.timestamp_millis_opt(i64::try_from(ms).ok()?).single()
+}
+
+fn millis(time: &DateTime<Utc>) -> Option<u64> {
+    u64::try_from(time.timestamp_millis()).ok()
+}
+
+/// `ms` as the fire-time part of a run id: `20261224T180000Z`, which sorts
+/// in time order.
+pub fn fire_stamp(ms: u64) -> String {
+    at(ms).map_or_else(|| ms.to_string(), |time| time.format("%Y%m%dT%H%M%SZ").to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2027-01-15T08:00:00Z.
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn pattern(text: &str) -> CronPattern {
+        CronPattern::parse(text, NOW).expect("a valid pattern in this test")
+    }
+
+    #[test]
+    fn five_fields_fire_on_minutes_and_six_on_seconds() {
+        assert_eq!(pattern("*/5 * * * *").next_after(NOW), Some(NOW + 300_000));
+        assert_eq!(pattern("*/10 * * * * *").next_after(NOW + 1), Some(NOW + 10_000));
+        assert_eq!(pattern("@hourly").next_after(NOW), Some(NOW + 3_600_000));
+    }
+
+    #[test]
+    fn invalid_and_never_firing_patterns_are_refused_with_the_reason() {
+        for (bad, reason) in [
+            ("61 * * * *", "out of bounds"),
+            ("", "empty"),
+            ("0 0 31 2 *", "matches no time"),
+            (&"* ".repeat(200), "over 256 bytes"),
+        ] {
+            let error = CronPattern::parse(bad, NOW).unwrap_err().to_string();
+            assert!(error.contains(reason), "{bad:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn fires_between_is_half_open_oldest_first_and_capped_at_the_latest() {
+        let every_minute = pattern("* * * * *");
+        assert_eq!(
+            every_minute.fires_between(NOW - 180_000, NOW, 10),
+            vec![NOW - 120_000, NOW - 60_000, NOW]
+        );
+        assert_eq!(every_minute.fires_between(NOW, NOW + 59_999, 10), Vec::<u64>::new());
+        assert_eq!(
+            every_minute.fires_between(0, NOW, 2),
+            vec![NOW - 60_000, NOW],
+            "a cap keeps the most recent fires"
+        );
+        assert_eq!(every_minute.fires_between(NOW, NOW, 10), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_fire_stamp_is_utc_to_the_second() {
+        assert_eq!(fire_stamp(NOW + 999), "20270115T080000Z");
+    }
+}
