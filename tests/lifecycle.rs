@@ -313,3 +313,53 @@ fn the_cli_runs_with_a_timeout_to_its_deadline() {
         "{steps:?}"
     );
 }
+
+/// Polls `path` until it answers 404, for at most 30 s.
+fn await_gone(server: &Server, path: &str, token: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.get(path, token).status != 404 {
+        assert!(std::time::Instant::now() < deadline, "{path} was never deleted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_restart() {
+    const KEEPER: &str = "sst_lifecycle_keeper";
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nretention_ms = 2000\n\
+         [[tenants]]\nid = \"keeper\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN),
+        token_hash(KEEPER)
+    );
+    let server = Server::start(&tenants);
+    for token in [TOKEN, KEEPER] {
+        let output = server.run_to_end(token, "hello", "greet", &json!({"name": "Ada"}), "done");
+        assert_eq!(output["greeting"], "Hello, Ada!");
+    }
+    let waiting = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "waiting"});
+    server.post_json("/v1/runs", TOKEN, &waiting).expect(202);
+    assert!(!server.host.stored("tenants/acme/runs/done/").is_empty());
+    // Killed before the 2 s are up: the restarted host finds the run by its
+    // marker in the store, and deletes it on time.
+    let server = server.restart_after("KILL");
+    await_gone(&server, "/v1/runs/done", TOKEN);
+    let left = server.host.stored("tenants/acme/runs/done/");
+    assert!(left.is_empty(), "objects of a deleted run are left: {:?}", left.keys());
+
+    let still = server.get("/v1/runs/waiting", TOKEN).expect(200);
+    assert_eq!(still["state"], "awaiting-signal", "an unfinished run is kept: {still}");
+    server.get("/v1/runs/done", KEEPER).expect(200);
+    server
+        .post_json("/v1/runs/waiting/signals/go", TOKEN, &json!({"ok": true}))
+        .expect(202);
+    let ended = server.get("/v1/runs/waiting/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(ended["state"], "completed", "{ended}");
+    await_gone(&server, "/v1/runs/waiting", TOKEN);
+    assert!(
+        server.host.stored("tenants/acme/finished/").is_empty(),
+        "markers go with their runs"
+    );
+    server.get("/v1/runs/done", KEEPER).expect(200);
+    assert!(server.metric(r#"stepstone_retention_deleted_runs_total{tenant="acme"}"#) >= 1.0);
+}

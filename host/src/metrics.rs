@@ -1,8 +1,8 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
 //! durations, fuel burnt, replays, non-determinism errors, uploads compiling,
-//! steps' outgoing HTTP (requests sent and refused, bytes each way), and
-//! schedules' fires by fate.
+//! steps' outgoing HTTP (requests sent and refused, bytes each way),
+//! schedules' fires by fate, and what retention deleted.
 
 use std::time::Duration;
 
@@ -76,6 +76,8 @@ pub struct Metrics {
     http_requests: Family<TenantOutcome, Counter>,
     http_bytes: Family<TenantDirection, Counter>,
     schedule_fires: Family<TenantOutcome, Counter>,
+    swept_runs: Family<Tenant, Counter>,
+    swept_objects: Family<Tenant, Counter>,
 }
 
 impl Default for Metrics {
@@ -95,6 +97,8 @@ impl Default for Metrics {
             http_requests: Family::default(),
             http_bytes: Family::default(),
             schedule_fires: Family::default(),
+            swept_runs: Family::default(),
+            swept_objects: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -149,6 +153,16 @@ impl Default for Metrics {
             "schedule_fires",
             "Fires of cron schedules, by fate: started, skipped, buffered or refused",
             metrics.schedule_fires.clone(),
+        );
+        registry.register(
+            "retention_deleted_runs",
+            "Finished runs deleted past their tenant's retention",
+            metrics.swept_runs.clone(),
+        );
+        registry.register(
+            "retention_deleted_objects",
+            "Stored objects of those runs deleted",
+            metrics.swept_objects.clone(),
         );
         Self { registry, ..metrics }
     }
@@ -218,6 +232,11 @@ impl Metrics {
 
     pub fn schedule_fire(&self, id: &TenantId, fate: &str) {
         self.schedule_fires.get_or_create(&outcome(id, fate)).inc();
+    }
+
+    pub fn swept(&self, id: &TenantId, runs: u64, objects: u64) {
+        self.swept_runs.get_or_create(&tenant(id)).inc_by(runs);
+        self.swept_objects.get_or_create(&tenant(id)).inc_by(objects);
     }
 
     pub fn replayed(&self, id: &TenantId) {

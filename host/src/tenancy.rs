@@ -74,6 +74,9 @@ pub struct Quotas {
     /// (and each next one) to arrive.
     pub http_connect_timeout_ms: u64,
     pub http_first_byte_timeout_ms: u64,
+    /// How long the tenant's finished runs are kept before every object of
+    /// theirs is deleted; absent, for ever.
+    pub retention_ms: Option<u64>,
 }
 
 impl Default for Quotas {
@@ -106,11 +109,17 @@ impl Default for Quotas {
             http_max_response_bytes: http.max_response_bytes,
             http_connect_timeout_ms: http.connect_timeout.as_millis() as u64,
             http_first_byte_timeout_ms: http.first_byte_timeout.as_millis() as u64,
+            retention_ms: None,
         }
     }
 }
 
 impl Quotas {
+    /// How long finished runs are kept (`None`: for ever).
+    pub fn retention(&self) -> Option<Duration> {
+        self.retention_ms.map(Duration::from_millis)
+    }
+
     /// The run quotas these quotas set.
     pub fn run_quotas(&self) -> RunQuotas {
         RunQuotas {

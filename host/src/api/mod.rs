@@ -55,6 +55,7 @@ impl ApiState {
             runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
             runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
             runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
+            runtime.set_retention(&tenant.id, tenant.quotas.retention());
         }
         Self {
             runtime,

@@ -57,6 +57,7 @@ pub async fn serve(
     }
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
+    runtime.sweep_forever();
     let api = axum::serve(listener, router).with_graceful_shutdown(shutdown());
     match operator {
         Some(operator) => {

@@ -19,7 +19,9 @@ use super::{JournalError, decode, encode};
 use crate::cluster::Claim;
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
-use crate::store::{RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, keys_of, unfinished_marker};
+use crate::store::{
+    RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, finished_marker, keys_of, unfinished_marker,
+};
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
@@ -143,10 +145,18 @@ impl RunRecords {
         self.create(&keys_of(&self.run).run(), record).await
     }
 
-    /// Takes the run off the list of unfinished runs. A failure is only
-    /// logged: recovery finds the run finished and removes the marker.
-    pub async fn unlist(&self) {
-        if let Err(e) = self.store.delete(&unfinished_marker(&self.run)).await {
+    /// Moves the run from the list of unfinished runs to that of runs
+    /// finished (at `finished_at_ms`), which the retention sweeper reads. A
+    /// failure is only logged: the run stays listed unfinished, and
+    /// recovery, finding it finished, moves it then.
+    pub async fn unlist(&self, finished_at_ms: u64) {
+        let moved = async {
+            self.store
+                .overwrite(&finished_marker(finished_at_ms, &self.run), Bytes::new())
+                .await?;
+            self.store.delete(&unfinished_marker(&self.run)).await
+        };
+        if let Err(e) = moved.await {
             tracing::warn!(run = %self.run, "the finished run is still listed as unfinished: {e}");
         }
     }
@@ -155,10 +165,10 @@ impl RunRecords {
         self.read(&keys_of(&self.run).outcome()).await
     }
 
-    /// Records how the run ended and returns the outcome that stands: if an
-    /// outcome was already recorded (a retry after a crash, another host),
-    /// that one, never a second.
-    pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
+    /// Records how the run ended (at `finished_at_ms`) and returns the
+    /// outcome that stands: if an outcome was already recorded (a retry
+    /// after a crash, another host), that one, never a second.
+    pub async fn finish(&self, outcome: &Outcome, finished_at_ms: u64) -> Result<Outcome, JournalError> {
         self.check_claim()?;
         let stands = match self.create(&keys_of(&self.run).outcome(), outcome).await {
             Ok(()) => outcome.clone(),
@@ -168,7 +178,7 @@ impl RunRecords {
                 .ok_or(JournalError::Store(StoreError::NotFound { key }))?,
             Err(e) => return Err(e),
         };
-        self.unlist().await;
+        self.unlist(finished_at_ms).await;
         Ok(stands)
     }
 
@@ -642,9 +652,9 @@ mod tests {
     async fn outcome_is_recorded_once() -> TestResult {
         let run = records();
         let first = Outcome::Completed { output: "1".into() };
-        assert_eq!(run.finish(&first).await?, first);
+        assert_eq!(run.finish(&first, 1).await?, first);
         let second = Outcome::Completed { output: "2".into() };
-        assert_eq!(run.finish(&second).await?, first);
+        assert_eq!(run.finish(&second, 2).await?, first);
         Ok(())
     }
 

@@ -35,6 +35,7 @@ mod in_flight;
 mod interruption;
 mod moment;
 mod replay;
+mod retention;
 mod retry;
 mod status;
 mod step_call;
@@ -54,6 +55,7 @@ pub use clock::now_ms;
 pub use interruption::Suspension;
 pub use moment::{DEADLINE, Moment, START, rfc3339};
 pub use replay::ReplayReport;
+pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
@@ -239,6 +241,7 @@ pub struct Host {
     /// The origins each tenant's steps may reach over HTTP (none if absent).
     outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
     admission: admission::Admission,
+    retention: retention::Retention,
     controls: Controls,
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
@@ -331,6 +334,7 @@ impl Runtime {
             tenant_limits: Mutex::default(),
             outbound: Mutex::default(),
             admission: admission::Admission::default(),
+            retention: retention::Retention::default(),
             controls: Controls::default(),
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),
@@ -483,7 +487,7 @@ impl Runtime {
                 Some(request) => request.outcome(),
                 None => outcome,
             };
-            let outcome = records.finish(&outcome).await?;
+            let outcome = records.finish(&outcome, now_ms()).await?;
             self.host.cluster.release(tenant, run);
             self.count_finished(tenant, &outcome);
             if let Some(parent) = &record.parent {
@@ -509,7 +513,7 @@ impl Runtime {
             return Ok(None);
         };
         if let Some(request) = records.cancel_request().await? {
-            let outcome = records.finish(&request.outcome()).await?;
+            let outcome = records.finish(&request.outcome(), now_ms()).await?;
             self.host.cluster.release(tenant, &record.run_id);
             self.count_finished(tenant, &outcome);
             tracing::info!("run cancelled before its start time");
@@ -643,7 +647,7 @@ impl Runtime {
                     index_written &= index(&store, &unfinished_marker(&run)).await;
                     listing.runs.push(run);
                 }
-                Some(false) if indexed => records.unlist().await,
+                Some(false) if indexed => records.unlist(now_ms()).await,
                 _ => {}
             }
         }

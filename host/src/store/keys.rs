@@ -15,6 +15,7 @@
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
+//! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
 //! schedules/{name}/state                        how far it has fired, and its last run (overwritten)
@@ -300,6 +301,30 @@ pub fn unfinished_key() -> Key {
 /// The marker listing `run` as unfinished.
 pub fn unfinished_marker(run: &RunId) -> Key {
     Key::from_iter(["unfinished", run.as_str()])
+}
+
+/// Where the runs that have finished are listed, one empty marker each in
+/// a folder per hour, so the retention sweeper reads only the oldest.
+pub fn finished_key() -> Key {
+    Key::from("finished")
+}
+
+/// The marker listing `run` as finished at `finished_at_ms`: under the hour
+/// it finished in, zero-padded so that hours and markers sort by time.
+pub fn finished_marker(finished_at_ms: u64, run: &RunId) -> Key {
+    let hour = finished_at_ms / 3_600_000;
+    Key::from_iter([
+        "finished",
+        &format!("{hour:08}"),
+        &format!("{finished_at_ms:016}-{run}"),
+    ])
+}
+
+/// When the marker `name` (a [`finished_marker`]'s file name) says its run
+/// finished, and which run it is.
+pub fn parse_finished_marker(name: &str) -> Option<(u64, RunId)> {
+    let (at, run) = name.split_once('-')?;
+    Some((at.parse().ok()?, RunId::new(run).ok()?))
 }
 
 /// Written once every unfinished run of the tenant has its marker (runs

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as Key;
@@ -34,8 +34,9 @@ pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, Inva
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, InvalidName, RunId, ScheduleName, SecretName, SignalId, SignalName, TenantId, component_key,
-    component_name_key, component_names_key, components_key, keys_of, runs_key, schedule_key, schedules_key,
-    unfinished_index_complete, unfinished_key, unfinished_marker,
+    component_name_key, component_names_key, components_key, finished_key, finished_marker, keys_of,
+    parse_finished_marker, runs_key, schedule_key, schedules_key, unfinished_index_complete, unfinished_key,
+    unfinished_marker,
 };
 pub use object_store::path::Path as StoreKey;
 
@@ -282,6 +283,25 @@ impl Scope {
             }) => Ok(()),
             Err(failed) => Err(StoreError::at(key, failed)),
         }
+    }
+
+    /// Deletes every key of `keys` in as few requests as the store takes
+    /// (S3 deletes 1,000 a request); a key holding nothing is no error.
+    pub async fn delete_all(&self, keys: &[Key]) -> Result<(), StoreError> {
+        let Some(first) = keys.first() else { return Ok(()) };
+        let delete = || {
+            let locations = futures::stream::iter(keys.to_vec()).map(Ok).boxed();
+            self.store
+                .delete_stream(locations)
+                .filter(|deleted| {
+                    let gone = matches!(deleted, Err(object_store::Error::NotFound { .. }));
+                    std::future::ready(!gone)
+                })
+                .try_for_each(|_| std::future::ready(Ok(())))
+        };
+        self.retried(first, delete)
+            .await
+            .map_err(|failed| StoreError::at(first, failed))
     }
 
     /// Writes `bytes` at `key`, replacing what was there: for pointers and
