@@ -363,3 +363,97 @@ fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_re
     server.get("/v1/runs/done", KEEPER).expect(200);
     assert!(server.metric(r#"stepstone_retention_deleted_runs_total{tenant="acme"}"#) >= 1.0);
 }
+
+/// `component` with a custom section `name` holding `data` appended, as
+/// any tool could write it.
+fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(data);
+    let mut out = component.to_vec();
+    out.push(0);
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+#[test]
+fn a_signal_that_breaks_its_declared_schema_is_refused_at_send_naming_the_path() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let schemas = dir.path().join("schemas.json");
+    let schema = json!({"go": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}});
+    std::fs::write(&schemas, schema.to_string()).expect("written");
+    let typed = dir.path().join("typed.wasm");
+    let hello = guest("hello");
+    server
+        .host
+        .run(&["signal-schemas", arg(&hello), arg(&schemas), "-o", arg(&typed)])
+        .success();
+    let uploaded = server
+        .post_bytes("/v1/components?name=typed", TOKEN, std::fs::read(&typed).expect("read"))
+        .expect(201);
+    assert_eq!(uploaded["signal_schemas"], schema, "{uploaded}");
+
+    let run = json!({"component": "typed", "workflow": "await-go", "input": {}, "run_id": "typed-go"});
+    server.post_json("/v1/runs", TOKEN, &run).expect(202);
+    for (payload, says) in [
+        (json!({"ok": "yes"}), "at `/ok`"),
+        (json!({}), "at the payload"),
+        (json!([1]), "at the payload"),
+    ] {
+        let refused = server
+            .post_json("/v1/runs/typed-go/signals/go", TOKEN, &payload)
+            .expect(400);
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("signal `go`") && error.contains(says),
+            "{payload}: {error}"
+        );
+    }
+    let waiting = server.get("/v1/runs/typed-go", TOKEN).expect(200);
+    assert_eq!(
+        waiting["state"], "awaiting-signal",
+        "a refused signal reaches nothing: {waiting}"
+    );
+    server
+        .post_json("/v1/runs/typed-go/signals/go", TOKEN, &json!({"ok": true}))
+        .expect(202);
+    let done = server.get("/v1/runs/typed-go/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(done["output"], json!({"ok": true}), "{done}");
+
+    let bad = json!({"go": {"type": "sometimes"}}).to_string();
+    std::fs::write(&schemas, &bad).expect("written");
+    let refused = server
+        .host
+        .run(&["signal-schemas", arg(&hello), arg(&schemas), "-o", arg(&typed)])
+        .failure();
+    assert!(
+        refused.contains("the schema of signal `go` does not compile"),
+        "{refused}"
+    );
+    let smuggled = with_custom_section(
+        &std::fs::read(&hello).expect("read"),
+        "stepstone:signal-schemas",
+        bad.as_bytes(),
+    );
+    let refused = server
+        .post_bytes("/v1/components?name=smuggled", TOKEN, smuggled)
+        .expect(400);
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("declares signal schemas") && error.contains("`go`"),
+        "{error}"
+    );
+}

@@ -29,6 +29,10 @@ pub struct ComponentInfo {
     pub digest: String,
     pub workflows: Vec<String>,
     pub steps: Vec<String>,
+    /// The JSON Schema it declares for each signal its workflows await
+    /// (a send that does not match is refused with 400).
+    #[serde(default)]
+    pub signal_schemas: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl ComponentInfo {
@@ -38,6 +42,7 @@ impl ComponentInfo {
             digest: loaded.digest.clone(),
             workflows: loaded.manifest.workflows.clone(),
             steps: loaded.manifest.steps.clone(),
+            signal_schemas: loaded.signals.declared(),
         }
     }
 }

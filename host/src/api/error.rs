@@ -89,9 +89,10 @@ impl From<RunError> for ApiError {
         let status = match &error {
             // No such run; or no such workflow in the component, like no such component.
             RunError::UnknownRun { .. } | RunError::UnknownWorkflow { .. } => StatusCode::NOT_FOUND,
-            RunError::InvalidJson { .. } | RunError::InvalidName(_) | RunError::InvalidTime(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            RunError::InvalidJson { .. }
+            | RunError::InvalidName(_)
+            | RunError::InvalidTime(_)
+            | RunError::SignalRefused { .. } => StatusCode::BAD_REQUEST,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {

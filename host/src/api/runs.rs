@@ -321,7 +321,7 @@ pub struct SignalParams {
 
 /// Send a signal (the body is its JSON payload); buffered until the run waits for it.
 #[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}", params(SignalPath, SignalParams),
-    request_body(content = Value, content_type = "application/json", description = "the payload: any JSON"),
+    request_body(content = Value, content_type = "application/json", description = "the payload: any JSON, unless the run's component declares a JSON Schema for the signal (then 400 names the failing path)"),
     responses(
         (status = 202, description = "stored (or already stored under this `signal_id`)"),
         (status = 409, body = ErrorBody, description = "the run has finished"),

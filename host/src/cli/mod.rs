@@ -221,6 +221,15 @@ enum Command {
     /// Manage the cron schedules that start runs (they fire while `stepstone serve` runs).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Declare the JSON Schema of each signal a component's workflows await:
+    /// writes a copy of COMPONENT with SCHEMAS (a JSON object, signal name →
+    /// schema) embedded. Sends that do not match are then refused.
+    SignalSchemas {
+        component: PathBuf,
+        schemas: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Make a component of a core WebAssembly module (binary or WAT text).
     Componentize {
         input: PathBuf,
@@ -335,6 +344,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let host = || data.host(config.clone());
     let result = match cli.command {
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
+        Command::SignalSchemas {
+            component,
+            schemas,
+            output,
+        } => signal_schemas(&component, &schemas, &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
@@ -486,6 +500,18 @@ fn secret_from_stdin() -> anyhow::Result<String> {
 fn read_file(path: &Path) -> anyhow::Result<bytes::Bytes> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(bytes.into())
+}
+
+fn signal_schemas(component: &Path, schemas: &Path, output: &Path) -> anyhow::Result<ExitCode> {
+    let embedded = stepstone::component::signal_schemas::embed(&read_file(component)?, &read_file(schemas)?)
+        .map_err(|reason| anyhow::anyhow!("cannot embed {}: {reason}", schemas.display()))?;
+    std::fs::write(output, embedded).with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "wrote {} with the signal schemas of {}",
+        output.display(),
+        schemas.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn componentize(input: &Path, world: Option<&str>, output: &Path) -> anyhow::Result<ExitCode> {

@@ -73,7 +73,8 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         | Command::List { .. }
         | Command::Serve { .. }
         | Command::Tenant(_)
-        | Command::Componentize { .. } => {
+        | Command::Componentize { .. }
+        | Command::SignalSchemas { .. } => {
             anyhow::bail!("this command works on the embedded store only; drop --server")
         }
     }

@@ -8,6 +8,7 @@
 
 mod cache;
 mod registry;
+pub mod signal_schemas;
 
 pub use cache::CodeCache;
 #[cfg(test)]
@@ -44,6 +45,8 @@ pub enum ComponentError {
         kind: crate::sandbox::StepErrorKind,
         message: String,
     },
+    #[error("component {digest} declares signal schemas (`stepstone:signal-schemas`) that cannot be used: {reason}")]
+    SignalSchemas { digest: String, reason: String },
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
     #[error(transparent)]

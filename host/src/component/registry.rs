@@ -10,6 +10,7 @@ use wasmparser::{Parser, Payload};
 use wasmtime::component::Component;
 
 use super::cache::Urgency;
+use super::signal_schemas::{self, SignalSchemas};
 use super::{CodeCache, ComponentError};
 use crate::byte_budget::ByteBudgetCache;
 use crate::contract::{self, bindings::Manifest};
@@ -23,6 +24,8 @@ use crate::store::{
 pub struct Loaded {
     pub digest: String,
     pub manifest: Manifest,
+    /// The schemas it declares for the signals its workflows await.
+    pub signals: SignalSchemas,
     bytes: Bytes,
     workflow: OnceCell<Component>,
     step: OnceCell<Arc<StepProgram>>,
@@ -232,6 +235,14 @@ impl Components {
     ) -> Result<Loaded, ComponentError> {
         let exports = top_level_exports(what, &bytes)?;
         let digest = digest_of(bytes.clone()).await;
+        let declared = signal_schemas::section_in(&bytes).and_then(|section| match section {
+            Some(section) => SignalSchemas::parse(section),
+            None => Ok(SignalSchemas::default()),
+        });
+        let signals = declared.map_err(|reason| ComponentError::SignalSchemas {
+            digest: digest.clone(),
+            reason,
+        })?;
         let exports_workflows = exports.contains(&contract::interface("workflow"));
         let exports_steps = exports.contains(&contract::interface("step"));
         let missing = |export: &str, world| ComponentError::MissingExport {
@@ -267,6 +278,7 @@ impl Components {
         Ok(Loaded {
             digest,
             manifest,
+            signals,
             bytes,
             workflow,
             step: OnceCell::new(),

@@ -132,9 +132,19 @@ impl Runtime {
     ) -> Result<(), RunError> {
         self.check_json("signal payload", payload)?;
         let records = self.records(tenant, run);
-        if records.run().await?.is_none() {
-            return Err(RunError::UnknownRun { run: run.clone() });
-        }
+        let record = records
+            .run()
+            .await?
+            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let component = self.host.components.get(records.store(), &record.component).await?;
+        component
+            .signals
+            .check(name.as_str(), payload)
+            .map_err(|reason| RunError::SignalRefused {
+                run: run.clone(),
+                signal: name.to_string(),
+                reason,
+            })?;
         if let Some(id) = id
             && records.signal_stored(name, id).await?
         {

@@ -100,6 +100,10 @@ pub enum RunError {
     InputMismatch { run: RunId },
     #[error("run `{run}` already holds {limit} signals it has not taken, the host's limit: wait until it takes some")]
     SignalsFull { run: RunId, limit: usize },
+    #[error(
+        "signal `{signal}` does not match the schema run `{run}`'s component declares for it, {reason}: send a payload that does"
+    )]
+    SignalRefused { run: RunId, signal: String, reason: String },
     #[error("run `{run}` has already finished")]
     Finished { run: RunId },
     #[error("run `{run}` is being driven by another host, which wrote its journal first; this host stood down")]
