@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Server, arg, guest, order_input, record_reliability, token_hash};
+use stepstone_e2e::{Host, Origin, ReliabilityResult, Server, arg, guest, order_input, record_reliability, token_hash};
 
 const TOKEN: &str = "sst_lifecycle";
 
@@ -456,4 +456,167 @@ fn a_signal_that_breaks_its_declared_schema_is_refused_at_send_naming_the_path()
         error.contains("declares signal schemas") && error.contains("`go`"),
         "{error}"
     );
+}
+
+#[test]
+fn a_component_is_deleted_only_once_no_name_schedule_or_run_refers_to_it() {
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nretention_ms = 5000\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start(&tenants);
+    let digest = server.upload(TOKEN, "hello")["digest"]
+        .as_str()
+        .expect("a digest")
+        .to_owned();
+    server.run_to_end(TOKEN, "hello", "greet", &json!({"name": "Ada"}), "uses");
+    let path = format!("/v1/components/{digest}");
+    let delete = || {
+        server
+            .request(reqwest::Method::DELETE, &path, TOKEN)
+            .send()
+            .expect("sent")
+    };
+    let refused = |by: &str| {
+        let reply = delete();
+        assert_eq!(reply.status(), 409);
+        let error = reply.text().expect("a body");
+        assert!(error.contains(by), "refused for {by}? {error}");
+    };
+    refused("the name `hello`");
+    let order = std::fs::read(guest("order")).expect("the order guest");
+    server.post_bytes("/v1/components?name=hello", TOKEN, order).expect(201);
+    let pinned = json!({"name": "pinned", "component": digest, "workflow": "greet", "input": {}, "cron": "0 0 1 1 *"});
+    server.post_json("/v1/schedules", TOKEN, &pinned).expect(201);
+    refused("schedule `pinned`");
+    let unpinned = server
+        .request(reqwest::Method::DELETE, "/v1/schedules/pinned", TOKEN)
+        .send()
+        .expect("sent");
+    assert_eq!(unpinned.status(), 204);
+    refused("run `uses`");
+
+    await_gone(&server, "/v1/runs/uses", TOKEN);
+    assert_eq!(delete().status(), 204);
+    server.get(&path, TOKEN).expect(404);
+    let key = format!("tenants/acme/components/{digest}.wasm");
+    assert!(server.host.stored(&key).is_empty(), "the bytes are gone");
+    let start = json!({"component": digest, "workflow": "greet", "input": {}});
+    server.post_json("/v1/runs", TOKEN, &start).expect(404);
+    assert_eq!(delete().status(), 404, "deleting twice finds nothing");
+}
+
+/// The notifications `origin` received for run `id`, as (body, signature).
+fn notifications(origin: &Origin, id: &str) -> Vec<(Vec<u8>, String)> {
+    origin
+        .received()
+        .into_iter()
+        .filter(|request| request.path == "/hooks" && request.header("stepstone-delivery") == Some(id))
+        .map(|request| {
+            let signature = request.header("stepstone-signature").unwrap_or_default().to_owned();
+            (request.body, signature)
+        })
+        .collect()
+}
+
+fn json_of(body: &[u8]) -> Value {
+    serde_json::from_slice(body).expect("a JSON notification")
+}
+
+/// Waits until `origin` answered run `id`'s notification 200.
+fn await_delivered(origin: &Origin, id: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !origin.delivered().iter().any(|delivered| delivered == id) {
+        assert!(std::time::Instant::now() < deadline, "{id}'s end was never delivered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn hmac_sha256(key: &[u8], body: &[u8]) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[test]
+fn a_runs_end_is_posted_signed_to_its_notify_url_at_least_once_even_across_a_restart() {
+    const SIGNING_KEY: &str = "whsec_lifecycle_7c1";
+    let origin = Origin::start();
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nallowed_outbound_hosts = [\"{}\"]\n",
+        token_hash(TOKEN),
+        origin.url()
+    );
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", &"5a".repeat(32));
+    let server = Server::start_on(host, &tenants);
+    server.upload(TOKEN, "hello");
+    let hooks = format!("{}/hooks", origin.url());
+    let told = |run: &str, input: Value, notify: &str| json!({"component": "hello", "workflow": "greet", "input": input, "run_id": run, "notify": notify});
+    let refused = |body: Value, says: &str| {
+        let error = server.post_json("/v1/runs", TOKEN, &body).expect(400);
+        assert!(error["error"].as_str().is_some_and(|e| e.contains(says)), "{error}");
+    };
+    refused(told("unsigned", json!({"name": "Ada"}), &hooks), "notify-signing-key");
+    server
+        .request(reqwest::Method::PUT, "/v1/secrets/notify-signing-key", TOKEN)
+        .body(SIGNING_KEY)
+        .send()
+        .map(|reply| assert_eq!(reply.status(), 204))
+        .expect("sent");
+    refused(
+        told("elsewhere", json!({"name": "Ada"}), "http://127.0.0.1:9/hooks"),
+        "allowed_outbound_hosts",
+    );
+    refused(told("nonsense", json!({"name": "Ada"}), "not a url"), "not a URL");
+
+    server
+        .post_json("/v1/runs", TOKEN, &told("told", json!({"name": "Ada"}), &hooks))
+        .expect(202);
+    server
+        .post_json("/v1/runs", TOKEN, &told("broken", json!(5), &hooks))
+        .expect(202);
+    await_delivered(&origin, "told");
+    await_delivered(&origin, "broken");
+    let sent = notifications(&origin, "told");
+    assert_eq!(sent.len(), 2, "answered 503 once, then sent again: {sent:?}");
+    assert_eq!(sent[0], sent[1], "every try sends the same message");
+    let (raw, signature) = &sent[0];
+    let body = json_of(raw);
+    assert_eq!(
+        (body["id"].as_str(), body["state"].as_str()),
+        (Some("told"), Some("completed")),
+        "{body}"
+    );
+    assert_eq!(body["output"]["greeting"], "Hello, Ada!");
+    assert_eq!(
+        *signature,
+        hmac_sha256(SIGNING_KEY.as_bytes(), raw),
+        "signed with the tenant's key"
+    );
+    let failed = json_of(&notifications(&origin, "broken")[0].0);
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert!(failed["error"]["kind"].is_string(), "{failed}");
+
+    // The receiver holds the next message unanswered and the host dies: the
+    // outbox survives, and the restarted host delivers it.
+    origin.hold_answers(true);
+    server
+        .post_json("/v1/runs", TOKEN, &told("held", json!({"name": "Bo"}), &hooks))
+        .expect(202);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while notifications(&origin, "held").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the held message was never sent");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut server = server;
+    server.kill();
+    origin.hold_answers(false);
+    let server = server.restart();
+    await_delivered(&origin, "held");
+    assert!(
+        notifications(&origin, "held").len() >= 3,
+        "held, refused once, delivered"
+    );
+    assert!(server.metric(r#"stepstone_notifications_total{tenant="acme",outcome="delivered"}"#) >= 1.0);
 }

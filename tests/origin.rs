@@ -7,6 +7,8 @@
 //! * `/big`: 200 announcing 1 GiB, streamed until the client goes;
 //! * `/hang`: never answers, holding the connection open;
 //! * `POST /charges`, `POST /refunds`: a payment service (see [`Ledger`]);
+//! * `POST /hooks`: a receiver of completion notifications, which answers
+//!   the first of each `stepstone-delivery` 503 and the next 200;
 //! * anything else: 404.
 
 use std::collections::HashSet;
@@ -63,6 +65,8 @@ struct Ledger {
     charges: Vec<Charge>,
     refused_once: HashSet<String>,
     holding: bool,
+    /// The deliveries of notifications answered 200, by id.
+    delivered: Vec<String>,
 }
 
 /// The server; it lives as long as the test process.
@@ -115,7 +119,13 @@ impl Origin {
         self.ledger().charges.clone()
     }
 
-    /// While `holding`, a new charge is made but never answered.
+    /// The notifications answered 200, by `stepstone-delivery` id.
+    pub fn delivered(&self) -> Vec<String> {
+        self.ledger().delivered.clone()
+    }
+
+    /// While `holding`, a new charge is made but never answered, and no
+    /// notification is answered.
     pub fn hold_answers(&self, holding: bool) {
         self.ledger().holding = holding;
     }
@@ -184,6 +194,20 @@ impl Origin {
         (!ledger.holding).then(|| ("200 OK", charge.to_json()))
     }
 
+    /// The notification receiver's answer to `request`, or `None` to hold it.
+    fn receive_hook(&self, request: &Received) -> Option<&'static str> {
+        let mut ledger = self.ledger();
+        if ledger.holding {
+            return None;
+        }
+        let id = request.header("stepstone-delivery").unwrap_or_default().to_owned();
+        if ledger.refused_once.insert(format!("hook {id}")) {
+            return Some("503 Service Unavailable");
+        }
+        ledger.delivered.push(id);
+        Some("200 OK")
+    }
+
     /// Answers requests on one connection until the client closes it.
     fn serve(&self, stream: TcpStream) {
         let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
@@ -207,6 +231,13 @@ impl Origin {
                         &["Content-Type: application/json"],
                         body.to_string().as_bytes(),
                     ),
+                    None => {
+                        let _ = reader.read_to_end(&mut Vec::new());
+                        return;
+                    }
+                },
+                "/hooks" if request.method == "POST" => match self.receive_hook(&request) {
+                    Some(status) => answer(&mut writer, status, &[], b""),
                     None => {
                         let _ = reader.read_to_end(&mut Vec::new());
                         return;

@@ -301,47 +301,22 @@ fn bad_schedules_are_refused_saying_what_is_wrong() {
     );
     refused(greeting("bad", json!({"overlap": "sometimes"})), 422, "overlap");
     refused(greeting(&"n".repeat(101), json!({})), 422, "schedule name");
-    server
-        .post_json(
-            "/v1/schedules",
-            TOKEN,
-            &greeting(&"n".repeat(100), json!({"cron": "0 0 1 1 *"})),
-        )
-        .expect(201);
-    server
-        .post_json(
-            "/v1/schedules",
-            TOKEN,
-            &greeting("yearly", json!({"cron": "0 0 1 1 *"})),
-        )
-        .expect(201);
+    let yearly = |name: &str| greeting(name, json!({"cron": "0 0 1 1 *"}));
+    let added = |body: Value| server.post_json("/v1/schedules", TOKEN, &body).expect(201);
+    added(yearly(&"n".repeat(100)));
+    added(yearly("yearly"));
     refused(
         greeting("yearly", json!({"cron": "0 0 2 1 *"})),
         409,
         "orders other runs",
     );
-
+    let huge = json!({"input": "x".repeat(1 << 20)});
+    refused(greeting("huge", huge), 413, "quota allows at most");
     for i in 2..100 {
-        server
-            .post_json(
-                "/v1/schedules",
-                TOKEN,
-                &greeting(&format!("s{i}"), json!({"cron": "0 0 1 1 *"})),
-            )
-            .expect(201);
+        added(yearly(&format!("s{i}")));
     }
-    refused(
-        greeting("one-too-many", json!({"cron": "0 0 1 1 *"})),
-        403,
-        "100 schedules",
-    );
-    server
-        .post_json(
-            "/v1/schedules",
-            TOKEN,
-            &greeting("yearly", json!({"cron": "0 0 1 1 *"})),
-        )
-        .expect(201);
+    refused(yearly("one-too-many"), 403, "100 schedules");
+    added(yearly("yearly"));
 
     // Another tenant sees none of them, and can touch none.
     let theirs = server.get("/v1/schedules", OTHER).expect(200);

@@ -42,12 +42,12 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteBudgetCache<K, V> {
         self.0.get(key).map(|weighed| weighed.value)
     }
 
-    pub fn contains(&self, key: &K) -> bool {
-        self.0.contains_key(key)
-    }
-
     pub fn insert(&self, key: K, value: V, bytes: u64) {
         self.0.insert(key, Weighed { value, bytes });
+    }
+
+    pub fn remove(&self, key: &K) {
+        self.0.remove(key);
     }
 
     /// The bytes the cache holds now.

@@ -2,7 +2,8 @@
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
 //! durations, fuel burnt, replays, non-determinism errors, uploads compiling,
 //! steps' outgoing HTTP (requests sent and refused, bytes each way),
-//! schedules' fires by fate, and what retention deleted.
+//! schedules' fires by fate, what retention deleted, and completion
+//! notifications by fate.
 
 use std::time::Duration;
 
@@ -78,6 +79,7 @@ pub struct Metrics {
     schedule_fires: Family<TenantOutcome, Counter>,
     swept_runs: Family<Tenant, Counter>,
     swept_objects: Family<Tenant, Counter>,
+    notifications: Family<TenantOutcome, Counter>,
 }
 
 impl Default for Metrics {
@@ -99,6 +101,7 @@ impl Default for Metrics {
             schedule_fires: Family::default(),
             swept_runs: Family::default(),
             swept_objects: Family::default(),
+            notifications: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -163,6 +166,11 @@ impl Default for Metrics {
             "retention_deleted_objects",
             "Stored objects of those runs deleted",
             metrics.swept_objects.clone(),
+        );
+        registry.register(
+            "notifications",
+            "Tries of completion notifications, by fate: delivered, failed (tried again) or given-up",
+            metrics.notifications.clone(),
         );
         Self { registry, ..metrics }
     }
@@ -237,6 +245,10 @@ impl Metrics {
     pub fn swept(&self, id: &TenantId, runs: u64, objects: u64) {
         self.swept_runs.get_or_create(&tenant(id)).inc_by(runs);
         self.swept_objects.get_or_create(&tenant(id)).inc_by(objects);
+    }
+
+    pub fn notification(&self, id: &TenantId, fate: &str) {
+        self.notifications.get_or_create(&outcome(id, fate)).inc();
     }
 
     pub fn replayed(&self, id: &TenantId) {

@@ -248,6 +248,15 @@ impl Secrets {
             .collect())
     }
 
+    /// The value of the tenant's own secret `name`, opened for the host
+    /// itself (say, to sign what it sends on the tenant's behalf).
+    pub async fn value(&self, tenant: &TenantId, name: &SecretName) -> Result<Option<String>, SecretError> {
+        let Some(sealed) = self.storage.tenant(tenant).get(&key_of(None, name)).await? else {
+            return Ok(None);
+        };
+        self.key()?.open(tenant, None, name.as_str(), &sealed).map(Some)
+    }
+
     /// Deletes `name`; whether it was there.
     pub async fn delete(&self, tenant: &TenantId, scope: Scope<'_>, name: &SecretName) -> Result<bool, SecretError> {
         let existed = self.names(tenant, scope).await?.contains(name);

@@ -181,3 +181,20 @@ pub async fn get(
     let name = (loaded.digest != reference.as_str()).then(|| reference.into());
     Ok(Json(ComponentInfo::of(&loaded, name)))
 }
+
+/// Delete a component by digest, once no name, schedule or stored run refers to it.
+#[utoipa::path(delete, path = "/v1/components/{reference}", params(ComponentPath),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 404, body = ErrorBody, description = "no component of this digest"),
+        (status = 409, body = ErrorBody, description = "a name, a schedule or a stored run refers to it (the error says which)"),
+        Malformed, Refusals,
+    ))]
+pub async fn delete(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(ComponentPath { reference }): Path<ComponentPath>,
+) -> Result<StatusCode, ApiError> {
+    state.runtime.delete_component(&tenant.id, reference.as_str()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

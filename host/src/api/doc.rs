@@ -24,7 +24,7 @@ use crate::store::{ComponentName, RunId, ScheduleName, SecretName, SignalId, Sig
 #[openapi(
     info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
     paths(
-        components::upload, components::list, components::get,
+        components::upload, components::list, components::get, components::delete,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         secrets::set, secrets::list, secrets::delete,
         schedules::add, schedules::list, schedules::get, schedules::pause, schedules::resume, schedules::delete,

@@ -92,7 +92,8 @@ impl From<RunError> for ApiError {
             RunError::InvalidJson { .. }
             | RunError::InvalidName(_)
             | RunError::InvalidTime(_)
-            | RunError::SignalRefused { .. } => StatusCode::BAD_REQUEST,
+            | RunError::SignalRefused { .. }
+            | RunError::InvalidNotify(_) => StatusCode::BAD_REQUEST,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {
@@ -104,6 +105,7 @@ impl From<RunError> for ApiError {
             | RunError::Conflict { .. }
             | RunError::DrivenElsewhere { .. } => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            RunError::Component(ComponentError::InUse { .. }) => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Store(e)) => store_status(e),
             RunError::Component(_) => StatusCode::BAD_REQUEST,
             RunError::Journal(e) => match &**e {

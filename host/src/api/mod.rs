@@ -99,7 +99,10 @@ pub fn router(state: ApiState) -> Router {
     let max_body = state.max_body();
     let v1 = Router::new()
         .route("/components", post(components::upload).get(components::list))
-        .route("/components/{reference}", get(components::get))
+        .route(
+            "/components/{reference}",
+            get(components::get).delete(components::delete),
+        )
         .route("/runs", post(runs::start).get(runs::list))
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))

@@ -73,6 +73,14 @@ pub struct StartRun {
     /// Or how long after its start the run must have ended, e.g. `1h`.
     #[schema(example = "1h")]
     pub timeout: Option<String>,
+    /// A URL to POST the run's end to once it ends (`{id, run_id,
+    /// workflow, state, output | error | reason}`), at least once, signed
+    /// with the tenant's secret `notify-signing-key` (`Stepstone-Signature:
+    /// sha256=HMAC-SHA256 of the body`), with the run id as
+    /// `Stepstone-Delivery`. Its origin must be among the tenant's
+    /// `allowed_outbound_hosts`.
+    #[schema(example = "https://hooks.example.com/runs", max_length = 2048)]
+    pub notify: Option<String>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -127,6 +135,7 @@ pub async fn start(
     submission.limits = start.options.into();
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
     submission.deadline = Moment::parse(DEADLINE, start.deadline.as_deref(), start.timeout.as_deref())?;
+    submission.notify = start.notify;
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);

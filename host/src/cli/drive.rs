@@ -35,13 +35,14 @@ pub struct RunArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     detach_after: Option<Duration>,
     #[command(flatten)]
-    when: RunTimes,
+    when: RunLifecycle,
 }
 
 /// When a run starts (at once, or later: it waits durably, in the store,
-/// and starts on time after a restart) and by when it must have ended.
+/// and starts on time after a restart), by when it must have ended, and
+/// whom it tells once it has.
 #[derive(Args)]
-pub struct RunTimes {
+pub struct RunLifecycle {
     /// Start at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z), at most a
     /// year and a day ahead.
     #[arg(long, conflicts_with = "delay")]
@@ -56,12 +57,18 @@ pub struct RunTimes {
     /// The deadline as a duration from the run's start (e.g. 1h).
     #[arg(long)]
     pub timeout: Option<String>,
+    /// POST the run's end to this URL, signed with the secret
+    /// `notify-signing-key` (sent by `stepstone serve`); its origin must be
+    /// allowed outbound.
+    #[arg(long)]
+    pub notify: Option<String>,
 }
 
-impl RunTimes {
+impl RunLifecycle {
     fn apply(&self, submission: &mut Submission) -> Result<(), RunError> {
         submission.start_at = Moment::parse(START, self.start_at.as_deref(), self.delay.as_deref())?;
         submission.deadline = Moment::parse(DEADLINE, self.deadline.as_deref(), self.timeout.as_deref())?;
+        submission.notify = self.notify.clone();
         Ok(())
     }
 }
@@ -154,7 +161,7 @@ pub async fn start(
     workflow: &str,
     input: &str,
     run_id: Option<RunId>,
-    when: &RunTimes,
+    when: &RunLifecycle,
 ) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let component = runtime.component(&tenant, component).await?;

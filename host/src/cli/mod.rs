@@ -131,6 +131,9 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Delete a stored component by digest, once no name, schedule or stored
+    /// run refers to it.
+    DeleteComponent { digest: String },
     /// Start a run without waiting for it (`wait` waits; on the embedded
     /// store, `resume` drives it).
     Start {
@@ -142,7 +145,7 @@ enum Command {
         #[arg(long)]
         run_id: Option<RunId>,
         #[command(flatten)]
-        when: drive::RunTimes,
+        when: drive::RunLifecycle,
     },
     /// Wait until a run finishes, or the timeout passes; prints its status.
     Wait {
@@ -363,6 +366,12 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             drive::signal(&host().await?, &run, &name, &payload, id.as_ref()).await
         }
         Command::Upload { component, name } => drive::upload(&host().await?, &component, name.as_deref()).await,
+        Command::DeleteComponent { digest } => {
+            let runtime = host().await?;
+            runtime.delete_component(&TenantId::default_tenant(), &digest).await?;
+            eprintln!("component {digest} deleted");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Start {
             component,
             workflow,

@@ -8,7 +8,7 @@ use anyhow::Context;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
-use super::drive::RunTimes;
+use super::drive::RunLifecycle;
 use super::{Command, SecretCommand, SecretScope, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
@@ -67,6 +67,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
         Command::Secret(command) => remote.secret(command).await.map(|()| ExitCode::SUCCESS),
+        Command::DeleteComponent { digest } => {
+            let request = remote.request(Method::DELETE, &format!("/v1/components/{digest}"));
+            remote.send(request).await?;
+            eprintln!("component {digest} deleted");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Schedule(command) => super::schedule::remote(&remote, command).await,
         Command::Run(_)
         | Command::Resume { .. }
@@ -139,12 +145,13 @@ impl Remote {
         workflow: &str,
         input: &str,
         run_id: Option<&str>,
-        when: &RunTimes,
+        when: &RunLifecycle,
     ) -> anyhow::Result<String> {
         let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
         let body = json!({
             "component": component, "workflow": workflow, "input": input, "run_id": run_id,
             "start_at": when.start_at, "delay": when.delay, "deadline": when.deadline, "timeout": when.timeout,
+            "notify": when.notify,
         });
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
         started["run_id"]

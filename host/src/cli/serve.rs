@@ -44,7 +44,8 @@ pub async fn serve(
     }
     let ids: Vec<TenantId> = tenants.iter().map(|tenant| tenant.id.clone()).collect();
     runtime.take_over_from_dead_hosts(ids.clone());
-    runtime.fire_schedules(ids);
+    runtime.fire_schedules(ids.clone());
+    runtime.deliver_notifications(ids);
     let listener = bind(listen).await?;
     let operator = match metrics_listen {
         Some(address) => Some(bind(address).await?),

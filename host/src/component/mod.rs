@@ -13,7 +13,7 @@ pub mod signal_schemas;
 pub use cache::CodeCache;
 #[cfg(test)]
 pub(crate) use registry::attempt_example_step;
-pub use registry::{Components, Loaded, digest_of};
+pub use registry::{Components, Loaded, STORED_FRESH, digest_of};
 
 use crate::sandbox::Role;
 use crate::store::StoreError;
@@ -47,6 +47,8 @@ pub enum ComponentError {
     },
     #[error("component {digest} declares signal schemas (`stepstone:signal-schemas`) that cannot be used: {reason}")]
     SignalSchemas { digest: String, reason: String },
+    #[error("component {digest} is in use by {by}: it can be deleted once nothing refers to it")]
+    InUse { digest: String, by: String },
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
     #[error(transparent)]

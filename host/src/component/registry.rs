@@ -1,7 +1,9 @@
 //! The registry of loaded components: validation on the way in, then one
 //! compiled program per role, kept for every later instantiation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -15,6 +17,7 @@ use super::{CodeCache, ComponentError};
 use crate::byte_budget::ByteBudgetCache;
 use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
+use crate::shared_map::lock;
 use crate::store::{
     ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
     components_key,
@@ -67,7 +70,14 @@ pub struct Components {
     engines: Engines,
     cache: CodeCache,
     loaded: ByteBudgetCache<(TenantId, String), Arc<Loaded>>,
+    /// When this host last stored each component, or found it stored.
+    stored: Mutex<HashMap<(TenantId, String), Instant>>,
 }
+
+/// How long a component this host stored is taken to be there still
+/// without asking the store: a deletion on another host is made good by
+/// then (see [`Components::delete`]).
+pub const STORED_FRESH: Duration = Duration::from_secs(60);
 
 impl Components {
     /// Components kept loaded within the default budget.
@@ -81,6 +91,7 @@ impl Components {
             engines,
             cache,
             loaded: ByteBudgetCache::new(budget, 256),
+            stored: Mutex::default(),
         }
     }
 
@@ -113,17 +124,47 @@ impl Components {
     /// Stores a validated component in the tenant's store, content-addressed.
     /// Storing the same bytes again changes nothing.
     pub async fn store(&self, store: &TenantStore, loaded: &Arc<Loaded>) -> Result<(), ComponentError> {
-        // Known here means already in this tenant's store: every submit of a
-        // run would otherwise repeat the put.
-        if self.loaded.contains(&(store.tenant().clone(), loaded.digest.clone())) {
+        // Stored lately means stored still: every submit of a run would
+        // otherwise repeat the put.
+        let key = (store.tenant().clone(), loaded.digest.clone());
+        if lock(&self.stored)
+            .get(&key)
+            .is_some_and(|at| at.elapsed() < STORED_FRESH)
+        {
             return Ok(());
         }
         match store.create(&component_key(&loaded.digest), loaded.bytes.clone()).await {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
         }
+        lock(&self.stored).insert(key, Instant::now());
         self.remember(store.tenant(), loaded.clone());
         Ok(())
+    }
+
+    /// Deletes the tenant's component `digest` from the store and from this
+    /// host. Another host that stored it within [`STORED_FRESH`] may start
+    /// a run of it meanwhile without storing it again: the caller checks
+    /// for such runs after that long, and stores the bytes it returns again.
+    pub async fn delete(&self, store: &TenantStore, digest: &str) -> Result<Bytes, ComponentError> {
+        let key = component_key(digest);
+        let bytes = store.get(&key).await?.ok_or_else(|| ComponentError::Unknown {
+            digest: digest.to_owned(),
+        })?;
+        store.delete(&key).await?;
+        let cached = (store.tenant().clone(), digest.to_owned());
+        lock(&self.stored).remove(&cached);
+        self.loaded.remove(&cached);
+        Ok(bytes)
+    }
+
+    /// Stores `bytes` again as component `digest`, after a deletion that a
+    /// run started meanwhile on another host still needs.
+    pub async fn restore(&self, store: &TenantStore, digest: &str, bytes: Bytes) -> Result<(), ComponentError> {
+        match store.create(&component_key(digest), bytes).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Points `name` at a stored component: the name now means this build.

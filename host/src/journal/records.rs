@@ -45,6 +45,9 @@ pub struct RunRecord {
     /// then it is cancelled, and ends `deadline-exceeded`.
     #[serde(default)]
     pub deadline_ms: Option<u64>,
+    /// Where to POST the run's end (see `runtime::hooks`).
+    #[serde(default)]
+    pub notify: Option<String>,
 }
 
 /// How a run ended; written once.

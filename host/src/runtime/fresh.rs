@@ -63,6 +63,7 @@ mod tests {
             host: None,
             start_at_ms: None,
             deadline_ms: None,
+            notify: None,
         }
     }
 

@@ -31,6 +31,7 @@ mod clock;
 mod control;
 mod durable;
 mod fresh;
+mod hooks;
 mod in_flight;
 mod interruption;
 mod moment;
@@ -52,6 +53,7 @@ use tracing::Instrument;
 
 pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
+pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use moment::{DEADLINE, Moment, START, rfc3339};
 pub use replay::ReplayReport;
@@ -128,6 +130,8 @@ pub enum RunError {
     Secrets(#[from] SecretError),
     #[error("{0}")]
     InvalidTime(String),
+    #[error("{0}")]
+    InvalidNotify(String),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
 }
@@ -246,6 +250,8 @@ pub struct Host {
     outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
     admission: admission::Admission,
     retention: retention::Retention,
+    /// Rung when a run with a `notify` URL ends.
+    hooks_bell: tokio::sync::Notify,
     controls: Controls,
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
@@ -339,6 +345,7 @@ impl Runtime {
             outbound: Mutex::default(),
             admission: admission::Admission::default(),
             retention: retention::Retention::default(),
+            hooks_bell: tokio::sync::Notify::new(),
             controls: Controls::default(),
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),
@@ -443,7 +450,7 @@ impl Runtime {
                 Stored::Read => context.records.entries().await?,
             };
             if entries.is_empty()
-                && let Some(waiting) = self.before_start(tenant, &context.records, &record).await?
+                && let Some(waiting) = self.before_start(&context.records, &record).await?
             {
                 return Ok(waiting);
             }
@@ -492,8 +499,7 @@ impl Runtime {
                 None => outcome,
             };
             let outcome = records.finish(&outcome, now_ms()).await?;
-            self.host.cluster.release(tenant, run);
-            self.count_finished(tenant, &outcome);
+            self.ended(&records, &record, &outcome).await;
             if let Some(parent) = &record.parent {
                 self.wake(tenant, parent).await;
             }
@@ -507,24 +513,27 @@ impl Runtime {
     /// What a run that has not started yet comes to before its start time:
     /// a suspension until then, or, cancelled meanwhile, its end. `None`
     /// once it may start.
-    async fn before_start(
-        &self,
-        tenant: &TenantId,
-        records: &RunRecords,
-        record: &RunRecord,
-    ) -> Result<Option<Progress>, RunError> {
+    async fn before_start(&self, records: &RunRecords, record: &RunRecord) -> Result<Option<Progress>, RunError> {
         let Some(start_at_ms) = record.start_at_ms.filter(|at| *at > now_ms()) else {
             return Ok(None);
         };
         if let Some(request) = records.cancel_request().await? {
             let outcome = records.finish(&request.outcome(), now_ms()).await?;
-            self.host.cluster.release(tenant, &record.run_id);
-            self.count_finished(tenant, &outcome);
+            self.ended(records, record, &outcome).await;
             tracing::info!("run cancelled before its start time");
             return Ok(Some(Progress::Finished(outcome)));
         }
         tracing::info!(start_at_ms, "run waits for its start time");
         Ok(Some(Progress::Suspended(Suspension::until(start_at_ms))))
+    }
+
+    /// What follows a run's end on the host that ended it: its claim let
+    /// go, its end counted, its notification made due.
+    async fn ended(&self, records: &RunRecords, record: &RunRecord, outcome: &Outcome) {
+        let tenant = records.store().tenant();
+        self.host.cluster.release(tenant, &record.run_id);
+        self.count_finished(tenant, outcome);
+        self.notify_ended(records.store(), record).await;
     }
 
     fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {

@@ -1,6 +1,7 @@
 //! Retention: a tenant's finished runs are kept for its `retention`, then
 //! a sweeper deletes every object of theirs (run record, journal,
-//! snapshots, attempts, timers, signals, outcome), oldest first, in batches.
+//! snapshots, attempts, timers, signals, outcome), oldest first, in batches;
+//! and a component nothing refers to any more can be deleted.
 //!
 //! Invariants: a finished run is found through its marker in the index of
 //! finished runs (`finished/{hour}/{finished-at}-{run}`), written before the
@@ -8,11 +9,15 @@
 //! The run record goes first (the run then answers "no such run") and the
 //! marker last, so a sweep cut short is finished by the next. Deleting is
 //! idempotent: hosts sweeping the same tenant at once only repeat deletes.
+//! A component is deleted only while no name, schedule or stored run
+//! refers to it, and stored again if a run another host started meanwhile
+//! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{RunError, Runtime, now_ms};
+use crate::component::{ComponentError, STORED_FRESH};
 use crate::journal::RunRecords;
 use crate::shared_map::lock;
 use crate::store::{RunId, StoreKey, TenantId, TenantStore, finished_key, keys_of, parse_finished_marker};
@@ -91,6 +96,62 @@ impl Runtime {
             self.host.metrics.swept(tenant, swept.runs, swept.objects);
         }
         Ok(swept)
+    }
+}
+
+impl Runtime {
+    /// Deletes the tenant's component `digest`, unless a name, a schedule
+    /// or a stored run refers to it.
+    pub async fn delete_component(&self, tenant: &TenantId, digest: &str) -> Result<(), RunError> {
+        if let Some(by) = self.reference_to(tenant, digest).await? {
+            return Err(ComponentError::InUse {
+                digest: digest.to_owned(),
+                by,
+            }
+            .into());
+        }
+        let bytes = self
+            .host
+            .components
+            .delete(&self.host.storage.tenant(tenant), digest)
+            .await?;
+        let (runtime, tenant, digest) = (self.clone(), tenant.clone(), digest.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(STORED_FRESH + Duration::from_secs(5)).await;
+            match runtime.reference_to(&tenant, &digest).await {
+                Ok(None) => {}
+                Ok(Some(by)) => {
+                    tracing::warn!(%tenant, %digest, "{by} started on the component as it was deleted: storing it again");
+                    let store = runtime.host.storage.tenant(&tenant);
+                    if let Err(e) = runtime.host.components.restore(&store, &digest, bytes).await {
+                        tracing::error!(%tenant, %digest, "cannot store the deleted component again: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(%tenant, %digest, "cannot check the deleted component's runs: {e}"),
+            }
+        });
+        Ok(())
+    }
+
+    /// What refers to component `digest`: a name, a schedule or a run.
+    async fn reference_to(&self, tenant: &TenantId, digest: &str) -> Result<Option<String>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let names = self.host.components.names(&store).await?;
+        if let Some((name, _)) = names.iter().find(|(_, points_at)| points_at == digest) {
+            return Ok(Some(format!("the name `{name}`")));
+        }
+        let schedules = self.host.schedules.list(tenant).await?;
+        if let Some(schedule) = schedules.iter().find(|s| s.component.as_str() == digest) {
+            return Ok(Some(format!("schedule `{}`", schedule.name)));
+        }
+        for run in self.run_ids(tenant).await? {
+            if let Some(record) = self.records(tenant, &run).run().await?
+                && (record.component == digest || record.links.values().any(|linked| linked == digest))
+            {
+                return Ok(Some(format!("run `{run}`")));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Submission {
     pub start_at: Moment,
     /// When it must have ended (a duration counts from its start).
     pub deadline: Moment,
+    /// A URL to POST the run's end to, signed.
+    pub notify: Option<String>,
 }
 
 impl Submission {
@@ -46,6 +48,7 @@ impl Submission {
             parent: None,
             start_at: Moment::Unset,
             deadline: Moment::Unset,
+            notify: None,
         }
     }
 }
@@ -138,6 +141,9 @@ impl Runtime {
         }
         let created_at_ms = now_ms();
         let (start_at_ms, deadline_ms) = run_times(&submission, created_at_ms)?;
+        if let Some(url) = &submission.notify {
+            self.check_notify(tenant, url).await?;
+        }
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         // The run's creator drives it first: it must be alive to others
         // before the run record names it.
@@ -163,8 +169,16 @@ impl Runtime {
             host: Some(self.host.cluster.me().clone()),
             start_at_ms,
             deadline_ms,
+            notify: submission.notify,
         };
         let records = RunRecords::new(store, run_id.clone());
+        // Before the run record, so that a run with a URL always has its
+        // entry; not again for a run submitted again, which may have ended.
+        if let Some(url) = &record.notify
+            && records.run().await?.is_none()
+        {
+            self.enqueue_notify(records.store(), &run_id, url).await?;
+        }
         match records.create_run(&record).await {
             Ok(()) => {
                 self.host.cluster.hold(tenant, &run_id, generation, 0);

@@ -157,7 +157,7 @@ impl Outbound {
     }
 
     /// Whether a request to `uri` may be sent.
-    fn allows(&self, uri: &http::Uri) -> bool {
+    pub fn allows(&self, uri: &http::Uri) -> bool {
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
             return false;
         };

@@ -16,6 +16,7 @@
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
 //! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
+//! outbox/{run}                                  the run's completion notification, until delivered
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
 //! schedules/{name}/state                        how far it has fired, and its last run (overwritten)
@@ -301,6 +302,16 @@ pub fn unfinished_key() -> Key {
 /// The marker listing `run` as unfinished.
 pub fn unfinished_marker(run: &RunId) -> Key {
     Key::from_iter(["unfinished", run.as_str()])
+}
+
+/// Where the completion notifications yet to deliver are kept.
+pub fn outbox_key() -> Key {
+    Key::from("outbox")
+}
+
+/// The notification of `run`'s end, until it is delivered.
+pub fn outbox_entry(run: &RunId) -> Key {
+    Key::from_iter(["outbox", run.as_str()])
 }
 
 /// Where the runs that have finished are listed, one empty marker each in

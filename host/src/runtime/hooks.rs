@@ -1,0 +1,310 @@
+//! Completion hooks: a run submitted with a `notify` URL has a signed JSON
+//! message POSTed there once it ends, from a durable outbox, at least once,
+//! retried with backoff.
+//!
+//! Invariants: the outbox entry (`outbox/{run}`) is created with the run,
+//! before its run record, so no run with a URL lacks one. The message is
+//! built at each try from the run's stored outcome, so every try sends the
+//! same bytes, and a receiver deduplicates on `Stepstone-Delivery` (the run
+//! id). An entry is deleted only after a 2xx answer, or after
+//! [`MAX_ATTEMPTS`]. The URL's origin must be on the tenant's outbound
+//! allowlist when the run is submitted and at every try.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::{RunError, Runtime, now_ms};
+use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
+use crate::store::{RunId, SecretName, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
+
+/// The tenant's secret the messages are signed with.
+pub const SIGNING_KEY_SECRET: &str = "notify-signing-key";
+/// Tries of one message, at most: the last about a day after the first.
+pub const MAX_ATTEMPTS: u32 = 20;
+/// The wait after the first failed try; it doubles, up to an hour.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// How long one try may take.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the outboxes are read.
+const POLL: Duration = Duration::from_secs(1);
+/// How often entries of runs not known to have ended are checked for an
+/// outcome (a host that died between a run's end and marking its entry).
+const CHECK_UNENDED_EVERY: Duration = Duration::from_secs(300);
+/// The longest `notify` URL taken.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// A message to send, or being retried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub url: String,
+    /// Whether the run is known to have ended.
+    pub ended: bool,
+    pub attempts: u32,
+    pub next_attempt_ms: u64,
+}
+
+/// What is POSTed: the run and how it ended.
+pub fn message(record: &RunRecord, outcome: &Outcome) -> Vec<u8> {
+    let parse = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+    let mut body = json!({"id": record.run_id, "run_id": record.run_id, "workflow": record.workflow});
+    let ending = match outcome {
+        Outcome::Completed { output } => json!({"state": "completed", "output": parse(output)}),
+        Outcome::Failed { kind, message } => json!({"state": "failed", "error": {"kind": kind, "message": message}}),
+        Outcome::Cancelled { reason } => json!({"state": "cancelled", "reason": reason}),
+    };
+    if let (Some(body), Some(ending)) = (body.as_object_mut(), ending.as_object()) {
+        body.extend(ending.clone());
+    }
+    body.to_string().into_bytes()
+}
+
+/// `Stepstone-Signature`: `sha256=` and the hex HMAC-SHA256 of `body` under `key`.
+pub fn signature(key: &[u8], body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// When to try again after `attempts` failed tries.
+fn backoff(attempts: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(2u32.saturating_pow(attempts.saturating_sub(1)))
+        .min(MAX_BACKOFF)
+}
+
+impl Runtime {
+    /// Checks a run's `notify` URL before it is submitted: a URL, at most
+    /// [`MAX_URL_BYTES`], its origin on the tenant's allowlist, and the
+    /// tenant's signing key set.
+    pub(super) async fn check_notify(&self, tenant: &TenantId, url: &str) -> Result<(), RunError> {
+        let invalid = |why: String| RunError::InvalidNotify(why);
+        if url.len() > MAX_URL_BYTES {
+            return Err(invalid(format!("the notify URL is over {MAX_URL_BYTES} bytes")));
+        }
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| invalid(format!("the notify URL `{url}` is not a URL: {e}")))?;
+        if !self.outbound(tenant).allows(&uri) {
+            return Err(invalid(
+                "the notify URL's origin is not among the tenant's allowed_outbound_hosts: add it there first".into(),
+            ));
+        }
+        let key = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
+        if self.host.secrets.value(tenant, &key).await?.is_none() {
+            return Err(invalid(format!(
+                "the tenant has no secret `{SIGNING_KEY_SECRET}` to sign notifications with: set it first (`stepstone secret set {SIGNING_KEY_SECRET}`)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts the notification of a run about to be created in the outbox.
+    pub(super) async fn enqueue_notify(&self, store: &TenantStore, run: &RunId, url: &str) -> Result<(), RunError> {
+        let entry = Notification {
+            url: url.to_owned(),
+            ended: false,
+            attempts: 0,
+            next_attempt_ms: 0,
+        };
+        Ok(store.overwrite(&outbox_entry(run), Bytes::from(encode(&entry))).await?)
+    }
+
+    /// Marks the notification of a run that just ended as due, and rings
+    /// the sender. A failure is logged: the sender finds the end itself.
+    pub(super) async fn notify_ended(&self, store: &TenantStore, record: &RunRecord) {
+        if record.notify.is_none() {
+            return;
+        }
+        let key = outbox_entry(&record.run_id);
+        let marked = async {
+            let Some(mut entry) = read_entry(store, &key).await? else {
+                return Ok(());
+            };
+            entry.ended = true;
+            store
+                .overwrite(&key, Bytes::from(encode(&entry)))
+                .await
+                .map_err(RunError::from)
+        };
+        if let Err(e) = marked.await {
+            tracing::warn!(run = %record.run_id, "cannot mark the run's notification due; it is found later: {e}");
+        }
+        self.host.hooks_bell.notify_one();
+    }
+
+    /// Sends the notifications of `tenants`' ended runs from a background
+    /// task, for as long as the process lives.
+    pub fn deliver_notifications(&self, tenants: Vec<TenantId>) {
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::builder().timeout(SEND_TIMEOUT).build();
+            let client = match client {
+                Ok(client) => client,
+                Err(e) => return tracing::error!("cannot make the HTTP client of notifications; none is sent: {e}"),
+            };
+            let mut checked_unended_at: Option<tokio::time::Instant> = None;
+            loop {
+                let check_unended = checked_unended_at.is_none_or(|at| at.elapsed() >= CHECK_UNENDED_EVERY);
+                for tenant in &tenants {
+                    if let Err(e) = runtime.deliver_due(&client, tenant, check_unended).await {
+                        tracing::warn!(%tenant, "cannot read the outbox of notifications; trying again: {e}");
+                    }
+                }
+                if check_unended {
+                    checked_unended_at = Some(tokio::time::Instant::now());
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = runtime.host.hooks_bell.notified() => {}
+                }
+            }
+        });
+    }
+
+    /// One pass over the tenant's outbox: tries every message due.
+    async fn deliver_due(
+        &self,
+        client: &reqwest::Client,
+        tenant: &TenantId,
+        check_unended: bool,
+    ) -> Result<(), RunError> {
+        let store = self.host.storage.tenant(tenant);
+        for key in store.list(&outbox_key()).await? {
+            let Some(run) = key.filename().and_then(|name| RunId::new(name).ok()) else {
+                continue;
+            };
+            let Some(mut entry) = read_entry(&store, &key).await? else {
+                continue;
+            };
+            let records = RunRecords::new(store.clone(), run.clone());
+            if !entry.ended {
+                if !check_unended || records.outcome().await?.is_none() {
+                    continue;
+                }
+                entry.ended = true;
+            }
+            if entry.next_attempt_ms > now_ms() {
+                continue;
+            }
+            self.try_delivery(client, &store, &records, &key, entry).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends one message; deletes its entry once answered 2xx (or tried
+    /// [`MAX_ATTEMPTS`] times), else stores when to try again.
+    async fn try_delivery(
+        &self,
+        client: &reqwest::Client,
+        store: &TenantStore,
+        records: &RunRecords,
+        key: &StoreKey,
+        mut entry: Notification,
+    ) -> Result<(), RunError> {
+        let tenant = store.tenant();
+        let run = records.run_id();
+        let (Some(record), Some(outcome)) = (records.run().await?, records.outcome().await?) else {
+            // The run is gone (retention): nothing is left to tell.
+            return Ok(store.delete(key).await?);
+        };
+        entry.attempts += 1;
+        let sent = self.send(client, tenant, &entry.url, &record, &outcome).await;
+        match sent {
+            Ok(()) => {
+                tracing::info!(%tenant, %run, attempts = entry.attempts, "notification delivered");
+                self.host.metrics.notification(tenant, "delivered");
+                return Ok(store.delete(key).await?);
+            }
+            Err(why) if entry.attempts >= MAX_ATTEMPTS => {
+                tracing::error!(%tenant, %run, attempts = entry.attempts, "notification given up: {why}");
+                self.host.metrics.notification(tenant, "given-up");
+                return Ok(store.delete(key).await?);
+            }
+            Err(why) => {
+                let wait = backoff(entry.attempts);
+                tracing::warn!(%tenant, %run, attempts = entry.attempts, ?wait, "notification not delivered; trying again: {why}");
+                self.host.metrics.notification(tenant, "failed");
+                entry.next_attempt_ms = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+            }
+        }
+        Ok(store.overwrite(key, Bytes::from(encode(&entry))).await?)
+    }
+
+    /// One try: the message POSTed, signed; what went wrong, if anything.
+    async fn send(
+        &self,
+        client: &reqwest::Client,
+        tenant: &TenantId,
+        url: &str,
+        record: &RunRecord,
+        outcome: &Outcome,
+    ) -> Result<(), String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
+        if !self.outbound(tenant).allows(&uri) {
+            return Err("its origin is no longer among the tenant's allowed_outbound_hosts".into());
+        }
+        let name = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
+        let key = match self.host.secrets.value(tenant, &name).await {
+            Ok(Some(key)) => key,
+            Ok(None) => return Err(format!("the tenant's secret `{SIGNING_KEY_SECRET}` is gone")),
+            Err(e) => return Err(e.to_string()),
+        };
+        let body = message(record, outcome);
+        let answer = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("stepstone-delivery", record.run_id.as_str())
+            .header("stepstone-signature", signature(key.as_bytes(), &body))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("{e}"))?;
+        match answer.status() {
+            status if status.is_success() => Ok(()),
+            status => Err(format!("the receiver answered {status}")),
+        }
+    }
+}
+
+async fn read_entry(store: &TenantStore, key: &StoreKey) -> Result<Option<Notification>, RunError> {
+    let Some(bytes) = store.get(key).await? else {
+        return Ok(None);
+    };
+    decode(&bytes).map(Some).map_err(|reason| {
+        crate::journal::JournalError::Corrupt {
+            key: key.to_string(),
+            reason,
+        }
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_the_hmac_sha256_of_the_body() {
+        // RFC 4231, test case 2.
+        let mac = signature(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            mac,
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn the_backoff_doubles_from_a_second_to_an_hour() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(MAX_ATTEMPTS), MAX_BACKOFF);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+}
