@@ -10,6 +10,7 @@
 //! [`MAX_ATTEMPTS`]. The URL's origin must be on the tenant's outbound
 //! allowlist when the run is submitted and at every try.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,8 +32,9 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How long one try may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the outboxes are read.
-const POLL: Duration = Duration::from_secs(1);
+/// How often the outboxes are read, at the longest: a run ending on this
+/// host rings at once, and a try due sooner wakes the sender then.
+const POLL: Duration = Duration::from_secs(5);
 /// How often entries of runs not known to have ended are checked for an
 /// outcome (a host that died between a run's end and marking its entry).
 const CHECK_UNENDED_EVERY: Duration = Duration::from_secs(300);
@@ -48,6 +50,9 @@ pub struct Notification {
     pub attempts: u32,
     pub next_attempt_ms: u64,
 }
+
+/// A tenant's outbox entries as last read, with their versions.
+type Known = HashMap<StoreKey, (String, Notification)>;
 
 /// What is POSTed: the run and how it ended.
 pub fn message(record: &RunRecord, outcome: &Outcome) -> Vec<u8> {
@@ -148,41 +153,61 @@ impl Runtime {
                 Ok(client) => client,
                 Err(e) => return tracing::error!("cannot make the HTTP client of notifications; none is sent: {e}"),
             };
+            let mut known: HashMap<TenantId, Known> = HashMap::new();
             let mut checked_unended_at: Option<tokio::time::Instant> = None;
             loop {
                 let check_unended = checked_unended_at.is_none_or(|at| at.elapsed() >= CHECK_UNENDED_EVERY);
+                let mut wake = POLL;
                 for tenant in &tenants {
-                    if let Err(e) = runtime.deliver_due(&client, tenant, check_unended).await {
-                        tracing::warn!(%tenant, "cannot read the outbox of notifications; trying again: {e}");
+                    let known = known.entry(tenant.clone()).or_default();
+                    match runtime.deliver_due(&client, tenant, known, check_unended).await {
+                        Ok(Some(next_ms)) => {
+                            wake = wake.min(Duration::from_millis(next_ms.saturating_sub(now_ms())));
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(%tenant, "cannot read the outbox of notifications; trying again: {e}"),
                     }
                 }
                 if check_unended {
                     checked_unended_at = Some(tokio::time::Instant::now());
                 }
                 tokio::select! {
-                    () = tokio::time::sleep(POLL) => {}
+                    () = tokio::time::sleep(wake) => {}
                     () = runtime.host.hooks_bell.notified() => {}
                 }
             }
         });
     }
 
-    /// One pass over the tenant's outbox: tries every message due.
+    /// One pass over the tenant's outbox: tries every message due, and
+    /// says when the next one is. Only entries changed since the last pass
+    /// are read.
     async fn deliver_due(
         &self,
         client: &reqwest::Client,
         tenant: &TenantId,
+        known: &mut Known,
         check_unended: bool,
-    ) -> Result<(), RunError> {
+    ) -> Result<Option<u64>, RunError> {
         let store = self.host.storage.tenant(tenant);
-        for key in store.list(&outbox_key()).await? {
+        let listed = store.versions(&outbox_key()).await?;
+        known.retain(|key, _| listed.iter().any(|(listed, _)| listed == key));
+        let mut next: Option<u64> = None;
+        for (key, version) in listed {
             let Some(run) = key.filename().and_then(|name| RunId::new(name).ok()) else {
                 continue;
             };
-            let Some(mut entry) = read_entry(&store, &key).await? else {
-                continue;
+            let mut entry = match known.get(&key) {
+                Some((read, entry)) if *read == version => entry.clone(),
+                _ => {
+                    let Some(entry) = read_entry(&store, &key).await? else {
+                        continue;
+                    };
+                    known.insert(key.clone(), (version, entry.clone()));
+                    entry
+                }
             };
-            let records = RunRecords::new(store.clone(), run.clone());
+            let records = RunRecords::new(store.clone(), run);
             if !entry.ended {
                 if !check_unended || records.outcome().await?.is_none() {
                     continue;
@@ -190,11 +215,13 @@ impl Runtime {
                 entry.ended = true;
             }
             if entry.next_attempt_ms > now_ms() {
+                next = Some(next.map_or(entry.next_attempt_ms, |next| next.min(entry.next_attempt_ms)));
                 continue;
             }
+            known.remove(&key);
             self.try_delivery(client, &store, &records, &key, entry).await?;
         }
-        Ok(())
+        Ok(next)
     }
 
     /// Sends one message; deletes its entry once answered 2xx (or tried
