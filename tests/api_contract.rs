@@ -81,6 +81,11 @@ checks.positive_data_acceptance.expected-statuses = [201, 400, 401, 403, 413]
 include-name = "POST /v1/runs"
 checks.positive_data_acceptance.expected-statuses = [202, 400, 401, 403, 404, 409, 429]
 
+# A group's runs are refused as `POST /v1/runs` refuses them.
+[[operations]]
+include-name = "POST /v1/groups"
+checks.positive_data_acceptance.expected-statuses = [202, 400, 401, 403, 404, 409, 429]
+
 # Nor "a cron pattern" or "a duration" (`catch_up`): 400 for one that is
 # not; and a name taken by another schedule is 409.
 [[operations]]

@@ -620,3 +620,102 @@ fn a_runs_end_is_posted_signed_to_its_notify_url_at_least_once_even_across_a_res
     );
     assert!(server.metric(r#"stepstone_notifications_total{tenant="acme",outcome="delivered"}"#) >= 1.0);
 }
+
+/// The events of `GET /v1/groups/{group}/events`, read to the stream's end,
+/// as (event, data).
+fn group_events(server: &Server, group: &str) -> Vec<(String, Value)> {
+    let reply = server
+        .request(reqwest::Method::GET, &format!("/v1/groups/{group}/events"), TOKEN)
+        .send()
+        .expect("the stream opens");
+    assert_eq!(reply.status(), 200);
+    let text = reply.text().expect("the stream ends after `end`");
+    let mut events = Vec::new();
+    for block in text.split("\n\n") {
+        let field = |name: &str| {
+            block
+                .lines()
+                .find_map(|line| line.strip_prefix(name).map(str::to_owned))
+        };
+        if let (Some(event), Some(data)) = (field("event: "), field("data: ")) {
+            events.push((event, serde_json::from_str(&data).expect("JSON data")));
+        }
+    }
+    events
+}
+
+#[test]
+fn a_group_of_runs_starts_at_once_counts_its_states_streams_each_end_and_cancels_together() {
+    let server = server();
+    let greet = |input: Value| json!({"component": "hello", "workflow": "greet", "input": input});
+    let runs = vec![
+        greet(json!({"name": "Ada"})),
+        greet(json!({"name": "Bo"})),
+        greet(json!(5)),
+    ];
+    let group = json!({"group_id": "batch", "runs": runs});
+    let started = server.post_json("/v1/groups", TOKEN, &group).expect(202);
+    assert_eq!(started["run_ids"], json!(["batch-0000", "batch-0001", "batch-0002"]));
+    let events = group_events(&server, "batch");
+    let names: Vec<&str> = events.iter().map(|(event, _)| event.as_str()).collect();
+    assert_eq!(names, ["run", "run", "run", "end"], "{events:?}");
+    let mut states: Vec<&str> = events[..3]
+        .iter()
+        .filter_map(|(_, run)| run["state"].as_str())
+        .collect();
+    states.sort_unstable();
+    assert_eq!(states, ["completed", "completed", "failed"]);
+    let status = server.get("/v1/groups/batch", TOKEN).expect(200);
+    assert_eq!(status["counts"], json!({"completed": 2, "failed": 1}), "{status}");
+    assert_eq!(
+        (status["runs"].as_u64(), status["finished"].as_u64()),
+        (Some(3), Some(3))
+    );
+    server.post_json("/v1/groups", TOKEN, &group).expect(202);
+    let other = json!({"group_id": "batch", "runs": [greet(json!({"name": "Cy"}))]});
+    server.post_json("/v1/groups", TOKEN, &other).expect(409);
+
+    let wait = json!({"component": "hello", "workflow": "await-go", "input": {}});
+    let waiters = json!({"group_id": "waiters", "runs": [wait, wait]});
+    server.post_json("/v1/groups", TOKEN, &waiters).expect(202);
+    server
+        .post_json("/v1/groups/waiters/cancel", TOKEN, &json!({"reason": "enough"}))
+        .expect(202);
+    let ends = group_events(&server, "waiters");
+    assert!(ends[..2].iter().all(|(_, run)| run["state"] == "cancelled"), "{ends:?}");
+
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let file = dir.path().join("group.json");
+    let cli = json!({"group_id": "from-cli", "runs": [greet(json!({"name": "Di"}))]});
+    std::fs::write(&file, cli.to_string()).expect("written");
+    let remote = |args: &[&str]| {
+        let mut full = vec!["--server", server.url.as_str(), "--token", TOKEN, "group"];
+        full.extend_from_slice(args);
+        server.host.run(&full).success()
+    };
+    assert_eq!(
+        remote(&["start", arg(&file)]).json()["run_ids"],
+        json!(["from-cli-0000"])
+    );
+    let followed = remote(&["events", "from-cli"]).stdout();
+    let ended: Value = serde_json::from_str(followed.trim()).expect("one JSON line");
+    assert_eq!(ended["output"]["greeting"], "Hello, Di!", "{followed}");
+    assert_eq!(
+        remote(&["status", "from-cli"]).json()["counts"],
+        json!({"completed": 1})
+    );
+
+    let empty = server.post_json("/v1/groups", TOKEN, &json!({"runs": []})).expect(400);
+    assert!(
+        empty["error"].as_str().is_some_and(|e| e.contains("1 to 1000 runs")),
+        "{empty}"
+    );
+    let many: Vec<Value> = (0..1001).map(|_| greet(json!({"name": "Ada"}))).collect();
+    server
+        .post_json("/v1/groups", TOKEN, &json!({"runs": many}))
+        .expect(400);
+    let broken = json!({"group_id": "broken", "runs": [greet(json!({})), {"component": "nothing", "workflow": "greet", "input": {}}]});
+    server.post_json("/v1/groups", TOKEN, &broken).expect(404);
+    server.get("/v1/groups/broken", TOKEN).expect(404);
+    server.get("/v1/runs/broken-0000", TOKEN).expect(404);
+}

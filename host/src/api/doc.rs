@@ -16,8 +16,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use super::{components, runs, schedules, secrets};
-use crate::store::{ComponentName, RunId, ScheduleName, SecretName, SignalId, SignalName};
+use super::{components, groups, runs, schedules, secrets};
+use crate::store::{ComponentName, GroupId, RunId, ScheduleName, SecretName, SignalId, SignalName};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use crate::store::{ComponentName, RunId, ScheduleName, SecretName, SignalId, Sig
         components::upload, components::list, components::get, components::delete,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         secrets::set, secrets::list, secrets::delete,
+        groups::start, groups::status, groups::events, groups::cancel,
         schedules::add, schedules::list, schedules::get, schedules::pause, schedules::resume, schedules::delete,
     ),
     components(schemas(ErrorBody)),
@@ -125,8 +126,8 @@ refusals! {
 /// The longest run ids, component names and signal names, as
 /// `store::keys` checks them.
 pub const NAME_MAX: usize = 128;
-/// The longest schedule names: a fire's run id adds 17 characters.
-const SCHEDULE_NAME_MAX: usize = 100;
+/// The longest schedule names and group ids: the run ids made of them add a suffix.
+const PREFIX_NAME_MAX: usize = 100;
 /// The longest signal ids.
 const SIGNAL_ID_MAX: usize = 64;
 
@@ -166,7 +167,8 @@ name_schemas! {
     SignalName: NAME_MAX, "The name a signal is sent and awaited under.";
     SignalId: SIGNAL_ID_MAX, "A sender's idempotency key for one signal.";
     SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
-    ScheduleName: SCHEDULE_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
+    ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
+    GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
 }
 
 #[cfg(test)]
@@ -182,7 +184,7 @@ mod tests {
         assert!(SignalName::new(&fits).is_ok() && SignalName::new(&over).is_err());
         let [fits, over] = longest(SIGNAL_ID_MAX);
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
-        let [fits, over] = longest(SCHEDULE_NAME_MAX);
+        let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
     }
 }

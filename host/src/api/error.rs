@@ -93,7 +93,10 @@ impl From<RunError> for ApiError {
             | RunError::InvalidName(_)
             | RunError::InvalidTime(_)
             | RunError::SignalRefused { .. }
-            | RunError::InvalidNotify(_) => StatusCode::BAD_REQUEST,
+            | RunError::InvalidNotify(_)
+            | RunError::GroupSize { .. } => StatusCode::BAD_REQUEST,
+            RunError::UnknownGroup { .. } => StatusCode::NOT_FOUND,
+            RunError::GroupMismatch { .. } => StatusCode::CONFLICT,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {

@@ -10,6 +10,7 @@ mod components;
 mod doc;
 mod error;
 mod extract;
+mod groups;
 mod params;
 mod runs;
 mod schedules;
@@ -110,6 +111,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/groups", post(groups::start))
+        .route("/groups/{id}", get(groups::status))
+        .route("/groups/{id}/events", get(groups::events))
+        .route("/groups/{id}/cancel", post(groups::cancel))
         .route("/schedules", post(schedules::add).get(schedules::list))
         .route("/schedules/{name}", get(schedules::get).delete(schedules::delete))
         .route("/schedules/{name}/pause", post(schedules::pause))

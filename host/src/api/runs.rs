@@ -21,6 +21,7 @@ use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
 use crate::store::{ComponentName, RunId, SignalId, SignalName};
+use crate::tenancy::Tenant;
 
 /// Longest a `wait` may hold a request.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -126,9 +127,18 @@ pub async fn start(
     Caller(tenant): Caller,
     extract::Json(start): extract::Json<StartRun>,
 ) -> Result<(StatusCode, Json<Started>), ApiError> {
+    let submission = submission_of(&state, &tenant, start).await?;
+    state.runtime.admit(&tenant.id)?;
+    let run = state.runtime.submit(&tenant.id, submission).await?;
+    state.runtime.drive_in_background(&tenant.id, &run);
+    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))
+}
+
+/// The submission `start` asks for, its components looked up and its
+/// fields checked.
+pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -> Result<Submission, ApiError> {
     let input = start.input.to_string();
     ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
-    state.runtime.admit(&tenant.id)?;
     let component = state.runtime.component(&tenant.id, start.component.as_str()).await?;
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = start.run_id;
@@ -140,9 +150,7 @@ pub async fn start(
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);
     }
-    let run = state.runtime.submit(&tenant.id, submission).await?;
-    state.runtime.drive_in_background(&tenant.id, &run);
-    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))
+    Ok(submission)
 }
 
 #[derive(Deserialize, IntoParams)]

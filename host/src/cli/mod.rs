@@ -2,6 +2,7 @@
 //! setup (data directory, host) they run on.
 
 mod drive;
+mod group;
 mod inspect;
 mod remote;
 mod schedule;
@@ -221,6 +222,10 @@ enum Command {
     /// the server's).
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Start many runs at once as a group, count their states, follow
+    /// their ends, cancel them together (with --server).
+    #[command(subcommand)]
+    Group(group::GroupCommand),
     /// Manage the cron schedules that start runs (they fire while `stepstone serve` runs).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
@@ -355,6 +360,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
+        Command::Group(_) => {
+            anyhow::bail!("a group's runs are driven by `stepstone serve`: give --server URL --token T")
+        }
         Command::Serve {
             listen,
             config,

@@ -74,6 +74,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             Ok(ExitCode::SUCCESS)
         }
         Command::Schedule(command) => super::schedule::remote(&remote, command).await,
+        Command::Group(command) => super::group::remote(&remote, command).await,
         Command::Run(_)
         | Command::Resume { .. }
         | Command::List { .. }
@@ -113,16 +114,23 @@ impl Remote {
     /// Sends a request; an error status becomes an error carrying the
     /// server's message.
     pub(super) async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
+        let text = self.stream(request).await?.text().await?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Sends a request and returns the answer, to read as it comes; an
+    /// error status becomes an error carrying the server's message.
+    pub(super) async fn stream(&self, request: RequestBuilder) -> anyhow::Result<reqwest::Response> {
         let response = request
             .send()
             .await
             .with_context(|| format!("cannot reach {}", self.base))?;
         let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
         let text = response.text().await?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if status.is_success() {
-            return Ok(body);
-        }
         let message = body["error"].as_str().map_or_else(|| body.to_string(), str::to_owned);
         match status {
             StatusCode::UNAUTHORIZED => anyhow::bail!("the server refused the token: {message}"),

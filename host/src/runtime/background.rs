@@ -100,6 +100,14 @@ impl Runtime {
             .await
     }
 
+    /// If a task of this host drives the run: a flag that turns true when
+    /// it ends.
+    pub(super) fn driven_here(&self, tenant: &TenantId, run: &RunId) -> Option<watch::Receiver<bool>> {
+        lock(&self.host.background.running)
+            .get(&(tenant.clone(), run.clone()))
+            .cloned()
+    }
+
     /// How many of the tenant's runs are being driven right now.
     pub fn active_runs(&self, tenant: &TenantId) -> usize {
         lock(&self.host.background.running)
@@ -152,9 +160,7 @@ impl Runtime {
     /// stands. A run driven here is waited for; one driven elsewhere (by
     /// another host, or another process) is looked for in the store.
     pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
-        let finished = lock(&self.host.background.running)
-            .get(&(tenant.clone(), run.clone()))
-            .cloned();
+        let finished = self.driven_here(tenant, run);
         let deadline = crate::sandbox::instant_after(timeout);
         if let Some(mut finished) = finished {
             // Either it finished, or the time is up: the status says which.

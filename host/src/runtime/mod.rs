@@ -31,6 +31,7 @@ mod clock;
 mod control;
 mod durable;
 mod fresh;
+mod groups;
 mod hooks;
 mod in_flight;
 mod interruption;
@@ -53,6 +54,7 @@ use tracing::Instrument;
 
 pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
+pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use moment::{DEADLINE, Moment, START, rfc3339};
@@ -132,6 +134,12 @@ pub enum RunError {
     InvalidTime(String),
     #[error("{0}")]
     InvalidNotify(String),
+    #[error("no group `{group}`")]
+    UnknownGroup { group: crate::store::GroupId },
+    #[error("group `{group}` already exists with other runs: choose another group id")]
+    GroupMismatch { group: crate::store::GroupId },
+    #[error("a group holds 1 to {limit} runs, not {size}")]
+    GroupSize { size: usize, limit: usize },
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
 }

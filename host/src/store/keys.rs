@@ -17,6 +17,7 @@
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
 //! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
 //! outbox/{run}                                  the run's completion notification, until delivered
+//! groups/{group}                                a group of runs submitted together (create-only)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
 //! schedules/{name}/state                        how far it has fired, and its last run (overwritten)
@@ -141,7 +142,20 @@ name_type!(
     ScheduleName, "schedule name", 100
 );
 
+name_type!(
+    /// A group of runs submitted at once; a run of it without an id of its
+    /// own is `{group}-{index}`, so it leaves room for the index.
+    GroupId, "group id", 100
+);
+
 impl RunId {
+    /// A fresh id, sortable by creation time.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+}
+
+impl GroupId {
     /// A fresh id, sortable by creation time.
     pub fn generate() -> Self {
         Self(uuid::Uuid::now_v7().to_string())
@@ -302,6 +316,11 @@ pub fn unfinished_key() -> Key {
 /// The marker listing `run` as unfinished.
 pub fn unfinished_marker(run: &RunId) -> Key {
     Key::from_iter(["unfinished", run.as_str()])
+}
+
+/// Where group `id` is stored.
+pub fn group_key(id: &GroupId) -> Key {
+    Key::from_iter(["groups", id.as_str()])
 }
 
 /// Where the completion notifications yet to deliver are kept.
