@@ -719,3 +719,56 @@ fn a_group_of_runs_starts_at_once_counts_its_states_streams_each_end_and_cancels
     server.get("/v1/groups/broken", TOKEN).expect(404);
     server.get("/v1/runs/broken-0000", TOKEN).expect(404);
 }
+
+#[test]
+fn a_tenants_fuel_is_metered_per_day_and_past_its_budget_new_runs_are_refused_even_after_a_restart() {
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nfuel_per_day = 1\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start(&tenants);
+    let output = server.run_to_end(TOKEN, "hello", "greet", &json!({"name": "Ada"}), "first");
+    assert_eq!(
+        output["greeting"], "Hello, Ada!",
+        "a run starts while the budget is unspent"
+    );
+    let report = server.get("/v1/usage", TOKEN).expect(200);
+    let today = &report["days"][0];
+    assert!(today["fuel"].as_u64().is_some_and(|fuel| fuel > 1), "{report}");
+    assert_eq!(
+        (today["runs"].as_u64(), today["step_attempts"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    assert!(
+        report["stored_bytes"].as_u64().is_some_and(|bytes| bytes > 0),
+        "{report}"
+    );
+
+    let refused = |server: &Server| {
+        let start = json!({"component": "hello", "workflow": "greet", "input": {"name": "Bo"}});
+        let reply = server.post_json("/v1/runs", TOKEN, &start);
+        assert_eq!(reply.status, 429, "{}", reply.body);
+        let wait: u64 = reply.headers["retry-after"]
+            .to_str()
+            .expect("text")
+            .parse()
+            .expect("seconds");
+        assert!((1..=86_400).contains(&wait), "retry after {wait} s");
+        assert!(
+            reply.body["error"].as_str().is_some_and(|e| e.contains("fuel")),
+            "{}",
+            reply.body
+        );
+    };
+    refused(&server);
+    // A clean stop stores the count; the restarted host reads it back.
+    let server = server.restart_after("TERM");
+    refused(&server);
+    let days = server.get("/v1/usage?days=3", TOKEN).expect(200);
+    assert_eq!(days["days"].as_array().map(Vec::len), Some(3), "{days}");
+    assert_eq!(days["days"][0]["fuel"], today["fuel"], "{days}");
+    for bad in ["0", "32"] {
+        server.get(&format!("/v1/usage?days={bad}"), TOKEN).expect(400);
+    }
+}

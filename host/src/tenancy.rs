@@ -77,6 +77,10 @@ pub struct Quotas {
     /// How long the tenant's finished runs are kept before every object of
     /// theirs is deleted; absent, for ever.
     pub retention_ms: Option<u64>,
+    /// Fuel the tenant's step attempts may burn a UTC day, over every host;
+    /// past it, new runs are refused (429) and new attempts wait for the
+    /// next day. Absent: no daily budget.
+    pub fuel_per_day: Option<u64>,
 }
 
 impl Default for Quotas {
@@ -110,6 +114,7 @@ impl Default for Quotas {
             http_connect_timeout_ms: http.connect_timeout.as_millis() as u64,
             http_first_byte_timeout_ms: http.first_byte_timeout.as_millis() as u64,
             retention_ms: None,
+            fuel_per_day: None,
         }
     }
 }

@@ -16,7 +16,7 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use super::{components, groups, runs, schedules, secrets};
+use super::{components, groups, runs, schedules, secrets, usage};
 use crate::store::{ComponentName, GroupId, RunId, ScheduleName, SecretName, SignalId, SignalName};
 
 /// The API's OpenAPI document.
@@ -27,6 +27,7 @@ use crate::store::{ComponentName, GroupId, RunId, ScheduleName, SecretName, Sign
         components::upload, components::list, components::get, components::delete,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         secrets::set, secrets::list, secrets::delete,
+        usage::usage,
         groups::start, groups::status, groups::events, groups::cancel,
         schedules::add, schedules::list, schedules::get, schedules::pause, schedules::resume, schedules::delete,
     ),

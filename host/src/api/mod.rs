@@ -15,6 +15,7 @@ mod params;
 mod runs;
 mod schedules;
 mod secrets;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,7 @@ impl ApiState {
             runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
             runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
             runtime.set_retention(&tenant.id, tenant.quotas.retention());
+            runtime.set_fuel_budget(&tenant.id, tenant.quotas.fuel_per_day);
         }
         Self {
             runtime,
@@ -119,6 +121,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/schedules/{name}", get(schedules::get).delete(schedules::delete))
         .route("/schedules/{name}/pause", post(schedules::pause))
         .route("/schedules/{name}/resume", post(schedules::resume))
+        .route("/usage", get(usage::usage))
         .route("/secrets", get(secrets::list))
         .route("/secrets/{name}", put(secrets::set).delete(secrets::delete))
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));

@@ -128,7 +128,7 @@ pub async fn start(
     extract::Json(start): extract::Json<StartRun>,
 ) -> Result<(StatusCode, Json<Started>), ApiError> {
     let submission = submission_of(&state, &tenant, start).await?;
-    state.runtime.admit(&tenant.id)?;
+    state.runtime.admit(&tenant.id).await?;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
     Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))

@@ -437,6 +437,7 @@ impl DataDir {
     /// Takes the host out of the hosts sharing the store, if one joined.
     async fn leave(&self) {
         if let Some(runtime) = self.opened.get() {
+            runtime.flush_usage().await;
             runtime.leave().await;
         }
     }

@@ -59,6 +59,7 @@ pub async fn serve(
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.sweep_forever();
+    runtime.keep_usage();
     let api = axum::serve(listener, router).with_graceful_shutdown(shutdown());
     match operator {
         Some(operator) => {
@@ -72,6 +73,7 @@ pub async fn serve(
         None => api.await?,
     }
     let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
+    runtime.flush_usage().await;
     if unfinished > 0 {
         tracing::warn!(
             steps = unfinished,

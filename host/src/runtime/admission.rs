@@ -51,6 +51,8 @@ pub enum Refusal {
     Children { limit: u32 },
     #[error("the run is being cancelled, so it starts no more child runs")]
     Cancelling,
+    #[error("the tenant has burnt its {limit} fuel for today (UTC), its quota: wait for the next day")]
+    FuelSpent { limit: u64, retry_after: Duration },
 }
 
 impl Refusal {
@@ -58,7 +60,7 @@ impl Refusal {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::ActiveRuns { .. } => Some(Duration::from_secs(1)),
-            Self::Rate { retry_after, .. } => Some(*retry_after),
+            Self::Rate { retry_after, .. } | Self::FuelSpent { retry_after, .. } => Some(*retry_after),
             Self::Depth { .. } | Self::Children { .. } | Self::Cancelling => None,
         }
     }

@@ -39,7 +39,7 @@ impl RunContext {
         submission.run_id = Some(id);
         submission.links = self.links.clone();
         submission.parent = Some((self.records.run_id().clone(), self.depth));
-        runtime.admit(&tenant)?;
+        runtime.admit(&tenant).await?;
         let child = runtime.submit(&tenant, submission).await?;
         runtime.drive_in_background(&tenant, &child);
         Ok(child)

@@ -72,7 +72,7 @@ impl Runtime {
             Err(e) => return Err(e.into()),
         };
         for run in runs {
-            self.admit(tenant)?;
+            self.admit(tenant).await?;
             let run = self.submit(tenant, run).await?;
             self.drive_in_background(tenant, &run);
         }

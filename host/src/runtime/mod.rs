@@ -43,6 +43,7 @@ mod status;
 mod step_call;
 mod step_target;
 mod submit;
+mod usage;
 mod workflow;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -63,6 +64,7 @@ pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
+pub use usage::{DayUsage, day_of};
 
 use crate::byte_budget::ByteBudgetCache;
 use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
@@ -258,6 +260,8 @@ pub struct Host {
     outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
     admission: admission::Admission,
     retention: retention::Retention,
+    /// What each tenant used per day, and its fuel budget.
+    usage: usage::Usage,
     /// Rung when a run with a `notify` URL ends.
     hooks_bell: tokio::sync::Notify,
     controls: Controls,
@@ -340,6 +344,7 @@ impl Runtime {
         let cluster = Cluster::new(&storage, config.lease.ttl);
         let secrets = Secrets::new(storage.clone());
         let schedules = Schedules::new(storage.clone());
+        let usage = usage::Usage::new(storage.clone(), cluster.me().clone());
         let host = Host {
             config,
             storage,
@@ -353,6 +358,7 @@ impl Runtime {
             outbound: Mutex::default(),
             admission: admission::Admission::default(),
             retention: retention::Retention::default(),
+            usage,
             hooks_bell: tokio::sync::Notify::new(),
             controls: Controls::default(),
             background: background::Background::default(),
@@ -394,9 +400,55 @@ impl Runtime {
     }
 
     /// Admits a new run of `tenant` within its quotas (active runs, runs a
-    /// minute), counting it against the rate; call before [`submit`](Self::submit).
-    pub fn admit(&self, tenant: &TenantId) -> Result<(), RunError> {
+    /// minute, fuel a day), counting it against the rate; call before
+    /// [`submit`](Self::submit).
+    pub async fn admit(&self, tenant: &TenantId) -> Result<(), RunError> {
+        if let Some(refusal) = self.host.usage.fuel_refusal(tenant).await? {
+            return Err(refusal.into());
+        }
         Ok(self.host.admission.admit(tenant, self.active_runs(tenant))?)
+    }
+
+    /// Holds `tenant` to `fuel_per_day` (`None`: no daily budget).
+    pub fn set_fuel_budget(&self, tenant: &TenantId, fuel_per_day: Option<u64>) {
+        self.host.usage.set_fuel_budget(tenant, fuel_per_day);
+    }
+
+    /// What `tenant` used on UTC `day` (see [`day_of`]), over every host.
+    pub async fn usage(&self, tenant: &TenantId, day: u64) -> Result<DayUsage, RunError> {
+        self.host.usage.day(tenant, day).await
+    }
+
+    /// Stores this host's usage counts from a background task, every few
+    /// seconds, for as long as the process lives.
+    pub fn keep_usage(&self) {
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(usage::FLUSH_EVERY).await;
+                runtime.flush_usage().await;
+            }
+        });
+    }
+
+    /// Bytes of every object `tenant` has in the store, counted now (one
+    /// listing of all of them).
+    pub async fn stored_bytes(&self, tenant: &TenantId) -> Result<u64, RunError> {
+        let sizes = self
+            .host
+            .storage
+            .tenant(tenant)
+            .sizes(&crate::store::StoreKey::from(""))
+            .await?;
+        Ok(sizes.iter().map(|(_, size)| size).sum())
+    }
+
+    /// Stores this host's usage counts now (a failure is logged: they are
+    /// stored at the next flush).
+    pub async fn flush_usage(&self) {
+        if let Err(e) = self.host.usage.flush().await {
+            tracing::warn!("cannot store the usage counts; trying again at the next flush: {e}");
+        }
     }
 
     fn step_limits(&self, tenant: &TenantId) -> StepLimits {

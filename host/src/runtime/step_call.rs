@@ -16,7 +16,7 @@ use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
-use crate::runtime::Host;
+use crate::runtime::{DayUsage, Host};
 use crate::sandbox::{Outbound, Reach, Role, Serving, kind_name, run_attempt};
 use crate::secrets::OpenedSecrets;
 
@@ -98,6 +98,8 @@ async fn attempt_until_done(
         // A host that lost its claim starts no attempt: another may run it.
         records.check_claim().map_err(journal)?;
         let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
+        // Nor through a wait for the next day's fuel.
+        host.usage.await_fuel(records.store().tenant()).await;
         // The slot is held for the attempt only, never through a backoff.
         let slot = host
             .components
@@ -128,6 +130,13 @@ async fn attempt_until_done(
         host.metrics
             .step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
         host.metrics.http(records.store().tenant(), &report.http);
+        let used = DayUsage {
+            fuel: report.fuel_used,
+            step_attempts: 1,
+            outbound_requests: report.http.requests.load(std::sync::atomic::Ordering::Relaxed),
+            ..DayUsage::default()
+        };
+        host.usage.count(records.store().tenant(), used);
         let failure = match report.result {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,

@@ -181,6 +181,11 @@ impl Runtime {
         }
         match records.create_run(&record).await {
             Ok(()) => {
+                let started = super::DayUsage {
+                    runs: 1,
+                    ..super::DayUsage::default()
+                };
+                self.host.usage.count(tenant, started);
                 self.host.cluster.hold(tenant, &run_id, generation, 0);
                 self.host.fresh.created(tenant, record);
                 Ok(run_id)

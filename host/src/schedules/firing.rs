@@ -171,7 +171,7 @@ async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, n
 async fn start(runtime: &Runtime, tenant: &TenantId, schedule: &Schedule, fire_ms: u64) -> Result<(), RunError> {
     let run = schedule.run_id(fire_ms);
     let started = async {
-        runtime.admit(tenant)?;
+        runtime.admit(tenant).await?;
         let component = runtime.component(tenant, schedule.component.as_str()).await?;
         let mut submission = Submission::new(component, &schedule.workflow, &schedule.input);
         submission.run_id = Some(run.clone());

@@ -18,6 +18,7 @@
 //! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
 //! outbox/{run}                                  the run's completion notification, until delivered
 //! groups/{group}                                a group of runs submitted together (create-only)
+//! usage/{day}/{host}                            a host's count of the tenant's use that UTC day (overwritten)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
 //! schedules/{name}/state                        how far it has fired, and its last run (overwritten)
