@@ -772,3 +772,74 @@ fn a_tenants_fuel_is_metered_per_day_and_past_its_budget_new_runs_are_refused_ev
         server.get(&format!("/v1/usage?days={bad}"), TOKEN).expect(400);
     }
 }
+
+/// The ids of the runs `GET /v1/runs?{query}` lists, over every page.
+fn listed(server: &Server, query: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page_query = match &cursor {
+            Some(cursor) => format!("{query}&limit=2&cursor={cursor}"),
+            None => format!("{query}&limit=2"),
+        };
+        let page = server.get(&format!("/v1/runs?{page_query}"), TOKEN).expect(200);
+        let runs = page["runs"].as_array().cloned().unwrap_or_default();
+        ids.extend(runs.iter().filter_map(|run| run["run_id"].as_str().map(str::to_owned)));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return ids,
+        }
+    }
+}
+
+#[test]
+fn runs_are_searched_by_tag_workflow_component_state_and_time_through_the_index() {
+    let server = server();
+    let tagged = |run: &str, workflow: &str, input: Value, tags: Value| {
+        let body = json!({"component": "hello", "workflow": workflow, "input": input, "run_id": run, "tags": tags});
+        server.post_json("/v1/runs", TOKEN, &body).expect(202);
+        server
+            .get(&format!("/v1/runs/{run}/wait?timeout=30s"), TOKEN)
+            .expect(200);
+    };
+    let before_all = rfc3339_now();
+    tagged("t1", "greet", json!({"name": "Ada"}), json!(["customer-42", "eu"]));
+    tagged("t2", "greet", json!(5), json!(["customer-42"]));
+    let between = rfc3339_now();
+    tagged("t3", "greet", json!({"name": "Bo"}), json!(["eu"]));
+    let order = order_input("o-search", 0, json!({}));
+    let body = json!({"component": "order", "workflow": "place-order", "input": order, "run_id": "t4", "tags": ["customer-42"]});
+    server.post_json("/v1/runs", TOKEN, &body).expect(202);
+    server.get("/v1/runs/t4/wait?timeout=60s", TOKEN).expect(200);
+
+    assert_eq!(listed(&server, "tag=customer-42"), ["t1", "t2", "t4"]);
+    assert_eq!(listed(&server, "tag=eu"), ["t1", "t3"]);
+    assert_eq!(listed(&server, "tag=customer-42&workflow=greet"), ["t1", "t2"]);
+    assert_eq!(listed(&server, "tag=customer-42&workflow=greet&status=failed"), ["t2"]);
+    assert_eq!(listed(&server, "tag=eu&status=completed"), ["t1", "t3"]);
+    assert_eq!(listed(&server, "component=order"), ["t4"]);
+    assert_eq!(
+        listed(&server, &format!("created_after={before_all}&created_before={between}")),
+        ["t1", "t2"]
+    );
+    assert_eq!(listed(&server, &format!("tag=eu&created_after={between}")), ["t3"]);
+    assert!(listed(&server, "tag=nobody").is_empty());
+    server.get("/v1/runs?created_after=yesterday", TOKEN).expect(400);
+    let refused = json!({"component": "hello", "workflow": "greet", "input": {}, "tags": (0..17).map(|i| format!("t{i}")).collect::<Vec<_>>()});
+    server.post_json("/v1/runs", TOKEN, &refused).expect(400);
+
+    // A search reads only the runs its tree holds: a corrupt record of a
+    // run it does not select stops nothing, where a full listing notes it.
+    let record = server.host.data_dir().join("objects/tenants/acme/runs/t3/run");
+    std::fs::write(&record, b"not a record").expect("the record is overwritten");
+    assert_eq!(listed(&server, "tag=customer-42"), ["t1", "t2", "t4"]);
+    let all = server.get("/v1/runs?limit=1000", TOKEN).expect(200);
+    assert_eq!(all["unreadable"][0]["run_id"], "t3", "{all}");
+}
+
+fn rfc3339_now() -> String {
+    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    // A millisecond apart from the runs around it.
+    std::thread::sleep(Duration::from_millis(2));
+    now
+}

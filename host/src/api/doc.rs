@@ -17,7 +17,7 @@ use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
 use super::{components, groups, runs, schedules, secrets, usage};
-use crate::store::{ComponentName, GroupId, RunId, ScheduleName, SecretName, SignalId, SignalName};
+use crate::store::{ComponentName, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -129,6 +129,8 @@ refusals! {
 pub const NAME_MAX: usize = 128;
 /// The longest schedule names and group ids: the run ids made of them add a suffix.
 const PREFIX_NAME_MAX: usize = 100;
+/// The longest run tags.
+const TAG_MAX: usize = 64;
 /// The longest signal ids.
 const SIGNAL_ID_MAX: usize = 64;
 
@@ -169,6 +171,7 @@ name_schemas! {
     SignalId: SIGNAL_ID_MAX, "A sender's idempotency key for one signal.";
     SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
     ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
+    RunTag: TAG_MAX, "A tag given to a run at submission, to search runs by.";
     GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
 }
 

@@ -94,7 +94,8 @@ impl From<RunError> for ApiError {
             | RunError::InvalidTime(_)
             | RunError::SignalRefused { .. }
             | RunError::InvalidNotify(_)
-            | RunError::GroupSize { .. } => StatusCode::BAD_REQUEST,
+            | RunError::GroupSize { .. }
+            | RunError::TooManyTags { .. } => StatusCode::BAD_REQUEST,
             RunError::UnknownGroup { .. } => StatusCode::NOT_FOUND,
             RunError::GroupMismatch { .. } => StatusCode::CONFLICT,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -20,7 +20,7 @@ use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
-use crate::store::{ComponentName, RunId, SignalId, SignalName};
+use crate::store::{ComponentName, RunId, RunTag, SignalId, SignalName};
 use crate::tenancy::Tenant;
 
 /// Longest a `wait` may hold a request.
@@ -82,6 +82,10 @@ pub struct StartRun {
     /// `allowed_outbound_hosts`.
     #[schema(example = "https://hooks.example.com/runs", max_length = 2048)]
     pub notify: Option<String>,
+    /// Up to 16 tags to search runs by (`GET /v1/runs?tag=`), e.g. `customer-42`.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub tags: Vec<RunTag>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -146,6 +150,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
     submission.deadline = Moment::parse(DEADLINE, start.deadline.as_deref(), start.timeout.as_deref())?;
     submission.notify = start.notify;
+    submission.tags = start.tags;
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);
@@ -160,6 +165,18 @@ pub struct ListParams {
     status: Option<StateFilter>,
     /// Only runs of this workflow.
     workflow: Option<String>,
+    /// Only runs of this component (a name: the build it points at now; or a digest).
+    #[param(inline)]
+    component: Option<ComponentName>,
+    /// Only runs given this tag at submission.
+    #[param(inline)]
+    tag: Option<RunTag>,
+    /// Only runs created at or after this time (RFC 3339).
+    #[param(format = DateTime, example = "2026-12-01T00:00:00Z")]
+    created_after: Option<String>,
+    /// Only runs created before this time (RFC 3339).
+    #[param(format = DateTime, example = "2026-12-02T00:00:00Z")]
+    created_before: Option<String>,
     #[param(schema_with = page_limit)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
@@ -233,8 +250,24 @@ pub async fn list(
             "limit {limit}: a page holds 1 to {MAX_PAGE} runs"
         )));
     }
+    let component = match params.component {
+        Some(reference) => Some(state.runtime.component_digest(&tenant.id, &reference).await?),
+        None => None,
+    };
     let query = RunQuery {
         workflow: params.workflow,
+        component,
+        tag: params.tag,
+        created_from_ms: params
+            .created_after
+            .as_deref()
+            .map(|at| created("created_after", at))
+            .transpose()?,
+        created_before_ms: params
+            .created_before
+            .as_deref()
+            .map(|at| created("created_before", at))
+            .transpose()?,
         state: params.status.map(|status| status.name().to_owned()),
         after: params.cursor.map(|Cursor(cursor)| cursor),
         limit: limit as usize,
@@ -245,6 +278,16 @@ pub async fn list(
         next_cursor: next.map(|cursor| cursor.to_string()),
         unreadable: listing.unreadable,
     }))
+}
+
+/// `at` (RFC 3339) in milliseconds since 1970, for the listing's `what`.
+fn created(what: &str, at: &str) -> Result<u64, ApiError> {
+    let time = chrono::DateTime::parse_from_rfc3339(at).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{what} `{at}` is not an RFC 3339 time ({e}): write e.g. 2026-12-01T00:00:00Z"
+        ))
+    })?;
+    Ok(u64::try_from(time.timestamp_millis()).unwrap_or(0))
 }
 
 /// Where a run stands.

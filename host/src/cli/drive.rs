@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{DEADLINE, Moment, Progress, RunError, Runtime, START, Submission};
-use stepstone::store::{ComponentName, RunId, SignalId, SignalName, TenantId};
+use stepstone::store::{ComponentName, RunId, RunTag, SignalId, SignalName, TenantId};
 
 use super::read_file;
 
@@ -62,6 +62,9 @@ pub struct RunLifecycle {
     /// allowed outbound.
     #[arg(long)]
     pub notify: Option<String>,
+    /// A tag to search runs by (`stepstone list --tag`); repeat for more, up to 16.
+    #[arg(long = "tag")]
+    pub tags: Vec<RunTag>,
 }
 
 impl RunLifecycle {
@@ -69,6 +72,7 @@ impl RunLifecycle {
         submission.start_at = Moment::parse(START, self.start_at.as_deref(), self.delay.as_deref())?;
         submission.deadline = Moment::parse(DEADLINE, self.deadline.as_deref(), self.timeout.as_deref())?;
         submission.notify = self.notify.clone();
+        submission.tags = self.tags.clone();
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use stepstone::journal::{Entry, Recorded};
-use stepstone::runtime::{ReplayReport, RunState, RunStatus, Runtime, rfc3339};
+use stepstone::runtime::{ReplayReport, RunQuery, RunState, RunStatus, Runtime, rfc3339};
 use stepstone::sandbox::kind_name;
 use stepstone::store::{RunId, TenantId};
 
@@ -39,8 +39,8 @@ pub fn exit_code(state: &str) -> ExitCode {
     }
 }
 
-pub async fn list(runtime: &Runtime, json: bool) -> anyhow::Result<ExitCode> {
-    let listing = runtime.list(&TenantId::default_tenant()).await?;
+pub async fn list(runtime: &Runtime, query: &RunQuery, json: bool) -> anyhow::Result<ExitCode> {
+    let (listing, _) = runtime.list_page(&TenantId::default_tenant(), query).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&listing.runs)?);
     } else {

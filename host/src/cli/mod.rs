@@ -188,10 +188,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List every run.
+    /// List the runs (oldest first), or those of a workflow or with a tag.
     List {
         #[arg(long)]
         json: bool,
+        #[arg(long)]
+        workflow: Option<String>,
+        #[arg(long)]
+        tag: Option<stepstone::store::RunTag>,
     },
     /// Re-execute a run against its journal, running no step, and report any divergence.
     Replay {
@@ -391,7 +395,14 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
         Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
-        Command::List { json } => inspect::list(&host().await?, json).await,
+        Command::List { json, workflow, tag } => {
+            let query = stepstone::runtime::RunQuery {
+                workflow,
+                tag,
+                ..stepstone::runtime::RunQuery::default()
+            };
+            inspect::list(&host().await?, &query, json).await
+        }
         Command::Replay { run, component } => inspect::replay(&host().await?, &run, component.as_deref()).await,
     };
     data.leave().await;

@@ -159,7 +159,7 @@ impl Remote {
         let body = json!({
             "component": component, "workflow": workflow, "input": input, "run_id": run_id,
             "start_at": when.start_at, "delay": when.delay, "deadline": when.deadline, "timeout": when.timeout,
-            "notify": when.notify,
+            "notify": when.notify, "tags": when.tags,
         });
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
         started["run_id"]

@@ -48,6 +48,9 @@ pub struct RunRecord {
     /// Where to POST the run's end (see `runtime::hooks`).
     #[serde(default)]
     pub notify: Option<String>,
+    /// The tags it was given, to search runs by.
+    #[serde(default)]
+    pub tags: Vec<crate::store::RunTag>,
 }
 
 /// How a run ended; written once.

@@ -64,6 +64,7 @@ mod tests {
             start_at_ms: None,
             deadline_ms: None,
             notify: None,
+            tags: Vec::new(),
         }
     }
 

@@ -39,6 +39,7 @@ mod moment;
 mod replay;
 mod retention;
 mod retry;
+mod search;
 mod status;
 mod step_call;
 mod step_target;
@@ -62,6 +63,7 @@ pub use moment::{DEADLINE, Moment, START, rfc3339};
 pub use replay::ReplayReport;
 pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
+pub use search::MAX_TAGS;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::Submission;
 pub use usage::{DayUsage, day_of};
@@ -140,6 +142,8 @@ pub enum RunError {
     UnknownGroup { group: crate::store::GroupId },
     #[error("group `{group}` already exists with other runs: choose another group id")]
     GroupMismatch { group: crate::store::GroupId },
+    #[error("a run carries at most {limit} tags, not {count}")]
+    TooManyTags { count: usize, limit: usize },
     #[error("a group holds 1 to {limit} runs, not {size}")]
     GroupSize { size: usize, limit: usize },
     #[error(transparent)]

@@ -160,10 +160,12 @@ impl Runtime {
 /// record younger than the marker) is another run, and is left alone.
 async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Result<u64, RunError> {
     let keys = keys_of(run);
-    if let Some(record) = RunRecords::new(store.clone(), run.clone()).run().await?
-        && record.created_at_ms > finished_at_ms
-    {
-        return Ok(0);
+    let record = RunRecords::new(store.clone(), run.clone()).run().await?;
+    if let Some(record) = &record {
+        if record.created_at_ms > finished_at_ms {
+            return Ok(0);
+        }
+        store.delete_all(&super::search::markers(record)).await?;
     }
     store.delete(&keys.run()).await?;
     let rest = store.list(&keys.root()).await?;

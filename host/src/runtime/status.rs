@@ -1,7 +1,6 @@
 //! A run's status, projected from its records: never stored on its own, so it
 //! cannot disagree with the history.
 
-use futures::StreamExt;
 use serde::Serialize;
 
 use super::clock::now_ms;
@@ -98,13 +97,17 @@ pub struct RunStatus {
     pub state: RunState,
 }
 
-/// How many run records a listing reads at once.
-const READ_AHEAD: usize = 32;
-
 /// Which runs a listing shows.
 #[derive(Debug, Clone)]
 pub struct RunQuery {
     pub workflow: Option<String>,
+    /// Only runs of this component digest.
+    pub component: Option<String>,
+    /// Only runs given this tag.
+    pub tag: Option<crate::store::RunTag>,
+    /// Only runs created at or after this time, and before that one.
+    pub created_from_ms: Option<u64>,
+    pub created_before_ms: Option<u64>,
     /// Only runs in this state (its [`RunState::name`]).
     pub state: Option<String>,
     /// Only runs after this one (the previous page's last).
@@ -117,6 +120,10 @@ impl Default for RunQuery {
     fn default() -> Self {
         Self {
             workflow: None,
+            component: None,
+            tag: None,
+            created_from_ms: None,
+            created_before_ms: None,
             state: None,
             after: None,
             limit: usize::MAX,
@@ -210,54 +217,6 @@ impl Runtime {
     /// `unreadable`.
     pub async fn list(&self, tenant: &TenantId) -> Result<RunListing<RunStatus>, RunError> {
         Ok(self.list_page(tenant, &RunQuery::default()).await?.0)
-    }
-
-    /// A page of the tenant's runs, oldest first (by creation time, then
-    /// id), that `query` selects, and the cursor of the next page. Only the
-    /// runs on the page have their status computed; the others cost one
-    /// read of their run record. A page can be shorter than the limit when
-    /// filtering by state: only a missing next cursor means the end.
-    pub async fn list_page(
-        &self,
-        tenant: &TenantId,
-        query: &RunQuery,
-    ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
-        let mut listing = RunListing::default();
-        let ids = self.run_ids(tenant).await?;
-        let records = futures::stream::iter(ids.into_iter().map(|run| async move {
-            let record = self.records(tenant, &run).run().await.map_err(RunError::from);
-            (run, record)
-        }))
-        .buffered(READ_AHEAD)
-        .collect::<Vec<_>>()
-        .await;
-        let mut candidates = Vec::new();
-        for (run, record) in records {
-            if let Some(Some(record)) = listing.read(&run, record)? {
-                let cursor = RunCursor {
-                    created_at_ms: record.created_at_ms,
-                    run_id: run,
-                };
-                let wanted = query.workflow.as_ref().is_none_or(|w| &record.workflow == w);
-                if wanted && query.after.as_ref().is_none_or(|after| &cursor > after) {
-                    candidates.push(cursor);
-                }
-            }
-        }
-        candidates.sort();
-        let mut next = None;
-        for (index, cursor) in candidates.iter().enumerate() {
-            if listing.runs.len() == query.limit {
-                next = index.checked_sub(1).map(|last| candidates[last].clone());
-                break;
-            }
-            if let Some(status) = listing.read(&cursor.run_id, self.status(tenant, &cursor.run_id).await)?
-                && query.state.as_ref().is_none_or(|state| status.state.name() == state)
-            {
-                listing.runs.push(status);
-            }
-        }
-        Ok((listing, next))
     }
 
     /// The run's journal, by seq.

@@ -34,6 +34,8 @@ pub struct Submission {
     pub deadline: Moment,
     /// A URL to POST the run's end to, signed.
     pub notify: Option<String>,
+    /// Tags to search runs by.
+    pub tags: Vec<crate::store::RunTag>,
 }
 
 impl Submission {
@@ -49,6 +51,7 @@ impl Submission {
             start_at: Moment::Unset,
             deadline: Moment::Unset,
             notify: None,
+            tags: Vec::new(),
         }
     }
 }
@@ -112,6 +115,14 @@ impl Runtime {
         Ok(self.host.components.get(&store, digest).await?)
     }
 
+    /// The digest `reference` means: the build a name points at, else the
+    /// reference itself (taken as a digest, stored or not).
+    pub async fn component_digest(&self, tenant: &TenantId, reference: &ComponentName) -> Result<String, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let named = self.host.components.by_name(&store, reference).await?;
+        Ok(named.unwrap_or_else(|| reference.to_string()))
+    }
+
     /// The digest and size of every component the tenant has stored.
     pub async fn stored_components(&self, tenant: &TenantId) -> Result<Vec<(String, u64)>, RunError> {
         Ok(self.host.components.stored(&self.host.storage.tenant(tenant)).await?)
@@ -144,6 +155,12 @@ impl Runtime {
         if let Some(url) = &submission.notify {
             self.check_notify(tenant, url).await?;
         }
+        if submission.tags.len() > super::MAX_TAGS {
+            return Err(RunError::TooManyTags {
+                count: submission.tags.len(),
+                limit: super::MAX_TAGS,
+            });
+        }
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         // The run's creator drives it first: it must be alive to others
         // before the run record names it.
@@ -170,6 +187,7 @@ impl Runtime {
             start_at_ms,
             deadline_ms,
             notify: submission.notify,
+            tags: submission.tags,
         };
         let records = RunRecords::new(store, run_id.clone());
         // Before the run record, so that a run with a URL always has its
@@ -179,6 +197,7 @@ impl Runtime {
         {
             self.enqueue_notify(records.store(), &run_id, url).await?;
         }
+        super::search::index(records.store(), &record).await?;
         match records.create_run(&record).await {
             Ok(()) => {
                 let started = super::DayUsage {
@@ -191,6 +210,8 @@ impl Runtime {
                 Ok(run_id)
             }
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
+                // The markers just written carry this submission's time, not the run's.
+                records.store().delete_all(&super::search::markers(&record)).await?;
                 let existing = records
                     .run()
                     .await?

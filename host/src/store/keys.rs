@@ -18,6 +18,7 @@
 //! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
 //! outbox/{run}                                  the run's completion notification, until delivered
 //! groups/{group}                                a group of runs submitted together (create-only)
+//! index/{tree}/{hour}/{created-at}-{run}        a run's markers in the index of runs (see `runtime::search`)
 //! usage/{day}/{host}                            a host's count of the tenant's use that UTC day (overwritten)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
@@ -155,6 +156,11 @@ impl RunId {
         Self(uuid::Uuid::now_v7().to_string())
     }
 }
+
+name_type!(
+    /// A tag given to a run at submission, to search runs by.
+    RunTag, "run tag", 64
+);
 
 impl GroupId {
     /// A fresh id, sortable by creation time.

@@ -1,0 +1,249 @@
+//! The index of runs by creation time, which listings and searches page
+//! through: one empty marker per run in each tree that can select it, in a
+//! folder per hour, so a page reads the hours it needs, never every run.
+//!
+//! ```text
+//! index/all/{hour}/{created-at}-{run}
+//! index/workflow/{workflow}/{hour}/{created-at}-{run}
+//! index/component/{digest}/{hour}/{created-at}-{run}
+//! index/tag/{tag}/{hour}/{created-at}-{run}
+//! index/.complete                     every run stored before the index was kept has its markers
+//! ```
+//!
+//! Invariants: a run's markers are written before its run record, so no
+//! run lacks them; a marker without a run record (a submission that
+//! crashed between the two) is passed over. Retention deletes a run's
+//! markers before its record. A search walks the narrowest tree its
+//! filters allow (a tag, else the workflow, else the component, else all)
+//! and checks its other filters on the runs it reads.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use futures::future::try_join_all;
+
+use super::{RunCursor, RunError, RunListing, RunQuery, RunStatus, Runtime};
+use crate::journal::RunRecord;
+use crate::store::{RunId, StoreKey, TenantId, TenantStore};
+
+/// Tags one run may carry, at most.
+pub const MAX_TAGS: usize = 16;
+const HOUR_MS: u64 = 3_600_000;
+
+fn complete_key() -> StoreKey {
+    StoreKey::from_iter(["index", ".complete"])
+}
+
+/// The tree a search walks: the narrowest its filters name.
+fn tree(query: &RunQuery) -> StoreKey {
+    match (&query.tag, &query.workflow, &query.component) {
+        (Some(tag), _, _) => StoreKey::from_iter(["index", "tag", tag.as_str()]),
+        (None, Some(workflow), _) => StoreKey::from_iter(["index", "workflow", workflow.as_str()]),
+        (None, None, Some(component)) => StoreKey::from_iter(["index", "component", component.as_str()]),
+        (None, None, None) => StoreKey::from_iter(["index", "all"]),
+    }
+}
+
+fn marker(tree: StoreKey, record: &RunRecord) -> StoreKey {
+    let at = record.created_at_ms;
+    let hour = format!("{:08}", at / HOUR_MS);
+    let name = format!("{at:016}-{}", record.run_id);
+    StoreKey::from_iter(tree.parts().map(|part| part.as_ref().to_owned()).chain([hour, name]))
+}
+
+/// Every marker of `record`'s run.
+pub fn markers(record: &RunRecord) -> Vec<StoreKey> {
+    let mut trees = vec![
+        StoreKey::from_iter(["index", "all"]),
+        StoreKey::from_iter(["index", "workflow", record.workflow.as_str()]),
+        StoreKey::from_iter(["index", "component", record.component.as_str()]),
+    ];
+    trees.extend(
+        record
+            .tags
+            .iter()
+            .map(|tag| StoreKey::from_iter(["index", "tag", tag.as_str()])),
+    );
+    trees.into_iter().map(|tree| marker(tree, record)).collect()
+}
+
+/// Writes the markers of `record`'s run.
+pub async fn index(store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
+    let markers = markers(record);
+    try_join_all(markers.iter().map(|key| store.overwrite(key, Bytes::new()))).await?;
+    Ok(())
+}
+
+impl RunQuery {
+    /// Whether `record` passes the filters its tree did not apply.
+    fn selects(&self, record: &RunRecord) -> bool {
+        self.workflow.as_ref().is_none_or(|w| &record.workflow == w)
+            && self.component.as_ref().is_none_or(|c| &record.component == c)
+            && self.tag.as_ref().is_none_or(|tag| record.tags.contains(tag))
+    }
+
+    /// Whether a run created at `cursor` is after the page's start and
+    /// within the time range.
+    fn admits(&self, cursor: &RunCursor) -> bool {
+        self.after.as_ref().is_none_or(|after| cursor > after)
+            && self.created_from_ms.is_none_or(|from| cursor.created_at_ms >= from)
+            && self
+                .created_before_ms
+                .is_none_or(|before| cursor.created_at_ms < before)
+    }
+
+    /// The first and last hour folders a page may need.
+    fn hours(&self) -> (u64, u64) {
+        let first = self
+            .after
+            .as_ref()
+            .map_or(0, |after| after.created_at_ms)
+            .max(self.created_from_ms.unwrap_or(0));
+        let last = self.created_before_ms.map_or(u64::MAX, |before| before / HOUR_MS);
+        (first / HOUR_MS, last)
+    }
+}
+
+impl Runtime {
+    /// A page of the tenant's runs, oldest first (by creation time, then
+    /// id), that `query` selects, and the cursor of the next page, read
+    /// through the index. A page can be shorter than the limit when
+    /// filtering by state: only a missing next cursor means the end.
+    pub async fn list_page(
+        &self,
+        tenant: &TenantId,
+        query: &RunQuery,
+    ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
+        self.ensure_indexed(tenant).await?;
+        let store = self.host.storage.tenant(tenant);
+        let tree = tree(query);
+        let (first, last) = query.hours();
+        let mut listing = RunListing::default();
+        let mut examined: Option<RunCursor> = None;
+        for hour in store.children(&tree).await? {
+            let Ok(number) = hour.parse::<u64>() else { continue };
+            if number < first {
+                continue;
+            }
+            if number > last {
+                break;
+            }
+            let folder = StoreKey::from_iter(tree.parts().map(|p| p.as_ref().to_owned()).chain([hour]));
+            for key in store.list(&folder).await? {
+                let Some(cursor) = key.filename().and_then(|name| name.parse::<RunCursor>().ok()) else {
+                    continue;
+                };
+                if !query.admits(&cursor) {
+                    continue;
+                }
+                if listing.runs.len() == query.limit {
+                    return Ok((listing, examined));
+                }
+                if let Some(status) = self.selected(tenant, &cursor.run_id, query, &mut listing).await? {
+                    listing.runs.push(status);
+                }
+                examined = Some(cursor);
+            }
+        }
+        Ok((listing, None))
+    }
+
+    /// The status of `run` if `query` selects it; `None` for a marker with
+    /// no run (noted in `listing` if its records are corrupt).
+    async fn selected(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        query: &RunQuery,
+        listing: &mut RunListing<RunStatus>,
+    ) -> Result<Option<RunStatus>, RunError> {
+        let record = self.records(tenant, run).run().await.map_err(RunError::from);
+        let Some(Some(record)) = listing.read(run, record)? else {
+            return Ok(None);
+        };
+        if !query.selects(&record) {
+            return Ok(None);
+        }
+        let Some(status) = listing.read(run, self.status(tenant, run).await)? else {
+            return Ok(None);
+        };
+        Ok(query
+            .state
+            .as_ref()
+            .is_none_or(|state| status.state.name() == state)
+            .then_some(status))
+    }
+
+    /// Gives every run stored before the index was kept its markers, once:
+    /// the first listing of such a store reads every run record.
+    async fn ensure_indexed(&self, tenant: &TenantId) -> Result<(), RunError> {
+        let store = self.host.storage.tenant(tenant);
+        if store.get(&complete_key()).await?.is_some() {
+            return Ok(());
+        }
+        let runs = self.run_ids(tenant).await?;
+        let indexed: BTreeSet<String> = store
+            .list(&StoreKey::from_iter(["index", "all"]))
+            .await?
+            .iter()
+            .filter_map(|key| Some(key.filename()?.split_once('-')?.1.to_owned()))
+            .collect();
+        for run in runs.iter().filter(|run| !indexed.contains(run.as_str())) {
+            if let Ok(Some(record)) = self.records(tenant, run).run().await {
+                index(&store, &record).await?;
+            }
+        }
+        if !runs.is_empty() {
+            store.overwrite(&complete_key(), Bytes::new()).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::component::CodeCache;
+    use crate::config::{HostConfig, LimitRequest};
+    use crate::journal::RunRecords;
+    use crate::store::Storage;
+
+    fn record(run: &str, created_at_ms: u64) -> RunRecord {
+        RunRecord {
+            run_id: RunId::new(run).expect("a valid id"),
+            workflow: "w".into(),
+            component: "c".into(),
+            links: Default::default(),
+            input: "{}".into(),
+            input_digest: String::new(),
+            created_at_ms,
+            limits: LimitRequest::default(),
+            parent: None,
+            depth: 0,
+            host: None,
+            start_at_ms: None,
+            deadline_ms: None,
+            notify: None,
+            tags: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_stored_before_the_index_are_indexed_at_the_first_listing_once() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        for (run, at) in [("old-1", 10), ("old-2", 4_000_000)] {
+            RunRecords::new(store.clone(), RunId::new(run).expect("valid"))
+                .create_run(&record(run, at))
+                .await?;
+        }
+        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
+        let (listing, next) = runtime.list_page(&tenant, &RunQuery::default()).await?;
+        let ids: Vec<&str> = listing.runs.iter().map(|status| status.run_id.as_str()).collect();
+        assert_eq!((ids, next), (vec!["old-1", "old-2"], None));
+        assert!(store.get(&complete_key()).await?.is_some(), "the index is marked complete");
+        assert_eq!(store.list(&StoreKey::from_iter(["index", "all"])).await?.len(), 2);
+        Ok(())
+    }
+}
