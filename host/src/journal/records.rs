@@ -53,6 +53,31 @@ pub struct RunRecord {
     pub tags: Vec<crate::store::RunTag>,
 }
 
+#[cfg(test)]
+impl RunRecord {
+    /// A run of workflow `w` of component `c`, created at `created_at_ms`,
+    /// for tests that need a record and nothing it holds.
+    pub fn example(run: &str, created_at_ms: u64) -> Self {
+        Self {
+            run_id: RunId::new(run).expect("a valid run id"),
+            workflow: "w".into(),
+            component: "c".into(),
+            links: BTreeMap::new(),
+            input: "{}".into(),
+            input_digest: String::new(),
+            created_at_ms,
+            limits: LimitRequest::default(),
+            parent: None,
+            depth: 0,
+            host: None,
+            start_at_ms: None,
+            deadline_ms: None,
+            notify: None,
+            tags: Vec::new(),
+        }
+    }
+}
+
 /// How a run ended; written once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Outcome {

@@ -46,26 +46,9 @@ impl FreshRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LimitRequest;
 
     fn record(run: &str) -> RunRecord {
-        RunRecord {
-            run_id: RunId::new(run).expect("a valid run id"),
-            workflow: "w".into(),
-            component: "c".into(),
-            links: Default::default(),
-            input: "{}".into(),
-            input_digest: String::new(),
-            created_at_ms: 1,
-            limits: LimitRequest::default(),
-            parent: None,
-            depth: 0,
-            host: None,
-            start_at_ms: None,
-            deadline_ms: None,
-            notify: None,
-            tags: Vec::new(),
-        }
+        RunRecord::example(run, 1)
     }
 
     #[test]

@@ -204,29 +204,9 @@ impl Runtime {
 mod tests {
     use super::*;
     use crate::component::CodeCache;
-    use crate::config::{HostConfig, LimitRequest};
+    use crate::config::HostConfig;
     use crate::journal::RunRecords;
     use crate::store::Storage;
-
-    fn record(run: &str, created_at_ms: u64) -> RunRecord {
-        RunRecord {
-            run_id: RunId::new(run).expect("a valid id"),
-            workflow: "w".into(),
-            component: "c".into(),
-            links: Default::default(),
-            input: "{}".into(),
-            input_digest: String::new(),
-            created_at_ms,
-            limits: LimitRequest::default(),
-            parent: None,
-            depth: 0,
-            host: None,
-            start_at_ms: None,
-            deadline_ms: None,
-            notify: None,
-            tags: Vec::new(),
-        }
-    }
 
     #[tokio::test]
     async fn runs_stored_before_the_index_are_indexed_at_the_first_listing_once() -> Result<(), RunError> {
@@ -235,14 +215,17 @@ mod tests {
         let store = storage.tenant(&tenant);
         for (run, at) in [("old-1", 10), ("old-2", 4_000_000)] {
             RunRecords::new(store.clone(), RunId::new(run).expect("valid"))
-                .create_run(&record(run, at))
+                .create_run(&RunRecord::example(run, at))
                 .await?;
         }
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
         let (listing, next) = runtime.list_page(&tenant, &RunQuery::default()).await?;
         let ids: Vec<&str> = listing.runs.iter().map(|status| status.run_id.as_str()).collect();
         assert_eq!((ids, next), (vec!["old-1", "old-2"], None));
-        assert!(store.get(&complete_key()).await?.is_some(), "the index is marked complete");
+        assert!(
+            store.get(&complete_key()).await?.is_some(),
+            "the index is marked complete"
+        );
         assert_eq!(store.list(&StoreKey::from_iter(["index", "all"])).await?.len(), 2);
         Ok(())
     }
