@@ -685,18 +685,19 @@ fn run_pages_continue_after_the_last_run_shown_and_name_unreadable_runs() {
     let record = server.host.data_dir().join("objects/tenants/acme/runs/p-1/run");
     std::fs::write(&record, b"garbage").unwrap();
     // The run the cursor names is now unreadable: the next page still
-    // starts after it.
+    // starts after it, reading no run before it.
     let second = server
         .get(&format!("/v1/runs?limit=2&cursor={cursor}"), ACME)
         .expect(200);
     assert_eq!(names(&second), ["p-2", "p-3"]);
-    assert_eq!(second["unreadable"][0]["run_id"], "p-1", "{second}");
+    assert_eq!(second["unreadable"], json!([]), "{second}");
+    // A page that reaches it names it, and goes on past it.
+    let all = server.get("/v1/runs?limit=3", ACME).expect(200);
+    assert_eq!(names(&all), ["p-0", "p-2", "p-3"]);
+    assert_eq!(all["unreadable"][0]["run_id"], "p-1", "{all}");
     assert!(
-        second["unreadable"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("runs/p-1/run"),
-        "{second}"
+        all["unreadable"][0]["error"].as_str().unwrap().contains("runs/p-1/run"),
+        "{all}"
     );
     let bad = server.get("/v1/runs?cursor=nonsense", ACME).expect(400);
     assert!(bad["error"].as_str().unwrap().contains("next_cursor"), "{bad}");
