@@ -367,24 +367,12 @@ fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_re
 /// `component` with a custom section `name` holding `data` appended, as
 /// any tool could write it.
 fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            out.push(if n == 0 { byte } else { byte | 0x80 });
-            if n == 0 {
-                break;
-            }
-        }
-    }
-    let mut body = Vec::new();
-    leb128(name.len(), &mut body);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(data);
     let mut out = component.to_vec();
-    out.push(0);
-    leb128(body.len(), &mut out);
-    out.extend_from_slice(&body);
+    let section = wasm_encoder::CustomSection {
+        name: name.into(),
+        data: data.into(),
+    };
+    wasm_encoder::ComponentSection::append_to_component(&section, &mut out);
     out
 }
 
@@ -569,6 +557,8 @@ fn a_runs_end_is_posted_signed_to_its_notify_url_at_least_once_even_across_a_res
         "allowed_outbound_hosts",
     );
     refused(told("nonsense", json!({"name": "Ada"}), "not a url"), "not a URL");
+    let long = format!("{hooks}?{}", "x".repeat(2048 - hooks.len()));
+    refused(told("long", json!({"name": "Ada"}), &long), "over 2048 bytes");
 
     server
         .post_json("/v1/runs", TOKEN, &told("told", json!({"name": "Ada"}), &hooks))
@@ -768,7 +758,9 @@ fn a_tenants_fuel_is_metered_per_day_and_past_its_budget_new_runs_are_refused_ev
     let days = server.get("/v1/usage?days=3", TOKEN).expect(200);
     assert_eq!(days["days"].as_array().map(Vec::len), Some(3), "{days}");
     assert_eq!(days["days"][0]["fuel"], today["fuel"], "{days}");
-    for bad in ["0", "32"] {
+    let month = server.get("/v1/usage?days=31", TOKEN).expect(200);
+    assert_eq!(month["days"].as_array().map(Vec::len), Some(31), "31 days are the most");
+    for bad in ["0", "32", "4294967296"] {
         server.get(&format!("/v1/usage?days={bad}"), TOKEN).expect(400);
     }
 }
@@ -825,7 +817,11 @@ fn runs_are_searched_by_tag_workflow_component_state_and_time_through_the_index(
     assert_eq!(listed(&server, &format!("tag=eu&created_after={between}")), ["t3"]);
     assert!(listed(&server, "tag=nobody").is_empty());
     server.get("/v1/runs?created_after=yesterday", TOKEN).expect(400);
-    let refused = json!({"component": "hello", "workflow": "greet", "input": {}, "tags": (0..17).map(|i| format!("t{i}")).collect::<Vec<_>>()});
+    let tags = |count: usize| (0..count).map(|i| format!("t{i}")).collect::<Vec<_>>();
+    let most = json!({"component": "hello", "workflow": "greet", "input": {}, "run_id": "t16", "tags": tags(16)});
+    server.post_json("/v1/runs", TOKEN, &most).expect(202);
+    assert_eq!(listed(&server, "tag=t15"), ["t16"], "16 tags are taken and searchable");
+    let refused = json!({"component": "hello", "workflow": "greet", "input": {}, "tags": tags(17)});
     server.post_json("/v1/runs", TOKEN, &refused).expect(400);
 
     // A search reads only the runs its tree holds: a corrupt record of a

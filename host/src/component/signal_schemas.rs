@@ -152,10 +152,22 @@ mod tests {
             let error = SignalSchemas::parse(section).unwrap_err();
             assert!(error.contains(says), "{}: {error}", String::from_utf8_lossy(section));
         }
-        let many: BTreeMap<String, Value> = (0..=MAX_SCHEMAS)
-            .map(|n| (format!("s{n}"), Value::Bool(true)))
-            .collect();
-        let error = SignalSchemas::parse(&serde_json::to_vec(&many).expect("JSON")).unwrap_err();
+        let signals = |count: usize| -> Vec<u8> {
+            let map: BTreeMap<String, Value> = (0..count).map(|n| (format!("s{n}"), Value::Bool(true))).collect();
+            serde_json::to_vec(&map).expect("JSON")
+        };
+        assert!(
+            SignalSchemas::parse(&signals(MAX_SCHEMAS)).is_ok(),
+            "100 signals are taken"
+        );
+        let mut padded = vec![b' '; MAX_SECTION_BYTES - 2];
+        padded.extend_from_slice(b"{}");
+        assert!(
+            SignalSchemas::parse(&padded).is_ok(),
+            "a section of exactly 256 KiB is taken"
+        );
+        let many = signals(MAX_SCHEMAS + 1);
+        let error = SignalSchemas::parse(&many).unwrap_err();
         assert!(error.contains("101 signals"), "{error}");
         let error = SignalSchemas::parse(&vec![b' '; MAX_SECTION_BYTES + 1]).unwrap_err();
         assert!(error.contains("over 262144"), "{error}");

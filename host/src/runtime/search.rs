@@ -44,11 +44,17 @@ fn tree(query: &RunQuery) -> StoreKey {
     }
 }
 
+/// The key `parts` below `tree`.
+fn below(tree: &StoreKey, parts: impl IntoIterator<Item = String>) -> StoreKey {
+    StoreKey::from_iter(tree.parts().map(|part| part.as_ref().to_owned()).chain(parts))
+}
+
 fn marker(tree: StoreKey, record: &RunRecord) -> StoreKey {
     let at = record.created_at_ms;
-    let hour = format!("{:08}", at / HOUR_MS);
-    let name = format!("{at:016}-{}", record.run_id);
-    StoreKey::from_iter(tree.parts().map(|part| part.as_ref().to_owned()).chain([hour, name]))
+    below(
+        &tree,
+        [format!("{:08}", at / HOUR_MS), format!("{at:016}-{}", record.run_id)],
+    )
 }
 
 /// Every marker of `record`'s run.
@@ -128,7 +134,7 @@ impl Runtime {
             if number > last {
                 break;
             }
-            let folder = StoreKey::from_iter(tree.parts().map(|p| p.as_ref().to_owned()).chain([hour]));
+            let folder = below(&tree, [hour]);
             for key in store.list(&folder).await? {
                 let Some(cursor) = key.filename().and_then(|name| name.parse::<RunCursor>().ok()) else {
                     continue;

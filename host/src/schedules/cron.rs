@@ -132,6 +132,18 @@ mod tests {
     }
 
     #[test]
+    fn the_catch_up_window_is_taken_up_to_seven_days_and_not_a_second_more() {
+        use super::super::{MAX_CATCH_UP, catch_up_window};
+        assert_eq!(catch_up_window(Some("7days")).ok(), Some(MAX_CATCH_UP));
+        assert_eq!(catch_up_window(Some("0s")).ok(), Some(std::time::Duration::ZERO));
+        assert!(catch_up_window(Some("7days 1s")).is_err());
+        assert!(
+            catch_up_window(Some(&"9".repeat(400))).is_err(),
+            "a duration past u64 is refused, not wrapped"
+        );
+    }
+
+    #[test]
     fn a_fire_stamp_is_utc_to_the_second() {
         assert_eq!(fire_stamp(NOW + 999), "20270115T080000Z");
     }
