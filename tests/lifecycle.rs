@@ -410,11 +410,20 @@ fn a_signal_that_breaks_its_declared_schema_is_refused_at_send_naming_the_path()
             "{payload}: {error}"
         );
     }
-    let waiting = server.get("/v1/runs/typed-go", TOKEN).expect(200);
-    assert_eq!(
-        waiting["state"], "awaiting-signal",
-        "a refused signal reaches nothing: {waiting}"
+    let stored = server.host.stored("tenants/acme/runs/typed-go/signals/");
+    assert!(
+        stored.is_empty(),
+        "a refused signal is stored nowhere: {:?}",
+        stored.keys()
     );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.get("/v1/runs/typed-go", TOKEN).expect(200)["state"] != "awaiting-signal" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never came to wait for `go`"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     server
         .post_json("/v1/runs/typed-go/signals/go", TOKEN, &json!({"ok": true}))
         .expect(202);
