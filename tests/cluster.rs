@@ -458,3 +458,29 @@ fn hosts_sharing_a_store_fire_a_schedule_once_per_fire_and_go_on_when_one_dies()
     let newest = fired(&servers[1]).pop().expect("a run");
     await_state(&servers[1], &newest, "completed", Duration::from_secs(30));
 }
+
+#[test]
+fn a_concurrency_key_holds_across_hosts_and_a_dead_hosts_run_keeps_its_place() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &[]);
+    servers[0].upload(TOKEN, "hello");
+    let keyed = |run: &str| {
+        json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": run,
+            "concurrency_key": "ledger"})
+    };
+    servers[0].post_json("/v1/runs", TOKEN, &keyed("first")).expect(202);
+    await_state(&servers[0], "first", "awaiting-signal", Duration::from_secs(30));
+    servers[1].post_json("/v1/runs", TOKEN, &keyed("second")).expect(202);
+    await_state(&servers[1], "second", "queued", Duration::from_secs(30));
+
+    // The holder's host dies: its run goes on on the survivor, still
+    // holding the place, so the other waits until it ends.
+    servers[0].kill();
+    signal(&servers[1], "first", "go", &json!({"ok": true}));
+    assert_eq!(status(&servers[1], "second")["state"], "queued");
+    await_state(&servers[1], "first", "completed", Duration::from_secs(60));
+    let second = await_state(&servers[1], "second", "awaiting-signal", Duration::from_secs(30));
+    assert_eq!(second["journaled_calls"], 0, "{second}");
+    signal(&servers[1], "second", "go", &json!({"ok": true}));
+    await_state(&servers[1], "second", "completed", Duration::from_secs(30));
+}

@@ -17,7 +17,9 @@ use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
 use super::{components, groups, runs, schedules, secrets, usage};
-use crate::store::{ComponentName, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName};
+use crate::store::{
+    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
+};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -172,6 +174,7 @@ name_schemas! {
     SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
     ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
     RunTag: TAG_MAX, "A tag given to a run at submission, to search runs by.";
+    ConcurrencyKey: NAME_MAX, "What runs share to be limited together, e.g. a customer's id.";
     GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
 }
 

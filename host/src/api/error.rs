@@ -95,6 +95,8 @@ impl From<RunError> for ApiError {
             | RunError::SignalRefused { .. }
             | RunError::InvalidNotify(_)
             | RunError::GroupSize { .. }
+            | RunError::Priority { .. }
+            | RunError::ConcurrencyLimit { .. }
             | RunError::TooManyTags { .. } => StatusCode::BAD_REQUEST,
             RunError::UnknownGroup { .. } => StatusCode::NOT_FOUND,
             RunError::GroupMismatch { .. } => StatusCode::CONFLICT,

@@ -20,7 +20,7 @@ use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
-use crate::store::{ComponentName, RunId, RunTag, SignalId, SignalName};
+use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName};
 use crate::tenancy::Tenant;
 
 /// Longest a `wait` may hold a request.
@@ -86,6 +86,22 @@ pub struct StartRun {
     #[serde(default)]
     #[schema(max_items = 16)]
     pub tags: Vec<RunTag>,
+    /// The run's place in line, 1 (first) to 9 (last), default 5: when the
+    /// host's instance slots are scarce, the tenant's waiting workflow
+    /// activations and step attempts of a lower number go first (tenants
+    /// still share the slots fairly), as do waiting runs of a concurrency key.
+    #[schema(minimum = 1, maximum = 9, example = 5)]
+    pub priority: Option<u32>,
+    /// Runs sharing this key (a customer's id, say) execute at most
+    /// `concurrency_limit` at once, across every host; the others wait,
+    /// `queued`, by priority and then age. A run holds its place from its
+    /// start until it ends, its waits included.
+    #[schema(example = "customer-42")]
+    pub concurrency_key: Option<ConcurrencyKey>,
+    /// How many runs of `concurrency_key` may execute at once, 1 to 1000
+    /// (default 1). Given without a key, the key is the workflow's name.
+    #[schema(minimum = 1, maximum = 1000)]
+    pub concurrency_limit: Option<u32>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -151,6 +167,12 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     submission.deadline = Moment::parse(DEADLINE, start.deadline.as_deref(), start.timeout.as_deref())?;
     submission.notify = start.notify;
     submission.tags = start.tags;
+    if let Some(priority) = start.priority {
+        submission.priority = priority;
+    }
+    if start.concurrency_key.is_some() || start.concurrency_limit.is_some() {
+        submission.limit_concurrency(start.concurrency_key, start.concurrency_limit)?;
+    }
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;
         submission.links.insert(name, linked);
@@ -189,6 +211,7 @@ pub struct ListParams {
 #[serde(rename_all = "kebab-case")]
 pub enum StateFilter {
     Scheduled,
+    Queued,
     Pending,
     Running,
     Retrying,
@@ -203,6 +226,7 @@ impl StateFilter {
     fn name(self) -> &'static str {
         match self {
             Self::Scheduled => "scheduled",
+            Self::Queued => "queued",
             Self::Pending => "pending",
             Self::Running => "running",
             Self::Retrying => "retrying",

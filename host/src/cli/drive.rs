@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{DEADLINE, Moment, Progress, RunError, Runtime, START, Submission};
-use stepstone::store::{ComponentName, RunId, RunTag, SignalId, SignalName, TenantId};
+use stepstone::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, TenantId};
 
 use super::read_file;
 
@@ -65,6 +65,17 @@ pub struct RunLifecycle {
     /// A tag to search runs by (`stepstone list --tag`); repeat for more, up to 16.
     #[arg(long = "tag")]
     pub tags: Vec<RunTag>,
+    /// The run's place in line when slots are scarce, 1 (first) to 9 (last).
+    #[arg(long, default_value_t = 5)]
+    pub priority: u32,
+    /// At most --concurrency-limit runs sharing this key execute at once;
+    /// the others wait, queued.
+    #[arg(long)]
+    pub concurrency_key: Option<ConcurrencyKey>,
+    /// How many runs of the key execute at once (default 1); without
+    /// --concurrency-key, the key is the workflow's name.
+    #[arg(long)]
+    pub concurrency_limit: Option<u32>,
 }
 
 impl RunLifecycle {
@@ -73,6 +84,10 @@ impl RunLifecycle {
         submission.deadline = Moment::parse(DEADLINE, self.deadline.as_deref(), self.timeout.as_deref())?;
         submission.notify = self.notify.clone();
         submission.tags = self.tags.clone();
+        submission.priority = self.priority;
+        if self.concurrency_key.is_some() || self.concurrency_limit.is_some() {
+            submission.limit_concurrency(self.concurrency_key.clone(), self.concurrency_limit)?;
+        }
         Ok(())
     }
 }

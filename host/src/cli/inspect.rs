@@ -62,6 +62,7 @@ pub async fn list(runtime: &Runtime, query: &RunQuery, json: bool) -> anyhow::Re
 fn status_line(status: &RunStatus) -> String {
     let state = match &status.state {
         RunState::Scheduled { start_at_ms } => format!("scheduled to start at {}", rfc3339(*start_at_ms)),
+        RunState::Queued { concurrency_key } => format!("queued for a place of concurrency key `{concurrency_key}`"),
         RunState::Pending => "pending".to_owned(),
         RunState::Running => "running".to_owned(),
         RunState::Retrying { seq, failed_attempts } => {

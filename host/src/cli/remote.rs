@@ -159,7 +159,8 @@ impl Remote {
         let body = json!({
             "component": component, "workflow": workflow, "input": input, "run_id": run_id,
             "start_at": when.start_at, "delay": when.delay, "deadline": when.deadline, "timeout": when.timeout,
-            "notify": when.notify, "tags": when.tags,
+            "notify": when.notify, "tags": when.tags, "priority": when.priority,
+            "concurrency_key": when.concurrency_key, "concurrency_limit": when.concurrency_limit,
         });
         let started = self.send(self.request(Method::POST, "/v1/runs").json(&body)).await?;
         started["run_id"]

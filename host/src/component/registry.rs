@@ -297,7 +297,7 @@ impl Components {
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
         let component = self.compile(role, &digest, &bytes, urgency).await?;
         check_imports(&digest, &component, self.engines.get(role), role)?;
-        let slot = self.engines.slot(role, tenant).await;
+        let slot = self.engines.slot(role, tenant, crate::journal::DEFAULT_PRIORITY).await;
         let described = sandbox::describe(self.engines.get(role), &component, self.engines.meters_fuel(role)).await;
         drop(slot);
         let manifest = described.map_err(|failure| ComponentError::Describe {

@@ -51,6 +51,31 @@ pub struct RunRecord {
     /// The tags it was given, to search runs by.
     #[serde(default)]
     pub tags: Vec<crate::store::RunTag>,
+    /// Its place in line when instance slots or its concurrency key's
+    /// places are scarce: [`FIRST_PRIORITY`] goes first.
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    /// At most so many runs sharing its key execute at once.
+    #[serde(default)]
+    pub concurrency: Option<ConcurrencyLimit>,
+}
+
+/// The priority that goes first, the one that goes last, and the one a run
+/// has unless it asks for another (as Temporal's priority keys: lower first).
+pub const FIRST_PRIORITY: u8 = 1;
+pub const LAST_PRIORITY: u8 = 9;
+pub const DEFAULT_PRIORITY: u8 = 5;
+
+fn default_priority() -> u8 {
+    DEFAULT_PRIORITY
+}
+
+/// How many runs of one concurrency key may execute at once: from when one
+/// starts until it ends, waits included, on whichever hosts drive them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencyLimit {
+    pub key: crate::store::ConcurrencyKey,
+    pub limit: u32,
 }
 
 #[cfg(test)]
@@ -74,6 +99,8 @@ impl RunRecord {
             deadline_ms: None,
             notify: None,
             tags: Vec::new(),
+            priority: DEFAULT_PRIORITY,
+            concurrency: None,
         }
     }
 }

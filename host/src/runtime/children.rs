@@ -39,6 +39,8 @@ impl RunContext {
         submission.run_id = Some(id);
         submission.links = self.links.clone();
         submission.parent = Some((self.records.run_id().clone(), self.depth));
+        // A child is in line where its parent is, as in Temporal.
+        submission.priority = self.priority.into();
         runtime.admit(&tenant).await?;
         let child = runtime.submit(&tenant, submission).await?;
         runtime.drive_in_background(&tenant, &child);

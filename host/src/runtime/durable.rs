@@ -154,6 +154,7 @@ impl WorkflowState {
                     outbound: self.run.outbound.clone(),
                     secrets,
                     resumes_attempts: self.run.retried.contains(&seq),
+                    priority: self.run.priority,
                 };
                 self.launch(handle, step, launch)
             }

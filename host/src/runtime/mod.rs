@@ -28,6 +28,7 @@ mod background;
 mod cancellation;
 mod children;
 mod clock;
+mod concurrency;
 mod control;
 mod durable;
 mod fresh;
@@ -65,7 +66,7 @@ pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use search::MAX_TAGS;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
-pub use submit::Submission;
+pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
 pub use usage::{DayUsage, day_of};
 
 use crate::byte_budget::ByteBudgetCache;
@@ -144,6 +145,14 @@ pub enum RunError {
     GroupMismatch { group: crate::store::GroupId },
     #[error("a run carries at most {limit} tags, not {count}")]
     TooManyTags { count: usize, limit: usize },
+    #[error(
+        "priority {priority} is out of range: give {first} (first) to {last} (last)",
+        first = crate::journal::FIRST_PRIORITY,
+        last = crate::journal::LAST_PRIORITY
+    )]
+    Priority { priority: u32 },
+    #[error("a concurrency limit lets 1 to {max} runs of a key execute at once, not {limit}")]
+    ConcurrencyLimit { limit: u32, max: u32 },
     #[error("a group holds 1 to {limit} runs, not {size}")]
     GroupSize { size: usize, limit: usize },
     #[error(transparent)]
@@ -268,6 +277,8 @@ pub struct Host {
     usage: usage::Usage,
     /// Rung when a run with a `notify` URL ends.
     hooks_bell: tokio::sync::Notify,
+    /// Rung when a place of a concurrency key is freed here.
+    place_bells: concurrency::PlaceBells,
     controls: Controls,
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
@@ -294,6 +305,8 @@ pub struct RunContext {
     started_at_ms: u64,
     /// Where the run stands in its tree of child runs (0: a root).
     depth: u32,
+    /// Its place in line for instance slots, which its steps share.
+    priority: u8,
     /// The seqs with failed attempts in the store when this execution
     /// began. Only the host driving a run records its attempts, so a step
     /// this execution starts at any other seq has none to resume: it skips
@@ -364,6 +377,7 @@ impl Runtime {
             retention: retention::Retention::default(),
             usage,
             hooks_bell: tokio::sync::Notify::new(),
+            place_bells: concurrency::PlaceBells::default(),
             controls: Controls::default(),
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),
@@ -513,10 +527,13 @@ impl Runtime {
                 Stored::RunRecordOnly => BTreeMap::new(),
                 Stored::Read => context.records.entries().await?,
             };
-            if entries.is_empty()
-                && let Some(waiting) = self.before_start(&context.records, &record).await?
-            {
-                return Ok(waiting);
+            if entries.is_empty() {
+                if let Some(waiting) = self.before_start(&context.records, &record).await? {
+                    return Ok(waiting);
+                }
+                if let Some(ended) = self.take_place(&context.records, &record).await? {
+                    return Ok(ended);
+                }
             }
             if !entries.is_empty() {
                 self.host.metrics.replayed(tenant);
@@ -582,13 +599,23 @@ impl Runtime {
             return Ok(None);
         };
         if let Some(request) = records.cancel_request().await? {
-            let outcome = records.finish(&request.outcome(), now_ms()).await?;
-            self.ended(records, record, &outcome).await;
-            tracing::info!("run cancelled before its start time");
-            return Ok(Some(Progress::Finished(outcome)));
+            return Ok(Some(self.end_unstarted(records, record, &request).await?));
         }
         tracing::info!(start_at_ms, "run waits for its start time");
         Ok(Some(Progress::Suspended(Suspension::until(start_at_ms))))
+    }
+
+    /// Ends a run that never executed as `request` asks.
+    async fn end_unstarted(
+        &self,
+        records: &RunRecords,
+        record: &RunRecord,
+        request: &crate::journal::CancelRecord,
+    ) -> Result<Progress, RunError> {
+        let outcome = records.finish(&request.clone().outcome(), now_ms()).await?;
+        self.ended(records, record, &outcome).await;
+        tracing::info!("run cancelled before it started");
+        Ok(Progress::Finished(outcome))
     }
 
     /// What follows a run's end on the host that ended it: its claim let
@@ -597,6 +624,7 @@ impl Runtime {
         let tenant = records.store().tenant();
         self.host.cluster.release(tenant, &record.run_id);
         self.count_finished(tenant, outcome);
+        self.leave_place(records.store(), record).await;
         self.notify_ended(records.store(), record).await;
     }
 
@@ -847,6 +875,7 @@ impl Runtime {
             log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
             depth: record.depth,
+            priority: record.priority,
             retried,
         };
         Ok(Arc::new(context))
@@ -882,7 +911,9 @@ impl Runtime {
     ) -> Result<(Ended, u64), RunError> {
         let program = self.program(&context.own).await?;
         let tenant = context.tenant().clone();
-        let _slot = self.host.components.engines().slot(Role::Workflow, &tenant).await;
+        let _slot = (self.host.components.engines())
+            .slot(Role::Workflow, &tenant, record.priority)
+            .await;
         let state = WorkflowState::new(context, cursor, mode, self.host.config.workflow);
         let instance_error = |e: wasmtime::Error| RunError::Instance {
             run: record.run_id.clone(),

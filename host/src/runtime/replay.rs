@@ -56,6 +56,7 @@ impl Runtime {
                 log: context.log.clone(),
                 started_at_ms: context.started_at_ms,
                 depth: context.depth,
+                priority: context.priority,
                 retried: context.retried.clone(),
             }),
             None => context,

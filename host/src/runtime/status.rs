@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::clock::now_ms;
 use super::{RunError, RunListing, Runtime};
-use crate::journal::Outcome;
+use crate::journal::{Outcome, RunRecord, RunRecords};
 use crate::store::{RunId, TenantId};
 
 /// Where a run stands.
@@ -16,6 +16,11 @@ pub enum RunState {
     /// Unix epoch); nothing has run.
     Scheduled {
         start_at_ms: u64,
+    },
+    /// Waiting for a place of its concurrency key: as many runs of the key
+    /// as its limit execute now. Nothing has run.
+    Queued {
+        concurrency_key: String,
     },
     /// Submitted; no durable call recorded yet.
     Pending,
@@ -63,6 +68,7 @@ impl RunState {
     pub fn name(&self) -> &'static str {
         match self {
             RunState::Scheduled { .. } => "scheduled",
+            RunState::Queued { .. } => "queued",
             RunState::Pending => "pending",
             RunState::Running => "running",
             RunState::Retrying { .. } => "retrying",
@@ -72,6 +78,20 @@ impl RunState {
             RunState::Failed { .. } => "failed",
             RunState::Cancelled { .. } => "cancelled",
         }
+    }
+}
+
+/// Where a run that has journaled nothing stands: before its start time,
+/// waiting for a place of its concurrency key, or about to run.
+async fn unstarted(runtime: &Runtime, records: &RunRecords, record: &RunRecord) -> Result<RunState, RunError> {
+    if let Some(start_at_ms) = record.start_at_ms.filter(|at| *at > now_ms()) {
+        return Ok(RunState::Scheduled { start_at_ms });
+    }
+    match &record.concurrency {
+        Some(concurrency) if runtime.is_queued(records.store(), record).await? => Ok(RunState::Queued {
+            concurrency_key: concurrency.key.to_string(),
+        }),
+        _ => Ok(RunState::Pending),
     }
 }
 
@@ -91,6 +111,9 @@ pub struct RunStatus {
     pub workflow: String,
     pub component: String,
     pub created_at_ms: u64,
+    /// Its place in line when slots or its concurrency key's places are
+    /// scarce: 1 goes first, 9 last.
+    pub priority: u8,
     /// How many durable calls the journal records.
     pub journaled_calls: usize,
     #[serde(flatten)]
@@ -188,10 +211,7 @@ impl Runtime {
                         },
                     },
                     (None, Some((seq, failed_attempts))) => RunState::Retrying { seq, failed_attempts },
-                    (None, None) if entries.is_empty() => match record.start_at_ms {
-                        Some(start_at_ms) if start_at_ms > now_ms() => RunState::Scheduled { start_at_ms },
-                        _ => RunState::Pending,
-                    },
+                    (None, None) if entries.is_empty() => unstarted(self, &records, &record).await?,
                     (None, None) => RunState::Running,
                 }
             }
@@ -201,6 +221,7 @@ impl Runtime {
             workflow: record.workflow,
             component: record.component,
             created_at_ms: record.created_at_ms,
+            priority: record.priority,
             journaled_calls: entries.len(),
             state,
         })

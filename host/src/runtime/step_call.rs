@@ -39,6 +39,8 @@ pub struct StepCall {
     /// Whether failed attempts of this call were recorded before (by an
     /// earlier execution), so their count and backoff must be resumed.
     pub resumes_attempts: bool,
+    /// Its run's priority, which places its attempts in line for a slot.
+    pub priority: u8,
 }
 
 /// Runs `step` to its final result and journals it. The result is durable
@@ -104,7 +106,7 @@ async fn attempt_until_done(
         let slot = host
             .components
             .engines()
-            .slot(Role::Step, records.store().tenant())
+            .slot(Role::Step, records.store().tenant(), step.priority)
             .await;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(records.store().tenant());

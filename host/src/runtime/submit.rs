@@ -12,9 +12,11 @@ use super::moment::{DEADLINE, Moment, START, rfc3339};
 use super::{RunError, Runtime};
 use crate::component::{ComponentError, Loaded};
 use crate::config::LimitRequest;
-use crate::journal::{JournalError, RunRecord, RunRecords, digest};
+use crate::journal::{
+    ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
+};
 use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
-use crate::store::{ComponentName, RunId, StoreError, TenantId};
+use crate::store::{ComponentName, ConcurrencyKey, RunId, StoreError, TenantId};
 
 /// A run to start.
 pub struct Submission {
@@ -36,6 +38,10 @@ pub struct Submission {
     pub notify: Option<String>,
     /// Tags to search runs by.
     pub tags: Vec<crate::store::RunTag>,
+    /// Its place in line when slots are scarce, [`FIRST_PRIORITY`] first.
+    pub priority: u32,
+    /// How many runs sharing its key may execute at once.
+    pub concurrency: Option<ConcurrencyLimit>,
 }
 
 impl Submission {
@@ -52,9 +58,32 @@ impl Submission {
             deadline: Moment::Unset,
             notify: None,
             tags: Vec::new(),
+            priority: DEFAULT_PRIORITY.into(),
+            concurrency: None,
         }
     }
+
+    /// Holds the run to `limit` runs of `key` at once; without a key, of its
+    /// workflow (the default limit is 1: one at a time).
+    pub fn limit_concurrency(&mut self, key: Option<ConcurrencyKey>, limit: Option<u32>) -> Result<(), RunError> {
+        let key = match key {
+            Some(key) => key,
+            None => ConcurrencyKey::new(&self.workflow)?,
+        };
+        let limit = limit.unwrap_or(1);
+        if !(1..=MAX_CONCURRENCY_LIMIT).contains(&limit) {
+            return Err(RunError::ConcurrencyLimit {
+                limit,
+                max: MAX_CONCURRENCY_LIMIT,
+            });
+        }
+        self.concurrency = Some(ConcurrencyLimit { key, limit });
+        Ok(())
+    }
 }
+
+/// The most runs of one concurrency key that may execute at once.
+pub const MAX_CONCURRENCY_LIMIT: u32 = 1_000;
 
 /// When a run submitted at `now_ms` starts (`None`: at once) and must have
 /// ended; a deadline not after the start is refused.
@@ -155,6 +184,12 @@ impl Runtime {
         if let Some(url) = &submission.notify {
             self.check_notify(tenant, url).await?;
         }
+        let priority = u8::try_from(submission.priority)
+            .ok()
+            .filter(|priority| (FIRST_PRIORITY..=LAST_PRIORITY).contains(priority))
+            .ok_or(RunError::Priority {
+                priority: submission.priority,
+            })?;
         if submission.tags.len() > super::MAX_TAGS {
             return Err(RunError::TooManyTags {
                 count: submission.tags.len(),
@@ -188,6 +223,8 @@ impl Runtime {
             deadline_ms,
             notify: submission.notify,
             tags: submission.tags,
+            priority,
+            concurrency: submission.concurrency,
         };
         let records = RunRecords::new(store, run_id.clone());
         // Before the run record, so that a run with a URL always has its

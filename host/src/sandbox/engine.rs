@@ -66,14 +66,15 @@ impl Engines {
         })
     }
 
-    /// Waits for a free instance slot of `role` for `tenant`; the slot is
-    /// held until dropped, with the store that uses it.
-    pub async fn slot(&self, role: Role, tenant: &TenantId) -> Slot {
+    /// Waits for a free instance slot of `role` for `tenant`, in line by
+    /// `priority` among the tenant's waiters; the slot is held until
+    /// dropped, with the store that uses it.
+    pub async fn slot(&self, role: Role, tenant: &TenantId, priority: u8) -> Slot {
         let slots = match role {
             Role::Workflow => &self.workflow_slots,
             Role::Step => &self.step_slots,
         };
-        slots.acquire(tenant).await
+        slots.acquire(tenant, priority).await
     }
 
     /// Whether the engine of `role` meters fuel.

@@ -5,10 +5,12 @@
 //! Invariant: a tenant holding fewer slots than another waiting tenant is
 //! served before it, so a tenant that saturates the host (hundreds of step
 //! attempts queued) never queues a tenant under its share behind its own
-//! backlog. Within one tenant, first come, first served. A freed slot is
-//! handed to its next holder directly, so no newcomer overtakes a waiter.
+//! backlog. Within one tenant, the waiter of the first priority (the
+//! lowest number) is served first, and among equals the first to come. A
+//! freed slot is handed to its next holder directly, so no newcomer
+//! overtakes a waiter of its priority.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -25,7 +27,9 @@ pub struct FairSlots {
 struct State {
     free: usize,
     held: HashMap<TenantId, usize>,
-    waiting: HashMap<TenantId, VecDeque<oneshot::Sender<Slot>>>,
+    /// Each tenant's waiters by priority, then by arrival.
+    waiting: HashMap<TenantId, BTreeMap<(u8, u64), oneshot::Sender<Slot>>>,
+    arrivals: u64,
 }
 
 /// One slot, held by a tenant until dropped.
@@ -44,8 +48,8 @@ impl FairSlots {
         })
     }
 
-    /// Waits for a slot for `tenant`.
-    pub async fn acquire(self: &Arc<Self>, tenant: &TenantId) -> Slot {
+    /// Waits for a slot for `tenant`, in line by `priority` (lowest first).
+    pub async fn acquire(self: &Arc<Self>, tenant: &TenantId, priority: u8) -> Slot {
         loop {
             let granted = {
                 let mut state = lock(&self.state);
@@ -55,7 +59,13 @@ impl FairSlots {
                     return self.slot(tenant);
                 }
                 let (grant, granted) = oneshot::channel();
-                state.waiting.entry(tenant.clone()).or_default().push_back(grant);
+                state.arrivals += 1;
+                let arrival = state.arrivals;
+                state
+                    .waiting
+                    .entry(tenant.clone())
+                    .or_default()
+                    .insert((priority, arrival), grant);
                 granted
             };
             // A grant is only ever dropped unsent if the slots are.
@@ -112,8 +122,8 @@ impl FairSlots {
 fn next_waiter(state: &mut State) -> Option<(TenantId, oneshot::Sender<Slot>)> {
     loop {
         state.waiting.retain(|_, queue| {
-            while queue.front().is_some_and(oneshot::Sender::is_closed) {
-                queue.pop_front();
+            while queue.first_key_value().is_some_and(|(_, grant)| grant.is_closed()) {
+                queue.pop_first();
             }
             !queue.is_empty()
         });
@@ -122,7 +132,7 @@ fn next_waiter(state: &mut State) -> Option<(TenantId, oneshot::Sender<Slot>)> {
             .keys()
             .min_by_key(|tenant| (state.held.get(*tenant).copied().unwrap_or(0), (*tenant).clone()))?
             .clone();
-        if let Some(grant) = state.waiting.get_mut(&neediest).and_then(VecDeque::pop_front) {
+        if let Some((_, grant)) = state.waiting.get_mut(&neediest).and_then(BTreeMap::pop_first) {
             return Some((neediest, grant));
         }
     }
@@ -148,18 +158,18 @@ mod tests {
     async fn a_tenant_under_its_share_is_served_before_a_tenant_over_it() {
         let slots = FairSlots::new(2);
         let (flood, quiet) = (tenant("flood"), tenant("quiet"));
-        let held = [slots.acquire(&flood).await, slots.acquire(&flood).await];
+        let held = [slots.acquire(&flood, 5).await, slots.acquire(&flood, 5).await];
         let mut queued = Vec::new();
         for _ in 0..10 {
             let slots = slots.clone();
             let flood = flood.clone();
-            queued.push(tokio::spawn(async move { slots.acquire(&flood).await }));
+            queued.push(tokio::spawn(async move { slots.acquire(&flood, 5).await }));
         }
         tokio::task::yield_now().await;
         let quiet_slot = {
             let slots = slots.clone();
             let quiet = quiet.clone();
-            tokio::spawn(async move { slots.acquire(&quiet).await })
+            tokio::spawn(async move { slots.acquire(&quiet, 5).await })
         };
         tokio::task::yield_now().await;
         drop(held);
@@ -184,11 +194,38 @@ mod tests {
     async fn a_waiter_that_gives_up_loses_no_slot() {
         let slots = FairSlots::new(1);
         let a = tenant("a");
-        let held = slots.acquire(&a).await;
-        let gave_up = tokio::time::timeout(Duration::from_millis(10), slots.acquire(&a)).await;
+        let held = slots.acquire(&a, 5).await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), slots.acquire(&a, 5)).await;
         assert!(gave_up.is_err());
         drop(held);
-        let again = tokio::time::timeout(Duration::from_secs(5), slots.acquire(&a)).await;
+        let again = tokio::time::timeout(Duration::from_secs(5), slots.acquire(&a, 5)).await;
         assert!(again.is_ok(), "the slot went back to the pool");
+    }
+
+    #[tokio::test]
+    async fn within_a_tenant_the_first_priority_is_served_first_then_the_first_to_come() {
+        let slots = FairSlots::new(1);
+        let a = tenant("a");
+        let held = slots.acquire(&a, 5).await;
+        let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let waiters = [("late-low", 9), ("early-mid", 5), ("later-mid", 5), ("urgent", 1)];
+        for (arrived, (name, priority)) in waiters.into_iter().enumerate() {
+            let (waiter_slots, waiter, served) = (slots.clone(), a.clone(), served.clone());
+            tokio::spawn(async move {
+                let slot = waiter_slots.acquire(&waiter, priority).await;
+                served.send(name).expect("the test listens");
+                drop(slot);
+            });
+            // Each waits before the next comes, so arrival order is known.
+            while lock(&slots.state).waiting.get(&a).map_or(0, BTreeMap::len) <= arrived {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(held);
+        let mut names = Vec::new();
+        for _ in 0..4 {
+            names.push(order.recv().await.expect("served"));
+        }
+        assert_eq!(names, ["urgent", "early-mid", "later-mid", "late-low"]);
     }
 }

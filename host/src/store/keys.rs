@@ -162,6 +162,12 @@ name_type!(
     RunTag, "run tag", 64
 );
 
+name_type!(
+    /// What runs share to be limited together: at most so many runs of one
+    /// key execute at once (a customer's id, a workflow's name).
+    ConcurrencyKey, "concurrency key", 128
+);
+
 impl GroupId {
     /// A fresh id, sortable by creation time.
     pub fn generate() -> Self {
@@ -247,6 +253,12 @@ impl RunKeys<'_> {
 
     pub fn timers(&self) -> Key {
         self.key(&["timers"])
+    }
+
+    /// Which place of its concurrency key the run took (`{slot}/{generation}`),
+    /// written once it may execute.
+    pub fn place(&self) -> Key {
+        self.key(&["place"])
     }
 
     pub fn all_attempts(&self) -> Key {
@@ -362,6 +374,55 @@ pub fn finished_marker(finished_at_ms: u64, run: &RunId) -> Key {
 pub fn parse_finished_marker(name: &str) -> Option<(u64, RunId)> {
     let (at, run) = name.split_once('-')?;
     Some((at.parse().ok()?, RunId::new(run).ok()?))
+}
+
+/// Where the places of concurrency key `key` are: one folder per place,
+/// holding the generations of who took it and who freed it.
+pub fn places_key(key: &ConcurrencyKey) -> Key {
+    Key::from_iter(["queues", key.as_str(), "places"])
+}
+
+/// Generation `generation` of place `slot` of `key` (an odd one holds the
+/// run that took the place, an even one frees it). Zero-padded, so the
+/// newest generation of a place sorts last.
+pub fn place_generation(key: &ConcurrencyKey, slot: u32, generation: u64) -> Key {
+    Key::from_iter([
+        "queues",
+        key.as_str(),
+        "places",
+        &format!("{slot:05}"),
+        &seq_part(generation),
+    ])
+}
+
+/// The slot and generation a [`place_generation`] key names.
+pub fn parse_place_generation(key: &Key) -> Option<(u32, u64)> {
+    let mut parts = key.as_ref().rsplit('/');
+    let generation = parts.next()?.parse().ok()?;
+    Some((parts.next()?.parse().ok()?, generation))
+}
+
+/// Where the runs waiting for a place of `key` are, in the order they take one.
+pub fn tickets_key(key: &ConcurrencyKey) -> Key {
+    Key::from_iter(["queues", key.as_str(), "waiting"])
+}
+
+/// `run`'s ticket in `key`'s queue: its name sorts by priority (lowest
+/// first), then by when the run was created.
+pub fn ticket(key: &ConcurrencyKey, priority: u8, created_at_ms: u64, run: &RunId) -> Key {
+    Key::from_iter([
+        "queues",
+        key.as_str(),
+        "waiting",
+        &format!("{priority}-{created_at_ms:016}-{run}"),
+    ])
+}
+
+/// The run a ticket's file name is for.
+pub fn parse_ticket(name: &str) -> Option<RunId> {
+    let mut parts = name.splitn(3, '-');
+    let (_priority, _created) = (parts.next()?, parts.next()?);
+    RunId::new(parts.next()?).ok()
 }
 
 /// Written once every unfinished run of the tenant has its marker (runs

@@ -1,0 +1,230 @@
+//! Priorities and concurrency keys through the API and the CLI: runs that
+//! share a key execute at most its limit at once, the others wait `queued`
+//! in priority order, across a host's death; a queued run can be cancelled;
+//! values out of range are refused.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stepstone_e2e::{Server, token_hash};
+
+const TOKEN: &str = "sst_concurrency";
+
+fn server() -> Server {
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start(&tenants);
+    server.upload(TOKEN, "hello");
+    server
+}
+
+/// A run of `await-go` (it waits for the signal `go`) with the fields of `queueing`.
+fn waiting_run(run: &str, queueing: Value) -> Value {
+    let mut body = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": run});
+    body.as_object_mut()
+        .expect("an object")
+        .extend(queueing.as_object().cloned().unwrap_or_default());
+    body
+}
+
+fn state(server: &Server, run: &str) -> Value {
+    server.get(&format!("/v1/runs/{run}"), TOKEN).expect(200)
+}
+
+fn await_state(server: &Server, run: &str, wanted: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = state(server, run);
+        if now["state"] == wanted {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "{run} is not {wanted} within 30 s: {now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn go(server: &Server, run: &str) {
+    server
+        .post_json(&format!("/v1/runs/{run}/signals/go"), TOKEN, &json!({"ok": true}))
+        .expect(202);
+}
+
+/// Asserts each of `runs` is queued for `key`, having journaled nothing.
+fn assert_queued(server: &Server, runs: &[&str], key: &str) {
+    for run in runs {
+        let now = state(server, run);
+        assert_eq!(now["state"], "queued", "{run}: {now}");
+        assert_eq!(now["concurrency_key"], key, "{run}: {now}");
+        assert_eq!(now["journaled_calls"], 0, "a queued run ran nothing: {now}");
+    }
+}
+
+#[test]
+fn runs_sharing_a_key_execute_one_at_a_time_in_priority_order_even_across_a_restart() {
+    let server = server();
+    let key = json!({"concurrency_key": "customer-42", "concurrency_limit": 1});
+    server
+        .post_json("/v1/runs", TOKEN, &waiting_run("holder", key.clone()))
+        .expect(202);
+    await_state(&server, "holder", "awaiting-signal");
+    for (run, priority) in [("low", 9), ("mid", 5), ("urgent", 1)] {
+        let mut asked = key.clone();
+        asked["priority"] = json!(priority);
+        server
+            .post_json("/v1/runs", TOKEN, &waiting_run(run, asked))
+            .expect(202);
+        await_state(&server, run, "queued");
+    }
+    assert_eq!(state(&server, "urgent")["priority"], 1);
+    // Another key is not held up by this one's line.
+    let other = json!({"concurrency_key": "customer-7", "concurrency_limit": 1});
+    server
+        .post_json("/v1/runs", TOKEN, &waiting_run("elsewhere", other))
+        .expect(202);
+    await_state(&server, "elsewhere", "awaiting-signal");
+
+    // The holder keeps its place through its host's death; the line waits.
+    let server = server.restart_after("KILL");
+    await_state(&server, "holder", "awaiting-signal");
+    assert_queued(&server, &["low", "mid", "urgent"], "customer-42");
+
+    let mut line = vec!["holder", "urgent", "mid", "low"];
+    while let Some(running) = (!line.is_empty()).then(|| line.remove(0)) {
+        await_state(&server, running, "awaiting-signal");
+        assert_queued(&server, &line, "customer-42");
+        go(&server, running);
+        let done = server
+            .get(&format!("/v1/runs/{running}/wait?timeout=30s"), TOKEN)
+            .expect(200);
+        assert_eq!(done["state"], "completed", "{done}");
+    }
+    let left = server.host.stored("tenants/acme/queues/customer-42/waiting/");
+    assert!(left.is_empty(), "tickets are left: {:?}", left.keys());
+}
+
+#[test]
+fn a_key_lets_its_limit_run_at_once_and_a_cancelled_queued_run_ends_having_run_nothing() {
+    let server = server();
+    // A limit without a key limits the workflow.
+    let limit = json!({"concurrency_limit": 2});
+    for run in ["first", "second", "third", "fourth"] {
+        server
+            .post_json("/v1/runs", TOKEN, &waiting_run(run, limit.clone()))
+            .expect(202);
+    }
+    await_state(&server, "first", "awaiting-signal");
+    await_state(&server, "second", "awaiting-signal");
+    assert_queued(&server, &["third", "fourth"], "await-go");
+
+    server
+        .post_json("/v1/runs/third/cancel", TOKEN, &json!({"reason": "not needed"}))
+        .expect(202);
+    let cancelled = server.get("/v1/runs/third/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["journaled_calls"], 0, "{cancelled}");
+    assert_queued(&server, &["fourth"], "await-go");
+
+    go(&server, "first");
+    await_state(&server, "fourth", "awaiting-signal");
+    assert_eq!(state(&server, "second")["state"], "awaiting-signal");
+    let listed = server.get("/v1/runs?status=queued", TOKEN).expect(200);
+    assert_eq!(listed["runs"], json!([]), "{listed}");
+}
+
+#[test]
+fn priorities_and_limits_out_of_range_are_refused_naming_the_range() {
+    let server = server();
+    // A value of the wrong type is refused as any malformed body is: 422.
+    for (asked, status, says) in [
+        (json!({"priority": 0}), 400, "1 (first) to 9 (last)"),
+        (json!({"priority": 10}), 400, "1 (first) to 9 (last)"),
+        (json!({"priority": 4_294_967_296u64}), 422, "priority"),
+        (json!({"priority": -1}), 422, "priority"),
+        (json!({"concurrency_limit": 0}), 400, "1 to 1000 runs"),
+        (json!({"concurrency_limit": 1001}), 400, "1 to 1000 runs"),
+        (json!({"concurrency_key": "../x"}), 422, "concurrency key"),
+        (json!({"concurrency_key": "k".repeat(129)}), 422, "concurrency key"),
+    ] {
+        let refused = server
+            .post_json("/v1/runs", TOKEN, &waiting_run("refused", asked.clone()))
+            .expect(status);
+        let message = refused["error"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{asked}: {refused}");
+    }
+    assert_eq!(server.get("/v1/runs/refused", TOKEN).status, 404);
+    for asked in [
+        json!({"priority": 1, "concurrency_limit": 1000, "concurrency_key": "k".repeat(128)}),
+        json!({"priority": 9}),
+    ] {
+        let run = format!("edge-{}", asked["priority"]);
+        server
+            .post_json("/v1/runs", TOKEN, &waiting_run(&run, asked))
+            .expect(202);
+        await_state(&server, &run, "awaiting-signal");
+    }
+}
+
+#[test]
+fn the_cli_queues_a_run_behind_the_key_it_shares_and_shows_it_queued() {
+    let server = server();
+    let url = server.url.as_str();
+    let cli = |run: &str| {
+        server.host.run(&[
+            "--server",
+            url,
+            "--token",
+            TOKEN,
+            "start",
+            "hello",
+            "await-go",
+            "--input",
+            "{}",
+            "--run-id",
+            run,
+            "--concurrency-key",
+            "nightly",
+            "--priority",
+            "2",
+        ])
+    };
+    cli("cli-first").success();
+    await_state(&server, "cli-first", "awaiting-signal");
+    cli("cli-second").success();
+    let shown = server
+        .host
+        .run(&["--server", url, "--token", TOKEN, "status", "cli-second"])
+        .success()
+        .json();
+    assert_eq!(shown["state"], "queued", "{shown}");
+    assert_eq!(shown["concurrency_key"], "nightly", "{shown}");
+    assert_eq!(shown["priority"], 2, "{shown}");
+
+    // On the embedded store, the CLI says so in words.
+    let host = stepstone_e2e::Host::new();
+    let wasm = stepstone_e2e::guest("hello");
+    host.run(&["upload", stepstone_e2e::arg(&wasm), "--name", "hello"])
+        .success();
+    let local = |run: &str| {
+        let args = [
+            "start",
+            "hello",
+            "await-go",
+            "--input",
+            "{}",
+            "--run-id",
+            run,
+            "--concurrency-limit",
+            "1",
+        ];
+        host.run(&args).success();
+    };
+    local("local-first");
+    local("local-second");
+    let status = host.run(&["status", "local-second"]).success().stdout();
+    assert!(
+        status.contains("queued for a place of concurrency key `await-go`"),
+        "{status}"
+    );
+}
