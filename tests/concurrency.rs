@@ -228,3 +228,57 @@ fn the_cli_queues_a_run_behind_the_key_it_shares_and_shows_it_queued() {
         "{status}"
     );
 }
+
+#[test]
+fn when_instance_slots_are_scarce_a_first_priority_run_goes_before_its_tenants_backlog() {
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN)
+    );
+    // One instance of each role: every activation and step attempt waits in line.
+    let host = stepstone_e2e::Host::new().with_env("STEPSTONE_INSTANCES", "1");
+    let server = Server::start_on(host, &tenants);
+    server.upload(TOKEN, "hello");
+    server.upload(TOKEN, "blocker");
+    const BACKLOG: u64 = 300;
+    let greet = |name: String, priority: u32| json!({"component": "hello", "workflow": "greet", "input": {"name": name}, "priority": priority});
+    // The group's first run holds the one workflow instance for 8 s (it
+    // blocks in a WASI wait), so the others queue behind it.
+    let blocker = json!({"component": "blocker", "workflow": "block-workflow", "input": {"ms": 8000}});
+    let backlog: Vec<Value> = std::iter::once(blocker)
+        .chain((0..BACKLOG).map(|i| greet(format!("n{i}"), 9)))
+        .collect();
+    server
+        .post_json("/v1/groups", TOKEN, &json!({"group_id": "backlog", "runs": backlog}))
+        .expect(202);
+    eprintln!(
+        "after submit: {} {}",
+        server.get("/v1/groups/backlog", TOKEN).expect(200),
+        server.get("/v1/runs/backlog-0000", TOKEN).expect(200)
+    );
+    let mut urgent = greet("Ada".into(), 1);
+    urgent["run_id"] = json!("urgent");
+    server.post_json("/v1/runs", TOKEN, &urgent).expect(202);
+    let done = server.get("/v1/runs/urgent/wait?timeout=60s", TOKEN).expect(200);
+    assert_eq!(done["state"], "completed", "{done}");
+    // The runs go through in about a millisecond each once the instance is
+    // free, so their order shows in when their steps started: in arrival
+    // order, the urgent run's step would have started after every other.
+    let step_started = |run: &str| -> u64 {
+        let journal = server.get(&format!("/v1/runs/{run}/journal"), TOKEN).expect(200);
+        journal[0]["started_at_ms"].as_u64().expect("a journaled step")
+    };
+    let urgent_at = step_started("urgent");
+    let mut before = 0;
+    for i in 1..=BACKLOG {
+        let run = format!("backlog-{i:04}");
+        server
+            .get(&format!("/v1/runs/{run}/wait?timeout=60s"), TOKEN)
+            .expect(200);
+        before += u64::from(step_started(&run) < urgent_at);
+    }
+    assert!(
+        before < BACKLOG / 3,
+        "{before} of the {BACKLOG} runs of priority 9 started their step before the one of priority 1"
+    );
+}
