@@ -89,6 +89,8 @@ fn runs_sharing_a_key_execute_one_at_a_time_in_priority_order_even_across_a_rest
     let server = server.restart_after("KILL");
     await_state(&server, "holder", "awaiting-signal");
     assert_queued(&server, &["low", "mid", "urgent"], "customer-42");
+    let queued = r#"stepstone_runs_queued{tenant="acme"}"#;
+    server.await_metric(queued, 3.0, Duration::from_secs(30));
 
     let mut line = vec!["holder", "urgent", "mid", "low"];
     while let Some(running) = (!line.is_empty()).then(|| line.remove(0)) {
@@ -100,6 +102,7 @@ fn runs_sharing_a_key_execute_one_at_a_time_in_priority_order_even_across_a_rest
             .expect(200);
         assert_eq!(done["state"], "completed", "{done}");
     }
+    assert_eq!(server.metric(queued), 0.0);
     let left = server.host.stored("tenants/acme/queues/customer-42/waiting/");
     assert!(left.is_empty(), "tickets are left: {:?}", left.keys());
 }

@@ -67,6 +67,7 @@ pub struct Metrics {
     runs_finished: Family<TenantOutcome, Counter>,
     runs_active: Family<Tenant, Gauge>,
     runs_evicted: Family<Tenant, Gauge>,
+    runs_queued: Family<Tenant, Gauge>,
     attempts_running: Family<Tenant, Gauge>,
     uploads_compiling: Family<Tenant, Gauge>,
     step_attempts: Family<TenantOutcome, Counter>,
@@ -89,6 +90,7 @@ impl Default for Metrics {
             runs_finished: Family::default(),
             runs_active: Family::default(),
             runs_evicted: Family::default(),
+            runs_queued: Family::default(),
             attempts_running: Family::default(),
             uploads_compiling: Family::default(),
             step_attempts: Family::default(),
@@ -114,6 +116,11 @@ impl Default for Metrics {
             "runs_evicted",
             "Runs waiting with no instance",
             metrics.runs_evicted.clone(),
+        );
+        registry.register(
+            "runs_queued",
+            "Runs waiting for a place of their concurrency key",
+            metrics.runs_queued.clone(),
         );
         registry.register(
             "step_attempts",
@@ -198,6 +205,12 @@ impl Metrics {
 
     pub fn run_evicted(&self, id: &TenantId, delta: i64) {
         self.runs_evicted.get_or_create(&tenant(id)).inc_by(delta);
+    }
+
+    /// Counts a run as queued for a place of its concurrency key until the
+    /// guard is dropped.
+    pub fn run_queued(&self, id: &TenantId) -> InProgress {
+        InProgress::start(&self.runs_queued.get_or_create(&tenant(id)))
     }
 
     /// Counts a step attempt as running until the guard is dropped (also

@@ -109,6 +109,7 @@ impl Runtime {
         let bell = self.host.place_bells.of(store.tenant(), &concurrency.key);
         let control = self.host.controls.of(store.tenant(), run);
         tracing::info!(key = %concurrency.key, "run waits for a place of its concurrency key");
+        let _queued = self.host.metrics.run_queued(store.tenant());
         let mut looks: u32 = 0;
         loop {
             looks = looks.wrapping_add(1);
