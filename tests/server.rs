@@ -545,6 +545,62 @@ fn a_name_points_at_the_newest_upload_and_a_digest_pins_a_build() {
     assert_eq!(pinned["workflows"][0], "greet", "{pinned}");
 }
 
+#[test]
+fn a_name_keeps_every_build_it_pointed_at_as_a_version_a_run_can_start_on() {
+    let server = Server::start(&default_tenants());
+    let hello = server.upload(ACME, "hello")["digest"].clone();
+    let order = std::fs::read(stepstone_e2e::guest("order")).expect("built");
+    let newer = server.post_bytes("/v1/components?name=hello", ACME, order).expect(201)["digest"].clone();
+    server.upload(ACME, "hello");
+    // The build the name points at already: no new version.
+    server.upload(ACME, "hello");
+    let described = server.get("/v1/components/hello", ACME).expect(200);
+    let versions: Vec<(u64, Value)> = described["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| (v["version"].as_u64().expect("a number"), v["digest"].clone()))
+        .collect();
+    assert_eq!(versions, [(1, hello.clone()), (2, newer), (3, hello)], "{described}");
+
+    let on = |version: u64, run: &str| {
+        let body = json!({"component": "hello", "version": version, "workflow": "greet",
+            "input": {"name": "Ada"}, "run_id": run});
+        server.post_json("/v1/runs", ACME, &body)
+    };
+    on(1, "on-v1").expect(202);
+    assert_eq!(wait(&server, ACME, "on-v1")["output"]["greeting"], "Hello, Ada!");
+    let no_greet = on(2, "on-v2").expect(404);
+    assert!(
+        no_greet["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no workflow `greet`"),
+        "{no_greet}"
+    );
+    let past = on(4, "on-v4").expect(404);
+    assert!(
+        past["error"].as_str().unwrap_or_default().contains("has 1 to 3"),
+        "{past}"
+    );
+    on(0, "on-v0").expect(404);
+    server.get("/v1/components/hello", GLOBEX).expect(404);
+
+    let url = server.url.as_str();
+    let cli = |args: &[&str]| {
+        let mut full = vec!["--server", url, "--token", ACME];
+        full.extend_from_slice(args);
+        server.host.run(&full)
+    };
+    let listed = cli(&["versions", "hello"]).success().json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(3), "{listed}");
+    let run = cli(&["start", "hello@3", "greet", "--input", r#"{"name":"Bo"}"#]).success();
+    let run = run.stdout().trim().to_owned();
+    assert_eq!(wait(&server, ACME, &run)["output"]["greeting"], "Hello, Bo!");
+    let refused = cli(&["start", "hello@0", "greet"]).failure();
+    assert!(refused.contains("a number from 1"), "{refused}");
+}
+
 /// A valid step component with `functions` extra functions, so that
 /// compiling it takes seconds: the WAT step padded with dead code.
 fn huge_component(server: &Server, functions: usize) -> Vec<u8> {

@@ -16,7 +16,7 @@ use super::auth::Caller;
 use super::doc::{Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Path, Query};
-use crate::component::{Loaded, digest_of};
+use crate::component::{ComponentVersion, Loaded, digest_of};
 use crate::store::ComponentName;
 use crate::tenancy::Tenant;
 
@@ -33,6 +33,10 @@ pub struct ComponentInfo {
     /// (a send that does not match is refused with 400).
     #[serde(default)]
     pub signal_schemas: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Described by name: every build the name has pointed at, oldest
+    /// first (start one with `version` on `POST /v1/runs`).
+    #[serde(default)]
+    pub versions: Vec<ComponentVersion>,
 }
 
 impl ComponentInfo {
@@ -43,6 +47,7 @@ impl ComponentInfo {
             workflows: loaded.manifest.workflows.clone(),
             steps: loaded.manifest.steps.clone(),
             signal_schemas: loaded.signals.declared(),
+            versions: Vec::new(),
         }
     }
 }
@@ -178,8 +183,12 @@ pub async fn get(
     Path(ComponentPath { reference }): Path<ComponentPath>,
 ) -> Result<Json<ComponentInfo>, ApiError> {
     let loaded = state.runtime.component(&tenant.id, reference.as_str()).await?;
-    let name = (loaded.digest != reference.as_str()).then(|| reference.into());
-    Ok(Json(ComponentInfo::of(&loaded, name)))
+    if loaded.digest == reference.as_str() {
+        return Ok(Json(ComponentInfo::of(&loaded, None)));
+    }
+    let mut info = ComponentInfo::of(&loaded, Some(reference.to_string()));
+    info.versions = state.runtime.component_versions(&tenant.id, &reference).await?;
+    Ok(Json(info))
 }
 
 /// Delete a component by digest, once no name, schedule or stored run refers to it.

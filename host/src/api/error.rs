@@ -110,7 +110,10 @@ impl From<RunError> for ApiError {
             | RunError::Finished { .. }
             | RunError::Conflict { .. }
             | RunError::DrivenElsewhere { .. } => StatusCode::CONFLICT,
-            RunError::Component(ComponentError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            RunError::Component(ComponentError::Unknown { .. } | ComponentError::UnknownVersion { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            RunError::Component(ComponentError::CorruptVersion { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
             RunError::Component(ComponentError::InUse { .. }) => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Store(e)) => store_status(e),
             RunError::Component(_) => StatusCode::BAD_REQUEST,

@@ -44,6 +44,10 @@ pub struct RunPath {
 pub struct StartRun {
     /// A component name or digest.
     pub component: ComponentName,
+    /// Which version of the name to run (`GET /v1/components/{name}` lists
+    /// them; 1 is the first build uploaded under it); absent: the latest.
+    #[schema(minimum = 1)]
+    pub version: Option<u32>,
     /// One of the component's workflows (404 if it has none of this name).
     pub workflow: String,
     /// The workflow's input (any JSON).
@@ -159,7 +163,14 @@ pub async fn start(
 pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -> Result<Submission, ApiError> {
     let input = start.input.to_string();
     ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
-    let component = state.runtime.component(&tenant.id, start.component.as_str()).await?;
+    let component = match start.version {
+        Some(version) => {
+            (state.runtime)
+                .component_version(&tenant.id, &start.component, version)
+                .await?
+        }
+        None => state.runtime.component(&tenant.id, start.component.as_str()).await?,
+    };
     let mut submission = Submission::new(component, &start.workflow, &input);
     submission.run_id = start.run_id;
     submission.limits = start.options.into();

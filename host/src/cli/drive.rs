@@ -92,6 +92,22 @@ impl RunLifecycle {
     }
 }
 
+/// A component reference and the version it names: `NAME@3` is version 3
+/// of `NAME`; a reference without `@` means the latest build.
+pub fn versioned(reference: &str) -> anyhow::Result<(&str, Option<u32>)> {
+    match reference.rsplit_once('@') {
+        None => Ok((reference, None)),
+        Some((name, version)) => {
+            let version = version
+                .parse()
+                .ok()
+                .filter(|version| *version > 0)
+                .with_context(|| format!("`{reference}`: the version after `@` is a number from 1"))?;
+            Ok((name, Some(version)))
+        }
+    }
+}
+
 fn parse_link(link: &str) -> Result<(String, PathBuf), String> {
     match link.split_once('=') {
         Some((name, path)) if !name.is_empty() && !name.contains('/') => Ok((name.into(), path.into())),
@@ -183,7 +199,10 @@ pub async fn start(
     when: &RunLifecycle,
 ) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
-    let component = runtime.component(&tenant, component).await?;
+    let component = match versioned(component)? {
+        (name, Some(version)) => (runtime.component_version(&tenant, &ComponentName::new(name)?, version)).await?,
+        (reference, None) => runtime.component(&tenant, reference).await?,
+    };
     let mut submission = Submission::new(component, workflow, input);
     submission.run_id = run_id;
     when.apply(&mut submission)?;

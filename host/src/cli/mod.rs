@@ -135,10 +135,13 @@ enum Command {
     /// Delete a stored component by digest, once no name, schedule or stored
     /// run refers to it.
     DeleteComponent { digest: String },
+    /// List every build a component name has pointed at, oldest first.
+    Versions { name: ComponentName },
     /// Start a run without waiting for it (`wait` waits; on the embedded
     /// store, `resume` drives it).
     Start {
-        /// A component name or digest (see `upload`).
+        /// A component name or digest (see `upload`); `NAME@3` runs version
+        /// 3 of the name (`versions NAME` lists them).
         component: String,
         workflow: String,
         #[arg(long, default_value = "null")]
@@ -378,6 +381,14 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             drive::signal(&host().await?, &run, &name, &payload, id.as_ref()).await
         }
         Command::Upload { component, name } => drive::upload(&host().await?, &component, name.as_deref()).await,
+        Command::Versions { name } => {
+            let versions = host()
+                .await?
+                .component_versions(&TenantId::default_tenant(), &name)
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&versions)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DeleteComponent { digest } => {
             let runtime = host().await?;
             runtime.delete_component(&TenantId::default_tenant(), &digest).await?;

@@ -67,6 +67,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
         Command::Secret(command) => remote.secret(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Versions { name } => {
+            let described = remote
+                .send(remote.request(Method::GET, &format!("/v1/components/{name}")))
+                .await?;
+            print(&described["versions"])
+        }
         Command::DeleteComponent { digest } => {
             let request = remote.request(Method::DELETE, &format!("/v1/components/{digest}"));
             remote.send(request).await?;
@@ -156,8 +162,9 @@ impl Remote {
         when: &RunLifecycle,
     ) -> anyhow::Result<String> {
         let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
+        let (component, version) = super::drive::versioned(component)?;
         let body = json!({
-            "component": component, "workflow": workflow, "input": input, "run_id": run_id,
+            "component": component, "version": version, "workflow": workflow, "input": input, "run_id": run_id,
             "start_at": when.start_at, "delay": when.delay, "deadline": when.deadline, "timeout": when.timeout,
             "notify": when.notify, "tags": when.tags, "priority": when.priority,
             "concurrency_key": when.concurrency_key, "concurrency_limit": when.concurrency_limit,

@@ -9,11 +9,13 @@
 mod cache;
 mod registry;
 pub mod signal_schemas;
+mod versions;
 
 pub use cache::CodeCache;
 #[cfg(test)]
 pub(crate) use registry::attempt_example_step;
 pub use registry::{Components, Loaded, STORED_FRESH, digest_of};
+pub use versions::ComponentVersion;
 
 use crate::sandbox::Role;
 use crate::store::StoreError;
@@ -51,6 +53,10 @@ pub enum ComponentError {
     InUse { digest: String, by: String },
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
+    #[error("component `{name}` has no version {version}; it has 1 to {latest}")]
+    UnknownVersion { name: String, version: u32, latest: u32 },
+    #[error("the version record {key} cannot be read: {reason}")]
+    CorruptVersion { key: String, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -168,10 +168,22 @@ impl Components {
     }
 
     /// Points `name` at a stored component: the name now means this build.
+    /// Before it does, the build becomes the name's newest version.
     pub async fn name(&self, store: &TenantStore, name: &ComponentName, digest: &str) -> Result<(), ComponentError> {
+        let current = self.by_name(store, name).await?;
+        super::versions::add(store, name, digest, current.as_deref(), crate::runtime::now_ms()).await?;
         Ok(store
             .overwrite(&component_name_key(name), Bytes::from(digest.to_owned()))
             .await?)
+    }
+
+    /// Every build `name` has pointed at, oldest first.
+    pub async fn versions(
+        &self,
+        store: &TenantStore,
+        name: &ComponentName,
+    ) -> Result<Vec<super::ComponentVersion>, ComponentError> {
+        super::versions::of(store, name).await
     }
 
     /// The digest `name` points at, if the tenant has such a name.

@@ -144,6 +144,37 @@ impl Runtime {
         Ok(self.host.components.get(&store, digest).await?)
     }
 
+    /// Version `version` of the tenant's component `name` (see
+    /// [`component_versions`](Self::component_versions)).
+    pub async fn component_version(
+        &self,
+        tenant: &TenantId,
+        name: &ComponentName,
+        version: u32,
+    ) -> Result<Arc<Loaded>, RunError> {
+        let versions = self.component_versions(tenant, name).await?;
+        let Some(found) = versions.iter().find(|v| v.version == version) else {
+            return Err(ComponentError::UnknownVersion {
+                name: name.to_string(),
+                version,
+                latest: versions.last().map_or(0, |v| v.version),
+            }
+            .into());
+        };
+        let store = self.host.storage.tenant(tenant);
+        Ok(self.host.components.get(&store, &found.digest).await?)
+    }
+
+    /// Every build the tenant's component `name` has pointed at, oldest first.
+    pub async fn component_versions(
+        &self,
+        tenant: &TenantId,
+        name: &ComponentName,
+    ) -> Result<Vec<crate::component::ComponentVersion>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        Ok(self.host.components.versions(&store, name).await?)
+    }
+
     /// The digest `reference` means: the build a name points at, else the
     /// reference itself (taken as a digest, stored or not).
     pub async fn component_digest(&self, tenant: &TenantId, reference: &ComponentName) -> Result<String, RunError> {

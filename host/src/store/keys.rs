@@ -301,6 +301,16 @@ pub fn component_name_key(name: &ComponentName) -> Key {
     Key::from_iter(["component-names", name.as_str()])
 }
 
+/// Where the versions of component name `name` are kept.
+pub fn component_versions_key(name: &ComponentName) -> Key {
+    Key::from_iter(["component-versions", name.as_str()])
+}
+
+/// Version `number` of `name`: zero-padded, so versions sort in order.
+pub fn component_version_key(name: &ComponentName, number: u32) -> Key {
+    Key::from_iter(["component-versions", name.as_str(), &format!("{number:010}")])
+}
+
 /// Where every component name is listed.
 pub fn component_names_key() -> Key {
     Key::from("component-names")
