@@ -19,6 +19,27 @@ fn hello_greets_through_its_step() {
 }
 
 #[test]
+fn a_first_compile_says_it_is_compiling_and_cached_and_the_next_run_compiles_nothing() {
+    let host = Host::with_own_cache();
+    let hello = guest("hello");
+    let greet = |host: &Host| {
+        host.run(&["run", arg(&hello), "greet", "--input", r#"{"name":"Ada"}"#])
+            .success()
+            .stderr()
+    };
+    let first = greet(&host);
+    assert!(
+        first.contains("compiling the component to native code") && first.contains("the result is cached"),
+        "{first}"
+    );
+    let again = greet(&host);
+    assert!(
+        !again.contains("compiling"),
+        "the cached code was compiled again: {again}"
+    );
+}
+
+#[test]
 fn a_rust_workflow_calls_a_step_written_in_wat() {
     let host = Host::new();
     let (hello, wat) = (guest("hello"), guest("wat-step"));

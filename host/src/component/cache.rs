@@ -78,6 +78,17 @@ impl CodeCache {
             tracing::debug!(%digest, elapsed = ?started.elapsed(), "compiled code loaded from cache");
             return Ok(component);
         }
+        // Said before, not after: a big guest's first compile (Python or
+        // JavaScript: 15-35 s) would otherwise look like a hang.
+        match &self.dir {
+            Some(_) => tracing::info!(
+                %digest,
+                "compiling the component to native code, which takes a while the first time (up to a minute for a Python or JavaScript guest); the result is cached, so the next start is quick"
+            ),
+            None => {
+                tracing::info!(%digest, "compiling the component to native code (no cache: each start compiles again)")
+            }
+        }
         let (dir, engine, owned) = (self.dir.clone(), engine.clone(), bytes.to_vec());
         let threads = self.uploads.clone().filter(|_| urgency == Urgency::Upload);
         let component = tokio::task::spawn_blocking(move || -> wasmtime::Result<Component> {
@@ -94,7 +105,7 @@ impl CodeCache {
         })
         .await
         .map_err(wasmtime::Error::msg)??;
-        tracing::debug!(%digest, elapsed = ?started.elapsed(), "component compiled");
+        tracing::info!(%digest, elapsed = ?started.elapsed(), "component compiled");
         Ok(component)
     }
 }
