@@ -71,7 +71,9 @@ fn run_recipe(name: &str, recipe: &Recipe) {
     let host = Host::new();
     let folder = tempfile::tempdir().expect("an empty folder");
     for (file, body) in &recipe.files {
-        std::fs::write(folder.path().join(file), body).expect("the recipe's file is written");
+        let path = folder.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("in the folder")).expect("the folder is made");
+        std::fs::write(path, body).expect("the recipe's file is written");
     }
     let mut printed = String::new();
     for script in &recipe.scripts {
@@ -81,6 +83,9 @@ fn run_recipe(name: &str, recipe: &Recipe) {
             .env("PATH", tools_path())
             .env("STEPSTONE_REPO", root())
             .env("STEPSTONE_DATA", host.data_dir())
+            // The examples' guest build dir: the Rust recipe reuses the
+            // wasm32 std and the dependencies built there (cargo locks it).
+            .env("CARGO_TARGET_DIR", root().join("target/guest-build"))
             .output()
             .expect("bash starts");
         let (stdout, stderr) = (
@@ -124,7 +129,10 @@ fn recipe(name: &str) -> Recipe {
 #[test]
 fn the_guide_has_its_recipes_and_nothing_else() {
     let names: Vec<String> = recipes(&guide()).into_keys().collect();
-    assert_eq!(names, ["c", "javascript", "javascript-http", "python", "python-http"]);
+    assert_eq!(
+        names,
+        ["c", "javascript", "javascript-http", "python", "python-http", "rust"]
+    );
 }
 
 #[test]
@@ -177,6 +185,11 @@ fn the_python_http_recipe_runs_as_written() {
 #[test]
 fn the_javascript_http_recipe_runs_as_written() {
     run_recipe("javascript-http", &recipe("javascript-http"));
+}
+
+#[test]
+fn the_rust_recipe_runs_as_written() {
+    run_recipe("rust", &recipe("rust"));
 }
 
 #[test]
