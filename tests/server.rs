@@ -803,3 +803,85 @@ fn a_component_whose_describe_blocks_is_refused_at_describes_deadline() {
         "nothing was stored"
     );
 }
+
+#[test]
+fn an_upgrade_moves_the_runs_that_replay_identically_and_names_where_the_others_diverge() {
+    let server = Server::start(&default_tenants());
+    let hello = server.upload(ACME, "hello")["digest"].clone();
+    let order_build = server.upload(ACME, "order")["digest"].clone();
+    for run in ["wait-a", "wait-b"] {
+        start(&server, ACME, "hello", "await-go", json!({}), run);
+        await_state(&server, run, "awaiting-signal");
+    }
+    start(&server, ACME, "order", "place-order", order("o-up", 0), "saga");
+    await_state(&server, "saga", "awaiting-signal");
+
+    // The same code with a schema for `go`: a build of its own, which
+    // shows itself by refusing a `go` that breaks the schema.
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let (schemas, typed) = (dir.path().join("schemas.json"), dir.path().join("typed.wasm"));
+    let schema = json!({"go": {"type": "object", "properties": {"ok": {"type": "boolean"}}}});
+    std::fs::write(&schemas, schema.to_string()).expect("written");
+    let hello_wasm = stepstone_e2e::guest("hello");
+    let paths = [hello_wasm.as_path(), schemas.as_path(), typed.as_path()].map(stepstone_e2e::arg);
+    (server.host)
+        .run(&["signal-schemas", paths[0], paths[1], "-o", paths[2]])
+        .success();
+    let typed_bytes = std::fs::read(&typed).expect("read");
+    let new = server.post_bytes("/v1/components", ACME, typed_bytes).expect(201)["digest"].clone();
+    let upgrade = |dry_run: bool| {
+        let body = json!({"to": new, "dry_run": dry_run});
+        server
+            .post_json("/v1/components/hello/upgrade", ACME, &body)
+            .expect(200)
+    };
+    let component_of = |run: &str| server.get(&format!("/v1/runs/{run}"), ACME).expect(200)["component"].clone();
+
+    let dry = upgrade(true);
+    assert_eq!(dry["identical"], json!(["wait-a", "wait-b"]), "{dry}");
+    assert_eq!(
+        (dry["moved"].clone(), dry["diverged"].clone()),
+        (json!(false), json!([]))
+    );
+    assert_eq!(component_of("wait-a"), hello, "a dry run moves nothing");
+    let moved = upgrade(false);
+    assert_eq!(
+        (moved["identical"].clone(), moved["moved"].clone()),
+        (json!(["wait-a", "wait-b"]), json!(true))
+    );
+    assert_eq!(component_of("wait-a"), new);
+    assert_eq!(component_of("saga"), order_build, "another build's run is left alone");
+    server
+        .post_json("/v1/runs/wait-a/signals/go", ACME, &json!({"ok": "yes"}))
+        .expect(400);
+
+    // It goes on on the new build after a restart, from where it waited.
+    let server = server.restart_after("KILL");
+    server
+        .post_json("/v1/runs/wait-a/signals/go", ACME, &json!({"ok": true}))
+        .expect(202);
+    assert_eq!(wait(&server, ACME, "wait-a")["state"], "completed");
+    assert_eq!(server.get("/v1/runs/wait-a", ACME).expect(200)["journaled_calls"], 1);
+    let resubmitted = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "wait-b"});
+    server.post_json("/v1/runs", ACME, &resubmitted).expect(202);
+
+    // A build that orders the saga's steps otherwise diverges at its first
+    // call: through the CLI, nothing moves and the exit code says so.
+    let reordered = stepstone_e2e::guest("order-reordered");
+    let url = server.url.as_str();
+    let args = ["--server", url, "--token", ACME, "upgrade", "--from", "order", "--to"];
+    let mut full = args.to_vec();
+    full.extend([stepstone_e2e::arg(&reordered), "--dry-run"]);
+    let run = server.host.run(&full);
+    assert!(!run.0.status.success(), "a divergence is a failure: {}", run.stdout());
+    let report = run.json();
+    assert_eq!(report["diverged"][0]["run_id"], "saga", "{report}");
+    assert_eq!(report["diverged"][0]["seq"], 0, "{report}");
+    full.pop();
+    server.host.run(&full).failure();
+    assert_eq!(server.get("/v1/runs/saga", ACME).expect(200)["component"], order_build);
+    let other = json!({"to": new});
+    server
+        .post_json("/v1/components/hello/upgrade", GLOBEX, &other)
+        .expect(404);
+}

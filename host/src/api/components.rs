@@ -13,11 +13,12 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{Malformed, Refusals};
+use super::doc::{JsonBody, Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Path, Query};
+use super::extract::{self, Body, Path, Query};
 use crate::component::{ComponentVersion, Loaded, digest_of};
-use crate::store::ComponentName;
+use crate::runtime::UpgradeReport;
+use crate::store::{ComponentName, RunId};
 use crate::tenancy::Tenant;
 
 /// A stored component and what it exports.
@@ -206,4 +207,41 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     state.runtime.delete_component(&tenant.id, reference.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// What to move a build's unfinished runs to.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Upgrade {
+    /// The new build: a component name (the build it points at) or digest.
+    pub to: ComponentName,
+    /// Check every run against the new build, and move none.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Go on after this run: the `next_after` of the previous answer.
+    #[schema(value_type = Option<String>)]
+    pub after: Option<RunId>,
+}
+
+/// Move the unfinished runs of a build (the one a name points at now, or a
+/// digest) to another: each is replayed against the new build, and moves
+/// only if it replays identically so far (at most 100 runs a call).
+#[utoipa::path(post, path = "/v1/components/{reference}/upgrade", params(ComponentPath), request_body = Upgrade,
+    responses(
+        (status = 200, body = UpgradeReport),
+        (status = 404, body = ErrorBody, description = "no such component to move to"),
+        Malformed, JsonBody, Refusals,
+    ))]
+pub async fn upgrade(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(ComponentPath { reference }): Path<ComponentPath>,
+    extract::Json(upgrade): extract::Json<Upgrade>,
+) -> Result<Json<UpgradeReport>, ApiError> {
+    let from = state.runtime.component_digest(&tenant.id, &reference).await?;
+    let to = state.runtime.component(&tenant.id, upgrade.to.as_str()).await?;
+    let report = (state.runtime)
+        .upgrade(&tenant.id, &from, to, upgrade.dry_run, upgrade.after.as_ref())
+        .await?;
+    Ok(Json(report))
 }

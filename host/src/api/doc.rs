@@ -26,7 +26,7 @@ use crate::store::{
 #[openapi(
     info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
     paths(
-        components::upload, components::list, components::get, components::delete,
+        components::upload, components::list, components::get, components::delete, components::upgrade,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,

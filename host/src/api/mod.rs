@@ -106,6 +106,7 @@ pub fn router(state: ApiState) -> Router {
             "/components/{reference}",
             get(components::get).delete(components::delete),
         )
+        .route("/components/{reference}/upgrade", post(components::upgrade))
         .route("/runs", post(runs::start).get(runs::list))
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))

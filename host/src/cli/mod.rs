@@ -7,6 +7,7 @@ mod inspect;
 mod remote;
 mod schedule;
 mod serve;
+mod upgrade;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -137,6 +138,10 @@ enum Command {
     DeleteComponent { digest: String },
     /// List every build a component name has pointed at, oldest first.
     Versions { name: ComponentName },
+    /// Move the unfinished runs of a build to a new one: each is replayed
+    /// against it first and moves only if it replays identically; the
+    /// others are listed with their first divergence (exit 1 if any).
+    Upgrade(upgrade::UpgradeArgs),
     /// Start a run without waiting for it (`wait` waits; on the embedded
     /// store, `resume` drives it).
     Start {
@@ -367,6 +372,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
+        Command::Upgrade(args) => upgrade::local(&host().await?, args).await,
         Command::Group(_) => {
             anyhow::bail!("a group's runs are driven by `stepstone serve`: give --server URL --token T")
         }

@@ -67,6 +67,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             anyhow::bail!("replay --component works on the embedded store only; drop --server")
         }
         Command::Secret(command) => remote.secret(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Upgrade(args) => super::upgrade::remote(&remote, args).await,
         Command::Versions { name } => {
             let described = remote
                 .send(remote.request(Method::GET, &format!("/v1/components/{name}")))

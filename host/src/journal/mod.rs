@@ -18,8 +18,8 @@ mod snapshot;
 pub use cursor::{Cursor, NonDeterminism};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{
-    AttemptRecord, Call, CallKind, CancelRecord, ConcurrencyLimit, DEFAULT_PRIORITY, Entry, FIRST_PRIORITY,
-    LAST_PRIORITY, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
+    AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
+    FIRST_PRIORITY, LAST_PRIORITY, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
 pub use run_records::RunRecords;
 

@@ -58,6 +58,19 @@ pub struct RunRecord {
     /// At most so many runs sharing its key execute at once.
     #[serde(default)]
     pub concurrency: Option<ConcurrencyLimit>,
+    /// The builds the run ran on before an upgrade moved it to `component`,
+    /// oldest first: read from its build record (`runs/{run}/build`), never
+    /// part of the run record as written.
+    #[serde(default, skip_serializing)]
+    pub earlier_builds: Vec<String>,
+}
+
+/// Which build a run moved to by an upgrade, and those it ran on before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub component: String,
+    pub earlier: Vec<String>,
+    pub moved_at_ms: u64,
 }
 
 /// The priority that goes first, the one that goes last, and the one a run
@@ -101,6 +114,7 @@ impl RunRecord {
             tags: Vec::new(),
             priority: DEFAULT_PRIORITY,
             concurrency: None,
+            earlier_builds: Vec::new(),
         }
     }
 }

@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AttemptRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
+use super::records::{AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::cluster::Claim;
@@ -131,8 +131,33 @@ impl RunRecords {
     }
 
     /// How the run was started, or `None` for an unknown run.
+    /// The run record, on the build the run runs on now: the one an
+    /// upgrade moved it to, if one did.
     pub async fn run(&self) -> Result<Option<RunRecord>, JournalError> {
-        self.read(&keys_of(&self.run).run()).await
+        let Some(mut record) = self.read::<RunRecord>(&keys_of(&self.run).run()).await? else {
+            return Ok(None);
+        };
+        if let Some(build) = self.read::<BuildRecord>(&keys_of(&self.run).build()).await? {
+            record.component = build.component;
+            record.earlier_builds = build.earlier;
+        }
+        Ok(Some(record))
+    }
+
+    /// Moves the run to build `component`, from the one `record` runs on:
+    /// its next execution loads it.
+    pub async fn move_to(&self, record: &RunRecord, component: &str, moved_at_ms: u64) -> Result<(), JournalError> {
+        let mut earlier = record.earlier_builds.clone();
+        earlier.push(record.component.clone());
+        let build = BuildRecord {
+            component: component.to_owned(),
+            earlier,
+            moved_at_ms,
+        };
+        Ok(self
+            .store
+            .overwrite(&keys_of(&self.run).build(), Bytes::from(encode(&build)))
+            .await?)
     }
 
     /// Records how the run starts; fails with `AlreadyExists` if it has.

@@ -45,6 +45,7 @@ mod status;
 mod step_call;
 mod step_target;
 mod submit;
+mod upgrade;
 mod usage;
 mod workflow;
 
@@ -67,6 +68,7 @@ pub use retry::RetryPolicy;
 pub use search::MAX_TAGS;
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
+pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport};
 pub use usage::{DayUsage, day_of};
 
 use crate::byte_budget::ByteBudgetCache;

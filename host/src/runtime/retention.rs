@@ -146,7 +146,10 @@ impl Runtime {
         }
         for run in self.run_ids(tenant).await? {
             if let Some(record) = self.records(tenant, &run).run().await?
-                && (record.component == digest || record.links.values().any(|linked| linked == digest))
+                && std::iter::once(&record.component)
+                    .chain(&record.earlier_builds)
+                    .chain(record.links.values())
+                    .any(|build| build == digest)
             {
                 return Ok(Some(format!("run `{run}`")));
             }

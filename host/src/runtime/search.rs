@@ -65,6 +65,9 @@ pub fn markers(record: &RunRecord) -> Vec<StoreKey> {
         StoreKey::from_iter(["index", "component", record.component.as_str()]),
     ];
     trees.extend(
+        (record.earlier_builds.iter()).map(|build| StoreKey::from_iter(["index", "component", build.as_str()])),
+    );
+    trees.extend(
         record
             .tags
             .iter()

@@ -256,6 +256,7 @@ impl Runtime {
             tags: submission.tags,
             priority,
             concurrency: submission.concurrency,
+            earlier_builds: Vec::new(),
         };
         let records = RunRecords::new(store, run_id.clone());
         // Before the run record, so that a run with a URL always has its
@@ -284,7 +285,9 @@ impl Runtime {
                     .run()
                     .await?
                     .ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
-                let same = (&existing.workflow, &existing.component, &existing.input_digest)
+                // A run an upgrade moved is still the run started on its first build.
+                let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
+                let same = (&existing.workflow, first_build, &existing.input_digest)
                     == (&record.workflow, &record.component, &record.input_digest);
                 if same {
                     Ok(run_id)

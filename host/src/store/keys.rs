@@ -255,6 +255,11 @@ impl RunKeys<'_> {
         self.key(&["timers"])
     }
 
+    /// The build an upgrade moved the run to: overwritten by each move.
+    pub fn build(&self) -> Key {
+        self.key(&["build"])
+    }
+
     /// Which place of its concurrency key the run took (`{slot}/{generation}`),
     /// written once it may execute.
     pub fn place(&self) -> Key {

@@ -1,0 +1,126 @@
+//! Upgrades: moving the unfinished runs of one build to another. Each run is
+//! replayed against the new build first (running nothing), and moves only if
+//! the new build makes every call its journal records; the others stay, and
+//! the report names each one's first divergence.
+//!
+//! Invariants: a run's build record (`runs/{run}/build`) names the build it
+//! runs on after a move and those before it; the run record, as written at
+//! submission, is never changed. A moved run's next execution loads the new
+//! build and replays its whole journal on it, so an activation running
+//! while it moved (its entries written after the check) that the new build
+//! does not replay fails the run as non-determinism, never silently.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tracing::Instrument;
+
+use super::clock::now_ms;
+use super::{ReplayReport, RunError, Runtime};
+use crate::component::Loaded;
+use crate::journal::{RunRecord, RunRecords};
+use crate::store::{RunId, TenantId};
+
+/// The most runs one call checks, so a request stays well within its time
+/// limit however many runs a build has; the report says where to go on.
+pub const UPGRADE_PAGE: usize = 100;
+
+/// What an upgrade found, and did.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct UpgradeReport {
+    /// The build the runs ran on, and the one they move to.
+    pub from: String,
+    pub to: String,
+    /// Whether the runs that replay identically were moved (not on a dry run).
+    pub moved: bool,
+    /// The runs the new build replays identically so far.
+    #[schema(value_type = Vec<String>)]
+    pub identical: Vec<RunId>,
+    /// The runs it does not, with the first divergence of each: they stay.
+    pub diverged: Vec<Divergence>,
+    /// More runs are left to check: call again with `after` set to this.
+    #[schema(value_type = Option<String>)]
+    pub next_after: Option<RunId>,
+}
+
+/// Where a run's journal and the new build part ways.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Divergence {
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// The seq of the first call that differs, if it is one call.
+    pub seq: Option<u64>,
+    pub message: String,
+}
+
+impl Runtime {
+    /// Replays every unfinished run of build `from` (after `after`, by run
+    /// id, at most [`UPGRADE_PAGE`]) against `to`, and unless `dry_run`
+    /// moves those it replays identically so far to `to`.
+    pub async fn upgrade(
+        &self,
+        tenant: &TenantId,
+        from: &str,
+        to: Arc<Loaded>,
+        dry_run: bool,
+        after: Option<&RunId>,
+    ) -> Result<UpgradeReport, RunError> {
+        let mut report = UpgradeReport {
+            from: from.to_owned(),
+            to: to.digest.clone(),
+            moved: !dry_run,
+            identical: Vec::new(),
+            diverged: Vec::new(),
+            next_after: None,
+        };
+        let mut runs = self.unfinished(tenant).await?.runs;
+        runs.sort();
+        runs.retain(|run| after.is_none_or(|after| run > after));
+        let mut checked = 0;
+        for run in runs {
+            if checked == UPGRADE_PAGE {
+                report.next_after = Some(run);
+                break;
+            }
+            let records = self.records(tenant, &run);
+            let Some(record) = records.run().await? else { continue };
+            if record.component != from {
+                continue;
+            }
+            checked += 1;
+            let span = tracing::info_span!("upgrade", run = %run, to = %to.digest);
+            let replayed = self
+                .replay(tenant, &run, Some(to.clone()))
+                .instrument(span.clone())
+                .await?;
+            match replayed {
+                ReplayReport::ConsistentSoFar { .. } => {
+                    if !dry_run {
+                        self.move_run(&records, &record, &to).instrument(span).await?;
+                    }
+                    report.identical.push(run);
+                }
+                // It finished meanwhile: nothing left to move.
+                ReplayReport::Identical { .. } => {}
+                ReplayReport::Diverged { seq, message } => report.diverged.push(Divergence {
+                    run_id: run,
+                    seq,
+                    message,
+                }),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Moves `record`'s run to build `to`, indexes it under that build, and
+    /// wakes it wherever it waits, so it goes on there on the new build.
+    async fn move_run(&self, records: &RunRecords, record: &RunRecord, to: &Loaded) -> Result<(), RunError> {
+        records.move_to(record, &to.digest, now_ms()).await?;
+        let mut moved = record.clone();
+        moved.component = to.digest.clone();
+        super::search::index(records.store(), &moved).await?;
+        self.wake(records.store().tenant(), &record.run_id).await;
+        tracing::info!("run moved to the new build");
+        Ok(())
+    }
+}
