@@ -18,7 +18,8 @@ mod snapshot;
 pub use cursor::{Cursor, NonDeterminism};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{
-    AttemptRecord, Call, CallKind, CancelRecord, Entry, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
+    AttemptRecord, Call, CallKind, CancelRecord, ChainLink, Entry, Outcome, Recorded, RunRecord, SignalRecord,
+    TimerRecord, digest,
 };
 pub use run_records::RunRecords;
 

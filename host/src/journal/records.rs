@@ -51,6 +51,25 @@ pub struct RunRecord {
     /// The tags it was given, to search runs by.
     #[serde(default)]
     pub tags: Vec<crate::store::RunTag>,
+    /// Where the run stands in a chain of runs that continued as new;
+    /// `None` for a run a client or a parent started (a chain's root).
+    #[serde(default)]
+    pub chain: Option<ChainLink>,
+}
+
+/// A generation's place in its chain: the runs one logical run went
+/// through, each ended by `continue-as-new` and continued by the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ChainLink {
+    /// The chain's first run, whose id a client started it under.
+    #[schema(value_type = String)]
+    pub root: RunId,
+    /// Which generation this run is: the root is 0, the run it continued
+    /// as is 1, and so on.
+    pub generation: u64,
+    /// The generation this one continues.
+    #[schema(value_type = String)]
+    pub previous: RunId,
 }
 
 #[cfg(test)]
@@ -74,6 +93,7 @@ impl RunRecord {
             deadline_ms: None,
             notify: None,
             tags: Vec::new(),
+            chain: None,
         }
     }
 }
@@ -81,18 +101,33 @@ impl RunRecord {
 /// How a run ended; written once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Outcome {
-    Completed { output: String },
-    Failed { kind: String, message: String },
-    Cancelled { reason: String },
+    Completed {
+        output: String,
+    },
+    Failed {
+        kind: String,
+        message: String,
+    },
+    Cancelled {
+        reason: String,
+    },
+    /// The run continued as new: its generation ended, and the logical run
+    /// goes on as run `next`, the chain's next generation.
+    Continued {
+        next: RunId,
+    },
 }
 
 impl Outcome {
-    /// The outcome as a child's parent sees it.
+    /// The outcome as a child's parent sees it. A child that continued has
+    /// not ended: its parent follows the chain (see `runtime::children`)
+    /// and sees how the chain's last generation ended.
     pub fn as_result(&self) -> Result<String, String> {
         match self {
             Outcome::Completed { output } => Ok(output.clone()),
             Outcome::Failed { kind, message } => Err(format!("{kind}: {message}")),
             Outcome::Cancelled { reason } => Err(format!("cancelled: {reason}")),
+            Outcome::Continued { next } => Err(format!("continued as run {next}")),
         }
     }
 }

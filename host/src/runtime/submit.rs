@@ -36,6 +36,9 @@ pub struct Submission {
     pub notify: Option<String>,
     /// Tags to search runs by.
     pub tags: Vec<crate::store::RunTag>,
+    /// The run's place in a chain, when it is a generation another run
+    /// continued as (see `runtime::continuation`).
+    pub chain: Option<crate::journal::ChainLink>,
 }
 
 impl Submission {
@@ -52,6 +55,7 @@ impl Submission {
             deadline: Moment::Unset,
             notify: None,
             tags: Vec::new(),
+            chain: None,
         }
     }
 }
@@ -188,6 +192,7 @@ impl Runtime {
             deadline_ms,
             notify: submission.notify,
             tags: submission.tags,
+            chain: submission.chain,
         };
         let records = RunRecords::new(store, run_id.clone());
         // Before the run record, so that a run with a URL always has its

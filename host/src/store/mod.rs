@@ -34,8 +34,8 @@ pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, Inva
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName, TenantId,
-    component_key, component_name_key, component_names_key, components_key, finished_key, finished_marker, group_key,
-    keys_of, outbox_entry, outbox_key, parse_finished_marker, runs_key, schedule_key, schedules_key,
+    chain_key, component_key, component_name_key, component_names_key, components_key, finished_key, finished_marker,
+    group_key, keys_of, outbox_entry, outbox_key, parse_finished_marker, runs_key, schedule_key, schedules_key,
     unfinished_index_complete, unfinished_key, unfinished_marker,
 };
 pub use object_store::path::Path as StoreKey;
