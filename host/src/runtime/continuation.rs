@@ -179,10 +179,7 @@ impl Runtime {
         link: &ChainLink,
         input: String,
     ) -> Result<Started, RunError> {
-        self.check_json(
-            &format!("the input run `{}` continues as new on", record.run_id),
-            &input,
-        )?;
+        self.check_json(&format!("the continue-as-new input of run `{}`", record.run_id), &input)?;
         let next = generation_id(link)?;
         let tenant = store.tenant();
         match self.records(tenant, &next).run().await? {
