@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, Server, arg, guest, token_hash};
+use stepstone_e2e::{Host, Origin, Server, arg, guest, token_hash};
 
 const ACME: &str = "sst_acme_token";
 
@@ -295,4 +295,50 @@ fn a_root_id_with_no_room_for_a_generation_fails_at_continue_as_new_saying_so() 
         failed.contains("invalid-continuation") && failed.contains("over the 128 characters"),
         "{failed}"
     );
+}
+
+#[test]
+fn only_the_chains_last_generation_posts_its_end_to_the_notify_url() {
+    let origin = Origin::start();
+    let quotas = format!("allowed_outbound_hosts = [\"{}\"]", origin.url());
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", &"5a".repeat(32));
+    let server = Server::start_on(host, &tenant(&quotas));
+    server
+        .request(reqwest::Method::PUT, "/v1/secrets/notify-signing-key", ACME)
+        .body("whsec_chain")
+        .send()
+        .map(|reply| assert_eq!(reply.status(), 204))
+        .expect("sent");
+    server.upload(ACME, "counter");
+    let hooks = format!("{}/hooks", origin.url());
+    let body = json!({"component": "counter", "workflow": "count", "input": {"n": 0, "until": 2}, "run_id": "told", "notify": hooks});
+    server.post_json("/v1/runs", ACME, &body).expect(202);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !origin.delivered().iter().any(|id| id == "told.g2") {
+        assert!(
+            Instant::now() < deadline,
+            "the chain's end was never delivered: {:?}",
+            origin.delivered()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let told: Vec<(String, Value)> = origin
+        .received()
+        .into_iter()
+        .filter(|request| request.path == "/hooks")
+        .map(|request| {
+            let id = request.header("stepstone-delivery").unwrap_or_default().to_owned();
+            (id, serde_json::from_slice(&request.body).expect("a JSON message"))
+        })
+        .collect();
+    assert!(
+        told.iter().all(|(id, _)| id == "told.g2"),
+        "a generation that continued notified: {told:?}"
+    );
+    let (_, message) = told.last().expect("delivered");
+    assert_eq!(message["state"], "completed");
+    assert_eq!(message["output"], json!({"n": 2, "until": 2}));
+    assert_eq!(message["chain"]["root"], "told", "{message}");
+    let outbox = server.host.stored("tenants/acme/outbox/");
+    assert!(outbox.is_empty(), "no entry is left behind: {:?}", outbox.keys());
 }

@@ -461,6 +461,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn retention_keeps_the_pointer_while_the_chain_goes_on_and_sweeps_it_with_its_end() -> Result<(), RunError> {
+        let runtime = runtime();
+        let tenant = TenantId::default_tenant();
+        let store = runtime.host.storage.tenant(&tenant);
+        let ids = chain(&runtime, 4, 3).await?;
+        let (root, latest) = (&ids[0], &ids[3]);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(
+            runtime.sweep(&tenant, hour).await?.runs,
+            3,
+            "the generations that continued"
+        );
+        assert!(
+            runtime.records(&tenant, root).run().await?.is_none(),
+            "the root's records are gone"
+        );
+        assert_eq!(&runtime.latest_generation(&tenant, root).await?, latest);
+        assert_eq!(&runtime.status(&tenant, root).await?.run_id, latest);
+        runtime
+            .records(&tenant, latest)
+            .finish(&Outcome::Completed { output: "1".into() }, 1)
+            .await?;
+        assert_eq!(runtime.sweep(&tenant, hour).await?.runs, 1);
+        assert!(
+            read_pointer(&store, root).await?.is_none(),
+            "the chain's end took its pointer"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_pointer_never_moves_back_to_an_older_generation() -> Result<(), RunError> {
         let runtime = runtime();
         let store = runtime.host.storage.tenant(&TenantId::default_tenant());

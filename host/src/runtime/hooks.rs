@@ -54,10 +54,15 @@ pub struct Notification {
 /// A tenant's outbox entries as last read, with their versions.
 type Known = HashMap<StoreKey, (String, Notification)>;
 
-/// What is POSTed: the run and how it ended.
+/// What is POSTed: the run and how it ended; for the last generation of a
+/// run that continued as new, its `chain` too (`root` is the id the run
+/// was started under).
 pub fn message(record: &RunRecord, outcome: &Outcome) -> Vec<u8> {
     let parse = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
     let mut body = json!({"id": record.run_id, "run_id": record.run_id, "workflow": record.workflow});
+    if let (Some(link), Some(body)) = (&record.chain, body.as_object_mut()) {
+        body.insert("chain".into(), json!(link));
+    }
     let ending = match outcome {
         Outcome::Completed { output } => json!({"state": "completed", "output": parse(output)}),
         Outcome::Failed { kind, message } => json!({"state": "failed", "error": {"kind": kind, "message": message}}),

@@ -245,9 +245,10 @@ impl Runtime {
         })
     }
 
-    /// Whether `run` exists and has not finished.
+    /// Whether `run` exists and has not finished; for a run that
+    /// continued as new, whether its chain goes on.
     pub async fn is_unfinished(&self, tenant: &TenantId, run: &RunId) -> Result<bool, RunError> {
-        let records = self.records(tenant, run);
+        let records = self.records(tenant, &self.latest_generation(tenant, run).await?);
         Ok(records.outcome().await?.is_none() && records.run().await?.is_some())
     }
 
