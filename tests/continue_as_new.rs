@@ -111,6 +111,20 @@ fn a_counting_chain_ends_with_its_final_output_on_the_root_id_and_small_journals
         let id = if g == 0 { "cnt".to_owned() } else { format!("cnt.g{g}") };
         assert_eq!(journal_len(&server, &id), 1, "{id}");
     }
+    // The OpenAPI document describes what the status showed.
+    let openapi = server.get("/v1/openapi.json", ACME).expect(200);
+    let link = &openapi["components"]["schemas"]["ChainLink"]["properties"];
+    assert!(
+        ["root", "generation", "previous"]
+            .iter()
+            .all(|field| link[field].is_object()),
+        "{link}"
+    );
+    let text = openapi.to_string();
+    assert!(
+        text.contains("continued_as") && text.contains("\"continued\""),
+        "no continued state documented"
+    );
 }
 
 #[test]
@@ -134,6 +148,11 @@ fn the_cli_runs_a_chain_to_its_end_and_status_and_wait_follow_it() {
         listed.contains("continued as c.g1") && listed.contains("generation 3 of c"),
         "{listed}"
     );
+    // A generation replays to the same continuation, naming the same next run.
+    for generation in ["c", "c.g1", "c.g3"] {
+        let replay = host.run(&["replay", generation]).success().stdout();
+        assert!(replay.contains("deterministic: output identical"), "{generation}: {replay}");
+    }
 }
 
 #[test]
