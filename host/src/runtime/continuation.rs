@@ -18,8 +18,8 @@
 //! - The next generation's run record exists before this generation's
 //!   `Continued { next }` outcome is written, so every `next` resolves.
 //! - `chains/{root}` names the newest generation known to have started. It
-//!   may lag (a write lost to a crash, an older generation's late write is
-//!   skipped but a lost one is not redone) but never leads: resolution
+//!   may lag (its write lost to a crash; a re-driven older generation
+//!   never moves it back) but never leads: resolution
 //!   starts there when it is ahead of the id asked about and follows `next`
 //!   links, at most [`MAX_CHAIN_HOPS`]. It lives outside the root's folder,
 //!   so retention may delete the root's records while the chain goes on.
@@ -313,15 +313,20 @@ impl Runtime {
 
     /// Passes a cancellation that reached generation `records` after it
     /// started run `next` on to `next`, so the chain ends cancelled
-    /// instead of going on.
-    pub(super) async fn pass_on_cancellation(&self, records: &RunRecords, next: &RunId) -> Result<(), RunError> {
-        let Some(request) = records.cancel_request().await? else {
-            return Ok(());
+    /// instead of going on. Its outcome is written by then, so a failure
+    /// is only logged: cancelling the chain's id again reaches `next`.
+    pub(super) async fn pass_on_cancellation(&self, records: &RunRecords, next: &RunId) {
+        let passed = async {
+            let Some(request) = records.cancel_request().await? else {
+                return Ok(());
+            };
+            match self.cancel_tree_with(records.store().tenant(), next, request).await {
+                Ok(()) | Err(RunError::Finished { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
         };
-        let tenant = records.store().tenant();
-        match self.cancel_tree_with(tenant, next, request).await {
-            Ok(()) | Err(RunError::Finished { .. }) => Ok(()),
-            Err(e) => Err(e),
+        if let Err(e) = passed.await {
+            tracing::warn!(%next, "cannot pass the run's cancellation on to its next generation; cancel the chain again: {e}");
         }
     }
 }

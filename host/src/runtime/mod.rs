@@ -576,7 +576,7 @@ impl Runtime {
             let outcome = records.finish(&outcome, now_ms()).await?;
             self.ended(&records, &record, &outcome).await;
             match &outcome {
-                Outcome::Continued { next } => self.pass_on_cancellation(&records, next).await?,
+                Outcome::Continued { next } => self.pass_on_cancellation(&records, next).await,
                 // The parent awaits the chain's last generation, not this one.
                 _ => {
                     if let Some(parent) = &record.parent {
