@@ -151,7 +151,10 @@ fn the_cli_runs_a_chain_to_its_end_and_status_and_wait_follow_it() {
     // A generation replays to the same continuation, naming the same next run.
     for generation in ["c", "c.g1", "c.g3"] {
         let replay = host.run(&["replay", generation]).success().stdout();
-        assert!(replay.contains("deterministic: output identical"), "{generation}: {replay}");
+        assert!(
+            replay.contains("deterministic: output identical"),
+            "{generation}: {replay}"
+        );
     }
 }
 
