@@ -20,7 +20,7 @@ GUEST_BUILD_DIR := target/guest-build
 GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
 
-EXAMPLE_GUESTS := hello order checkout fanout batch wasi_probe polyglot bench
+EXAMPLE_GUESTS := hello order checkout fanout batch wasi_probe polyglot bench counter
 HOSTILE_GUESTS := hostile forbidden blocker stalled fetcher
 RUST_GUESTS := $(EXAMPLE_GUESTS) $(HOSTILE_GUESTS)
 EXAMPLE_GUEST_CORES := $(EXAMPLE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)

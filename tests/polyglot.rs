@@ -2,7 +2,8 @@
 //! c-*) run through `stepstone run` like the Rust ones: their steps under a
 //! Rust workflow (examples-guests/polyglot), their workflows calling a Rust
 //! step, and replays of those workflows find them deterministic, Python's
-//! and JavaScript's own clocks and random numbers included.
+//! and JavaScript's own clocks and random numbers included; each SDK's
+//! continue-as-new call ends a generation and starts the next.
 
 use serde_json::{Value, json};
 use stepstone_e2e::{Host, Run, arg, guest};
@@ -163,4 +164,51 @@ fn a_c_workflow_calls_a_rust_step_and_passes_its_failure_on() {
             && failed.contains("missing field `name`"),
         "{failed}"
     );
+}
+
+/// Runs `countdown` of a workflow component from 3: one generation per
+/// number, each continuing as new through the language's SDK call, and
+/// the chain's final output printed for the root.
+fn check_countdown(component: &str, via: &str) {
+    let host = Host::new();
+    let root = format!("countdown-{via}");
+    let run = host
+        .run(&[
+            "run",
+            arg(&guest(component)),
+            "countdown",
+            "--run-id",
+            &root,
+            "--input",
+            "3",
+        ])
+        .success();
+    assert_eq!(run.json_line(), json!({"done": true, "via": via}), "{component}");
+    let status = host.status(&root).expect("the root exists");
+    assert_eq!(status["run_id"], format!("{root}.g3"), "{component}: {status}");
+    assert_eq!(status["chain"]["generation"], 3, "{component}: {status}");
+    let listed = host.run(&["list", "--json"]).success().json();
+    for generation in 1..3 {
+        let id = format!("{root}.g{generation}");
+        let own = listed
+            .as_array()
+            .and_then(|runs| runs.iter().find(|r| r["run_id"] == id.as_str()))
+            .unwrap_or_else(|| panic!("{component}: {id} is not listed: {listed}"));
+        assert_eq!(
+            own["continued_as"],
+            format!("{root}.g{}", generation + 1),
+            "{component}"
+        );
+    }
+}
+
+#[test]
+fn python_javascript_and_c_workflows_continue_as_new_through_their_sdks() {
+    for (component, via) in [
+        ("py-workflow", "python"),
+        ("js-workflow", "javascript"),
+        ("c-workflow", "c"),
+    ] {
+        check_countdown(component, via);
+    }
 }

@@ -2,6 +2,10 @@
 // `make-greeting` of the component the host links to the run as `hello`
 // (examples-guests/hello). Payloads are JSON text, so the workflow picks
 // the greeting out of the step's output and splices it into its own.
+// `countdown` loops by continuing as new.
+#include <stdlib.h>
+#include <string.h>
+
 #include "stepstone_workflows.h"
 
 // {"name": "Ada"} -> {"greeting": "Hello, Ada!", "via": "c"}.
@@ -23,7 +27,31 @@ static void greet(stepstone_input person, stepstone_output *out) {
   stepstone_output_free(&made);
 }
 
+// 3 -> {"done":true,"via":"c"}, one generation per number: each continues
+// as new on the number below its own.
+static void countdown(stepstone_input n, stepstone_output *out) {
+  char digits[24] = {0};
+  char *end = NULL;
+  unsigned long long left = 0;
+  if (n.len > 0 && n.len < sizeof digits) {
+    memcpy(digits, n.json, n.len);
+    left = strtoull(digits, &end, 10);
+  }
+  if (end == NULL || end == digits || *end != '\0') {
+    stepstone_fail(out, "countdown takes a whole number", false);
+    return;
+  }
+  if (left == 0) {
+    stepstone_print(out, "{\"done\":true,\"via\":\"c\"}");
+    return;
+  }
+  stepstone_output next = {0};
+  stepstone_print_u64(&next, left - 1);
+  stepstone_continue_as_new(stepstone_written(&next));
+}
+
 const stepstone_workflow STEPSTONE_WORKFLOWS[] = {
     {"greet", greet},
+    {"countdown", countdown},
     {NULL, NULL},
 };

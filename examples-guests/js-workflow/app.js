@@ -1,6 +1,6 @@
 // Workflows in JavaScript: one calls a step written in Rust, one reads the
 // engine's own clock and random numbers, which the host makes replay the
-// same values.
+// same values, and one loops by continuing as new.
 
 import { workflows } from '../../guest-sdk/js/workflow.js';
 
@@ -20,6 +20,15 @@ const component = workflows({
     const random = Math.random();
     console.log(`time ${time} random ${random}`);
     return { time, random };
+  },
+
+  // 3 -> {"done": true, "via": "javascript"}, one generation per number:
+  // each continues as new on the number below its own.
+  countdown(ctx, n) {
+    if (n <= 0) {
+      return { done: true, via: 'javascript' };
+    }
+    return ctx.continueAsNew(n - 1);
   },
 });
 

@@ -1,6 +1,6 @@
 """Workflows in Python: one calls a step written in Rust, one reads
 Python's own clock and random numbers, which the host makes replay the same
-values."""
+values, and one loops by continuing as new."""
 
 import random
 import time
@@ -26,3 +26,12 @@ def stamp(ctx, _input):
     number = random.random()
     print(f"time {now} random {number}")
     return {"time": now, "random": number}
+
+
+@stepstone.workflow("countdown")
+def countdown(ctx, n):
+    """3 -> {"done": True, "via": "python"}, one generation per number: each
+    continues as new on the number below its own."""
+    if n <= 0:
+        return {"done": True, "via": "python"}
+    ctx.continue_as_new(n - 1)

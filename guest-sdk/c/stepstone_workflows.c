@@ -34,6 +34,13 @@ static workflows_option_u32_t some_u32(uint32_t value) { return (workflows_optio
 
 static workflows_option_u64_t some_u64(uint64_t value) { return (workflows_option_u64_t){value != 0, value}; }
 
+_Noreturn void stepstone_continue_as_new(stepstone_input input) {
+  workflows_string_t payload = {(uint8_t *)input.json, input.len};
+  stepstone_workflow_durable_continue_as_new(&payload);
+  // The host trapped the call: control never comes back here.
+  __builtin_trap();
+}
+
 bool stepstone_call_step(const char *step, stepstone_input input, const stepstone_step_options *options,
                          stepstone_output *result) {
   const stepstone_step_options defaults = {0};

@@ -38,4 +38,10 @@ typedef struct {
 bool stepstone_call_step(const char *step, stepstone_input input, const stepstone_step_options *options,
                          stepstone_output *result);
 
+// Ends this run's journal and continues the same logical run as a new
+// generation on `input` (JSON text), with an empty journal: how a loop
+// that never ends keeps its journal small. Never returns: the host ends
+// the instance at the call.
+_Noreturn void stepstone_continue_as_new(stepstone_input input);
+
 #endif

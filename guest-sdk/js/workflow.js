@@ -162,6 +162,15 @@ export class WorkflowContext {
     durable.log(level, message);
   }
 
+  // Ends this run's journal and continues the same logical run as a new
+  // generation on `input` (any JSON value), with an empty journal: how a
+  // loop that never ends keeps its journal small. Never returns: the host
+  // ends the instance at the call.
+  continueAsNew(input = null) {
+    durable.continueAsNew(JSON.stringify(input));
+    throw new Error('the host ends the instance at continue-as-new');
+  }
+
   info(message) {
     durable.log('info', message);
   }

@@ -227,6 +227,14 @@ class WorkflowContext(_Logging):
     def log(self, level, message):
         durable.log(_log_level(level), message)
 
+    def continue_as_new(self, input=None):
+        """Ends this run's journal and continues the same logical run as a
+        new generation on `input` (any JSON value), with an empty journal:
+        how a loop that never ends keeps its journal small. Never returns:
+        the host ends the instance at the call."""
+        durable.continue_as_new(json.dumps(input))
+        raise AssertionError("the host ends the instance at continue-as-new")
+
 
 class StepContext(_Logging):
     """What a running step may ask of the host: which call it serves, its

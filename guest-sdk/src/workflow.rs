@@ -1,7 +1,7 @@
 //! The workflow side: the [`Workflow`] context, through which a workflow
 //! makes every durable call (steps, timers, signals, time, randomness,
-//! memos, logs, child workflows), [`Pending`], a step started for fan-out,
-//! and [`Child`], a child workflow started.
+//! memos, logs, child workflows, continuing as new), [`Pending`], a step
+//! started for fan-out, and [`Child`], a child workflow started.
 //!
 //! Each durable call is journaled by the host and answered from the journal
 //! when the run is replayed, which is why a workflow must not reach the
@@ -181,6 +181,21 @@ impl Workflow {
     /// Writes to the run's log.
     pub fn log(&self, level: Level, message: &str) {
         durable::log(level.to_wit(), message);
+    }
+
+    /// Ends this run's journal and continues the same logical run as a new
+    /// generation, started on `input` with an empty journal: how a loop
+    /// that never ends (a poller, an entity) keeps its journal small.
+    /// Status, `wait`, signals and cancellation given the run's id follow
+    /// it to its latest generation.
+    ///
+    /// Never returns `Ok`: the host ends the instance at the call, so
+    /// `return ctx.continue_as_new(&next)` fits any workflow's return
+    /// type. It returns `Err` only if `input` does not encode as JSON.
+    pub fn continue_as_new<I: Serialize + ?Sized, T>(&self, input: &I) -> Result<T, Error> {
+        let input = serde_json::to_string(input)?;
+        durable::continue_as_new(&input);
+        unreachable!("the host ends the instance at continue-as-new")
     }
 }
 

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::component::ComponentError;
 use crate::journal::JournalError;
-use crate::runtime::RunError;
+use crate::runtime::{ContinuationError, RunError};
 use crate::schedules::ScheduleError;
 use crate::secrets::SecretError;
 use crate::store::StoreError;
@@ -125,6 +125,9 @@ impl From<RunError> for ApiError {
             RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
             RunError::Secrets(e) => secret_status(e),
             RunError::Schedule(e) => schedule_status(e),
+            // The chain's latest generation is found by asking again.
+            RunError::Continuation(ContinuationError::Unresolved { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+            RunError::Continuation(_) => StatusCode::CONFLICT,
         };
         match status {
             StatusCode::TOO_MANY_REQUESTS => Self::too_many(error.to_string(), 1),

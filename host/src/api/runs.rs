@@ -231,6 +231,7 @@ pub enum StateFilter {
     Completed,
     Failed,
     Cancelled,
+    Continued,
 }
 
 impl StateFilter {
@@ -246,6 +247,7 @@ impl StateFilter {
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
+            Self::Continued => "continued",
         }
     }
 }
@@ -325,7 +327,10 @@ fn created(what: &str, at: &str) -> Result<u64, ApiError> {
     Ok(u64::try_from(time.timestamp_millis()).unwrap_or(0))
 }
 
-/// Where a run stands.
+/// Where a run stands. For a run that continued as new (any generation's
+/// id, or its chain's root's), where the chain's latest generation stands:
+/// `run_id` and `chain` name it, and a chain that ended shows its final
+/// output.
 #[utoipa::path(get, path = "/v1/runs/{id}", params(RunPath),
     responses((status = 200, body = RunStatus), Malformed, UnknownRun, Refusals))]
 pub async fn status(
@@ -344,7 +349,8 @@ pub struct WaitParams {
     timeout: Option<Timeout>,
 }
 
-/// Wait (long-poll) until a run finishes or the timeout passes.
+/// Wait (long-poll) until a run finishes or the timeout passes. A run that
+/// continues as new is waited for until its chain's last generation ends.
 #[utoipa::path(get, path = "/v1/runs/{id}/wait", params(RunPath, WaitParams),
     responses((status = 200, body = RunStatus), Malformed, UnknownRun, Refusals))]
 pub async fn wait(
@@ -415,6 +421,7 @@ pub struct SignalParams {
 }
 
 /// Send a signal (the body is its JSON payload); buffered until the run waits for it.
+/// Sent to a run that continued as new, it goes to the chain's latest generation.
 #[utoipa::path(post, path = "/v1/runs/{id}/signals/{name}", params(SignalPath, SignalParams),
     request_body(content = Value, content_type = "application/json", description = "the payload: any JSON, unless the run's component declares a JSON Schema for the signal (then 400 names the failing path)"),
     responses(
@@ -447,6 +454,7 @@ pub struct CancelRun {
 }
 
 /// Cancel a run: its running step attempt is interrupted and it ends `cancelled`.
+/// Given a run that continued as new, the chain's latest generation is cancelled.
 #[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(RunPath),
     request_body(content = Option<CancelRun>, description = "optional"),
     responses(

@@ -128,11 +128,13 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     args.when.apply(&mut submission)?;
     let run = runtime.submit(&tenant, submission).await?;
     tracing::info!(run = %run, "run started");
-    let progress = runtime
-        .run_to_end(&tenant, &run, args.detach_after)
+    // A run that continues as new is driven through its chain, so the
+    // output printed is the chain's final one.
+    let (generation, progress) = runtime
+        .run_chain_to_end(&tenant, &run, args.detach_after)
         .await
         .map_err(|e| stopped(&run, e))?;
-    report(runtime, &tenant, &run, progress).await
+    report(runtime, &tenant, &generation, progress).await
 }
 
 /// Why driving `run` stopped. A storage failure leaves the run as it was,
@@ -167,6 +169,11 @@ async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Pro
             anyhow::bail!("run {run} failed ({kind}): {message}")
         }
         Progress::Finished(Outcome::Cancelled { reason }) => anyhow::bail!("run {run} was cancelled: {reason}"),
+        // Driven through its chain, a run never stops here continued.
+        Progress::Finished(Outcome::Continued { next }) => {
+            println!("run {run} continued as {next}");
+            Ok(ExitCode::SUCCESS)
+        }
         Progress::Suspended(_) => {
             let status = runtime.status(tenant, run).await?;
             println!("run {run} suspended: {}", serde_json::to_string(&status.state)?);
@@ -222,9 +229,19 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
             unreadable.run_id, unreadable.error
         );
     }
+    // A run that continues as new is followed to its next generation,
+    // unless that one is listed too (a crash came between the two), so
+    // that no generation is driven twice at once.
+    let listed: std::collections::HashSet<&RunId> = listing.runs.iter().collect();
+    let listed = &listed;
     let driven = futures::future::join_all(listing.runs.iter().map(|run| async move {
-        let progress = runtime.run_to_end(tenant, run, Some(detach_after)).await;
-        (run, progress)
+        let mut current = run.clone();
+        loop {
+            match runtime.run_to_end(tenant, &current, Some(detach_after)).await {
+                Ok(Progress::Finished(Outcome::Continued { next })) if !listed.contains(&next) => current = next,
+                progress => return (current, progress),
+            }
+        }
     }));
     let mut failures = listing.unreadable.len();
     for (run, progress) in driven.await {
@@ -232,11 +249,12 @@ pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result
             Ok(Progress::Finished(Outcome::Completed { output })) => println!("{run} completed {output}"),
             Ok(Progress::Finished(Outcome::Failed { kind, message })) => println!("{run} failed ({kind}): {message}"),
             Ok(Progress::Finished(Outcome::Cancelled { reason })) => println!("{run} cancelled: {reason}"),
+            Ok(Progress::Finished(Outcome::Continued { next })) => println!("{run} continued as {next}"),
             Ok(Progress::Suspended(suspension)) => println!("{run} suspended until {}", suspension.wake_at_ms),
             Err(e @ RunError::DrivenElsewhere { .. }) => eprintln!("{e}"),
             Err(e) => {
                 failures += 1;
-                eprintln!("error: {:#}", stopped(run, e));
+                eprintln!("error: {:#}", stopped(&run, e));
             }
         }
     }

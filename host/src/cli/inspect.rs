@@ -75,9 +75,13 @@ fn status_line(status: &RunStatus) -> String {
         RunState::Completed { output } => format!("completed: {output}"),
         RunState::Failed { kind, message } => format!("failed ({kind}): {message}"),
         RunState::Cancelled { reason } => format!("cancelled: {reason}"),
+        RunState::Continued { continued_as } => format!("continued as {continued_as}"),
     };
+    let generation = status.chain.as_ref().map_or_else(String::new, |link| {
+        format!("  generation {} of {}", link.generation, link.root)
+    });
     format!(
-        "{}  {}  {} calls  {state}",
+        "{}  {}  {} calls  {state}{generation}",
         status.run_id, status.workflow, status.journaled_calls
     )
 }

@@ -18,7 +18,7 @@ mod snapshot;
 pub use cursor::{Cursor, NonDeterminism};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{
-    AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
+    AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
     FIRST_PRIORITY, LAST_PRIORITY, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
 pub use run_records::RunRecords;

@@ -63,6 +63,10 @@ pub struct RunRecord {
     /// part of the run record as written.
     #[serde(default, skip_serializing)]
     pub earlier_builds: Vec<String>,
+    /// Where the run stands in a chain of runs that continued as new;
+    /// `None` for a run a client or a parent started (a chain's root).
+    #[serde(default)]
+    pub chain: Option<ChainLink>,
 }
 
 /// Which build a run moved to by an upgrade, and those it ran on before.
@@ -91,6 +95,21 @@ pub struct ConcurrencyLimit {
     pub limit: u32,
 }
 
+/// A generation's place in its chain: the runs one logical run went
+/// through, each ended by `continue-as-new` and continued by the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ChainLink {
+    /// The chain's first run, whose id a client started it under.
+    #[schema(value_type = String)]
+    pub root: RunId,
+    /// Which generation this run is: the root is 0, the run it continued
+    /// as is 1, and so on.
+    pub generation: u64,
+    /// The generation this one continues.
+    #[schema(value_type = String)]
+    pub previous: RunId,
+}
+
 #[cfg(test)]
 impl RunRecord {
     /// A run of workflow `w` of component `c`, created at `created_at_ms`,
@@ -115,6 +134,7 @@ impl RunRecord {
             priority: DEFAULT_PRIORITY,
             concurrency: None,
             earlier_builds: Vec::new(),
+            chain: None,
         }
     }
 }
@@ -122,18 +142,33 @@ impl RunRecord {
 /// How a run ended; written once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Outcome {
-    Completed { output: String },
-    Failed { kind: String, message: String },
-    Cancelled { reason: String },
+    Completed {
+        output: String,
+    },
+    Failed {
+        kind: String,
+        message: String,
+    },
+    Cancelled {
+        reason: String,
+    },
+    /// The run continued as new: its generation ended, and the logical run
+    /// goes on as run `next`, the chain's next generation.
+    Continued {
+        next: RunId,
+    },
 }
 
 impl Outcome {
-    /// The outcome as a child's parent sees it.
+    /// The outcome as a child's parent sees it. A child that continued has
+    /// not ended: its parent follows the chain (see `runtime::children`)
+    /// and sees how the chain's last generation ended.
     pub fn as_result(&self) -> Result<String, String> {
         match self {
             Outcome::Completed { output } => Ok(output.clone()),
             Outcome::Failed { kind, message } => Err(format!("{kind}: {message}")),
             Outcome::Cancelled { reason } => Err(format!("cancelled: {reason}")),
+            Outcome::Continued { next } => Err(format!("continued as run {next}")),
         }
     }
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::watch;
 
-use super::{Progress, RunError, RunStatus, Runtime};
+use super::{Progress, RunError, RunState, RunStatus, Runtime};
+use crate::journal::Outcome;
 use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
 
@@ -73,6 +74,7 @@ impl Runtime {
             match runtime.run_to_end_through_outages(tenant, run).await {
                 Err(e @ RunError::DrivenElsewhere { .. }) => tracing::info!(%tenant, %run, "not driven here: {e}"),
                 Err(e) => tracing::error!(%tenant, %run, "run stopped: {e}"),
+                Ok(Progress::Finished(Outcome::Continued { next })) => runtime.drive_in_background(tenant, &next),
                 Ok(_) => {}
             }
             lock(&runtime.host.background.running).remove(&key);
@@ -158,21 +160,30 @@ impl Runtime {
 
     /// Waits up to `timeout` for a run to finish, then says where it
     /// stands. A run driven here is waited for; one driven elsewhere (by
-    /// another host, or another process) is looked for in the store.
+    /// another host, or another process) is looked for in the store. A run
+    /// that continues as new is waited for until its chain ends.
     pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
-        let finished = self.driven_here(tenant, run);
         let deadline = crate::sandbox::instant_after(timeout);
-        if let Some(mut finished) = finished {
-            // Either it finished, or the time is up: the status says which.
-            let _ = tokio::time::timeout(timeout, finished.wait_for(|done| *done)).await;
-        }
+        let mut waited_here: Option<RunId> = None;
         loop {
-            let status = self.status(tenant, run).await?;
+            let latest = self.latest_generation(tenant, run).await?;
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if status.state.is_finished() || left.is_zero() {
+            if waited_here.as_ref() != Some(&latest)
+                && let Some(mut finished) = self.driven_here(tenant, &latest)
+            {
+                // Either it finished, or the time is up: the status says which.
+                let _ = tokio::time::timeout(left, finished.wait_for(|done| *done)).await;
+                waited_here = Some(latest.clone());
+            }
+            let status = self.status(tenant, &latest).await?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let continued = matches!(status.state, RunState::Continued { .. });
+            if (status.state.is_finished() && !continued) || left.is_zero() {
                 return Ok(status);
             }
-            tokio::time::sleep(left.min(STORE_WAIT_POLL)).await;
+            if !continued {
+                tokio::time::sleep(left.min(STORE_WAIT_POLL)).await;
+            }
         }
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! A child's run id is its parent's id and the seq of the `start-child`
 //! call, so replaying the parent finds the same child instead of starting
-//! another; submitting it again is idempotent.
+//! another; submitting it again is idempotent. A child that continues as
+//! new is awaited through its chain: its parent gets how the chain's last
+//! generation ended.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +14,7 @@ use super::interruption::{Interruption, Suspension};
 use super::workflow::WorkflowState;
 use super::{Refusal, RunContext, RunError, Runtime, Submission};
 use crate::component::ComponentError;
-use crate::journal::{Call, CallKind, JournalError, Recorded};
+use crate::journal::{Call, CallKind, JournalError, Outcome, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
 
 impl RunContext {
@@ -128,28 +130,37 @@ impl WorkflowState {
     }
 
     /// Waits for `child` to end, in this instance up to the eviction
-    /// threshold, then suspended (its end rings this run's bell).
+    /// threshold, then suspended (its end rings this run's bell); a child
+    /// that continued as new, for its next generation.
     async fn await_child_live(
         &mut self,
         seq: u64,
         call: Call,
-        child: RunId,
+        mut child: RunId,
     ) -> Result<Result<String, String>, Interruption> {
         let started_at_ms = now_ms();
-        let records = crate::journal::RunRecords::new(self.run.records.store().clone(), child.clone());
+        let store = self.run.records.store().clone();
         let wait = self.run.host.config.wait;
         let waiting_since = Instant::now();
         loop {
-            if let Some(outcome) = records.outcome().await? {
-                let result = outcome.as_result();
-                self.append(
-                    seq,
-                    call,
-                    Recorded::ChildEnded { result: result.clone() },
-                    started_at_ms,
-                )
-                .await?;
-                return Ok(result);
+            let records = crate::journal::RunRecords::new(store.clone(), child.clone());
+            match records.outcome().await? {
+                Some(Outcome::Continued { next }) => {
+                    child = next;
+                    continue;
+                }
+                Some(outcome) => {
+                    let result = outcome.as_result();
+                    self.append(
+                        seq,
+                        call,
+                        Recorded::ChildEnded { result: result.clone() },
+                        started_at_ms,
+                    )
+                    .await?;
+                    return Ok(result);
+                }
+                None => {}
             }
             let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
                 return Err(Interruption::Suspend(Suspension {

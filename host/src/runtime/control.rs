@@ -122,6 +122,8 @@ impl Runtime {
     /// Like [`signal`](Self::signal); with the sender's `id`, sending again
     /// (say, after a crash hid whether the first send was stored) is a no-op
     /// once the signal is stored, even if the run has taken it and finished.
+    /// A run that continued as new passes the signal to its chain's latest
+    /// generation (the id is then that generation's to deduplicate).
     pub async fn signal_with_id(
         &self,
         tenant: &TenantId,
@@ -131,6 +133,7 @@ impl Runtime {
         id: Option<&SignalId>,
     ) -> Result<(), RunError> {
         self.check_json("signal payload", payload)?;
+        let run = &self.latest_generation(tenant, run).await?;
         let records = self.records(tenant, run);
         let record = records
             .run()
@@ -172,8 +175,10 @@ impl Runtime {
     /// Cancels a run and, once it is cancelled, every run in its tree of
     /// children: its current step attempt is interrupted (its result, if
     /// any, discarded) and the run ends `cancelled`. Asking twice is
-    /// harmless.
+    /// harmless. A run that continued as new is cancelled in its chain's
+    /// latest generation.
     pub async fn cancel(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        let run = &self.latest_generation(tenant, run).await?;
         self.cancel_one(tenant, run, reason).await?;
         self.cancel_children(tenant, run).await;
         Ok(())
@@ -185,6 +190,7 @@ impl Runtime {
     /// not reach (the host stops first) cancels itself when next driven,
     /// seeing its parent's cancellation.
     pub async fn cancel_in_background(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        let run = &self.latest_generation(tenant, run).await?;
         self.cancel_tree_with(tenant, run, cancel_record(reason, false)).await
     }
 
@@ -213,7 +219,12 @@ impl Runtime {
         DeadlineTimer(task.abort_handle())
     }
 
-    async fn cancel_tree_with(&self, tenant: &TenantId, run: &RunId, request: CancelRecord) -> Result<(), RunError> {
+    pub(super) async fn cancel_tree_with(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        request: CancelRecord,
+    ) -> Result<(), RunError> {
         self.request_cancellation(tenant, run, &request).await?;
         let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
         tokio::spawn(async move { runtime.cancel_children(&tenant, &run).await });
@@ -261,7 +272,9 @@ impl Runtime {
         }
     }
 
-    /// Cancels the children `parent`'s journal lists; returns them.
+    /// Cancels the children `parent`'s journal lists (in their chains'
+    /// latest generations, for those that continued as new); returns the
+    /// runs cancelled.
     async fn cancel_children_of(&self, tenant: &TenantId, parent: &RunId) -> Vec<RunId> {
         let entries = match self.records(tenant, parent).entries().await {
             Ok(entries) => entries,
@@ -278,12 +291,21 @@ impl Runtime {
             })
             .collect();
         let reason = format!("its parent {parent} was cancelled");
-        for child in &children {
-            if let Err(e) = self.cancel_one(tenant, child, &reason).await {
+        let mut cancelled = Vec::with_capacity(children.len());
+        for child in children {
+            let latest = match self.latest_generation(tenant, &child).await {
+                Ok(latest) => latest,
+                Err(e) => {
+                    tracing::debug!(%child, "child not cancelled: {e}");
+                    continue;
+                }
+            };
+            if let Err(e) = self.cancel_one(tenant, &latest, &reason).await {
                 tracing::debug!(%child, "child not cancelled: {e}");
             }
+            cancelled.push(latest);
         }
-        children
+        cancelled
     }
 
     /// Whether `record`'s parent run was asked to be cancelled, so the run

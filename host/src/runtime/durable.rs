@@ -590,6 +590,13 @@ impl durable::Host for WorkflowState {
         self.await_child_run(child).await.map_err(Interruption::trap)
     }
 
+    /// Not journaled: a replay that reaches the call again (the host died
+    /// before this generation's outcome was written) starts the same next
+    /// generation again, which its deterministic id makes a no-op.
+    async fn continue_as_new(&mut self, input: String) -> Trappable<()> {
+        Err(Interruption::ContinueAsNew(input).trap())
+    }
+
     async fn log(&mut self, level: LogLevel, message: String) -> Trappable<()> {
         if !self.replaying() && self.mode == Mode::Live {
             self.run.log.emit(level, &message);

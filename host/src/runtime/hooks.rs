@@ -54,14 +54,22 @@ pub struct Notification {
 /// A tenant's outbox entries as last read, with their versions.
 type Known = HashMap<StoreKey, (String, Notification)>;
 
-/// What is POSTed: the run and how it ended.
+/// What is POSTed: the run and how it ended; for the last generation of a
+/// run that continued as new, its `chain` too (`root` is the id the run
+/// was started under).
 pub fn message(record: &RunRecord, outcome: &Outcome) -> Vec<u8> {
     let parse = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
     let mut body = json!({"id": record.run_id, "run_id": record.run_id, "workflow": record.workflow});
+    if let (Some(link), Some(body)) = (&record.chain, body.as_object_mut()) {
+        body.insert("chain".into(), json!(link));
+    }
     let ending = match outcome {
         Outcome::Completed { output } => json!({"state": "completed", "output": parse(output)}),
         Outcome::Failed { kind, message } => json!({"state": "failed", "error": {"kind": kind, "message": message}}),
         Outcome::Cancelled { reason } => json!({"state": "cancelled", "reason": reason}),
+        // Never sent (a generation that continued notifies no one), but a
+        // message says what it is of.
+        Outcome::Continued { next } => json!({"state": "continued", "continued_as": next}),
     };
     if let (Some(body), Some(ending)) = (body.as_object_mut(), ending.as_object()) {
         body.extend(ending.clone());
@@ -121,12 +129,20 @@ impl Runtime {
     }
 
     /// Marks the notification of a run that just ended as due, and rings
-    /// the sender. A failure is logged: the sender finds the end itself.
-    pub(super) async fn notify_ended(&self, store: &TenantStore, record: &RunRecord) {
+    /// the sender; drops that of a generation that continued as new (only
+    /// the chain's last one notifies, through its own entry). A failure is
+    /// logged: the sender finds the end itself.
+    pub(super) async fn notify_ended(&self, store: &TenantStore, record: &RunRecord, outcome: &Outcome) {
         if record.notify.is_none() {
             return;
         }
         let key = outbox_entry(&record.run_id);
+        if matches!(outcome, Outcome::Continued { .. }) {
+            if let Err(e) = store.delete(&key).await {
+                tracing::warn!(run = %record.run_id, "cannot drop the notification of a generation that continued; the sender drops it: {e}");
+            }
+            return;
+        }
         let marked = async {
             let Some(mut entry) = read_entry(store, &key).await? else {
                 return Ok(());
@@ -240,6 +256,10 @@ impl Runtime {
             // The run is gone (retention): nothing is left to tell.
             return Ok(store.delete(key).await?);
         };
+        if matches!(outcome, Outcome::Continued { .. }) {
+            // The chain goes on; its last generation's entry tells its end.
+            return Ok(store.delete(key).await?);
+        }
         entry.attempts += 1;
         let sent = self.send(client, tenant, &entry.url, &record, &outcome).await;
         match sent {

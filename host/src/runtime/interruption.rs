@@ -63,6 +63,11 @@ pub enum Interruption {
     /// The workflow called the host wrongly (a bad handle, a payload too big).
     #[error("{0}")]
     InvalidCall(String),
+    /// The workflow called `continue-as-new` with this input: its
+    /// generation ends, and the driver starts the next (see
+    /// `runtime::continuation`), which checks the input.
+    #[error("the run continues as new")]
+    ContinueAsNew(String),
 }
 
 impl From<JournalError> for Interruption {

@@ -29,6 +29,7 @@ mod cancellation;
 mod children;
 mod clock;
 mod concurrency;
+mod continuation;
 mod control;
 mod durable;
 mod fresh;
@@ -58,6 +59,7 @@ use tracing::Instrument;
 
 pub use admission::{Refusal, RunQuotas};
 pub use clock::now_ms;
+pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
 pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
@@ -159,6 +161,8 @@ pub enum RunError {
     GroupSize { size: usize, limit: usize },
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    #[error(transparent)]
+    Continuation(#[from] ContinuationError),
 }
 
 impl RunError {
@@ -551,7 +555,7 @@ impl Runtime {
             }
             let (ended, calls) = ended?;
             let outcome = match ended {
-                Ended::Returned(_) if calls < recorded_calls => failed(
+                Ended::Returned(_) | Ended::Interrupted(Interruption::ContinueAsNew(_)) if calls < recorded_calls => failed(
                     "non-determinism",
                     format!(
                         "the workflow finished after {calls} durable calls, but the journal records {recorded_calls}: this build or run makes other calls than the one that wrote the journal"
@@ -570,21 +574,34 @@ impl Runtime {
                     return Ok(Progress::Suspended(suspension));
                 }
                 Ended::Interrupted(Interruption::Journal(e)) => return Err(self.journal_failure(run, e)),
+                Ended::Interrupted(Interruption::ContinueAsNew(input)) => {
+                    match self.continue_as_new(&records, &record, input).await? {
+                        continuation::Continuing::Ended(outcome) => outcome,
+                        continuation::Continuing::Waiting(suspension) => return Ok(Progress::Suspended(suspension)),
+                    }
+                }
                 Ended::Interrupted(other) => failed(interruption_kind(&other), other.to_string()),
                 Ended::Stopped(kind, message) => failed(
                     kind_name(kind),
                     activation_message(kind, &message, &self.host.config.workflow),
                 ),
             };
-            // However the workflow ended, a cancelled run ends cancelled.
+            // However the workflow ended, a cancelled run ends cancelled;
+            // one that started its next generation passes it on instead.
             let outcome = match records.cancel_request().await? {
-                Some(request) => request.outcome(),
-                None => outcome,
+                Some(request) if !matches!(outcome, Outcome::Continued { .. }) => request.outcome(),
+                _ => outcome,
             };
             let outcome = records.finish(&outcome, now_ms()).await?;
             self.ended(&records, &record, &outcome).await;
-            if let Some(parent) = &record.parent {
-                self.wake(tenant, parent).await;
+            match &outcome {
+                Outcome::Continued { next } => self.pass_on_cancellation(&records, next).await,
+                // The parent awaits the chain's last generation, not this one.
+                _ => {
+                    if let Some(parent) = &record.parent {
+                        self.wake(tenant, parent).await;
+                    }
+                }
             }
             tracing::info!(outcome = ?outcome, "run finished");
             Ok(Progress::Finished(outcome))
@@ -627,7 +644,7 @@ impl Runtime {
         self.host.cluster.release(tenant, &record.run_id);
         self.count_finished(tenant, outcome);
         self.leave_place(records.store(), record).await;
-        self.notify_ended(records.store(), record).await;
+        self.notify_ended(records.store(), record, outcome).await;
     }
 
     fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {
@@ -639,6 +656,7 @@ impl Runtime {
             }
             Outcome::Failed { .. } => "failed",
             Outcome::Cancelled { .. } => "cancelled",
+            Outcome::Continued { .. } => "continued",
         };
         self.host.metrics.run_finished(tenant, how);
     }

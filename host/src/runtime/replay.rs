@@ -86,6 +86,12 @@ impl Runtime {
             {
                 return Ok(ReplayReport::ConsistentSoFar { calls: seq });
             }
+            Ended::Interrupted(Interruption::ContinueAsNew(_)) => {
+                match super::continuation::generation_id(&super::continuation::next_link(&record)) {
+                    Ok(next) => Outcome::Continued { next },
+                    Err(e) => failed("invalid-continuation", e.to_string()),
+                }
+            }
             Ended::Interrupted(Interruption::JournalEnd { seq }) => {
                 return Ok(ReplayReport::Diverged {
                     seq: Some(seq),

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use super::{RunError, Runtime, now_ms};
 use crate::component::{ComponentError, STORED_FRESH};
-use crate::journal::RunRecords;
+use crate::journal::{Outcome, RunRecords};
 use crate::shared_map::lock;
-use crate::store::{RunId, StoreKey, TenantId, TenantStore, finished_key, keys_of, parse_finished_marker};
+use crate::store::{RunId, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker};
 
 /// Runs one pass deletes per tenant, at most: the rest wait for the next.
 pub const SWEEP_BATCH: usize = 100;
@@ -169,6 +169,16 @@ async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Re
             return Ok(0);
         }
         store.delete_all(&super::search::markers(record)).await?;
+        // A chain's last generation takes the chain's pointer with it;
+        // one that continued leaves it to the generations after.
+        if let Some(link) = &record.chain
+            && !matches!(
+                RunRecords::new(store.clone(), run.clone()).outcome().await?,
+                Some(Outcome::Continued { .. })
+            )
+        {
+            store.delete(&chain_key(&link.root)).await?;
+        }
     }
     store.delete(&keys.run()).await?;
     let rest = store.list(&keys.root()).await?;

@@ -173,7 +173,7 @@ impl Runtime {
         if !query.selects(&record) {
             return Ok(None);
         }
-        let Some(status) = listing.read(run, self.status(tenant, run).await)? else {
+        let Some(status) = listing.read(run, self.generation_status(tenant, run).await)? else {
             return Ok(None);
         };
         Ok(query

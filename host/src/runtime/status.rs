@@ -53,14 +53,22 @@ pub enum RunState {
     Cancelled {
         reason: String,
     },
+    /// This generation continued as new: the run goes on as run
+    /// `continued_as`. Seen only in listings, which show each generation
+    /// as it is; a run's status shows its chain's latest generation.
+    Continued {
+        #[schema(value_type = String)]
+        continued_as: RunId,
+    },
 }
 
 impl RunState {
-    /// Whether the run has ended, one way or another.
+    /// Whether the run has ended, one way or another (a generation that
+    /// continued as new has, though its chain goes on).
     pub fn is_finished(&self) -> bool {
         matches!(
             self,
-            Self::Completed { .. } | Self::Failed { .. } | Self::Cancelled { .. }
+            Self::Completed { .. } | Self::Failed { .. } | Self::Cancelled { .. } | Self::Continued { .. }
         )
     }
 
@@ -77,6 +85,7 @@ impl RunState {
             RunState::Completed { .. } => "completed",
             RunState::Failed { .. } => "failed",
             RunState::Cancelled { .. } => "cancelled",
+            RunState::Continued { .. } => "continued",
         }
     }
 }
@@ -118,6 +127,10 @@ pub struct RunStatus {
     pub journaled_calls: usize,
     #[serde(flatten)]
     pub state: RunState,
+    /// The run's place in its chain, when it is a generation a run
+    /// continued as new (absent for a run that was started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<crate::journal::ChainLink>,
 }
 
 /// Which runs a listing shows.
@@ -182,7 +195,31 @@ impl std::str::FromStr for RunCursor {
 }
 
 impl Runtime {
+    /// Where a run stands: for a run that continued as new, where its
+    /// chain's latest generation stands (its `run_id` and `chain` say which
+    /// it is), so a chain's status ends with its final output.
     pub async fn status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
+        let own = self.generation_status(tenant, run).await;
+        // An unknown run may be a chain's root whose records retention
+        // deleted while the chain went on.
+        let continued = match &own {
+            Ok(status) => matches!(status.state, RunState::Continued { .. }),
+            Err(RunError::UnknownRun { .. }) => true,
+            Err(_) => false,
+        };
+        if !continued {
+            return own;
+        }
+        let latest = self.latest_generation(tenant, run).await?;
+        if latest == *run {
+            return own;
+        }
+        self.generation_status(tenant, &latest).await
+    }
+
+    /// Where this one run stands, a generation that continued as new
+    /// included (`continued`), without following its chain.
+    pub(super) async fn generation_status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
         // The seqs are enough: reading every entry made each status (and
         // each `wait` poll) cost one read per journaled call. They are read
@@ -194,6 +231,7 @@ impl Runtime {
             Some(Outcome::Completed { output }) => RunState::Completed { output },
             Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
             Some(Outcome::Cancelled { reason }) => RunState::Cancelled { reason },
+            Some(Outcome::Continued { next }) => RunState::Continued { continued_as: next },
             None => {
                 let (timers, retries) = futures::try_join!(records.timers(), records.retries())?;
                 let open_wait = timers.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
@@ -224,12 +262,14 @@ impl Runtime {
             priority: record.priority,
             journaled_calls: entries.len(),
             state,
+            chain: record.chain,
         })
     }
 
-    /// Whether `run` exists and has not finished.
+    /// Whether `run` exists and has not finished; for a run that
+    /// continued as new, whether its chain goes on.
     pub async fn is_unfinished(&self, tenant: &TenantId, run: &RunId) -> Result<bool, RunError> {
-        let records = self.records(tenant, run);
+        let records = self.records(tenant, &self.latest_generation(tenant, run).await?);
         Ok(records.outcome().await?.is_none() && records.run().await?.is_some())
     }
 

@@ -42,6 +42,9 @@ pub struct Submission {
     pub priority: u32,
     /// How many runs sharing its key may execute at once.
     pub concurrency: Option<ConcurrencyLimit>,
+    /// The run's place in a chain, when it is a generation another run
+    /// continued as (see `runtime::continuation`).
+    pub chain: Option<crate::journal::ChainLink>,
 }
 
 impl Submission {
@@ -60,6 +63,7 @@ impl Submission {
             tags: Vec::new(),
             priority: DEFAULT_PRIORITY.into(),
             concurrency: None,
+            chain: None,
         }
     }
 
@@ -257,6 +261,7 @@ impl Runtime {
             priority,
             concurrency: submission.concurrency,
             earlier_builds: Vec::new(),
+            chain: submission.chain,
         };
         let records = RunRecords::new(store, run_id.clone());
         // Before the run record, so that a run with a URL always has its

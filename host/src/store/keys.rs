@@ -48,6 +48,13 @@ pub struct InvalidName {
     max: usize,
 }
 
+impl InvalidName {
+    /// The longest name of its kind.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
 fn check(what: &'static str, name: &str, max: usize) -> Result<String, InvalidName> {
     let valid = !name.is_empty()
         && name.len() <= max
@@ -365,6 +372,13 @@ pub fn outbox_key() -> Key {
 /// The notification of `run`'s end, until it is delivered.
 pub fn outbox_entry(run: &RunId) -> Key {
     Key::from_iter(["outbox", run.as_str()])
+}
+
+/// The pointer to the latest generation of the chain that began with run
+/// `root`: outside the root's folder, so it outlives the root's records
+/// when retention deletes them while the chain goes on.
+pub fn chain_key(root: &RunId) -> Key {
+    Key::from_iter(["chains", root.as_str()])
 }
 
 /// Where the runs that have finished are listed, one empty marker each in
