@@ -484,3 +484,36 @@ fn a_concurrency_key_holds_across_hosts_and_a_dead_hosts_run_keeps_its_place() {
     signal(&servers[1], "second", "go", &json!({"ok": true}));
     await_state(&servers[1], "second", "completed", Duration::from_secs(30));
 }
+
+#[test]
+fn a_chain_whose_host_dies_is_finished_by_another_with_one_run_per_generation() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &[]);
+    servers[0].upload(TOKEN, "counter");
+    let input = json!({"n": 0, "until": 6, "sleep_ms": 300});
+    begin(&servers[0], "counter", "count", &input, "chain");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status(&servers[1], "chain")["chain"]["generation"]
+        .as_u64()
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the chain never reached generation 2");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    servers[0].kill();
+    let done = await_state(&servers[1], "chain", "completed", Duration::from_secs(60));
+    assert_eq!(done["output"], json!({"n": 6, "until": 6}), "{done}");
+    let page = servers[1].get("/v1/runs?limit=1000", TOKEN).expect(200);
+    let mut ids: Vec<&str> = page["runs"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|run| run["run_id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    let expected = [
+        "chain", "chain.g1", "chain.g2", "chain.g3", "chain.g4", "chain.g5", "chain.g6",
+    ];
+    assert_eq!(ids, expected, "one run per generation across the two hosts");
+}
