@@ -143,10 +143,16 @@ fn priorities_and_limits_out_of_range_are_refused_naming_the_range() {
     for (asked, status, says) in [
         (json!({"priority": 0}), 400, "1 (first) to 9 (last)"),
         (json!({"priority": 10}), 400, "1 (first) to 9 (last)"),
-        (json!({"priority": 4_294_967_296u64}), 422, "priority"),
+        (
+            json!({"priority": 4_294_967_296u64}),
+            400,
+            "priority 4294967296 is out of range",
+        ),
+        (json!({"priority": 1.5}), 422, "priority"),
         (json!({"priority": -1}), 422, "priority"),
         (json!({"concurrency_limit": 0}), 400, "1 to 1000 runs"),
         (json!({"concurrency_limit": 1001}), 400, "1 to 1000 runs"),
+        (json!({"concurrency_limit": 4_294_967_297u64}), 400, "not 4294967297"),
         (json!({"concurrency_key": "../x"}), 422, "concurrency key"),
         (json!({"concurrency_key": "k".repeat(129)}), 422, "concurrency key"),
     ] {
@@ -159,7 +165,7 @@ fn priorities_and_limits_out_of_range_are_refused_naming_the_range() {
     assert_eq!(server.get("/v1/runs/refused", TOKEN).status, 404);
     for asked in [
         json!({"priority": 1, "concurrency_limit": 1000, "concurrency_key": "k".repeat(128)}),
-        json!({"priority": 9}),
+        json!({"priority": 9.0, "concurrency_limit": 2.0}),
     ] {
         let run = format!("edge-{}", asked["priority"]);
         server

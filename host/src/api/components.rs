@@ -219,7 +219,6 @@ pub struct Upgrade {
     #[serde(default)]
     pub dry_run: bool,
     /// Go on after this run: the `next_after` of the previous answer.
-    #[schema(value_type = Option<String>)]
     pub after: Option<RunId>,
 }
 
@@ -230,6 +229,7 @@ pub struct Upgrade {
     responses(
         (status = 200, body = UpgradeReport),
         (status = 404, body = ErrorBody, description = "no such component to move to"),
+        (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
         Malformed, JsonBody, Refusals,
     ))]
 pub async fn upgrade(

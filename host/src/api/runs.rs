@@ -46,8 +46,8 @@ pub struct StartRun {
     pub component: ComponentName,
     /// Which version of the name to run (`GET /v1/components/{name}` lists
     /// them; 1 is the first build uploaded under it); absent: the latest.
-    #[schema(minimum = 1)]
-    pub version: Option<u32>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 4_294_967_295u64)]
+    pub version: Option<WholeNumber>,
     /// One of the component's workflows (404 if it has none of this name).
     pub workflow: String,
     /// The workflow's input (any JSON).
@@ -94,8 +94,8 @@ pub struct StartRun {
     /// host's instance slots are scarce, the tenant's waiting workflow
     /// activations and step attempts of a lower number go first (tenants
     /// still share the slots fairly), as do waiting runs of a concurrency key.
-    #[schema(minimum = 1, maximum = 9, example = 5)]
-    pub priority: Option<u32>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9, example = 5)]
+    pub priority: Option<WholeNumber>,
     /// Runs sharing this key (a customer's id, say) execute at most
     /// `concurrency_limit` at once, across every host; the others wait,
     /// `queued`, by priority and then age. A run holds its place from its
@@ -104,8 +104,8 @@ pub struct StartRun {
     pub concurrency_key: Option<ConcurrencyKey>,
     /// How many runs of `concurrency_key` may execute at once, 1 to 1000
     /// (default 1). Given without a key, the key is the workflow's name.
-    #[schema(minimum = 1, maximum = 1000)]
-    pub concurrency_limit: Option<u32>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 1000)]
+    pub concurrency_limit: Option<WholeNumber>,
 }
 
 /// Step limits for a run: each can lower the tenant's quota, never raise it.
@@ -166,7 +166,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     let component = match start.version {
         Some(version) => {
             (state.runtime)
-                .component_version(&tenant.id, &start.component, version)
+                .component_version(&tenant.id, &start.component, version.0)
                 .await?
         }
         None => state.runtime.component(&tenant.id, start.component.as_str()).await?,
@@ -179,10 +179,10 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     submission.notify = start.notify;
     submission.tags = start.tags;
     if let Some(priority) = start.priority {
-        submission.priority = priority;
+        submission.priority = priority.0;
     }
     if start.concurrency_key.is_some() || start.concurrency_limit.is_some() {
-        submission.limit_concurrency(start.concurrency_key, start.concurrency_limit)?;
+        submission.limit_concurrency(start.concurrency_key, start.concurrency_limit.map(|n| n.0))?;
     }
     for (name, reference) in start.links {
         let linked = state.runtime.component(&tenant.id, reference.as_str()).await?;

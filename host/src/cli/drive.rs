@@ -67,7 +67,7 @@ pub struct RunLifecycle {
     pub tags: Vec<RunTag>,
     /// The run's place in line when slots are scarce, 1 (first) to 9 (last).
     #[arg(long, default_value_t = 5)]
-    pub priority: u32,
+    pub priority: u64,
     /// At most --concurrency-limit runs sharing this key execute at once;
     /// the others wait, queued.
     #[arg(long)]
@@ -75,7 +75,7 @@ pub struct RunLifecycle {
     /// How many runs of the key execute at once (default 1); without
     /// --concurrency-key, the key is the workflow's name.
     #[arg(long)]
-    pub concurrency_limit: Option<u32>,
+    pub concurrency_limit: Option<u64>,
 }
 
 impl RunLifecycle {
@@ -94,7 +94,7 @@ impl RunLifecycle {
 
 /// A component reference and the version it names: `NAME@3` is version 3
 /// of `NAME`; a reference without `@` means the latest build.
-pub fn versioned(reference: &str) -> anyhow::Result<(&str, Option<u32>)> {
+pub fn versioned(reference: &str) -> anyhow::Result<(&str, Option<u64>)> {
     match reference.rsplit_once('@') {
         None => Ok((reference, None)),
         Some((name, version)) => {

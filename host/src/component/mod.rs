@@ -54,7 +54,7 @@ pub enum ComponentError {
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
     #[error("component `{name}` has no version {version}; it has 1 to {latest}")]
-    UnknownVersion { name: String, version: u32, latest: u32 },
+    UnknownVersion { name: String, version: u64, latest: u32 },
     #[error("the version record {key} cannot be read: {reason}")]
     CorruptVersion { key: String, reason: String },
     #[error(transparent)]

@@ -154,9 +154,9 @@ pub enum RunError {
         first = crate::journal::FIRST_PRIORITY,
         last = crate::journal::LAST_PRIORITY
     )]
-    Priority { priority: u32 },
+    Priority { priority: u64 },
     #[error("a concurrency limit lets 1 to {max} runs of a key execute at once, not {limit}")]
-    ConcurrencyLimit { limit: u32, max: u32 },
+    ConcurrencyLimit { limit: u64, max: u32 },
     #[error("a group holds 1 to {limit} runs, not {size}")]
     GroupSize { size: usize, limit: usize },
     #[error(transparent)]

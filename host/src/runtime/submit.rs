@@ -39,7 +39,7 @@ pub struct Submission {
     /// Tags to search runs by.
     pub tags: Vec<crate::store::RunTag>,
     /// Its place in line when slots are scarce, [`FIRST_PRIORITY`] first.
-    pub priority: u32,
+    pub priority: u64,
     /// How many runs sharing its key may execute at once.
     pub concurrency: Option<ConcurrencyLimit>,
     /// The run's place in a chain, when it is a generation another run
@@ -69,18 +69,19 @@ impl Submission {
 
     /// Holds the run to `limit` runs of `key` at once; without a key, of its
     /// workflow (the default limit is 1: one at a time).
-    pub fn limit_concurrency(&mut self, key: Option<ConcurrencyKey>, limit: Option<u32>) -> Result<(), RunError> {
+    pub fn limit_concurrency(&mut self, key: Option<ConcurrencyKey>, limit: Option<u64>) -> Result<(), RunError> {
         let key = match key {
             Some(key) => key,
             None => ConcurrencyKey::new(&self.workflow)?,
         };
-        let limit = limit.unwrap_or(1);
-        if !(1..=MAX_CONCURRENCY_LIMIT).contains(&limit) {
-            return Err(RunError::ConcurrencyLimit {
-                limit,
+        let asked = limit.unwrap_or(1);
+        let limit = u32::try_from(asked)
+            .ok()
+            .filter(|limit| (1..=MAX_CONCURRENCY_LIMIT).contains(limit))
+            .ok_or(RunError::ConcurrencyLimit {
+                limit: asked,
                 max: MAX_CONCURRENCY_LIMIT,
-            });
-        }
+            })?;
         self.concurrency = Some(ConcurrencyLimit { key, limit });
         Ok(())
     }
@@ -154,10 +155,10 @@ impl Runtime {
         &self,
         tenant: &TenantId,
         name: &ComponentName,
-        version: u32,
+        version: u64,
     ) -> Result<Arc<Loaded>, RunError> {
         let versions = self.component_versions(tenant, name).await?;
-        let Some(found) = versions.iter().find(|v| v.version == version) else {
+        let Some(found) = versions.iter().find(|v| u64::from(v.version) == version) else {
             return Err(ComponentError::UnknownVersion {
                 name: name.to_string(),
                 version,
