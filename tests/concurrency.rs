@@ -291,3 +291,40 @@ fn when_instance_slots_are_scarce_a_first_priority_run_goes_before_its_tenants_b
         "{before} of the {BACKLOG} runs of priority 9 started their step before the one of priority 1"
     );
 }
+
+#[test]
+fn a_key_is_the_tenants_own_so_another_tenants_runs_of_that_key_are_not_held() {
+    const GLOBEX: &str = "sst_concurrency_globex";
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN),
+        token_hash(GLOBEX)
+    );
+    let server = Server::start(&tenants);
+    let key = json!({"concurrency_key": "shared-name"});
+    for token in [TOKEN, GLOBEX] {
+        server.upload(token, "hello");
+        server
+            .post_json("/v1/runs", token, &waiting_run("holder", key.clone()))
+            .expect(202);
+    }
+    await_state(&server, "holder", "awaiting-signal");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/v1/runs/holder", GLOBEX).expect(200)["state"] != "awaiting-signal" {
+        assert!(
+            Instant::now() < deadline,
+            "globex's run of the same key name was held by acme's"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+        .post_json("/v1/runs", TOKEN, &waiting_run("second", key))
+        .expect(202);
+    await_state(&server, "second", "queued");
+    assert!(
+        server
+            .host
+            .stored("tenants/globex/queues/shared-name/waiting/")
+            .is_empty()
+    );
+}

@@ -885,3 +885,35 @@ fn an_upgrade_moves_the_runs_that_replay_identically_and_names_where_the_others_
         .post_json("/v1/components/hello/upgrade", GLOBEX, &other)
         .expect(404);
 }
+
+#[test]
+fn an_upgrade_checks_at_most_a_page_of_runs_a_call_and_says_where_to_go_on() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    let new = server.upload(ACME, "bench")["digest"].clone();
+    // One run past a page of 100: each waits for `go` (a different build's
+    // workflows diverge at once, so the check is quick and moves nothing).
+    let runs: Vec<Value> = (0..101)
+        .map(|_| json!({"component": "hello", "workflow": "await-go", "input": {}}))
+        .collect();
+    let group = json!({"group_id": "page", "runs": runs});
+    server.post_json("/v1/groups", ACME, &group).expect(202);
+    for i in 0..101 {
+        await_state(&server, &format!("page-{i:04}"), "awaiting-signal");
+    }
+    let page = |after: Value| {
+        let body = json!({"to": new, "dry_run": true, "after": after});
+        server
+            .post_json("/v1/components/hello/upgrade", ACME, &body)
+            .expect(200)
+    };
+    let first = page(Value::Null);
+    let checked = |report: &Value| {
+        report["identical"].as_array().map_or(0, Vec::len) + report["diverged"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(checked(&first), 100, "{first}");
+    assert_eq!(first["next_after"], "page-0099", "{first}");
+    let rest = page(first["next_after"].clone());
+    assert_eq!(checked(&rest), 1, "{rest}");
+    assert_eq!(rest["next_after"], Value::Null, "{rest}");
+}

@@ -228,7 +228,7 @@ fn open_places(places: &BTreeMap<u32, u64>, limit: u32) -> Vec<Place> {
             newest if is_taken(newest) => None,
             newest => Some(Place {
                 slot,
-                generation: newest + 1,
+                generation: newest.saturating_add(1),
             }),
         })
         .collect()
@@ -262,7 +262,9 @@ async fn ended_or_gone(store: &TenantStore, run: Option<&RunId>) -> Result<bool,
 
 /// Frees `place` by making the generation after it (or finds it made).
 async fn free(store: &TenantStore, key: &ConcurrencyKey, place: Place) -> Result<(), StoreError> {
-    let freed = place_generation(key, place.slot, place.generation + 1);
+    // Saturating: a generation is parsed from a key name, which no guest
+    // or request writes, but a damaged store must not panic the host.
+    let freed = place_generation(key, place.slot, place.generation.saturating_add(1));
     create_once(store, &freed, Bytes::new()).await?;
     trim(store, key, place.slot).await.map(drop)
 }

@@ -76,10 +76,11 @@ impl Runtime {
         let mut runs = self.unfinished(tenant).await?.runs;
         runs.sort();
         runs.retain(|run| after.is_none_or(|after| run > after));
-        let mut checked = 0;
+        let (mut checked, mut last_checked) = (0, None);
         for run in runs {
             if checked == UPGRADE_PAGE {
-                report.next_after = Some(run);
+                // `after` is exclusive: the next call starts past the last run checked.
+                report.next_after = last_checked;
                 break;
             }
             let records = self.records(tenant, &run);
@@ -88,6 +89,7 @@ impl Runtime {
                 continue;
             }
             checked += 1;
+            last_checked = Some(run.clone());
             let span = tracing::info_span!("upgrade", run = %run, to = %to.digest);
             let replayed = self
                 .replay(tenant, &run, Some(to.clone()))
