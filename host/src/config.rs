@@ -237,6 +237,21 @@ pub struct WaitPolicy {
     pub step_eviction_threshold: Duration,
     /// How often a waiting run looks for a signal in the store.
     pub signal_poll_interval: Duration,
+    /// How often the host looks for the wake-ups other hosts leave it (a
+    /// signal or cancellation sent through them for a run it drives).
+    pub wakeup_poll_interval: Duration,
+}
+
+impl WaitPolicy {
+    /// How much longer a run waiting since `since` may keep its instance;
+    /// `None` once it must be evicted. A wait that has reached the
+    /// threshold is over it: on virtual time, where no time passes between
+    /// two looks, "none left" must not read as "a little left".
+    pub fn until_eviction(&self, since: tokio::time::Instant) -> Option<Duration> {
+        self.eviction_threshold
+            .checked_sub(since.elapsed())
+            .filter(|left| !left.is_zero())
+    }
 }
 
 impl Default for WaitPolicy {
@@ -245,6 +260,7 @@ impl Default for WaitPolicy {
             eviction_threshold: Duration::from_secs(5),
             step_eviction_threshold: Duration::from_secs(5),
             signal_poll_interval: Duration::from_millis(50),
+            wakeup_poll_interval: Duration::from_millis(250),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod api;
 mod byte_budget;
+pub mod clock;
 pub mod cluster;
 pub mod component;
 pub mod componentize;
@@ -25,3 +26,4 @@ pub mod secrets;
 mod shared_map;
 pub mod store;
 pub mod tenancy;
+pub mod testing;

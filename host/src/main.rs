@@ -12,7 +12,9 @@ fn main() -> ExitCode {
     quit_quietly_on_a_closed_pipe();
     let args = cli::Cli::parse();
     let logs = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("stepstone=info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(args.default_log_filter())),
+        )
         .with_writer(std::io::stderr)
         .with_target(false);
     match args.log_format() {

@@ -5,6 +5,7 @@ mod drive;
 mod group;
 mod inspect;
 mod remote;
+mod scenarios;
 mod schedule;
 mod serve;
 mod upgrade;
@@ -121,6 +122,16 @@ impl Cli {
     pub fn log_format(&self) -> LogFormat {
         self.log_format
     }
+
+    /// What is logged unless `RUST_LOG` says otherwise: the host's course,
+    /// but for `test`, whose scenarios' steps fail and retry on purpose and
+    /// whose report says what happened, only errors.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Test(_) => "stepstone=error",
+            _ => "stepstone=info",
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -205,6 +216,10 @@ enum Command {
         #[arg(long)]
         tag: Option<stepstone::store::RunTag>,
     },
+    /// Test workflows on virtual time: run scenario files (steps stubbed,
+    /// signals at virtual times, expectations), replay each run against its
+    /// journal, and exit 1 if any scenario fails.
+    Test(scenarios::TestArgs),
     /// Re-execute a run against its journal, running no step, and report any divergence.
     Replay {
         run: RunId,
@@ -363,6 +378,12 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     );
     let host = || data.host(config.clone());
     let result = match cli.command {
+        Command::Test(args) => {
+            let cache = data.cache.clone();
+            tokio::task::spawn_blocking(move || scenarios::run(args, &cache))
+                .await
+                .context("the scenarios' thread stopped")?
+        }
         Command::Componentize { input, world, output } => componentize(&input, world.as_deref(), &output),
         Command::SignalSchemas {
             component,

@@ -88,7 +88,8 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         | Command::Serve { .. }
         | Command::Tenant(_)
         | Command::Componentize { .. }
-        | Command::SignalSchemas { .. } => {
+        | Command::SignalSchemas { .. }
+        | Command::Test(_) => {
             anyhow::bail!("this command works on the embedded store only; drop --server")
         }
     }

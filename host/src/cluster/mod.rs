@@ -46,9 +46,6 @@ use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
 use lease::Lease;
 use liveness::Observations;
 
-/// How often a host looks for wake-ups other hosts left it.
-const WAKEUP_POLL: Duration = Duration::from_millis(250);
-
 /// Wake-ups waiting to be handled; past this many, the rest stay in the
 /// store for the next look.
 const WAKEUP_QUEUE: usize = 4096;
@@ -58,6 +55,8 @@ pub struct Cluster {
     me: HostId,
     store: Scope,
     lease: Arc<Lease>,
+    /// How often this host looks for wake-ups other hosts left it.
+    wakeup_poll: Duration,
     others: Mutex<Observations>,
     /// The claims this host holds, by run.
     held: Mutex<HashMap<(TenantId, RunId), Claim>>,
@@ -74,12 +73,13 @@ pub struct Cluster {
 impl Cluster {
     /// This host, not yet joined: it joins (writes its first heartbeat)
     /// when it first claims a run.
-    pub fn new(storage: &Storage, ttl: Duration) -> Arc<Self> {
+    pub fn new(storage: &Storage, ttl: Duration, wakeup_poll: Duration) -> Arc<Self> {
         let (wakeups, queue) = mpsc::channel(WAKEUP_QUEUE);
         Arc::new(Self {
             me: HostId::fresh(),
             store: storage.cluster(),
             lease: Arc::new(Lease::new(ttl)),
+            wakeup_poll,
             others: Mutex::default(),
             held: Mutex::default(),
             joined: OnceCell::new(),

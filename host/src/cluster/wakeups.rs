@@ -1,7 +1,7 @@
 //! Wake-ups between hosts: a host that stored a signal or a cancellation
 //! for a run another host drives leaves an empty object in that host's
 //! folder (`cluster/wakeups/{host}/{tenant}/{run}`); the host looks there
-//! every [`WAKEUP_POLL`], takes each one out, then hands it on. Since the
+//! every `WaitPolicy::wakeup_poll_interval`, takes each one out, then hands it on. Since the
 //! object is removed before the run is woken, and the signal was stored
 //! before the object, a wake-up is never lost between the two.
 
@@ -9,7 +9,7 @@ use std::sync::Weak;
 
 use bytes::Bytes;
 
-use super::{Cluster, HostId, WAKEUP_POLL};
+use super::{Cluster, HostId};
 use crate::store::{RunId, Scope, StoreError, StoreKey, TenantId};
 
 /// A run this host drives has something new in the store.
@@ -62,8 +62,9 @@ pub async fn watch(cluster: Weak<Cluster>) {
         if let Err(e) = cluster.collect_wakeups().await {
             tracing::warn!("could not read this host's wake-ups: {e}");
         }
+        let poll = cluster.wakeup_poll;
         drop(cluster);
-        tokio::time::sleep(WAKEUP_POLL).await;
+        tokio::time::sleep(poll).await;
     }
 }
 

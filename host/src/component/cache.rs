@@ -30,7 +30,8 @@ pub enum Urgency {
 }
 
 /// The on-disk cache, or none (then every load compiles), and the threads
-/// that compile uploads.
+/// that compile uploads. Clones share both.
+#[derive(Clone)]
 pub struct CodeCache {
     dir: Option<Arc<Dir>>,
     uploads: Option<Arc<rayon::ThreadPool>>,

@@ -167,7 +167,7 @@ impl Runtime {
         let mut waited_here: Option<RunId> = None;
         loop {
             let latest = self.latest_generation(tenant, run).await?;
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if waited_here.as_ref() != Some(&latest)
                 && let Some(mut finished) = self.driven_here(tenant, &latest)
             {
@@ -176,7 +176,7 @@ impl Runtime {
                 waited_here = Some(latest.clone());
             }
             let status = self.status(tenant, &latest).await?;
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let continued = matches!(status.state, RunState::Continued { .. });
             if (status.state.is_finished() && !continued) || left.is_zero() {
                 return Ok(status);

@@ -8,9 +8,9 @@
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use super::clock::now_ms;
 use super::interruption::Interruption;
 use super::workflow::{StartedStep, StepDone, StepResult, WorkflowState};
+use crate::clock::now_ms;
 use crate::contract::bindings::{StepError, StepErrorKind};
 use crate::journal::{Call, JournalError, Recorded};
 use crate::store::StoreError;

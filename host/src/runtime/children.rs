@@ -7,12 +7,14 @@
 //! new is awaited through its chain: its parent gets how the chain's last
 //! generation ended.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::clock::now_ms;
+use tokio::time::Instant;
+
 use super::interruption::{Interruption, Suspension};
 use super::workflow::WorkflowState;
 use super::{Refusal, RunContext, RunError, Runtime, Submission};
+use crate::clock::now_ms;
 use crate::component::ComponentError;
 use crate::journal::{Call, CallKind, JournalError, Outcome, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
@@ -162,7 +164,7 @@ impl WorkflowState {
                 }
                 None => {}
             }
-            let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
+            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
                 return Err(Interruption::Suspend(Suspension {
                     child: Some(child),
                     ..Suspension::until(u64::MAX)

@@ -35,10 +35,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::clock::now_ms;
 use super::interruption::Suspension;
 use super::moment::Moment;
 use super::{Progress, RunError, Runtime, Submission, failed};
+use crate::clock::now_ms;
 use crate::journal::{ChainLink, JournalError, Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, TenantId, TenantStore, chain_key};
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
-use super::clock::now_ms;
 use super::moment::rfc3339;
 use super::{RunError, Runtime};
+use crate::clock::now_ms;
 use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};

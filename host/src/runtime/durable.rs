@@ -3,17 +3,19 @@
 //! carried out and journaled before the workflow sees its result.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
 use super::cancellation::cancelled_step;
-use super::clock::now_ms;
 use super::in_flight::RunningStep;
 use super::interruption::{Interruption, Suspension};
 use super::step_call::{self, StepCall};
 use super::workflow::{Mode, StartedStep, StepDone, StepResult, StepUnfinished, WorkflowState};
+use crate::clock::now_ms;
 use crate::config::{HttpLimitRequest, LimitRequest};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
@@ -357,7 +359,7 @@ impl WorkflowState {
                 tracing::info!(seq, signal = %name, "signal wait timed out");
                 return Ok(None);
             }
-            let Some(until_eviction) = wait.eviction_threshold.checked_sub(waiting_since.elapsed()) else {
+            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension {
                     signal,

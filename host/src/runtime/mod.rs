@@ -27,7 +27,6 @@ mod admission;
 mod background;
 mod cancellation;
 mod children;
-mod clock;
 mod concurrency;
 mod continuation;
 mod control;
@@ -42,6 +41,7 @@ mod replay;
 mod retention;
 mod retry;
 mod search;
+mod stand_in;
 mod status;
 mod step_call;
 mod step_target;
@@ -57,8 +57,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::Instrument;
 
+pub use crate::clock::now_ms;
 pub use admission::{Refusal, RunQuotas};
-pub use clock::now_ms;
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
 pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
@@ -68,6 +68,7 @@ pub use replay::ReplayReport;
 pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use search::MAX_TAGS;
+pub use stand_in::{AttemptCall, StandIn, StepStandIn};
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
 pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport};
@@ -289,6 +290,8 @@ pub struct Host {
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
     fresh: fresh::FreshRuns,
+    /// What answers step attempts in place of the steps, under test.
+    stand_in: Option<Arc<dyn StepStandIn>>,
 }
 
 /// One run being executed: its records and the components it may use.
@@ -361,10 +364,30 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(config: HostConfig, storage: Storage, cache: CodeCache) -> Result<Self, RunError> {
+        Self::build(config, storage, cache, None)
+    }
+
+    /// A runtime whose step attempts `stand_in` answers, or lets the real
+    /// steps run (see [`StepStandIn`]): for tests.
+    pub fn with_step_stand_in(
+        config: HostConfig,
+        storage: Storage,
+        cache: CodeCache,
+        stand_in: Arc<dyn StepStandIn>,
+    ) -> Result<Self, RunError> {
+        Self::build(config, storage, cache, Some(stand_in))
+    }
+
+    fn build(
+        config: HostConfig,
+        storage: Storage,
+        cache: CodeCache,
+        stand_in: Option<Arc<dyn StepStandIn>>,
+    ) -> Result<Self, RunError> {
         let engines = Engines::new(&config)?;
         let budget = config.loaded_components_bytes;
         let components = Components::within(engines, cache, budget);
-        let cluster = Cluster::new(&storage, config.lease.ttl);
+        let cluster = Cluster::new(&storage, config.lease.ttl, config.wait.wakeup_poll_interval);
         let secrets = Secrets::new(storage.clone());
         let schedules = Schedules::new(storage.clone());
         let usage = usage::Usage::new(storage.clone(), cluster.me().clone());
@@ -388,6 +411,7 @@ impl Runtime {
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),
             fresh: fresh::FreshRuns::default(),
+            stand_in,
         };
         Ok(Self { host: Arc::new(host) })
     }

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::clock::now_ms;
 use super::{RunError, RunListing, Runtime};
+use crate::clock::now_ms;
 use crate::journal::{Outcome, RunRecord, RunRecords};
 use crate::store::{RunId, TenantId};
 

@@ -7,17 +7,19 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use super::clock::now_ms;
 use super::retry::RetryPolicy;
+use super::stand_in::{AttemptCall, StandIn, taking};
 use super::step_target::StepTarget;
 use super::workflow::{StepDone, StepResult, StepUnfinished};
-use crate::component::Loaded;
+use crate::clock::now_ms;
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::LogBudget;
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::{DayUsage, Host};
-use crate::sandbox::{Outbound, Reach, Role, Serving, kind_name, run_attempt};
+use crate::sandbox::{
+    AttemptFailure, Outbound, Reach, Role, Serving, StepProgram, checked_output, kind_name, run_attempt,
+};
 use crate::secrets::OpenedSecrets;
 
 /// A step call the journal has no entry for.
@@ -48,10 +50,7 @@ pub struct StepCall {
 pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
     let _in_flight = host.background.step_starting().await;
     let started_at_ms = now_ms();
-    let (result, attempts) = match &step.target {
-        Ok((component, name)) => attempt_until_done(&host, &records, &step, component, name).await?,
-        Err(why) => (Err(unknown_step(&step.call.name, why)), 0),
-    };
+    let (result, attempts) = attempt_until_done(&host, &records, &step).await?;
     let finished_at_ms = now_ms();
     tracing::info!(
         seq = step.seq,
@@ -78,14 +77,8 @@ async fn attempt_until_done(
     host: &Host,
     records: &RunRecords,
     step: &StepCall,
-    component: &Loaded,
-    name: &str,
 ) -> Result<(Result<String, StepError>, u32), StepUnfinished> {
     let policy = RetryPolicy::from_options(&step.options, &step.limits.retry);
-    let program = match host.components.steps(component).await {
-        Ok(program) => program,
-        Err(e) => return Ok((Err(error(StepErrorKind::Trapped, e.to_string(), 0)), 0)),
-    };
     let earlier = if step.resumes_attempts {
         records.attempts(step.seq).await.map_err(journal)?
     } else {
@@ -96,50 +89,39 @@ async fn attempt_until_done(
         let resume_at = policy.next_attempt_at_ms(failed.failed_at_ms, failed.attempt);
         wait_for_retry(host, resume_at).await?;
     }
+    // The real step, loaded for its first attempt that a stand-in leaves to it.
+    let mut real: Option<RealStep> = None;
     loop {
         // A host that lost its claim starts no attempt: another may run it.
         records.check_claim().map_err(journal)?;
-        let span = tracing::info_span!("attempt", seq = step.seq, step = name, attempt);
-        // Nor through a wait for the next day's fuel.
-        host.usage.await_fuel(records.store().tenant()).await;
-        // The slot is held for the attempt only, never through a backoff.
-        let slot = host
-            .components
-            .engines()
-            .slot(Role::Step, records.store().tenant(), step.priority)
-            .await;
-        let started = std::time::Instant::now();
-        let running = host.metrics.attempt_running(records.store().tenant());
-        let reach = Reach {
-            log: step.log.clone(),
-            scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
-            outbound: step.outbound.clone(),
-            secrets: step.secrets.clone(),
-            serving: Serving {
-                tenant: records.store().tenant().to_string(),
-                run: records.run_id().to_string(),
+        let stand_in = host.stand_in.as_ref().map_or_else(StandIn::real, |stand_in| {
+            stand_in.attempt(&AttemptCall {
+                run: records.run_id().as_str(),
+                step: &step.call.name,
                 seq: step.seq,
-            },
+                input: &step.input,
+                attempt,
+            })
+        });
+        let result = match stand_in.answer {
+            Some(answer) => {
+                taking(stand_in.takes).await;
+                answer.and_then(|output| checked_output(output, &step.limits))
+            }
+            None => {
+                let real = match &mut real {
+                    Some(real) => real,
+                    None => match RealStep::load(host, step).await {
+                        Ok(loaded) => real.insert(loaded),
+                        Err(unreachable) => return Ok((Err(unreachable), attempt - 1)),
+                    },
+                };
+                let result = real.attempt(host, records, step, attempt).await;
+                taking(stand_in.takes).await;
+                result
+            }
         };
-        let report = run_attempt(&program, name, &step.input, attempt, &step.limits, reach)
-            .instrument(span)
-            .await;
-        drop((running, slot));
-        let how = report
-            .result
-            .as_ref()
-            .map_or_else(|failure| kind_name(failure.kind), |_| "ok");
-        host.metrics
-            .step_attempt(records.store().tenant(), how, started.elapsed(), report.fuel_used);
-        host.metrics.http(records.store().tenant(), &report.http);
-        let used = DayUsage {
-            fuel: report.fuel_used,
-            step_attempts: 1,
-            outbound_requests: report.http.requests.load(std::sync::atomic::Ordering::Relaxed),
-            ..DayUsage::default()
-        };
-        host.usage.count(records.store().tenant(), used);
-        let failure = match report.result {
+        let failure = match result {
             Ok(output) => return Ok((Ok(output), attempt)),
             Err(failure) => failure,
         };
@@ -150,7 +132,7 @@ async fn attempt_until_done(
         let wait = policy.backoff(attempt);
         tracing::warn!(
             seq = step.seq,
-            step = name,
+            step = %step.call.name,
             attempt,
             kind = kind_name(error.kind),
             "attempt failed: {}; retrying in {wait:?}",
@@ -164,6 +146,77 @@ async fn attempt_until_done(
         records.record_attempt(step.seq, &record).await.map_err(journal)?;
         wait_for_retry(host, policy.next_attempt_at_ms(record.failed_at_ms, attempt)).await?;
         attempt += 1;
+    }
+}
+
+/// The step a call resolved to, compiled for attempts.
+struct RealStep {
+    program: Arc<StepProgram>,
+    name: String,
+}
+
+impl RealStep {
+    /// The step `step` calls, or the final error of a call whose step is
+    /// unknown or cannot be compiled.
+    async fn load(host: &Host, step: &StepCall) -> Result<Self, StepError> {
+        let (component, name) = step.target.as_ref().map_err(|why| unknown_step(&step.call.name, why))?;
+        let program = host
+            .components
+            .steps(component)
+            .await
+            .map_err(|e| error(StepErrorKind::Trapped, e.to_string(), 0))?;
+        Ok(Self {
+            program,
+            name: name.clone(),
+        })
+    }
+
+    /// Runs attempt number `attempt` in a fresh sandbox, in an instance
+    /// slot held for the attempt only, and counts what it used.
+    async fn attempt(
+        &self,
+        host: &Host,
+        records: &RunRecords,
+        step: &StepCall,
+        attempt: u32,
+    ) -> Result<String, AttemptFailure> {
+        let tenant = records.store().tenant();
+        let span = tracing::info_span!("attempt", seq = step.seq, step = %self.name, attempt);
+        // No slot is held through a wait for the next day's fuel.
+        host.usage.await_fuel(tenant).await;
+        let slot = host.components.engines().slot(Role::Step, tenant, step.priority).await;
+        let started = std::time::Instant::now();
+        let running = host.metrics.attempt_running(tenant);
+        let reach = Reach {
+            log: step.log.clone(),
+            scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
+            outbound: step.outbound.clone(),
+            secrets: step.secrets.clone(),
+            serving: Serving {
+                tenant: tenant.to_string(),
+                run: records.run_id().to_string(),
+                seq: step.seq,
+            },
+        };
+        let report = run_attempt(&self.program, &self.name, &step.input, attempt, &step.limits, reach)
+            .instrument(span)
+            .await;
+        drop((running, slot));
+        let how = report
+            .result
+            .as_ref()
+            .map_or_else(|failure| kind_name(failure.kind), |_| "ok");
+        host.metrics
+            .step_attempt(tenant, how, started.elapsed(), report.fuel_used);
+        host.metrics.http(tenant, &report.http);
+        let used = DayUsage {
+            fuel: report.fuel_used,
+            step_attempts: 1,
+            outbound_requests: report.http.requests.load(std::sync::atomic::Ordering::Relaxed),
+            ..DayUsage::default()
+        };
+        host.usage.count(tenant, used);
+        report.result
     }
 }
 

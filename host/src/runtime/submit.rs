@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::clock::now_ms;
 use super::moment::{DEADLINE, Moment, START, rfc3339};
 use super::{RunError, Runtime};
+use crate::clock::now_ms;
 use crate::component::{ComponentError, Loaded};
 use crate::config::LimitRequest;
 use crate::journal::{

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::Instrument;
 
-use super::clock::now_ms;
 use super::{ReplayReport, RunError, Runtime};
+use crate::clock::now_ms;
 use crate::component::Loaded;
 use crate::journal::{RunRecord, RunRecords};
 use crate::store::{RunId, TenantId};

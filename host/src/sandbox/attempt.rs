@@ -257,21 +257,7 @@ pub async fn run_attempt(
         })
         .await;
     let result = match called {
-        Ok(Ok(output)) if output.len() > limits.max_output_bytes => Err(AttemptFailure::new(
-            StepErrorKind::OutputTooLarge,
-            format!(
-                "output of {} bytes exceeds the limit of {} bytes",
-                output.len(),
-                limits.max_output_bytes
-            ),
-        )),
-        Ok(Ok(output)) => match serde_json::from_str::<serde::de::IgnoredAny>(&output) {
-            Ok(_) => Ok(output),
-            Err(e) => Err(AttemptFailure::new(
-                StepErrorKind::InvalidOutput,
-                format!("the step's output is not JSON text ({e}): every payload must be JSON"),
-            )),
-        },
+        Ok(Ok(output)) => checked_output(output, limits),
         Ok(Err(StepFailure { message, permanent })) => Err(AttemptFailure {
             kind: StepErrorKind::Failed,
             message,
@@ -291,5 +277,27 @@ pub async fn run_attempt(
         result,
         fuel_used,
         http,
+    }
+}
+
+/// A step's output, if it is within the output limit and JSON text, as
+/// every payload must be.
+pub fn checked_output(output: String, limits: &StepLimits) -> Result<String, AttemptFailure> {
+    if output.len() > limits.max_output_bytes {
+        return Err(AttemptFailure::new(
+            StepErrorKind::OutputTooLarge,
+            format!(
+                "output of {} bytes exceeds the limit of {} bytes",
+                output.len(),
+                limits.max_output_bytes
+            ),
+        ));
+    }
+    match serde_json::from_str::<serde::de::IgnoredAny>(&output) {
+        Ok(_) => Ok(output),
+        Err(e) => Err(AttemptFailure::new(
+            StepErrorKind::InvalidOutput,
+            format!("the step's output is not JSON text ({e}): every payload must be JSON"),
+        )),
     }
 }

@@ -8,15 +8,20 @@
 //! host call (a WASI sleep, a poll, a read): epochs only interrupt guest
 //! code, so every call into a guest runs under [`Deadline::bound`].
 //!
+//! Deadlines are tokio instants, so a scenario on virtual time (see
+//! [`crate::clock`]) sees a guest's deadline pass when its virtual time
+//! does, in step with the watchdog's timer.
+//!
 //! A deadline can be *paused* while the host does durable work on the
 //! guest's behalf (a workflow awaiting a step, a timer, a signal): that time
 //! is the host's, bounded by the host's own limits, and not the guest's.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 use wasmtime::Trap;
 
 /// How an abandoned call's [`Trap::Interrupt`] is worded, so a report can
@@ -69,7 +74,7 @@ impl Deadline {
             match current {
                 Some(at) => {
                     tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => if self.passed() { return },
+                        () = tokio::time::sleep_until(at) => if self.passed() { return },
                         _ = changes.changed() => {}
                     }
                 }

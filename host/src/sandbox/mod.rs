@@ -19,7 +19,7 @@ mod scratch;
 mod slots;
 mod wasi;
 
-pub use attempt::{AttemptFailure, AttemptReport, Reach, Serving, StepProgram, StepState, run_attempt};
+pub use attempt::{AttemptFailure, AttemptReport, Reach, Serving, StepProgram, StepState, checked_output, run_attempt};
 pub use deadline::{Deadline, instant_after};
 pub use describe::describe;
 pub use engine::{Engines, Role};

@@ -171,6 +171,7 @@ impl GuestWasi {
 
 /// What every role shares: no environment, arguments, stdin, preopens or
 /// network; stdout and stderr go to the run's log.
+/// On virtual time (a test scenario), the clocks are the scenario's.
 fn closed_builder(stdio: Stdio) -> WasiCtxBuilder {
     let mut builder = WasiCtxBuilder::new();
     builder
@@ -179,7 +180,40 @@ fn closed_builder(stdio: Stdio) -> WasiCtxBuilder {
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
+    if crate::clock::is_virtual() {
+        let clock = VirtualClock {
+            origin: tokio::time::Instant::now(),
+        };
+        builder.wall_clock(clock).monotonic_clock(clock);
+    }
     builder
+}
+
+/// A step's clocks on virtual time (see [`crate::clock`]): the scenario's
+/// wall clock, and tokio's paused clock, which its sleeps also follow.
+#[derive(Clone, Copy)]
+struct VirtualClock {
+    origin: tokio::time::Instant,
+}
+
+impl HostWallClock for VirtualClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_millis(crate::clock::now_ms())
+    }
+}
+
+impl HostMonotonicClock for VirtualClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 /// The seed of a run's WASI random: SHA-256 of the run id, so every

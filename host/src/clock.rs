@@ -1,0 +1,114 @@
+//! Time as the host reads it: the system's wall clock, or the virtual time
+//! of a test scenario ([`crate::testing`]).
+//!
+//! Virtual time belongs to one thread: a harness runs each scenario on a
+//! thread of its own, in a current-thread tokio runtime whose clock is
+//! paused, so every task of that runtime (and every guest it calls into)
+//! runs there. On that thread, [`now_ms`] is the scenario's start plus the
+//! time tokio's paused clock has advanced, which it does only when every
+//! task waits on a timer, straight to the earliest one: sleeps, signal
+//! timeouts and retry backoffs pass at once, in timer order. Every other
+//! thread reads the system's clock.
+
+use std::cell::Cell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+thread_local! {
+    static VIRTUAL: Cell<Option<Origin>> = const { Cell::new(None) };
+}
+
+/// Where virtual time started: its wall-clock reading, and tokio's instant then.
+#[derive(Clone, Copy)]
+struct Origin {
+    at_ms: u64,
+    instant: tokio::time::Instant,
+}
+
+/// Milliseconds since the Unix epoch: virtual on a thread running a
+/// scenario, the system's everywhere else.
+pub fn now_ms() -> u64 {
+    match VIRTUAL.with(Cell::get) {
+        Some(origin) => {
+            let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
+            origin
+                .at_ms
+                .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        }
+        None => system_now_ms(),
+    }
+}
+
+/// Whether this thread runs on virtual time.
+pub fn is_virtual() -> bool {
+    VIRTUAL.with(Cell::get).is_some()
+}
+
+fn system_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Virtual time on this thread, from its creation until it is dropped.
+pub struct VirtualTime(());
+
+impl VirtualTime {
+    /// Starts virtual time on this thread at `at_ms`. Call it inside a
+    /// current-thread tokio runtime whose clock is paused (`start_paused`):
+    /// only then does tokio's clock, and so this one, move virtually.
+    pub fn start(at_ms: u64) -> Self {
+        let origin = Origin {
+            at_ms,
+            instant: tokio::time::Instant::now(),
+        };
+        VIRTUAL.with(|cell| cell.set(Some(origin)));
+        Self(())
+    }
+}
+
+impl Drop for VirtualTime {
+    fn drop(&mut self) {
+        VIRTUAL.with(|cell| cell.set(None));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn virtual_time_starts_where_told_and_follows_the_paused_clock() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let system = now_ms();
+            let _virtual = VirtualTime::start(1_000);
+            assert!(is_virtual());
+            assert_eq!(now_ms(), 1_000);
+            tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+            assert_eq!(now_ms(), 1_000 + 24 * 3600 * 1000, "a day passed at once");
+            let elsewhere = std::thread::spawn(now_ms).join().expect("the thread ends");
+            assert!(elsewhere >= system, "another thread reads the system's clock");
+        });
+        assert!(!is_virtual(), "virtual time ends with its guard");
+    }
+
+    #[test]
+    fn virtual_time_saturates_at_the_end_of_time() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let _virtual = VirtualTime::start(u64::MAX - 5);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(now_ms(), u64::MAX);
+        });
+    }
+}
