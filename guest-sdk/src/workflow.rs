@@ -183,10 +183,13 @@ impl Workflow {
     /// patch marker, so one build serves the runs recorded before a change
     /// and those after it.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # fn place_order(ctx: &stepstone_guest::Workflow, order: serde_json::Value) -> Result<(), stepstone_guest::Error> {
     /// if ctx.patched("fraud-check") {
-    ///     ctx.step::<_, Verdict>("fraud-check", &order)?;  // the new code
+    ///     let clear: bool = ctx.step("fraud-check", &order)?; // the new code
     /// }
+    /// # Ok(())
+    /// # }
     /// ```
     ///
     /// `true` for a run that reaches the call on this build past its
