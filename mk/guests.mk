@@ -14,20 +14,24 @@ GUESTS_DIR := target/guests
 GUEST_MANIFEST := examples-guests/Cargo.toml
 HOSTILE_DIR := tests/hostile-guests
 HOSTILE_MANIFEST := $(HOSTILE_DIR)/Cargo.toml
-# Two cargo target dirs, so building `order --features reordered` does not
-# evict the normal build's artifacts (and the other way round).
+# Two cargo target dirs, so building the order example's variants (`order
+# --features reordered`, ...) does not evict the normal build's artifacts
+# (and the other way round).
 GUEST_BUILD_DIR := target/guest-build
-GUEST_REORDERED_BUILD_DIR := target/guest-build-reordered
+GUEST_VARIANT_BUILD_DIR := target/guest-build-variants
 GUEST_CORE_DIR := $(GUEST_BUILD_DIR)/$(GUEST_TARGET)/release
+# The order saga's variants, one per cargo feature (examples-guests/order's
+# Cargo.toml says what each changes), built into order-VARIANT.wasm.
+ORDER_VARIANTS := reordered fraud-check patched
 
 EXAMPLE_GUESTS := hello order checkout fanout batch wasi_probe polyglot bench counter
 HOSTILE_GUESTS := hostile forbidden blocker stalled fetcher
 RUST_GUESTS := $(EXAMPLE_GUESTS) $(HOSTILE_GUESTS)
 EXAMPLE_GUEST_CORES := $(EXAMPLE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
 HOSTILE_GUEST_CORES := $(HOSTILE_GUESTS:%=$(GUEST_CORE_DIR)/%.wasm)
-REORDERED_ORDER_CORE := $(GUEST_REORDERED_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm
+ORDER_VARIANT_CORES := $(ORDER_VARIANTS:%=$(GUEST_VARIANT_BUILD_DIR)/order-%.wasm)
 GUEST_COMPONENTS := $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm) \
-	$(GUESTS_DIR)/order-reordered.wasm $(GUESTS_DIR)/wat-step.wasm $(GUESTS_DIR)/bombs.wasm \
+	$(ORDER_VARIANTS:%=$(GUESTS_DIR)/order-%.wasm) $(GUESTS_DIR)/wat-step.wasm $(GUESTS_DIR)/bombs.wasm \
 	$(GUESTS_DIR)/wat-workflow.wasm
 
 # Everything a Rust guest's core module is built from.
@@ -95,9 +99,16 @@ $(HOSTILE_GUEST_CORES) &: $(GUEST_SOURCES) | guest-toolchain
 	$(call guest-cargo-build,$(HOSTILE_MANIFEST),$(GUEST_BUILD_DIR),--workspace)
 	@touch $(HOSTILE_GUEST_CORES)
 
-$(REORDERED_ORDER_CORE): $(GUEST_SOURCES) | guest-toolchain
-	$(call guest-cargo-build,$(GUEST_MANIFEST),$(GUEST_REORDERED_BUILD_DIR),--package order --features reordered)
-	@touch $@
+# The variants share a target dir, so each build overwrites the last one's
+# order.wasm: copy each out before building the next.
+$(ORDER_VARIANT_CORES) &: $(GUEST_SOURCES) | guest-toolchain
+	@for variant in $(ORDER_VARIANTS); do \
+		echo "guests: order --features $$variant"; \
+		$(call guest-cargo-build,$(GUEST_MANIFEST),$(GUEST_VARIANT_BUILD_DIR),--package order --features $$variant) \
+			&& cp $(GUEST_VARIANT_BUILD_DIR)/$(GUEST_TARGET)/release/order.wasm \
+				$(GUEST_VARIANT_BUILD_DIR)/order-$$variant.wasm \
+			|| exit 1; \
+	done
 
 # wit-bindgen embedded the component type in each Rust core module, so
 # componentize needs no world for them.
@@ -105,7 +116,7 @@ $(RUST_GUESTS:%=$(GUESTS_DIR)/%.wasm): $(GUESTS_DIR)/%.wasm: $(GUEST_CORE_DIR)/%
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< -o $@
 
-$(GUESTS_DIR)/order-reordered.wasm: $(REORDERED_ORDER_CORE) $(STEPSTONE)
+$(ORDER_VARIANTS:%=$(GUESTS_DIR)/order-%.wasm): $(GUESTS_DIR)/%.wasm: $(GUEST_VARIANT_BUILD_DIR)/%.wasm $(STEPSTONE)
 	@mkdir -p $(@D)
 	$(STEPSTONE) componentize $< -o $@
 

@@ -126,6 +126,56 @@ fn a_run_past_the_journal_limit_fails_with_a_host_limit() {
     );
 }
 
+/// Runs the hostile guest's `patch-ids` on `ids` as run `run`: it asks
+/// `patched` about each, then about the first again.
+fn patch_ids(host: &Host, run: &str, ids: &[String]) -> stepstone_e2e::Run {
+    let input = json!({ "ids": ids }).to_string();
+    host.run(&[
+        "run",
+        arg(&guest("hostile")),
+        "patch-ids",
+        "--run-id",
+        run,
+        "--input",
+        &input,
+    ])
+}
+
+#[test]
+fn a_change_id_is_1_to_256_bytes_and_an_execution_asks_about_at_most_1000() {
+    let host = Host::new();
+    // At the edges: 256 bytes (in two-byte characters), 1 byte; asked
+    // again, the first answers as before and journals nothing.
+    let edges = ["é".repeat(128), "x".to_owned()];
+    let answers = patch_ids(&host, "edges", &edges).success().json_line();
+    assert_eq!(answers, json!([true, true, true]));
+    let markers: Vec<Value> = host.history("edges").iter().map(|e| e["call"].clone()).collect();
+    assert_eq!(markers.len(), 2, "one marker a change: {markers:?}");
+    assert_eq!(
+        (markers[0]["kind"].clone(), markers[0]["name"].clone()),
+        (json!("Patch"), json!(edges[0]))
+    );
+    for (run, ids, refusal) in [
+        ("long", vec!["x".repeat(257)], "257 bytes, over the limit of 256 bytes"),
+        ("empty", vec![String::new()], "an empty change id"),
+    ] {
+        let stderr = patch_ids(&host, run, &ids).failure();
+        assert!(
+            stderr.contains("(invalid-call)") && stderr.contains(refusal),
+            "{stderr}"
+        );
+        assert!(host.history(run).is_empty(), "{run}: nothing journaled");
+    }
+    let ids: Vec<String> = (0..1001).map(|i| format!("change-{i}")).collect();
+    let answers = patch_ids(&host, "most", &ids[..1000]).success().json_line();
+    assert_eq!(answers.as_array().map(Vec::len), Some(1001));
+    let stderr = patch_ids(&host, "too-many", &ids).failure();
+    assert!(
+        stderr.contains("(invalid-call)") && stderr.contains("the host's limit of 1000 changes"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_run_holds_only_so_many_untaken_signals() {
     let host = Host::new();

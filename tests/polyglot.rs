@@ -3,6 +3,7 @@
 //! Rust workflow (examples-guests/polyglot), their workflows calling a Rust
 //! step, and replays of those workflows find them deterministic, Python's
 //! and JavaScript's own clocks and random numbers included; each SDK's
+//! patch marker sends a new run down the changed path, and its
 //! continue-as-new call ends a generation and starts the next.
 
 use serde_json::{Value, json};
@@ -104,11 +105,36 @@ fn check_greet(host: &Host, component: &str, via: &str) {
     assert_replays_deterministically(host, &greet);
 }
 
-/// Runs `greet` and `stamp` (the language's own clock and random numbers,
-/// printed) of a workflow component, and replays both.
+/// Runs `greet-again`, `greet` changed behind the patch marker
+/// `greet-again`: a new run journals the marker once, between the two
+/// greetings, takes the changed path, and replays identically.
+fn check_greet_again(host: &Host, component: &str, via: &str) {
+    let run = format!("greet-again-{via}");
+    let greeted = run_with_hello(host, component, "greet-again", &run, r#"{"name":"Ada"}"#).success();
+    assert_eq!(
+        greeted.json_line(),
+        json!({"greeting": "Hello, Ada!", "again": "Hello, Ada!", "via": via})
+    );
+    let calls: Vec<Value> = host
+        .history(&run)
+        .iter()
+        .map(|e| json!([e["call"]["kind"], e["call"]["name"]]))
+        .collect();
+    let step = json!(["Step", "hello/make-greeting"]);
+    assert_eq!(
+        calls,
+        [step.clone(), json!(["Patch", "greet-again"]), step],
+        "{component}"
+    );
+    assert_replays_deterministically(host, &run);
+}
+
+/// Runs `greet`, `greet-again` and `stamp` (the language's own clock and
+/// random numbers, printed) of a workflow component, and replays them.
 fn check_workflows(component: &str, via: &str) {
     let host = Host::new();
     check_greet(&host, component, via);
+    check_greet_again(&host, component, via);
 
     let mut randoms = Vec::new();
     for stamp in [format!("stamp-{via}-1"), format!("stamp-{via}-2")] {
@@ -144,13 +170,14 @@ fn a_javascript_workflow_calls_a_rust_step_and_replays_its_clock_and_random_numb
 }
 
 /// C has no WASI clock or random numbers to replay (the C workflow imports
-/// only `durable`), so it has `greet` only. It finds the greeting in the
+/// only `durable`), so it has `greet` and `greet-again` only. It finds the greeting in the
 /// step's JSON output without a parser, whatever the name holds; a failed
 /// step call fails the run with the step's error.
 #[test]
 fn a_c_workflow_calls_a_rust_step_and_passes_its_failure_on() {
     let host = Host::new();
     check_greet(&host, "c-workflow", "c");
+    check_greet_again(&host, "c-workflow", "c");
     let name = r#"Ada "{[,]}" \ Lovelace"#;
     let input = json!({"name": name}).to_string();
     let greeted = run_with_hello(&host, "c-workflow", "greet", "greet-quoted", &input).success();

@@ -66,7 +66,10 @@ fn the_api_round_trip_runs_the_same_on_s3() {
 /// replays and lists a run over HTTP; returns the server for more checks.
 fn api_round_trip(server: Server) -> Server {
     let info = server.upload(ACME, "order");
-    assert_eq!(info["steps"], json!(["reserve", "charge", "ship", "refund", "release"]));
+    assert_eq!(
+        info["steps"],
+        json!(["reserve", "charge", "fraud-check", "ship", "refund", "release"])
+    );
     assert_eq!(
         server.upload(ACME, "order")["digest"],
         info["digest"],

@@ -2,29 +2,53 @@
 // `make-greeting` of the component the host links to the run as `hello`
 // (examples-guests/hello). Payloads are JSON text, so the workflow picks
 // the greeting out of the step's output and splices it into its own.
-// `countdown` loops by continuing as new.
+// `greet-again` is `greet` changed behind a patch marker; `countdown`
+// loops by continuing as new.
 #include <stdlib.h>
 #include <string.h>
 
 #include "stepstone_workflows.h"
 
-// {"name": "Ada"} -> {"greeting": "Hello, Ada!", "via": "c"}.
-static void greet(stepstone_input person, stepstone_output *out) {
+// Calls `hello/make-greeting` on `person` and writes `prefix`, then the
+// greeting it made (JSON text), to `out`. Returns false with `out` failed
+// if the step failed or answered no greeting.
+static bool print_greeting(stepstone_input person, const char *prefix, stepstone_output *out) {
   const stepstone_step_options retry = {.max_attempts = 3};
   stepstone_output made;
   if (!stepstone_call_step("hello/make-greeting", person, &retry, &made)) {
+    stepstone_output_free(out);
     *out = made;
-    return;
+    return false;
   }
   stepstone_input greeting = stepstone_field(stepstone_written(&made), "greeting");
   if (greeting.json) {
-    stepstone_print(out, "{\"greeting\":");
+    stepstone_print(out, prefix);
     stepstone_write(out, greeting.json, greeting.len);
-    stepstone_print(out, ",\"via\":\"c\"}");
   } else {
     stepstone_fail(out, "hello/make-greeting answered no `greeting`", false);
   }
   stepstone_output_free(&made);
+  return greeting.json != NULL;
+}
+
+// {"name": "Ada"} -> {"greeting": "Hello, Ada!", "via": "c"}.
+static void greet(stepstone_input person, stepstone_output *out) {
+  if (print_greeting(person, "{\"greeting\":", out)) {
+    stepstone_print(out, ",\"via\":\"c\"}");
+  }
+}
+
+// `greet`, changed while runs of it were under way to greet twice, behind
+// the patch marker `greet-again`: a run recorded before the change replays
+// as `greet` ran; a new run journals the marker and greets again.
+static void greet_again(stepstone_input person, stepstone_output *out) {
+  if (!print_greeting(person, "{\"greeting\":", out)) {
+    return;
+  }
+  if (stepstone_patched("greet-again") && !print_greeting(person, ",\"again\":", out)) {
+    return;
+  }
+  stepstone_print(out, ",\"via\":\"c\"}");
 }
 
 // 3 -> {"done":true,"via":"c"}, one generation per number: each continues
@@ -52,6 +76,7 @@ static void countdown(stepstone_input n, stepstone_output *out) {
 
 const stepstone_workflow STEPSTONE_WORKFLOWS[] = {
     {"greet", greet},
+    {"greet-again", greet_again},
     {"countdown", countdown},
     {NULL, NULL},
 };

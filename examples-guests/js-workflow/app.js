@@ -1,6 +1,7 @@
-// Workflows in JavaScript: one calls a step written in Rust, one reads the
-// engine's own clock and random numbers, which the host makes replay the
-// same values, and one loops by continuing as new.
+// Workflows in JavaScript: one calls a step written in Rust, one is that
+// workflow changed behind a patch marker, one reads the engine's own clock
+// and random numbers, which the host makes replay the same values, and one
+// loops by continuing as new.
 
 import { workflows } from '../../guest-sdk/js/workflow.js';
 
@@ -11,6 +12,19 @@ const component = workflows({
   greet(ctx, person) {
     const made = ctx.step('hello/make-greeting', person, { maxAttempts: 3 });
     return { greeting: made.greeting, via: 'javascript' };
+  },
+
+  // `greet`, changed while runs of it were under way to greet twice,
+  // behind the patch marker `greet-again`: a run recorded before the
+  // change replays as `greet` ran; a new run journals the marker and
+  // greets again.
+  'greet-again'(ctx, person) {
+    const made = ctx.step('hello/make-greeting', person, { maxAttempts: 3 });
+    const greeting = { greeting: made.greeting, via: 'javascript' };
+    if (ctx.patched('greet-again')) {
+      greeting.again = ctx.step('hello/make-greeting', person, { maxAttempts: 3 }).greeting;
+    }
+    return greeting;
   },
 
   // Prints and returns the time and a random number. A workflow's WASI

@@ -1,6 +1,7 @@
-"""Workflows in Python: one calls a step written in Rust, one reads
-Python's own clock and random numbers, which the host makes replay the same
-values, and one loops by continuing as new."""
+"""Workflows in Python: one calls a step written in Rust, one is that
+workflow changed behind a patch marker, one reads Python's own clock and
+random numbers, which the host makes replay the same values, and one loops
+by continuing as new."""
 
 import random
 import time
@@ -16,6 +17,18 @@ def greet(ctx, person):
     links to the run as `hello`."""
     made = ctx.step("hello/make-greeting", person, max_attempts=3)
     return {"greeting": made["greeting"], "via": "python"}
+
+
+@stepstone.workflow("greet-again")
+def greet_again(ctx, person):
+    """`greet`, changed while runs of it were under way to greet twice,
+    behind the patch marker `greet-again`: a run recorded before the change
+    replays as `greet` ran; a new run journals the marker and greets again."""
+    made = ctx.step("hello/make-greeting", person, max_attempts=3)
+    greeting = {"greeting": made["greeting"], "via": "python"}
+    if ctx.patched("greet-again"):
+        greeting["again"] = ctx.step("hello/make-greeting", person, max_attempts=3)["greeting"]
+    return greeting
 
 
 @stepstone.workflow("stamp")

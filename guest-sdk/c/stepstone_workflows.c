@@ -34,6 +34,11 @@ static workflows_option_u32_t some_u32(uint32_t value) { return (workflows_optio
 
 static workflows_option_u64_t some_u64(uint64_t value) { return (workflows_option_u64_t){value != 0, value}; }
 
+bool stepstone_patched(const char *change_id) {
+  workflows_string_t id = {(uint8_t *)change_id, strlen(change_id)};
+  return stepstone_workflow_durable_patched(&id);
+}
+
 _Noreturn void stepstone_continue_as_new(stepstone_input input) {
   workflows_string_t payload = {(uint8_t *)input.json, input.len};
   stepstone_workflow_durable_continue_as_new(&payload);

@@ -38,6 +38,14 @@ typedef struct {
 bool stepstone_call_step(const char *step, stepstone_input input, const stepstone_step_options *options,
                          stepstone_output *result);
 
+// Whether this run takes change `change_id` (NUL-terminated, 1 to 256
+// bytes) of the workflow's code: a patch marker. True for a run that
+// reaches the call on this build past its recorded history (the host
+// journals a marker, once) or whose journal has the marker here; false for
+// a run recorded by code before the change, which then replays as it ran.
+// The first answer holds for the rest of the execution.
+bool stepstone_patched(const char *change_id);
+
 // Ends this run's journal and continues the same logical run as a new
 // generation on `input` (JSON text), with an empty journal: how a loop
 // that never ends keeps its journal small. Never returns: the host ends

@@ -162,6 +162,16 @@ export class WorkflowContext {
     durable.log(level, message);
   }
 
+  // Whether this run takes change `changeId` of the workflow's code (a
+  // patch marker): true for a run that reaches the call on this build past
+  // its recorded history (the host journals a marker, once) or whose
+  // journal has the marker here; false for a run recorded by code before
+  // the change, which then replays as it ran. The first answer holds for
+  // the rest of the execution. `changeId` is 1 to 256 bytes (UTF-8).
+  patched(changeId) {
+    return durable.patched(changeId);
+  }
+
   // Ends this run's journal and continues the same logical run as a new
   // generation on `input` (any JSON value), with an empty journal: how a
   // loop that never ends keeps its journal small. Never returns: the host

@@ -227,6 +227,15 @@ class WorkflowContext(_Logging):
     def log(self, level, message):
         durable.log(_log_level(level), message)
 
+    def patched(self, change_id):
+        """Whether this run takes change `change_id` of the workflow's code
+        (a patch marker): True for a run that reaches the call on this build
+        past its recorded history (the host journals a marker, once) or whose
+        journal has the marker here; False for a run recorded by code before
+        the change, which then replays as it ran. The first answer holds for
+        the rest of the execution. `change_id` is 1 to 256 bytes (UTF-8)."""
+        return durable.patched(change_id)
+
     def continue_as_new(self, input=None):
         """Ends this run's journal and continues the same logical run as a
         new generation on `input` (any JSON value), with an empty journal:

@@ -1,7 +1,8 @@
 //! The workflow side: the [`Workflow`] context, through which a workflow
 //! makes every durable call (steps, timers, signals, time, randomness,
-//! memos, logs, child workflows, continuing as new), [`Pending`], a step
-//! started for fan-out, and [`Child`], a child workflow started.
+//! memos, logs, child workflows, continuing as new, patch markers),
+//! [`Pending`], a step started for fan-out, and [`Child`], a child workflow
+//! started.
 //!
 //! Each durable call is journaled by the host and answered from the journal
 //! when the run is replayed, which is why a workflow must not reach the
@@ -176,6 +177,29 @@ impl Workflow {
     pub fn set_memo<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<(), Error> {
         durable::memo_set(key, &serde_json::to_string(value)?);
         Ok(())
+    }
+
+    /// Whether this run takes change `change_id` of the workflow's code: a
+    /// patch marker, so one build serves the runs recorded before a change
+    /// and those after it.
+    ///
+    /// ```no_run
+    /// # fn place_order(ctx: &stepstone_guest::Workflow, order: serde_json::Value) -> Result<(), stepstone_guest::Error> {
+    /// if ctx.patched("fraud-check") {
+    ///     let clear: bool = ctx.step("fraud-check", &order)?; // the new code
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// `true` for a run that reaches the call on this build past its
+    /// recorded history (the host journals a marker, once) or whose journal
+    /// has the marker here; `false` for a run recorded by code before the
+    /// change, which then replays as it ran. The first answer holds for the
+    /// rest of the execution. `change_id` is 1 to 256 bytes; another fails
+    /// the run.
+    pub fn patched(&self, change_id: &str) -> bool {
+        durable::patched(change_id)
     }
 
     /// Writes to the run's log.

@@ -186,6 +186,10 @@ pub struct RunLimits {
     /// Bytes of guest log lines one execution of a run may write; the rest
     /// is dropped, once, with a warning.
     pub max_log_bytes: usize,
+    /// Changes one execution may ask `patched` about (each answer is kept
+    /// in memory for the execution, a `false` one without a journal entry
+    /// to bound it).
+    pub max_patch_changes: usize,
 }
 
 impl Default for RunLimits {
@@ -194,6 +198,7 @@ impl Default for RunLimits {
             max_journal_entries: 100_000,
             max_buffered_signals: 1_000,
             max_log_bytes: 1 << 20,
+            max_patch_changes: 1_000,
         }
     }
 }

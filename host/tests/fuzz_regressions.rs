@@ -78,6 +78,7 @@ fn call() -> impl Strategy<Value = Call> {
         Just(CallKind::AwaitAny),
         Just(CallKind::StartChild),
         Just(CallKind::AwaitChild),
+        Just(CallKind::Patch),
     ];
     (kinds, text(), text()).prop_map(|(kind, name, input_digest)| Call {
         kind,
@@ -108,6 +109,7 @@ fn recorded() -> impl Strategy<Value = Recorded> {
         any::<u32>().prop_map(Recorded::Winner),
         prop_oneof![text().prop_map(Ok), text().prop_map(Err)].prop_map(|result| Recorded::ChildEnded { result }),
         text().prop_map(|reason| Recorded::Cancelled { reason }),
+        Just(Recorded::Patched),
     ]
 }
 

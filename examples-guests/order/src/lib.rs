@@ -1,6 +1,7 @@
 //! An order saga: reserve stock, charge (retried), wait, ask for approval,
 //! ship; if a later step fails for good, undo what was done with `refund`
-//! and `release`, newest first.
+//! and `release`, newest first. Builds with the features `fraud-check` or
+//! `patched` check for fraud before charging (see `Cargo.toml`).
 //!
 //! Ids derive from the order id, never from randomness, so every run of the
 //! same order gives the same output.
@@ -49,6 +50,11 @@ struct Shipment {
     tracking: String,
 }
 
+#[derive(Serialize, Deserialize)]
+struct Verdict {
+    clear: bool,
+}
+
 #[derive(Deserialize)]
 struct Approval {
     approved: bool,
@@ -84,6 +90,12 @@ fn fulfil(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) 
         (reserve_stock(ctx, order, compensations)?, charge)
     } else {
         let reservation = reserve_stock(ctx, order, compensations)?;
+        if checks_fraud(ctx) {
+            let verdict: Verdict = ctx.step("fraud-check", order)?;
+            if !verdict.clear {
+                return Err(format!("order {} was held by the fraud check", order.order_id).into());
+            }
+        }
         (reservation, take_payment(ctx, order, compensations)?)
     };
     ctx.sleep(Duration::from_millis(order.sleep_ms));
@@ -96,6 +108,17 @@ fn fulfil(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) 
         charge: charge.charge,
         tracking: shipment.tracking,
     })
+}
+
+/// Whether this build checks for fraud, and this run takes that change:
+/// with `patched`, a run recorded before the change answers no and replays
+/// as it ran.
+fn checks_fraud(ctx: &Workflow) -> bool {
+    if cfg!(feature = "patched") {
+        ctx.patched("fraud-check")
+    } else {
+        cfg!(feature = "fraud-check")
+    }
 }
 
 fn reserve_stock(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) -> Result<Reservation, Error> {
@@ -166,6 +189,14 @@ fn charge(ctx: &Step, order: Order) -> Result<Charge, StepFailure> {
     })
 }
 
+/// Clears every order of at most 10,000.00 (the builds that call it).
+fn fraud_check(ctx: &Step, order: Order) -> Result<Verdict, StepFailure> {
+    ctx.info(&format!("checking {} for fraud", order.order_id));
+    Ok(Verdict {
+        clear: order.amount_cents <= 1_000_000,
+    })
+}
+
 fn ship(ctx: &Step, order: Order) -> Result<Shipment, StepFailure> {
     if order.fail_shipping {
         return Err(StepFailure::permanent(format!("no carrier takes {}", order.item)));
@@ -193,6 +224,7 @@ export! {
     steps: {
         "reserve" => reserve,
         "charge" => charge,
+        "fraud-check" => fraud_check,
         "ship" => ship,
         "refund" => refund,
         "release" => release,

@@ -128,6 +128,7 @@ fn outcome(entry: &Entry) -> String {
         }
         Recorded::ChildEnded { result: Ok(output) } => format!("ok {output}"),
         Recorded::Cancelled { reason } => format!("cancelled: {reason}"),
+        Recorded::Patched => "takes the change".into(),
     }
 }
 

@@ -341,6 +341,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_journal_entries: cli.max_journal_entries,
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
+        ..RunLimits::default()
     };
     config.snapshots.every = cli.snapshot_every;
     config.workflow.activation_fuel = cli.activation_fuel;

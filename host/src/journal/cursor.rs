@@ -1,10 +1,12 @@
 //! The replay cursor: hands out sequence numbers in call order and, for each
 //! call already in the journal, the recorded entry — after checking that the
-//! workflow is making the same call it made the first time.
+//! workflow is making the same call it made the first time. Patch markers
+//! are notes rather than calls: the cursor looks ahead for one without
+//! taking a seq, and passes over the markers a workflow no longer asks for.
 
 use std::collections::BTreeMap;
 
-use super::records::{Call, Entry};
+use super::records::{Call, CallKind, Entry};
 
 /// A workflow asked for something other than what its journal recorded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -13,6 +15,21 @@ pub struct NonDeterminism {
     pub seq: u64,
     pub recorded: Call,
     pub asked: Call,
+}
+
+/// What the journal says, where the workflow stands, about a change the
+/// workflow asks `patched` of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchMark {
+    /// The next entry (past markers of other changes) marks this change:
+    /// the run took the changed code here.
+    Marked,
+    /// The journal goes on with other calls: the code that recorded it
+    /// came before the change.
+    Unmarked,
+    /// The journal holds nothing from here on: the run is past its
+    /// recorded history.
+    Unrecorded,
 }
 
 /// Where a (re-)execution of a workflow stands in its journal.
@@ -29,8 +46,11 @@ impl Cursor {
 
     /// Gives `call` the next seq and returns it with the recorded entry, if
     /// the journal has one. A recorded entry for a different call is a
-    /// [`NonDeterminism`] error.
+    /// [`NonDeterminism`] error. Patch markers the call is not are passed
+    /// over first: code that no longer asks `patched` (the patch retired)
+    /// goes on as the run did.
     pub fn next(&mut self, call: &Call) -> Result<(u64, Option<&Entry>), NonDeterminism> {
+        self.pass_markers(|marker| marker != call);
         let seq = self.next_seq;
         self.next_seq += 1;
         match self.entries.get(&seq) {
@@ -41,6 +61,42 @@ impl Cursor {
             }),
             found => Ok((seq, found)),
         }
+    }
+
+    /// Looks for the marker of change `change` where the workflow stands,
+    /// without taking a seq: an answer of [`PatchMark::Unmarked`] leaves
+    /// the journal's next call for the code before the change to make.
+    pub fn patch_mark(&self, change: &str) -> PatchMark {
+        let mut markers = (self.next_seq..).map_while(|seq| self.marker_at(seq));
+        if markers.any(|marker| marker.name == change) {
+            PatchMark::Marked
+        } else if self.entries.range(self.next_seq..).next().is_some() {
+            PatchMark::Unmarked
+        } else {
+            PatchMark::Unrecorded
+        }
+    }
+
+    /// The seq the workflow reached when it returned: patch markers it did
+    /// not ask for at the journal's end count as reached, as they would
+    /// have been passed over by a next call.
+    pub fn end(&mut self) -> u64 {
+        self.pass_markers(|_| true);
+        self.next_seq
+    }
+
+    /// Passes over the markers at the cursor that `unasked` says the
+    /// workflow is not asking for.
+    fn pass_markers(&mut self, unasked: impl Fn(&Call) -> bool) {
+        while self.marker_at(self.next_seq).is_some_and(&unasked) {
+            self.next_seq += 1;
+        }
+    }
+
+    /// The call of the patch marker at `seq`, if a marker is there.
+    fn marker_at(&self, seq: u64) -> Option<&Call> {
+        let entry = self.entries.get(&seq)?;
+        (entry.call.kind == CallKind::Patch).then_some(&entry.call)
     }
 
     pub fn entries(&self) -> impl DoubleEndedIterator<Item = &Entry> {
@@ -93,5 +149,87 @@ mod tests {
             assert_eq!(err.seq, 0);
             assert!(err.to_string().contains("step `reserve`"), "{err}");
         }
+    }
+
+    fn journal(calls: &[Call]) -> BTreeMap<u64, Entry> {
+        (0..)
+            .zip(calls)
+            .map(|(seq, call)| (seq, entry(seq, call.clone())))
+            .collect()
+    }
+
+    fn step(name: &str) -> Call {
+        Call::new(CallKind::Step, name, b"{}")
+    }
+
+    fn marker(change: &str) -> Call {
+        Call::new(CallKind::Patch, change, b"")
+    }
+
+    #[test]
+    fn a_patch_mark_is_marked_unmarked_or_unrecorded_and_looking_takes_no_seq() {
+        let mut cursor = Cursor::new(journal(&[step("reserve"), marker("fraud-check"), step("charge")]));
+        assert_eq!(cursor.patch_mark("fraud-check"), PatchMark::Unmarked, "reserve is next");
+        assert_eq!(cursor.position(), 0);
+        cursor.next(&step("reserve")).expect("recorded");
+        assert_eq!(cursor.patch_mark("fraud-check"), PatchMark::Marked);
+        assert_eq!(
+            cursor.patch_mark("other-change"),
+            PatchMark::Unmarked,
+            "charge follows the marker"
+        );
+        assert_eq!(cursor.position(), 1);
+        let (seq, found) = cursor.next(&marker("fraud-check")).expect("its marker");
+        assert_eq!((seq, found.is_some()), (1, true));
+        cursor.next(&step("charge")).expect("recorded");
+        assert_eq!(cursor.patch_mark("fraud-check"), PatchMark::Unrecorded);
+    }
+
+    #[test]
+    fn a_journal_with_a_gap_ahead_is_recorded_history_not_the_end() {
+        let mut calls = journal(&[step("a"), step("b")]);
+        calls.remove(&0);
+        let cursor = Cursor::new(calls);
+        assert_eq!(cursor.patch_mark("x"), PatchMark::Unmarked);
+    }
+
+    #[test]
+    fn stacked_patches_each_find_their_own_marker_or_none() {
+        // Recorded by a build with patch `x` only; the build now asking
+        // `patched("y")` first and then `patched("x")`.
+        let cursor = Cursor::new(journal(&[marker("x"), step("new-x")]));
+        assert_eq!(cursor.patch_mark("y"), PatchMark::Unmarked);
+        assert_eq!(cursor.patch_mark("x"), PatchMark::Marked);
+        // Recorded with both; a build that retired `x` asks `y` alone: its
+        // marker is found past `x`'s, which is passed over.
+        let mut cursor = Cursor::new(journal(&[marker("x"), marker("y"), step("new-y")]));
+        assert_eq!(cursor.patch_mark("y"), PatchMark::Marked);
+        let (seq, _) = cursor.next(&marker("y")).expect("its marker, past x's");
+        assert_eq!(seq, 1);
+        cursor.next(&step("new-y")).expect("recorded");
+    }
+
+    #[test]
+    fn a_marker_the_code_no_longer_asks_for_is_passed_over() {
+        // The patch retired: the call removed, its new code kept.
+        let mut cursor = Cursor::new(journal(&[step("reserve"), marker("fraud-check"), step("fraud-check")]));
+        cursor.next(&step("reserve")).expect("recorded");
+        let (seq, found) = cursor.next(&step("fraud-check")).expect("the marker passed over");
+        assert_eq!((seq, found.is_some()), (2, true));
+        // Code that dropped the new code too diverges past the marker.
+        let mut cursor = Cursor::new(journal(&[step("reserve"), marker("fraud-check"), step("fraud-check")]));
+        cursor.next(&step("reserve")).expect("recorded");
+        let err = cursor.next(&step("charge")).unwrap_err();
+        assert_eq!(err.seq, 2);
+    }
+
+    #[test]
+    fn markers_at_the_journals_end_count_as_reached_but_calls_do_not() {
+        let mut cursor = Cursor::new(journal(&[step("a"), marker("x"), marker("y")]));
+        cursor.next(&step("a")).expect("recorded");
+        assert_eq!(cursor.end(), 3);
+        let mut cursor = Cursor::new(journal(&[step("a"), marker("x"), step("b")]));
+        cursor.next(&step("a")).expect("recorded");
+        assert_eq!(cursor.end(), 2, "step b was never made again");
     }
 }

@@ -15,7 +15,7 @@ mod records;
 mod run_records;
 mod snapshot;
 
-pub use cursor::{Cursor, NonDeterminism};
+pub use cursor::{Cursor, NonDeterminism, PatchMark};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{
     AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,

@@ -210,6 +210,10 @@ pub enum CallKind {
     AwaitAny,
     StartChild,
     AwaitChild,
+    /// A patch marker: the run reached `patched(change-id)` on a build that
+    /// makes the call, and takes the changed code from here. Named by the
+    /// change id.
+    Patch,
 }
 
 impl fmt::Display for CallKind {
@@ -224,6 +228,7 @@ impl fmt::Display for CallKind {
             CallKind::AwaitAny => "await-any",
             CallKind::StartChild => "start-child",
             CallKind::AwaitChild => "await-child",
+            CallKind::Patch => "patch",
         })
     }
 }
@@ -289,6 +294,8 @@ pub enum Recorded {
     Cancelled {
         reason: String,
     },
+    /// A patch marker's only answer: the run takes the change.
+    Patched,
 }
 
 /// One journal entry: a durable call and its result.

@@ -62,13 +62,14 @@ impl WorkflowState {
     /// The recorded result comes with the time its entry finished.
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<(Recorded, u64)>), Interruption> {
         let limit = self.run.host.config.run.max_journal_entries;
-        if self.cursor.position() >= limit {
+        let (seq, entry) = self.cursor.next(call)?;
+        let recorded = entry.map(|entry| (entry.recorded.clone(), entry.finished_at_ms));
+        // After `next`, which may have passed over patch markers.
+        if seq >= limit {
             return Err(Interruption::HostLimit(format!(
                 "the run reached the host's limit of {limit} durable calls: split its work into child workflows"
             )));
         }
-        let (seq, entry) = self.cursor.next(call)?;
-        let recorded = entry.map(|entry| (entry.recorded.clone(), entry.finished_at_ms));
         self.end_activation();
         self.mute_replayed_output();
         Ok((seq, recorded))
@@ -590,6 +591,10 @@ impl durable::Host for WorkflowState {
 
     async fn await_child(&mut self, child: u32) -> Trappable<Result<String, String>> {
         self.await_child_run(child).await.map_err(Interruption::trap)
+    }
+
+    async fn patched(&mut self, change_id: String) -> Trappable<bool> {
+        self.patch_answer(change_id).await.map_err(Interruption::trap)
     }
 
     /// Not journaled: a replay that reaches the call again (the host died

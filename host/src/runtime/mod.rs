@@ -37,6 +37,7 @@ mod hooks;
 mod in_flight;
 mod interruption;
 mod moment;
+mod patches;
 mod replay;
 mod retention;
 mod retry;
@@ -945,7 +946,8 @@ impl Runtime {
         Ok(program)
     }
 
-    /// Runs the workflow from the start against `cursor`.
+    /// Runs the workflow from the start against `cursor`; returns how it
+    /// ended and the seq its calls reached (see [`Cursor::end`]).
     async fn execute(
         &self,
         context: Arc<RunContext>,
@@ -974,7 +976,7 @@ impl Runtime {
                 }
             },
         };
-        Ok((ended, store.data().cursor.position()))
+        Ok((ended, store.data_mut().cursor.end()))
     }
 
     fn journal_failure(&self, run: &RunId, error: Arc<JournalError>) -> RunError {

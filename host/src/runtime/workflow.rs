@@ -12,6 +12,7 @@ use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{CallHook, Engine, Store};
 
 use super::RunContext;
+use super::patches::PatchAnswers;
 use crate::config::WorkflowLimits;
 use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
@@ -88,6 +89,8 @@ pub struct WorkflowState {
     /// The tasks of steps running live, by handle. They outlive the
     /// instance if it is evicted (see `runtime::in_flight`).
     pub(super) running: HashMap<u32, AbortHandle>,
+    /// The answers `patched` gave in this execution, by change id.
+    pub(super) patches: PatchAnswers,
     /// Whether the workflow has met its run's cancellation (a call was
     /// journaled `Cancelled`); from then on, awaited steps are not cut short.
     pub(super) cancellation_seen: bool,
@@ -146,6 +149,7 @@ impl WorkflowState {
             steps: HashMap::new(),
             children: HashMap::new(),
             running: HashMap::new(),
+            patches: PatchAnswers::default(),
             cancellation_seen,
             clock,
             replaying_output,

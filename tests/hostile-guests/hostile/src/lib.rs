@@ -3,8 +3,9 @@
 //! `slow` (arithmetic for a given time), `marked` (logs each attempt's
 //! start, then is slow), `call-limited`, a workflow that reports the typed
 //! error a limited step call returned, `fork-bomb`, a workflow that starts
-//! two children of itself, and `start-then-wait`, which starts a step and
-//! waits for a signal before awaiting it.
+//! two children of itself, `start-then-wait`, which starts a step and
+//! waits for a signal before awaiting it, and `patch-ids`, which asks
+//! `patched` about the change ids it is given.
 //!
 //! Every loop feeds its state through `black_box`, so the optimiser can
 //! neither delete it nor compute its result ahead of time.
@@ -268,6 +269,20 @@ fn start_then_wait(ctx: &Workflow, wait: StartThenWait) -> Result<Value, Error> 
     Ok(json!({"step": step, "signal": signal}))
 }
 
+#[derive(Deserialize)]
+struct Changes {
+    ids: Vec<String>,
+}
+
+/// Asks `patched` about each of `ids` in turn, then about the first again,
+/// and returns the answers: ids that are empty, too long or too many are
+/// the host's to refuse.
+fn patch_ids(ctx: &Workflow, changes: Changes) -> Result<Vec<bool>, Error> {
+    let mut answers: Vec<bool> = changes.ids.iter().map(|id| ctx.patched(id)).collect();
+    answers.extend(changes.ids.first().map(|id| ctx.patched(id)));
+    Ok(answers)
+}
+
 export! {
     workflows: {
         "spin-workflow" => spin_workflow,
@@ -279,6 +294,7 @@ export! {
         "call-limited" => call_limited,
         "fork-bomb" => fork_bomb,
         "start-then-wait" => start_then_wait,
+        "patch-ids" => patch_ids,
     },
     steps: {
         "spin" => spin,
