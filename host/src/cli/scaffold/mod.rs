@@ -65,9 +65,23 @@ pub fn create(args: &NewArgs) -> anyhow::Result<ExitCode> {
     );
     let readme = files.iter().find(|file| file.path == "README.md");
     if let Some(commands) = readme.and_then(|readme| templates::build_and_run_commands(&readme.text)) {
-        eprintln!("cd {}\n{commands}", folder.display());
+        eprintln!("cd {}\n{commands}", shell_word(&folder));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `path` as one word of a shell command, so the `cd` printed can be pasted.
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ',' | ':' | '@'));
+    if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// Makes `folder` the project's: creates it, or takes it if it is an empty
@@ -127,6 +141,14 @@ mod tests {
         let message = claim(&nested.join("mine.txt")).unwrap_err().to_string();
         assert!(message.contains("is not a folder"), "{message}");
         assert_eq!(std::fs::read_to_string(nested.join("mine.txt")).unwrap(), "keep");
+    }
+
+    #[test]
+    fn the_folder_to_cd_to_is_one_shell_word() {
+        assert_eq!(shell_word(Path::new("greeter")), "greeter");
+        assert_eq!(shell_word(Path::new("/tmp/a-b/c_d.e")), "/tmp/a-b/c_d.e");
+        assert_eq!(shell_word(Path::new("my guests/it's")), r"'my guests/it'\''s'");
+        assert_eq!(shell_word(Path::new("$(rm -rf ~)")), "'$(rm -rf ~)'");
     }
 
     #[test]
