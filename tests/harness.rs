@@ -15,6 +15,9 @@ pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 mod origin;
 pub use origin::{Charge, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
 
+mod recipe;
+pub use recipe::{Recipe, recipes};
+
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,6 +36,16 @@ pub fn tool(path: &str, target: &str) -> PathBuf {
         tool.display()
     );
     tool
+}
+
+/// A version mk/polyglot.mk pins a tool at (its line `NAME := VERSION`).
+pub fn polyglot_pin(name: &str) -> String {
+    let make = std::fs::read_to_string(root().join("mk/polyglot.mk")).expect("mk/polyglot.mk");
+    let line = make
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("mk/polyglot.mk pins no {name}"));
+    line.split(":=").nth(1).expect("NAME := VERSION").trim().to_owned()
 }
 
 /// An example guest component, built by `make guests`.
@@ -131,8 +144,23 @@ impl Host {
     /// `stepstone ARGS` against this host's data directory.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(binary());
+        command.args(args);
+        self.environ(command)
+    }
+
+    /// `bash -euo pipefail -c SCRIPT` with the tools `make guests` installs
+    /// on the PATH, its `stepstone` (this build's) running against this host.
+    pub fn shell(&self, script: &str) -> Command {
+        let mut command = Command::new("bash");
         command
-            .args(args)
+            .args(["-euo", "pipefail", "-c", script])
+            .env("PATH", recipe::tools_path());
+        self.environ(command)
+    }
+
+    /// `command` with this host's environment.
+    fn environ(&self, mut command: Command) -> Command {
+        command
             .env("STEPSTONE_DATA", self.data.path())
             .env("STEPSTONE_CACHE_DIR", &self.cache)
             .env("RUST_LOG", "stepstone=info")

@@ -5,6 +5,7 @@ mod drive;
 mod group;
 mod inspect;
 mod remote;
+mod scaffold;
 mod scenarios;
 mod schedule;
 mod serve;
@@ -136,6 +137,9 @@ impl Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a new guest project (a workflow calling a step, in Rust,
+    /// Python, JavaScript or C) that builds and runs as its README says.
+    New(scaffold::NewArgs),
     /// Start a run (or continue one, given its id) and drive it until it finishes.
     Run(drive::RunArgs),
     /// Store a component (validated first); with --name, the name points at it.
@@ -379,6 +383,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     );
     let host = || data.host(config.clone());
     let result = match cli.command {
+        Command::New(args) => scaffold::create(&args),
         Command::Test(args) => {
             let cache = data.cache.clone();
             tokio::task::spawn_blocking(move || scenarios::run(args, &cache))
