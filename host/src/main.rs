@@ -6,24 +6,19 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use stepstone::telemetry::{self, LogSettings, Telemetry, TraceExport};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     quit_quietly_on_a_closed_pipe();
     let args = cli::Cli::parse();
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(args.default_log_filter())),
-        )
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    match args.log_format() {
-        cli::LogFormat::Json => logs.json().init(),
-        cli::LogFormat::Text => logs
-            .without_time()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-    }
+    let telemetry = match start_telemetry(&args) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -31,13 +26,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::execute(args)) {
+    let code = match runtime.block_on(cli::execute(args)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    drop(runtime);
+    telemetry.shutdown();
+    code
+}
+
+/// Log lines on stderr as `--log-format` and `RUST_LOG` say, and traces
+/// where `OTEL_EXPORTER_OTLP_ENDPOINT` points, if it is set.
+fn start_telemetry(args: &cli::Cli) -> Result<Telemetry, telemetry::TelemetryError> {
+    let logs = LogSettings {
+        format: args.log_format(),
+        filter: EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(args.default_log_filter())),
+        ansi: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    telemetry::install(logs, std::io::stderr, TraceExport::from_env()?)
 }
 
 /// `stepstone history RUN | head` ends like `cat` would, without an error:

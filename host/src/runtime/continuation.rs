@@ -156,7 +156,7 @@ impl Runtime {
             }
             Ok(Started::Refused(wait)) => {
                 tracing::info!(
-                    ?wait,
+                    wait_ms = wait.as_millis(),
                     generation = link.generation,
                     "next generation held back by the tenant's rate"
                 );

@@ -275,7 +275,7 @@ impl Runtime {
             }
             Err(why) => {
                 let wait = backoff(entry.attempts);
-                tracing::warn!(%tenant, %run, attempts = entry.attempts, ?wait, "notification not delivered; trying again: {why}");
+                tracing::warn!(%tenant, %run, attempts = entry.attempts, retry_in_ms = wait.as_millis(), "notification not delivered; trying again: {why}");
                 self.host.metrics.notification(tenant, "failed");
                 entry.next_attempt_ms = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
             }
