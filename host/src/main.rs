@@ -6,7 +6,7 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
-use stepstone::telemetry::{self, LogSettings, Telemetry, TraceExport};
+use stepstone::telemetry::{self, LogFormat, LogSettings, Telemetry, TraceExport};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -26,16 +26,31 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let format = args.log_format();
     let code = match runtime.block_on(cli::execute(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            report(format, &e);
             ExitCode::FAILURE
         }
     };
     drop(runtime);
     telemetry.shutdown();
     code
+}
+
+/// The error that ends the process, on stderr: `error: ...`, or with
+/// `--log-format json` a JSON object shaped like the log lines, since a
+/// log shipper reads every line as one (written here, not logged, so that
+/// no `RUST_LOG` filters it out).
+fn report(format: LogFormat, error: &anyhow::Error) {
+    match format {
+        LogFormat::Text => eprintln!("error: {error:#}"),
+        LogFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({"level": "ERROR", "fields": {"message": format!("{error:#}")}})
+        ),
+    }
 }
 
 /// Log lines on stderr as `--log-format` and `RUST_LOG` say, and traces

@@ -77,7 +77,7 @@ pub async fn serve(
     if unfinished > 0 {
         tracing::warn!(
             steps = unfinished,
-            grace_ms = SHUTDOWN_GRACE.as_millis(),
+            grace_ms = stepstone::clock::millis(SHUTDOWN_GRACE),
             "step attempts still running after the grace period are abandoned; they run again at the next start"
         );
     }

@@ -555,6 +555,7 @@ impl Runtime {
             .map(|at| self.deadline_timer(tenant, run, at));
         let span = tracing::info_span!("execution", run = %run, workflow = %record.workflow);
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
+        let ending = spans::Ending::of(&span);
         let progress = async {
             let entries = match stored {
                 Stored::RunRecordOnly => BTreeMap::new(),
@@ -636,9 +637,9 @@ impl Runtime {
         .instrument(span.clone())
         .await;
         match &progress {
-            Ok(Progress::Finished(outcome)) => spans::ended(&span, outcome.name(), outcome_failure(outcome)),
-            Ok(Progress::Suspended(_)) => spans::ended(&span, "suspended", None),
-            Err(e) => spans::ended(&span, "stopped", Some(e)),
+            Ok(Progress::Finished(outcome)) => ending.ended(outcome.name(), outcome_failure(outcome)),
+            Ok(Progress::Suspended(_)) => ending.ended("suspended", None),
+            Err(e) => ending.ended("stopped", Some(e)),
         }
         progress
     }

@@ -11,7 +11,7 @@ use super::retry::RetryPolicy;
 use super::stand_in::{AttemptCall, StandIn, taking};
 use super::step_target::StepTarget;
 use super::workflow::{StepDone, StepResult, StepUnfinished};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::LogBudget;
@@ -50,12 +50,13 @@ pub struct StepCall {
 /// before this returns: the workflow never acts on an unrecorded result.
 pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
     let span = spans::step_call(records.store().tenant(), records.run_id(), step.seq, &step.call.name);
+    let ending = spans::Ending::of(&span);
     let done = journaled_result(host, records, step).instrument(span.clone()).await;
     match &done {
-        Ok(StepDone { result: Ok(_), .. }) => spans::ended(&span, "ok", None),
-        Ok(StepDone { result: Err(e), .. }) => spans::ended(&span, kind_name(e.kind), Some(&e.message)),
-        Err(StepUnfinished::RetryAt(_)) => spans::ended(&span, "retry-later", None),
-        Err(StepUnfinished::Journal(e)) => spans::ended(&span, "stopped", Some(e)),
+        Ok(StepDone { result: Ok(_), .. }) => ending.ended("ok", None),
+        Ok(StepDone { result: Err(e), .. }) => ending.ended(kind_name(e.kind), Some(&e.message)),
+        Err(StepUnfinished::RetryAt(_)) => ending.ended("retry-later", None),
+        Err(StepUnfinished::Journal(e)) => ending.ended("stopped", Some(e)),
     }
     done
 }
@@ -149,7 +150,7 @@ async fn attempt_until_done(
             step = %step.call.name,
             attempt,
             kind = kind_name(error.kind),
-            retry_in_ms = wait.as_millis(),
+            retry_in_ms = millis(wait),
             "attempt failed: {}; retrying",
             error.message
         );
@@ -196,8 +197,14 @@ impl RealStep {
         attempt: u32,
     ) -> Result<String, AttemptFailure> {
         let tenant = records.store().tenant();
-        let span = tracing::info_span!("attempt", seq = step.seq, step = %self.name, attempt);
+        let span = tracing::info_span!(
+            "attempt",
+            seq = spans::int(step.seq),
+            step = %self.name,
+            attempt = i64::from(attempt)
+        );
         spans::attempt_started(&span, tenant, records.run_id());
+        let ending = spans::Ending::of(&span);
         // No slot is held through a wait for the next day's fuel.
         host.usage.await_fuel(tenant).await;
         let slot = host.components.engines().slot(Role::Step, tenant, step.priority).await;
@@ -225,7 +232,8 @@ impl RealStep {
                 Some(&failure.message as &dyn std::fmt::Display),
             ),
         };
-        spans::attempt_ended(&span, how, report.fuel_used, failure);
+        spans::fuel(&span, report.fuel_used);
+        ending.ended(how, failure);
         host.metrics
             .step_attempt(tenant, &step.call.name, how, started.elapsed(), report.fuel_used);
         host.metrics.http(tenant, &report.http);

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use opentelemetry::{Key, KeyValue, Value};
+use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -22,7 +22,8 @@ const TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
 /// The only protocol spoken; the variables that may name it.
 const PROTOCOL: &str = "http/protobuf";
 const PROTOCOL_VARIABLES: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"];
-/// What the SDK names a service nobody named.
+/// What the SDK names a service nobody named (followed by `:` and the
+/// executable's name).
 const UNNAMED_SERVICE: &str = "unknown_service";
 
 /// The telemetry could not be set up as the environment asks.
@@ -95,7 +96,7 @@ fn resource() -> Resource {
     let detected = Resource::builder().build();
     let named = detected
         .get(&service)
-        .is_some_and(|name| name != Value::from(UNNAMED_SERVICE));
+        .is_some_and(|name| !name.as_str().starts_with(UNNAMED_SERVICE));
     let builder = Resource::builder().with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
     if named {
         builder.build()

@@ -1,7 +1,7 @@
 //! The spans of a run's trace: each execution of the run (a drive, or a
 //! replay's check) under the run's root span; a span per durable call and
 //! per step attempt; the root span itself, sent when the run ends; and the
-//! API request that started the run, linked to its trace.
+//! API requests that started the run or signalled it, linked to its trace.
 //!
 //! Invariant: while traces are not exported, nothing here makes a span or
 //! an attribute: each function costs one atomic load (the log spans
@@ -47,6 +47,12 @@ pub fn exporting() -> bool {
     TRACER.get().is_some()
 }
 
+/// `n` as a span attribute: OpenTelemetry's integers are signed, and an
+/// unsigned field would be sent as text.
+pub fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// Puts `execution`, the span of one execution of `run`, in the run's
 /// trace under its root span, saying which host executed it. Called
 /// before the span is first entered.
@@ -62,9 +68,36 @@ pub fn join_run_trace(execution: &Span, tenant: &TenantId, run: &RunId, host: &H
     execution.set_attribute("host", host.to_string());
 }
 
-/// How the work of `span` ended, in a word; with `failure`, the span's
-/// status is an error saying why.
-pub fn ended(span: &Span, outcome: &'static str, failure: Option<&dyn Display>) {
+/// The outcome a span's work has until it is known: if the span is
+/// dropped first, its work was (its host stopped midway) and it says
+/// `abandoned`.
+pub struct Ending<'a> {
+    span: &'a Span,
+    known: bool,
+}
+
+impl<'a> Ending<'a> {
+    pub fn of(span: &'a Span) -> Self {
+        Self { span, known: false }
+    }
+
+    /// How the work ended, in a word; with `failure`, the span's status is
+    /// an error saying why.
+    pub fn ended(mut self, outcome: &'static str, failure: Option<&dyn Display>) {
+        self.known = true;
+        record_outcome(self.span, outcome, failure);
+    }
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        if !self.known {
+            record_outcome(self.span, "abandoned", None);
+        }
+    }
+}
+
+fn record_outcome(span: &Span, outcome: &'static str, failure: Option<&dyn Display>) {
     if !exporting() {
         return;
     }
@@ -87,7 +120,7 @@ pub fn step_call(tenant: &TenantId, run: &RunId, seq: u64, step: &str) -> Span {
         otel.name = format!("step {step}"),
         %tenant,
         %run,
-        seq,
+        seq = int(seq),
         step,
     )
 }
@@ -102,13 +135,11 @@ pub fn attempt_started(attempt: &Span, tenant: &TenantId, run: &RunId) {
     attempt.set_attribute("run", run.to_string());
 }
 
-/// How an attempt ended, and the fuel it burnt.
-pub fn attempt_ended(attempt: &Span, outcome: &'static str, fuel: u64, failure: Option<&dyn Display>) {
-    if !exporting() {
-        return;
+/// The fuel an attempt burnt.
+pub fn fuel(attempt: &Span, fuel: u64) {
+    if exporting() {
+        attempt.set_attribute("fuel", int(fuel));
     }
-    attempt.set_attribute("fuel", i64::try_from(fuel).unwrap_or(i64::MAX));
-    ended(attempt, outcome, failure);
 }
 
 /// A durable call this host journaled (any kind but a step, which has its
@@ -125,7 +156,7 @@ pub fn journaled(tenant: &TenantId, run: &RunId, entry: &Entry) {
     let mut attributes = vec![
         KeyValue::new("tenant", tenant.to_string()),
         KeyValue::new("run", run.to_string()),
-        KeyValue::new("seq", i64::try_from(entry.seq).unwrap_or(i64::MAX)),
+        KeyValue::new("seq", int(entry.seq)),
         KeyValue::new("call", kind.clone()),
         KeyValue::new("outcome", outcome),
     ];
@@ -194,9 +225,9 @@ pub fn run_ended(tenant: &TenantId, record: &RunRecord, outcome: &Outcome, finis
     span.end_with_timestamp(at(finished_at_ms));
 }
 
-/// Links the current span — the API request, or the execution of the
-/// parent or of the previous generation — to the trace of the run `run`
-/// it has just started.
+/// Links the current span to the trace of run `run`, which it has just
+/// started or sent a signal: the API request, or the execution of the
+/// parent or of the previous generation.
 pub fn link_to_run(tenant: &TenantId, run: &RunId) {
     if exporting() {
         Span::current().add_link(RunTrace::of(tenant, run).root());
@@ -204,7 +235,7 @@ pub fn link_to_run(tenant: &TenantId, run: &RunId) {
 }
 
 /// The span of one API request, while traces are exported: its method,
-/// route and status, with a link to each run it started.
+/// route and status, with a link to each run it started or signalled.
 pub async fn traced_request(request: Request, next: Next) -> Response {
     if !exporting() {
         return next.run(request).await;
@@ -225,7 +256,7 @@ pub async fn traced_request(request: Request, next: Next) -> Response {
         http.response.status_code = tracing::field::Empty,
     );
     let response = next.run(request).instrument(span.clone()).await;
-    span.record("http.response.status_code", response.status().as_u16());
+    span.record("http.response.status_code", i64::from(response.status().as_u16()));
     response
 }
 
