@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use stepstone::telemetry::{self, LogFormat, LogSettings, Telemetry, TraceExport};
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     quit_quietly_on_a_closed_pipe();
@@ -58,7 +57,7 @@ fn report(format: LogFormat, error: &anyhow::Error) {
 fn start_telemetry(args: &cli::Cli) -> Result<Telemetry, telemetry::TelemetryError> {
     let logs = LogSettings {
         format: args.log_format(),
-        filter: EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(args.default_log_filter())),
+        default_filter: args.default_log_filter(),
         ansi: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     telemetry::install(logs, std::io::stderr, TraceExport::from_env()?)

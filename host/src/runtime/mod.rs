@@ -1032,24 +1032,22 @@ const LOGGED_TEXT: usize = 1024;
 /// cancelling, or the next generation (each text cut to [`LOGGED_TEXT`]
 /// bytes).
 fn log_finished(outcome: &Outcome) {
-    let cut = |text: &str| text[..text.floor_char_boundary(LOGGED_TEXT)].to_owned();
+    fn cut(text: &str) -> &str {
+        &text[..text.floor_char_boundary(LOGGED_TEXT)]
+    }
     let (mut output, mut kind, mut reason, mut next) = (None, None, None, None);
     match outcome {
-        Outcome::Completed { output: text } => output = Some(cut(text)),
+        Outcome::Completed { output: text } => output = Some(tracing::field::display(cut(text))),
         Outcome::Failed { kind: failed, message } => (kind, reason) = (Some(failed.as_str()), Some(cut(message))),
         Outcome::Cancelled { reason: why } => reason = Some(cut(why)),
         Outcome::Continued { next: run } => next = Some(run.as_str()),
     }
-    let output = output.as_deref().map(tracing::field::display);
     tracing::info!(outcome = outcome.name(), output, kind, reason, next, "run finished");
 }
 
-/// Why a run that ended failed, if it did.
+/// A run that ended failed, as its span's error says it.
 fn outcome_failure(outcome: &Outcome) -> Option<&dyn std::fmt::Display> {
-    match outcome {
-        Outcome::Failed { message, .. } => Some(message),
-        _ => None,
-    }
+    matches!(outcome, Outcome::Failed { .. }).then_some(outcome as &dyn std::fmt::Display)
 }
 
 fn interruption_kind(interruption: &Interruption) -> &'static str {

@@ -51,8 +51,9 @@ impl FromStr for LogFormat {
 /// Which log lines are written, and how.
 pub struct LogSettings {
     pub format: LogFormat,
-    /// In `RUST_LOG`'s syntax.
-    pub filter: EnvFilter,
+    /// Which lines are written unless `RUST_LOG` says otherwise, in its
+    /// syntax.
+    pub default_filter: &'static str,
     /// Colours, for a terminal (text only).
     pub ansi: bool,
 }
@@ -103,8 +104,9 @@ where
         LogFormat::Json => lines.json().boxed(),
         LogFormat::Text => lines.without_time().with_ansi(logs.ansi).boxed(),
     };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(logs.default_filter));
     let not_trace_only = filter_fn(|metadata: &Metadata<'_>| metadata.target() != spans::TRACE_ONLY);
-    lines.with_filter(logs.filter.and(not_trace_only))
+    lines.with_filter(filter.and(not_trace_only))
 }
 
 impl Telemetry {
@@ -116,5 +118,18 @@ impl Telemetry {
         {
             tracing::warn!("traces still queued at exit are dropped: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_formats_are_named_text_and_json_and_nothing_else() {
+        assert_eq!("text".parse(), Ok(LogFormat::Text));
+        assert_eq!("json".parse(), Ok(LogFormat::Json));
+        let refused = "JSON".parse::<LogFormat>().expect_err("formats are lowercase");
+        assert!(refused.contains("`text` or `json`"), "{refused}");
     }
 }

@@ -274,3 +274,31 @@ fn error(why: &dyn Display) -> Status {
 fn at(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guests_long_name_is_cut_at_a_character_boundary() {
+        let name = format!("x{}", "é".repeat(MAX_TEXT));
+        let cut = bounded(&name);
+        assert_eq!(cut.len(), MAX_TEXT - 1, "the cut falls inside an `é` and backs off");
+        assert!(name.starts_with(cut));
+        assert_eq!(bounded("charge"), "charge");
+    }
+
+    #[test]
+    fn while_traces_are_not_exported_no_span_is_made() {
+        let tenant = TenantId::new("acme").expect("valid");
+        let run = RunId::new("r-1").expect("valid");
+        assert!(!exporting());
+        assert!(step_call(&tenant, &run, 0, "charge").is_none());
+    }
+
+    #[test]
+    fn unsigned_attributes_saturate_into_signed_ones() {
+        assert_eq!(int(7), 7);
+        assert_eq!(int(u64::MAX), i64::MAX);
+    }
+}
