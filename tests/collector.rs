@@ -1,10 +1,12 @@
 //! An OpenTelemetry collector on loopback for the tests: it takes OTLP/HTTP
 //! exports (`POST /v1/traces`, protobuf bodies), decodes them with
 //! `opentelemetry-proto`'s types, and keeps every span, with the service
-//! that sent it, for the tests to look at.
+//! that sent it, for the tests to look at; or, for the benchmarks, only
+//! counts them.
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -51,16 +53,32 @@ impl ReceivedSpan {
 #[derive(Clone)]
 pub struct Collector {
     port: u16,
+    /// Whether it keeps the spans, or only counts them.
+    keeps: bool,
     spans: Arc<(Mutex<Vec<ReceivedSpan>>, Condvar)>,
+    counted: Arc<AtomicUsize>,
 }
 
 impl Collector {
-    /// Starts a collector on a free loopback port.
+    /// Starts a collector on a free loopback port, which keeps every span.
     pub fn start() -> Self {
+        Self::listen(true)
+    }
+
+    /// Starts a collector that only counts the spans it receives (after
+    /// decoding them, as any collector must): a benchmark's, which should
+    /// take as little as it can of the machine it measures.
+    pub fn counting() -> Self {
+        Self::listen(false)
+    }
+
+    fn listen(keeps: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let collector = Self {
             port: listener.local_addr().expect("a bound address").port(),
+            keeps,
             spans: Arc::default(),
+            counted: Arc::default(),
         };
         let serving = collector.clone();
         std::thread::spawn(move || {
@@ -77,9 +95,14 @@ impl Collector {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Every span received so far.
+    /// Every span received so far (none if it only counts them).
     pub fn spans(&self) -> Vec<ReceivedSpan> {
         self.received().clone()
+    }
+
+    /// How many spans it has received so far.
+    pub fn count(&self) -> usize {
+        self.counted.load(Ordering::Relaxed)
     }
 
     /// Waits until the spans received satisfy `ready`, for at most
@@ -136,6 +159,12 @@ impl Collector {
     }
 
     fn keep(&self, export: ExportTraceServiceRequest) {
+        let spans = export.resource_spans.iter().flat_map(|r| &r.scope_spans);
+        self.counted
+            .fetch_add(spans.map(|scope| scope.spans.len()).sum(), Ordering::Relaxed);
+        if !self.keeps {
+            return;
+        }
         let mut kept = Vec::new();
         for resource_spans in export.resource_spans {
             let resource = resource_spans

@@ -68,9 +68,9 @@ pub fn join_run_trace(execution: &Span, tenant: &TenantId, run: &RunId, host: &H
     execution.set_attribute("host", host.to_string());
 }
 
-/// The outcome a span's work has until it is known: if the span is
-/// dropped first, its work was (its host stopped midway) and it says
-/// `abandoned`.
+/// Gives a span the outcome of its work once that is known ([`Ending::ended`]);
+/// dropped before, because the work was dropped midway (its host stopped),
+/// it gives the span `abandoned`.
 pub struct Ending<'a> {
     span: &'a Span,
     known: bool,
