@@ -15,10 +15,12 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::{Level, Metadata};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets, filter_fn};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::guest_log;
 
 pub use export::{TelemetryError, TraceExport};
 pub use ids::RunTrace;
@@ -80,7 +82,7 @@ where
             .with_target(false)
             .with_tracked_inactivity(false)
             .with_context_activation(false)
-            .with_filter(Targets::new().with_target("stepstone", Level::INFO))
+            .with_filter(filter_fn(traced))
     });
     tracing_subscriber::registry()
         .with(traced)
@@ -90,6 +92,19 @@ where
         spans::start_exporting(tracer);
     }
     Ok(Telemetry { provider })
+}
+
+/// What traces take of Stepstone's own `tracing` output (never another
+/// crate's: the exporter's HTTP client logs through `tracing` too): its
+/// spans, guests' log lines, and its warnings and errors. Its other lines
+/// say what the spans show, and would cost an event on a span each.
+fn traced(metadata: &Metadata<'_>) -> bool {
+    let lowest = if metadata.is_span() || metadata.target() == guest_log::TARGET {
+        Level::INFO
+    } else {
+        Level::WARN
+    };
+    metadata.target().starts_with("stepstone") && *metadata.level() <= lowest
 }
 
 /// The log lines' layer: what `logs` asks for, without the spans only
@@ -131,5 +146,38 @@ mod tests {
         assert_eq!("json".parse(), Ok(LogFormat::Json));
         let refused = "JSON".parse::<LogFormat>().expect_err("formats are lowercase");
         assert!(refused.contains("`text` or `json`"), "{refused}");
+    }
+
+    /// A span or event as it would be made at `level` under `target`.
+    fn traced_at(target: &'static str, level: Level, span: bool) -> bool {
+        struct Site;
+        impl tracing::callsite::Callsite for Site {
+            fn set_interest(&self, _: tracing::subscriber::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                unreachable!("not registered")
+            }
+        }
+        let kind = if span {
+            tracing::metadata::Kind::SPAN
+        } else {
+            tracing::metadata::Kind::EVENT
+        };
+        let fields = tracing::field::FieldSet::new(&[], tracing::callsite::Identifier(&Site));
+        let metadata = Metadata::new("test", target, level, None, None, None, fields, kind);
+        traced(&metadata)
+    }
+
+    #[test]
+    fn traces_take_stepstones_spans_guest_lines_and_warnings_and_no_other_crates_output() {
+        assert!(traced_at("stepstone::runtime", Level::INFO, true));
+        assert!(!traced_at("stepstone::runtime", Level::DEBUG, true));
+        assert!(traced_at(guest_log::TARGET, Level::INFO, false));
+        assert!(traced_at("stepstone::runtime::step_call", Level::WARN, false));
+        assert!(
+            !traced_at("stepstone::runtime", Level::INFO, false),
+            "an info line says what a span shows"
+        );
+        assert!(!traced_at("hyper_util::client", Level::WARN, false));
+        assert!(!traced_at("reqwest", Level::INFO, true));
     }
 }
