@@ -18,13 +18,16 @@ use crate::report::{Row, Section};
 /// The argument that makes the benchmark binary measure only this.
 pub const CHILD_ARG: &str = "--three-step-runs";
 
+/// Runs each child makes before it measures.
+const WARM_UP: usize = 200;
 /// Runs timed one by one, in each child.
-const SEQUENTIAL: usize = 500;
+const SEQUENTIAL: usize = 400;
 /// Runs timed together, `CONCURRENCY` at a time, in each child.
-const CONCURRENT: usize = 2000;
+const CONCURRENT: usize = 1500;
 const CONCURRENCY: usize = 64;
-/// Children of each kind, taking turns.
-const ROUNDS: usize = 3;
+/// Children of each kind, taking turns: the machine's load moves between
+/// processes more than tracing's cost does.
+const ROUNDS: usize = 5;
 /// Spans a completed `three-steps` run makes: its root, one execution,
 /// and per step the call and its attempt.
 const SPANS_PER_RUN: usize = 8;
@@ -45,7 +48,7 @@ pub fn telemetry_in_child() -> anyhow::Result<Telemetry> {
 /// time; printed as `MEDIAN_US RUNS_PER_S`.
 pub async fn measure_in_child() -> anyhow::Result<()> {
     let host = Host::new(Backend::Memory, served_config()).await?;
-    host.run_many("three-steps", 3, 200, CONCURRENCY).await?;
+    host.run_many("three-steps", 3, WARM_UP, CONCURRENCY).await?;
     let mut one_by_one = Samples::default();
     for _ in 0..SEQUENTIAL {
         let (took, ran) = time(host.run("three-steps", 3)).await;
@@ -94,7 +97,7 @@ pub fn tracing_overhead() -> anyhow::Result<Section> {
         off.push(child(None)?);
         on.push(child(Some(&endpoint))?);
     }
-    let runs = ROUNDS * (200 + SEQUENTIAL + CONCURRENT);
+    let runs = ROUNDS * (WARM_UP + SEQUENTIAL + CONCURRENT);
     let received = collector.count();
     let expected = runs * SPANS_PER_RUN;
     let figure = |figures: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| median(figures.iter().map(pick).collect());
@@ -118,6 +121,11 @@ pub fn tracing_overhead() -> anyhow::Result<Section> {
         Row::new("3-step run, one at a time, traces exported (median)", latency_on, "µs")
             .against("traces off", latency_off),
     );
+    section.rows.push(Row::new(
+        "time added per span, one run at a time",
+        (latency_on - latency_off) / SPANS_PER_RUN as f64,
+        "µs",
+    ));
     section.rows.push(
         Row::new(
             format!("3-step runs, {CONCURRENCY} at a time, traces exported"),

@@ -31,6 +31,8 @@ pub struct ReceivedSpan {
     pub attributes: BTreeMap<String, Value>,
     /// The spans it links to, as (trace id, span id).
     pub links: Vec<(String, String)>,
+    /// The names of its events (a log line's is its message).
+    pub events: Vec<String>,
     /// The message of an error status.
     pub error: Option<String>,
     pub start_unix_nanos: u64,
@@ -193,6 +195,7 @@ impl Collector {
                         .iter()
                         .map(|link| (hex::encode(&link.trace_id), hex::encode(&link.span_id)))
                         .collect(),
+                    events: span.events.iter().map(|event| event.name.clone()).collect(),
                     error,
                     start_unix_nanos: span.start_time_unix_nano,
                     end_unix_nanos: span.end_time_unix_nano,

@@ -164,6 +164,18 @@ fn a_runs_trace_holds_every_execution_call_and_attempt_across_an_eviction_and_a_
         attempts[0]
     );
     assert_eq!(attempts[1].error, None);
+    assert!(
+        attempts[1]
+            .events
+            .iter()
+            .any(|line| line == "charging 1200 cents for traced"),
+        "the guest's log line is an event of its attempt: {:#?}",
+        attempts[1]
+    );
+    assert!(
+        charge.events.iter().any(|line| line.starts_with("attempt failed")),
+        "the host's warning is an event of the call: {charge:#?}"
+    );
     for attempt in &attempts {
         assert_eq!(
             (
