@@ -13,6 +13,7 @@ mod plot;
 mod recovery;
 mod report;
 mod scaling;
+mod scenarios;
 mod throughput;
 
 use std::future::Future;
@@ -47,6 +48,10 @@ fn main() -> anyhow::Result<()> {
         ("outgoing http", Box::pin(invocation::outgoing_http())),
         ("memory", Box::pin(async { memory::suspended_runs() })),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
+        (
+            "testing on virtual time",
+            Box::pin(async { scenarios::day_long_saga() }),
+        ),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the
     // benchmarks whose names contain a given word, into target/ instead.
