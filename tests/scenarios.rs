@@ -163,7 +163,7 @@ fn shuffled_completions_catch_a_workflow_that_takes_the_first_step_to_finish() {
     let fan_out = root().join("examples-guests/fanout/scenarios/fan-out.toml");
     let run = test(
         &host,
-        &["--component", arg(&guest("fanout")), "--shuffle-completions", "4"],
+        &["--component", arg(&guest("fanout")), "--shuffle-completions=4"],
         &[first_of, fan_out],
     );
     let stdout = run.stdout();
