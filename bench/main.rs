@@ -13,6 +13,7 @@ mod plot;
 mod recovery;
 mod report;
 mod scaling;
+mod scenarios;
 mod throughput;
 mod traces;
 
@@ -55,6 +56,10 @@ fn main() -> anyhow::Result<()> {
         ("memory", Box::pin(async { memory::suspended_runs() })),
         ("tracing overhead", Box::pin(async { traces::tracing_overhead() })),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
+        (
+            "testing on virtual time",
+            Box::pin(async { scenarios::day_long_saga() }),
+        ),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the
     // benchmarks whose names contain a given word, into target/ instead.

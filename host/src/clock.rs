@@ -37,7 +37,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// Whether this thread runs on virtual time.
-pub fn is_virtual() -> bool {
+pub(crate) fn is_virtual() -> bool {
     VIRTUAL.with(Cell::get).is_some()
 }
 
@@ -52,13 +52,13 @@ pub fn millis(duration: Duration) -> u64 {
 }
 
 /// Virtual time on this thread, from its creation until it is dropped.
-pub struct VirtualTime(());
+pub(crate) struct VirtualTime(());
 
 impl VirtualTime {
     /// Starts virtual time on this thread at `at_ms`. Call it inside a
     /// current-thread tokio runtime whose clock is paused (`start_paused`):
     /// only then does tokio's clock, and so this one, move virtually.
-    pub fn start(at_ms: u64) -> Self {
+    pub(crate) fn start(at_ms: u64) -> Self {
         let origin = Origin {
             at_ms,
             instant: tokio::time::Instant::now(),
