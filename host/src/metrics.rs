@@ -62,6 +62,16 @@ pub const MAX_STEP_LABELS: usize = 50;
 /// [`OTHER_STEPS`].
 pub const MAX_STEP_LABEL_BYTES: usize = 128;
 
+/// Whether `step` may be a label as it is: short, and of characters that
+/// need no escaping (prometheus-client writes label values unescaped, and a
+/// quote or a newline in a name a guest chose would forge other series).
+fn labels_as_is(step: &str) -> bool {
+    step.len() <= MAX_STEP_LABEL_BYTES
+        && step
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':'))
+}
+
 /// The `step` label of every step past a tenant's [`MAX_STEP_LABELS`].
 pub const OTHER_STEPS: &str = "other";
 
@@ -75,7 +85,7 @@ impl StepLabels {
     fn of(&self, tenant: &TenantId, step: &str) -> String {
         let mut labels = crate::shared_map::lock(&self.0);
         let known = labels.entry(tenant.to_string()).or_default();
-        let fits = step.len() <= MAX_STEP_LABEL_BYTES && (known.contains(step) || known.len() < MAX_STEP_LABELS);
+        let fits = labels_as_is(step) && (known.contains(step) || known.len() < MAX_STEP_LABELS);
         if !fits {
             return OTHER_STEPS.to_owned();
         }
@@ -375,8 +385,11 @@ mod tests {
             Duration::from_millis(1),
             0,
         );
+        let forged = "x\"} 1\nstepstone_runs_finished_total{tenant=\"globex\",outcome=\"completed";
+        metrics.step_attempt(&globex, forged, "ok", Duration::from_millis(1), 0);
         metrics.step_attempt(&globex, "step-0", "ok", Duration::from_millis(1), 0);
         let text = metrics.encode();
+        assert!(!text.contains("runs_finished"), "a step name forged a series: {text}");
         let count = |tenant: &str, step: &str| {
             let series = format!(r#"stepstone_step_attempt_seconds_count{{tenant="{tenant}",step="{step}"}} "#);
             text.lines()
@@ -397,6 +410,11 @@ mod tests {
             count("globex", "step-0"),
             Some(1),
             "each tenant has its own room: {text}"
+        );
+        assert_eq!(
+            count("globex", OTHER_STEPS),
+            Some(1),
+            "a name that needs escaping: {text}"
         );
         let acme_series = text
             .lines()
