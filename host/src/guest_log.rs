@@ -43,12 +43,15 @@ impl LogBudget {
         match spent {
             Ok(_) => emit(level, line),
             Err(_) if !self.exhausted.swap(true, Ordering::Relaxed) => {
-                tracing::warn!(target: "stepstone::guest", "the run's log allowance is used up; further guest log lines are dropped");
+                tracing::warn!(target: TARGET, "the run's log allowance is used up; further guest log lines are dropped");
             }
             Err(_) => {}
         }
     }
 }
+
+/// The target guests' log lines are logged under.
+pub const TARGET: &str = "stepstone::guest";
 
 /// Longest guest log line kept, in bytes; the rest is cut.
 const MAX_LINE: usize = 4096;
@@ -56,11 +59,11 @@ const MAX_LINE: usize = 4096;
 /// Emits one guest log line at its level.
 fn emit(level: LogLevel, line: &str) {
     match level {
-        LogLevel::Trace => tracing::trace!(target: "stepstone::guest", "{line}"),
-        LogLevel::Debug => tracing::debug!(target: "stepstone::guest", "{line}"),
-        LogLevel::Info => tracing::info!(target: "stepstone::guest", "{line}"),
-        LogLevel::Warn => tracing::warn!(target: "stepstone::guest", "{line}"),
-        LogLevel::Error => tracing::error!(target: "stepstone::guest", "{line}"),
+        LogLevel::Trace => tracing::trace!(target: TARGET, "{line}"),
+        LogLevel::Debug => tracing::debug!(target: TARGET, "{line}"),
+        LogLevel::Info => tracing::info!(target: TARGET, "{line}"),
+        LogLevel::Warn => tracing::warn!(target: TARGET, "{line}"),
+        LogLevel::Error => tracing::error!(target: TARGET, "{line}"),
     }
 }
 
