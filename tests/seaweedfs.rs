@@ -161,6 +161,7 @@ type Output = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
 fn start() -> (String, Output) {
     let dir = root().join("target/seaweedfs").join(std::process::id().to_string());
     remove_servers_of_dead_processes(&dir);
+    refuse_a_nearly_full_disk(&dir);
     let first = 15_000 + (std::process::id() % 700) * 10;
     for base in (first..22_000).step_by(10).chain((15_000..first).step_by(10)) {
         if !LISTENERS.iter().enumerate().all(|(i, _)| free(base + i as u32)) {
@@ -171,6 +172,27 @@ fn start() -> (String, Output) {
         }
     }
     panic!("no free block of ports for SeaweedFS below 22768");
+}
+
+/// `weed mini` makes its volumes read-only while less than 1% of their
+/// disk is free, and then times every write out rather than failing it: a
+/// suite on such a disk would hang for minutes and blame the store. Stop at
+/// once instead, saying what to free.
+fn refuse_a_nearly_full_disk(dir: &std::path::Path) {
+    let parent = dir.parent().expect("the servers' directory has a parent");
+    std::fs::create_dir_all(parent).expect("a SeaweedFS directory");
+    let disk = rustix::fs::statvfs(parent).expect("the disk of target/ answers statvfs");
+    let mib = |blocks: u64| blocks * disk.f_frsize / (1 << 20);
+    let (free, total) = (mib(disk.f_bavail), mib(disk.f_blocks));
+    // The servers' own data and the rest of the suite need room too.
+    let needed = total / 100 + 512;
+    assert!(
+        free >= needed,
+        "the disk of {} has {free} MiB free of {total} MiB; SeaweedFS refuses writes \
+         below 1% free, and the tests need {needed} MiB: free some space (an old \
+         target/ directory, say) and run the tests again",
+        parent.display()
+    );
 }
 
 /// Whether `port` and its gRPC twin are free on loopback.
