@@ -11,6 +11,7 @@ mod doc;
 mod error;
 mod extract;
 mod groups;
+mod logs;
 mod params;
 mod runs;
 mod schedules;
@@ -111,6 +112,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))
         .route("/runs/{id}/journal", get(runs::journal))
+        .route("/runs/{id}/logs", get(logs::logs))
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))

@@ -36,7 +36,7 @@ const DEFAULT_PAGE: u32 = 100;
 #[into_params(parameter_in = Path)]
 pub struct RunPath {
     #[param(inline)]
-    id: RunId,
+    pub(super) id: RunId,
 }
 
 /// A run to start.
