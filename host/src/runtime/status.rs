@@ -146,10 +146,14 @@ pub struct RunQuery {
     pub created_before_ms: Option<u64>,
     /// Only runs in this state (its [`RunState::name`]).
     pub state: Option<String>,
-    /// Only runs after this one (the previous page's last).
+    /// Only runs after this one in the listing's order (the previous
+    /// page's last).
     pub after: Option<RunCursor>,
     /// At most this many runs.
     pub limit: usize,
+    /// Newest first (by creation time, then id, both descending) instead
+    /// of oldest first.
+    pub newest_first: bool,
 }
 
 impl Default for RunQuery {
@@ -163,6 +167,7 @@ impl Default for RunQuery {
             state: None,
             after: None,
             limit: usize::MAX,
+            newest_first: false,
         }
     }
 }
