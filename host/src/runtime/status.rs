@@ -224,7 +224,7 @@ impl Runtime {
 
     /// Where this one run stands, a generation that continued as new
     /// included (`continued`), without following its chain.
-    pub(super) async fn generation_status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
+    pub async fn generation_status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
         // The seqs are enough: reading every entry made each status (and
         // each `wait` poll) cost one read per journaled call. They are read
@@ -283,6 +283,21 @@ impl Runtime {
     /// `unreadable`.
     pub async fn list(&self, tenant: &TenantId) -> Result<RunListing<RunStatus>, RunError> {
         Ok(self.list_page(tenant, &RunQuery::default()).await?.0)
+    }
+
+    /// How `run` was started, on the build it runs on now.
+    pub async fn run_record(&self, tenant: &TenantId, run: &RunId) -> Result<RunRecord, RunError> {
+        (self.records(tenant, run).run().await?).ok_or_else(|| RunError::UnknownRun { run: run.clone() })
+    }
+
+    /// The failed attempts of the step `run` called at `seq`, oldest first.
+    pub async fn failed_attempts(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        seq: u64,
+    ) -> Result<Vec<crate::journal::AttemptRecord>, RunError> {
+        Ok(self.records(tenant, run).attempts(seq).await?)
     }
 
     /// The run's journal, by seq.
