@@ -56,7 +56,7 @@ pub async fn page(State(state): State<ApiState>, signed: Signed) -> Result<Respo
         section {
             h2 { "Usage against quotas" }
             div.scroll {
-                table.gauges {
+                table.gauges #gauges {
                     thead { tr { th { "" } th.num { "Used" } th.num { "Quota" } } }
                     tbody { @for (what, used, quota) in &gauges { tr { th { (what) } td.num { (used) } td.num { (quota) } } } }
                 }

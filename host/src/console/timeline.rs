@@ -12,6 +12,7 @@ use maud::{Markup, html};
 use super::layout;
 use crate::journal::{AttemptRecord, Entry, Recorded};
 use crate::runtime::RunState;
+use crate::sandbox::kind_name;
 use crate::store::RunId;
 
 /// Idle time shorter than this between calls is the workflow's own work,
@@ -145,7 +146,7 @@ fn attempts(entry: &Entry, failed: &[AttemptRecord], last_error: Option<String>)
             number: record.attempt,
             start_ms,
             end_ms: record.failed_at_ms.max(start_ms),
-            error: Some(format!("{:?}: {}", record.error.kind, record.error.message)),
+            error: Some(format!("{}: {}", kind_name(record.error.kind), record.error.message)),
         });
         previous_end = record.failed_at_ms;
     }
@@ -166,7 +167,7 @@ fn what_it_returned(recorded: &Recorded) -> (String, bool, Option<String>, Optio
     match recorded {
         Recorded::Step { result: Ok(output) } => ("ok".into(), false, pretty(output), None),
         Recorded::Step { result: Err(error) } => (
-            format!("failed ({:?}): {}", error.kind, error.message),
+            format!("failed ({}): {}", kind_name(error.kind), error.message),
             true,
             None,
             None,
@@ -249,7 +250,7 @@ pub fn render(timeline: &Timeline, run: &RunId) -> Markup {
     html! {
         div.scroll {
             table.timeline {
-                thead { tr { th.num { "Seq" } th { "Call" } th { "Started" } th.num { "Took" } th.axis { "Timeline" } th { "Result" } } }
+                thead { tr { th.num { "Seq" } th { "Call" } th.wide { "Started" } th.num { "Took" } th.axis { "Timeline" } th { "Result" } } }
                 tbody {
                     @for row in &timeline.rows {
                         @match row {
@@ -257,7 +258,7 @@ pub fn render(timeline: &Timeline, run: &RunId) -> Markup {
                                 tr.gap {
                                     td.num {}
                                     td { em { "gap" } }
-                                    td.time { "+" (layout::duration(from_ms.saturating_sub(timeline.start_ms))) }
+                                    td.time.wide { "+" (layout::duration(from_ms.saturating_sub(timeline.start_ms))) }
                                     td.num { (layout::duration(to_ms.saturating_sub(*from_ms))) }
                                     td.axis { (axis(bar(*from_ms, *to_ms, "gap"))) }
                                     td { "no call in progress" }
@@ -267,7 +268,7 @@ pub fn render(timeline: &Timeline, run: &RunId) -> Markup {
                                 tr.call data-kind=(call.kind) data-open[call.open] {
                                     td.num { (call.seq) }
                                     td { span.kind { (call.kind) } " " (call.name) }
-                                    td.time { "+" (layout::duration(call.start_ms.saturating_sub(timeline.start_ms))) }
+                                    td.time.wide { "+" (layout::duration(call.start_ms.saturating_sub(timeline.start_ms))) }
                                     td.num { (layout::duration(call.end_ms.saturating_sub(call.start_ms))) }
                                     td.axis {
                                         (axis(html! {
