@@ -4,6 +4,7 @@
 //! Invariant: every ratio in the report is between two figures measured by
 //! this process (or its memory child) in this run.
 
+mod console;
 mod fixtures;
 mod invocation;
 mod measure;
@@ -47,6 +48,7 @@ fn main() -> anyhow::Result<()> {
         ("outgoing http", Box::pin(invocation::outgoing_http())),
         ("memory", Box::pin(async { memory::suspended_runs() })),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
+        ("console runs page", Box::pin(console::runs_page())),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the
     // benchmarks whose names contain a given word, into target/ instead.

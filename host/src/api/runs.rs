@@ -320,6 +320,7 @@ pub async fn list(
         after: params.cursor.map(|Cursor(cursor)| cursor),
         limit: limit as usize,
         newest_first: params.order == Some(ListOrder::NewestFirst),
+        examine_at_most: usize::MAX,
     };
     let (listing, next) = state.runtime.list_page(&tenant.id, &query).await?;
     Ok(Json(RunPage {

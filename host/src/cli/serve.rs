@@ -51,11 +51,13 @@ pub async fn serve(
         Some(address) => Some(bind(address).await?),
         None => None,
     };
-    // Scripts and tests read the addresses (a port may have been 0).
+    // Scripts and tests read the addresses (a port may have been 0), the
+    // API's first.
     println!("listening on http://{}", listener.local_addr()?);
     if let Some(operator) = &operator {
         println!("metrics on http://{}/metrics", operator.local_addr()?);
     }
+    println!("console on http://{}/ui", listener.local_addr()?);
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.sweep_forever();

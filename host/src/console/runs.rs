@@ -17,6 +17,9 @@ use crate::store::ComponentName;
 
 /// Runs a page shows.
 pub const PAGE_SIZE: usize = 50;
+/// Runs a page reads at most, so a filter few runs match ends a page early
+/// (with a link to go on) rather than read every run.
+const EXAMINED_PER_PAGE: usize = 1000;
 /// How often an open page refreshes its runs' states, in milliseconds.
 const REFRESH_MS: u32 = 2000;
 /// The longest workflow name a filter takes.
@@ -122,6 +125,7 @@ impl RunFilter {
             after,
             limit: PAGE_SIZE,
             newest_first: !self.oldest_first(),
+            examine_at_most: EXAMINED_PER_PAGE,
             ..RunQuery::default()
         })
     }
@@ -220,9 +224,12 @@ fn table(runs: &RunListing<RunStatus>, next: Option<&RunCursor>, filter: &RunFil
         @for unreadable in &runs.unreadable {
             p.warning { "Run " code { (unreadable.run_id) } " cannot be read: " (unreadable.error) }
         }
-        @if runs.runs.is_empty() {
+        @if runs.runs.is_empty() && next.is_none() {
             p.empty { "No runs match." }
-        } @else {
+        } @else if runs.runs.len() < PAGE_SIZE && next.is_some() {
+            p.empty { "Fewer runs matched among the next " (EXAMINED_PER_PAGE) " read: the next page goes on from there." }
+        }
+        @if !runs.runs.is_empty() {
             div.scroll {
                 table.runs {
                     thead { tr { th { "Run" } th { "Workflow" } th { "State" } th.wide { "Component" } th { "Created" } th.num { "Calls" } } }

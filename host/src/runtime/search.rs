@@ -144,6 +144,7 @@ impl Runtime {
         }
         let mut listing = RunListing::default();
         let mut examined: Option<RunCursor> = None;
+        let mut read = 0;
         for hour in hours {
             let folder = below(&tree, [hour]);
             let mut keys = store.list(&folder).await?;
@@ -157,9 +158,10 @@ impl Runtime {
                 if !query.admits(&cursor) {
                     continue;
                 }
-                if listing.runs.len() == query.limit {
+                if listing.runs.len() == query.limit || read == query.examine_at_most {
                     return Ok((listing, examined));
                 }
+                read += 1;
                 if let Some(status) = self.selected(tenant, &cursor.run_id, query, &mut listing).await? {
                     listing.runs.push(status);
                 }
@@ -307,6 +309,15 @@ mod tests {
             ..RunQuery::default()
         };
         assert_eq!(every_page(&runtime, &tenant, oldest).await?, ["a", "b", "c", "d", "e"]);
+        let none_match = RunQuery {
+            state: Some("failed".into()),
+            examine_at_most: 2,
+            ..newest(50)
+        };
+        let (first, next) = runtime.list_page(&tenant, &none_match).await?;
+        assert!(first.runs.is_empty());
+        assert_eq!(next.map(|n| n.run_id.to_string()).as_deref(), Some("d"), "two runs read");
+        assert!(every_page(&runtime, &tenant, none_match).await?.is_empty());
         Ok(())
     }
 }

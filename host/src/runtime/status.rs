@@ -154,6 +154,10 @@ pub struct RunQuery {
     /// Newest first (by creation time, then id, both descending) instead
     /// of oldest first.
     pub newest_first: bool,
+    /// Read at most this many runs' records for the page, matching or not:
+    /// a page whose filters match few runs then ends early, with a cursor
+    /// to go on from, so no one page reads every run.
+    pub examine_at_most: usize,
 }
 
 impl Default for RunQuery {
@@ -168,6 +172,7 @@ impl Default for RunQuery {
             after: None,
             limit: usize::MAX,
             newest_first: false,
+            examine_at_most: usize::MAX,
         }
     }
 }
