@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use futures::StreamExt;
 use stepstone::api::{ApiState, router};
+use stepstone::store::StoreKey;
 use stepstone::tenancy::Tenants;
 
 use crate::fixtures::{Backend, Host, served_config};
@@ -38,7 +39,11 @@ pub async fn runs_page() -> anyhow::Result<Section> {
     let host = Host::new(Backend::LocalFs, served_config()).await?;
     let stored = futures::stream::iter(0..RUNS)
         .map(|i| {
-            let workflow = if i % FILTERED_EVERY == 0 { "one-step" } else { "zero-steps" };
+            let workflow = if i % FILTERED_EVERY == 0 {
+                "one-step"
+            } else {
+                "zero-steps"
+            };
             host.run(workflow, 1)
         })
         .buffer_unordered(64)
@@ -69,6 +74,7 @@ pub async fn runs_page() -> anyhow::Result<Section> {
     let filtered = median(&client, &base, &cookie, &console("?workflow=one-step&state=completed")).await?;
     let filtered_json = median(&client, &base, &cookie, &json("&workflow=one-step&status=completed")).await?;
     server.abort();
+    let (listing, markers) = index_listing(&host).await?;
 
     let mut section = Section::new(
         "Console runs page",
@@ -79,18 +85,58 @@ pub async fn runs_page() -> anyhow::Result<Section> {
              {PAGE} runs, newest first, answer read whole: the console's HTML page (signed in, its session \
              cookie sent) against the JSON page of the same runs, `GET /v1/runs`. Filtered: state `completed` \
              and workflow `one-step`. Both read the page's runs' statuses through the index of runs; the \
-             console's page also renders them."
+             console's page also renders them. The runs were created within seconds, so in one hour folder \
+             of the index (or two): the newest page lists that folder, {RUNS} markers (the local store stats \
+             each), the filtered one the workflow's, {} markers. The diagnostic row times that one listing alone.",
+            RUNS / FILTERED_EVERY
         ),
     );
     section.rows.push(
-        Row::new(format!("first page (`/ui/runs`), {RUNS} runs stored"), millis(first), "ms")
-            .against("JSON page", millis(first_json)),
+        Row::new(
+            format!("first page (`/ui/runs`), {RUNS} runs stored"),
+            millis(first),
+            "ms",
+        )
+        .against("JSON page", millis(first_json)),
     );
     section.rows.push(
-        Row::new("filtered page (`/ui/runs?workflow=…&state=completed`)", millis(filtered), "ms")
-            .against("JSON page", millis(filtered_json)),
+        Row::new(
+            "filtered page (`/ui/runs?workflow=…&state=completed`)",
+            millis(filtered),
+            "ms",
+        )
+        .against("JSON page", millis(filtered_json)),
     );
+    section.rows.push(Row::new(
+        format!("diagnostic: one listing of an index folder of {markers} markers"),
+        millis(listing),
+        "ms",
+    ));
     Ok(section)
+}
+
+/// The median time of listing the index's largest hour folder (all the
+/// runs, unless their creation crossed an hour), and how many markers it holds.
+async fn index_listing(host: &Host) -> anyhow::Result<(Duration, usize)> {
+    let store = host.storage.tenant(&host.tenant);
+    let mut largest = (StoreKey::from(""), 0);
+    for hour in store.children(&StoreKey::from_iter(["index", "all"])).await? {
+        let folder = StoreKey::from_iter(["index", "all", hour.as_str()]);
+        let markers = store.list(&folder).await?.len();
+        if markers > largest.1 {
+            largest = (folder, markers);
+        }
+    }
+    let (folder, markers) = largest;
+    let mut samples = Samples::default();
+    for sample in 0..WARM_UP + SAMPLES {
+        let (took, listed) = time(store.list(&folder)).await;
+        ensure!(listed?.len() == markers, "the folder changed while listed");
+        if sample >= WARM_UP {
+            samples.push(took);
+        }
+    }
+    Ok((samples.median(), markers))
 }
 
 /// Signs in to the console; returns the session cookie.
@@ -100,7 +146,11 @@ async fn sign_in(client: &reqwest::Client, base: &str) -> anyhow::Result<String>
         .form(&[("token", TOKEN)])
         .send()
         .await?;
-    ensure!(answer.status().as_u16() == 303, "signing in answered {}", answer.status());
+    ensure!(
+        answer.status().as_u16() == 303,
+        "signing in answered {}",
+        answer.status()
+    );
     let cookie = answer
         .headers()
         .get("set-cookie")

@@ -310,10 +310,21 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
         .await?;
     await_shown(client, "table.runs").await?;
     assert_eq!(listed_runs(client).await?, ["o-done", "o-wait", "o-cancel", "o-fail"]);
+    for filter in [
+        "workflow=no-such-workflow",
+        "from=2099-01-01T00:00",
+        "to=2001-01-01T00:00",
+    ] {
+        client.goto(&format!("{base}/ui/runs?{filter}")).await?;
+        assert_eq!(text(client, "p.empty").await?, "No runs match.", "{filter}");
+    }
     client
-        .goto(&format!("{base}/ui/runs?workflow=no-such-workflow"))
+        .goto(&format!("{base}/ui/runs?from=2001-01-01T00:00&to=2099-01-01T00:00"))
         .await?;
-    assert_eq!(text(client, "p.empty").await?, "No runs match.");
+    await_shown(client, "table.runs").await?;
+    assert_eq!(listed_runs(client).await?.len(), 4);
+    client.goto(&format!("{base}/ui/runs?from=yesterday")).await?;
+    assert!(text(client, "p.message").await?.contains("not a time"));
 
     // A finished run: its timeline, payloads, log lines; a replay check.
     client.goto(&format!("{base}/ui/runs")).await?;
@@ -491,6 +502,20 @@ fn refusals_without_a_browser(server: &Server, cookie: &str) {
         303,
         "no session: to the sign-in form"
     );
+    let sign_in = |token: &str| {
+        let answer = client
+            .post(format!("{}/ui/login", server.url))
+            .form(&[("token", token)])
+            .send();
+        answer.expect("an answer").status().as_u16()
+    };
+    assert_eq!(sign_in(&"x".repeat(5 << 20)), 413, "a form over 4 MiB is not read");
+    assert_eq!(
+        sign_in(&format!("{ACME}{}", " ".repeat(300))),
+        303,
+        "spaces around a token are trimmed"
+    );
+    assert_eq!(sign_in(&"x".repeat(300)), 401);
     let page = client.get(format!("{}/ui/runs", server.url)).send().expect("an answer");
     assert_eq!(page.status().as_u16(), 303);
     let headers = client

@@ -22,7 +22,7 @@ mod tenant;
 mod timeline;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -58,8 +58,14 @@ pub fn router() -> Router<ApiState> {
         .route("/ui/components/{reference}", get(components::page))
         .route("/ui/tenant", get(tenant::page))
         .route("/ui/assets/{name}", get(assets::serve))
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(middleware::from_fn(guarded))
 }
+
+/// The largest form the console reads (a signal's payload, encoded): the
+/// sign-in form is read before anyone is known, so not a tenant's quota of
+/// up to a component's size. Larger signals go through the API.
+const MAX_FORM_BYTES: usize = 4 << 20;
 
 /// What every console answer carries: the browser may run and load only
 /// this host's own script and styles, frame the page nowhere, and keep no
@@ -165,7 +171,12 @@ impl FromRequestParts<ApiState> for Signed {
             Some(session) => Ok(Self(session)),
             None if parts.headers.contains_key(FRAGMENT_HEADER) => Err(StatusCode::UNAUTHORIZED.into_response()),
             None => {
-                let here = parts.uri.path_and_query().map_or("/ui/runs", |p| p.as_str());
+                // A form posted once the session ended lands on the runs
+                // page: its action answers only a POST.
+                let here = match parts.method {
+                    Method::GET => parts.uri.path_and_query().map_or("/ui/runs", |p| p.as_str()),
+                    _ => "/ui/runs",
+                };
                 let next: String = url::form_urlencoded::byte_serialize(here.as_bytes()).collect();
                 Err(Redirect::to(&format!("/ui/login?next={next}")).into_response())
             }

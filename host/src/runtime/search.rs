@@ -316,7 +316,11 @@ mod tests {
         };
         let (first, next) = runtime.list_page(&tenant, &none_match).await?;
         assert!(first.runs.is_empty());
-        assert_eq!(next.map(|n| n.run_id.to_string()).as_deref(), Some("d"), "two runs read");
+        assert_eq!(
+            next.map(|n| n.run_id.to_string()).as_deref(),
+            Some("d"),
+            "two runs read"
+        );
         assert!(every_page(&runtime, &tenant, none_match).await?.is_empty());
         Ok(())
     }
