@@ -51,13 +51,14 @@ pub async fn serve(
         Some(address) => Some(bind(address).await?),
         None => None,
     };
-    // Scripts and tests read the addresses (a port may have been 0), the
-    // API's first.
+    // Scripts and tests read the addresses (a port may have been 0).
     println!("listening on http://{}", listener.local_addr()?);
     if let Some(operator) = &operator {
         println!("metrics on http://{}/metrics", operator.local_addr()?);
     }
-    println!("console on http://{}/ui", listener.local_addr()?);
+    // Logged, not printed: a script reading the addresses may have closed
+    // its end of standard output by now.
+    tracing::info!("console on http://{}/ui", listener.local_addr()?);
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.sweep_forever();
