@@ -2,7 +2,7 @@
 //! and writes docs/BENCHMARKS.md (with its plots under docs/bench/).
 //!
 //! Invariant: every ratio in the report is between two figures measured by
-//! this process (or its memory child) in this run.
+//! this process (or its memory and tracing children) in this run.
 
 mod console;
 mod fixtures;
@@ -14,7 +14,9 @@ mod plot;
 mod recovery;
 mod report;
 mod scaling;
+mod scenarios;
 mod throughput;
+mod traces;
 
 use std::future::Future;
 use std::path::Path;
@@ -30,6 +32,12 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if std::env::args().any(|arg| arg == memory::CHILD_ARG) {
         return runtime.block_on(memory::measure_in_child());
+    }
+    if std::env::args().any(|arg| arg == traces::CHILD_ARG) {
+        let telemetry = traces::telemetry_in_child()?;
+        let measured = runtime.block_on(traces::measure_in_child());
+        telemetry.shutdown();
+        return measured;
     }
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
     let images = docs.join("bench");
@@ -47,7 +55,12 @@ fn main() -> anyhow::Result<()> {
         ("fuel", Box::pin(invocation::fuel_cost())),
         ("outgoing http", Box::pin(invocation::outgoing_http())),
         ("memory", Box::pin(async { memory::suspended_runs() })),
+        ("tracing overhead", Box::pin(async { traces::tracing_overhead() })),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
+        (
+            "testing on virtual time",
+            Box::pin(async { scenarios::day_long_saga() }),
+        ),
         ("console runs page", Box::pin(console::runs_page())),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the

@@ -15,6 +15,9 @@ pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 mod origin;
 pub use origin::{Charge, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
 
+mod collector;
+pub use collector::{Collector, ReceivedSpan};
+
 mod recipe;
 pub use recipe::{Recipe, recipes};
 

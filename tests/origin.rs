@@ -257,7 +257,9 @@ impl Origin {
     }
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
+/// Reads one HTTP/1.1 request (its body by `Content-Length`); `None` once
+/// the client has closed the connection or sent something else.
+pub(crate) fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
     let mut line = String::new();
     reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
     let mut parts = line.split_whitespace();
@@ -289,7 +291,8 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
     })
 }
 
-fn answer(writer: &mut TcpStream, status: &str, headers: &[&str], body: &[u8]) -> std::io::Result<()> {
+/// Writes an answer with `status`, `headers` and `body`.
+pub(crate) fn answer(writer: &mut TcpStream, status: &str, headers: &[&str], body: &[u8]) -> std::io::Result<()> {
     let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n", body.len());
     for header in headers {
         head.push_str(header);

@@ -148,6 +148,32 @@ fn a_build_that_would_not_replay_fails_at_its_first_divergence() {
 }
 
 #[test]
+fn a_change_behind_a_patch_marker_replays_every_scenario_and_the_same_change_unguarded_does_not() {
+    let host = Host::new();
+    let files = scenarios_of("order");
+    let patched = test(&host, &["--replay-with", arg(&guest("order-patched"))], &files).success();
+    assert!(
+        patched
+            .stdout()
+            .contains(&format!("{0} of {0} scenario runs passed", files.len())),
+        "{}",
+        patched.stdout()
+    );
+    let unguarded = test(&host, &["--replay-with", arg(&guest("order-fraud-check"))], &files);
+    let stdout = unguarded.stdout();
+    assert!(!unguarded.0.status.success(), "{stdout}");
+    assert!(
+        line(&stdout, "approved-after-a-day").starts_with("FAIL "),
+        "the fraud check comes where the journal has `charge`: {stdout}"
+    );
+    assert!(stdout.contains("diverged at seq 1"), "{stdout}");
+    assert!(
+        line(&stdout, "payment-declined").starts_with("FAIL "),
+        "every scenario that got past `reserve` diverges: {stdout}"
+    );
+}
+
+#[test]
 fn shuffled_completions_catch_a_workflow_that_takes_the_first_step_to_finish() {
     let host = Host::new();
     let first_of = write_scenario(
@@ -163,7 +189,7 @@ fn shuffled_completions_catch_a_workflow_that_takes_the_first_step_to_finish() {
     let fan_out = root().join("examples-guests/fanout/scenarios/fan-out.toml");
     let run = test(
         &host,
-        &["--component", arg(&guest("fanout")), "--shuffle-completions", "4"],
+        &["--component", arg(&guest("fanout")), "--shuffle-completions=4"],
         &[first_of, fan_out],
     );
     let stdout = run.stdout();

@@ -11,7 +11,7 @@
 //! thread reads the system's clock.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 thread_local! {
     static VIRTUAL: Cell<Option<Origin>> = const { Cell::new(None) };
@@ -30,33 +30,35 @@ pub fn now_ms() -> u64 {
     match VIRTUAL.with(Cell::get) {
         Some(origin) => {
             let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
-            origin
-                .at_ms
-                .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+            origin.at_ms.saturating_add(millis(elapsed))
         }
         None => system_now_ms(),
     }
 }
 
 /// Whether this thread runs on virtual time.
-pub fn is_virtual() -> bool {
+pub(crate) fn is_virtual() -> bool {
     VIRTUAL.with(Cell::get).is_some()
 }
 
 fn system_now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, millis)
+}
+
+/// `duration` in whole milliseconds, at most `u64::MAX`: what times in
+/// records and log fields are counted in.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Virtual time on this thread, from its creation until it is dropped.
-pub struct VirtualTime(());
+pub(crate) struct VirtualTime(());
 
 impl VirtualTime {
     /// Starts virtual time on this thread at `at_ms`. Call it inside a
     /// current-thread tokio runtime whose clock is paused (`start_paused`):
     /// only then does tokio's clock, and so this one, move virtually.
-    pub fn start(at_ms: u64) -> Self {
+    pub(crate) fn start(at_ms: u64) -> Self {
         let origin = Origin {
             at_ms,
             instant: tokio::time::Instant::now(),

@@ -18,6 +18,8 @@ use crate::clock::now_ms;
 use crate::contract::bindings::LogLevel;
 use crate::shared_map::lock;
 
+/// The target guests' log lines are logged under.
+pub const TARGET: &str = "stepstone::guest";
 /// Longest guest log line kept, in bytes; the rest is cut.
 const MAX_LINE: usize = 4096;
 /// What keeping a line costs beyond its text (its origin, time, level):
@@ -148,7 +150,7 @@ impl RunLog {
             }
             Err(_) if !self.exhausted.swap(true, Ordering::Relaxed) => {
                 let warning = "the run's log allowance is used up; further guest log lines are dropped";
-                tracing::warn!(target: "stepstone::guest", "{warning}");
+                tracing::warn!(target: TARGET, "{warning}");
                 self.host(origin, Level::Warn, warning.to_owned());
             }
             Err(_) => {}
@@ -279,11 +281,11 @@ impl LogWriter {
 /// Emits one guest log line at its level.
 fn emit(level: LogLevel, line: &str) {
     match level {
-        LogLevel::Trace => tracing::trace!(target: "stepstone::guest", "{line}"),
-        LogLevel::Debug => tracing::debug!(target: "stepstone::guest", "{line}"),
-        LogLevel::Info => tracing::info!(target: "stepstone::guest", "{line}"),
-        LogLevel::Warn => tracing::warn!(target: "stepstone::guest", "{line}"),
-        LogLevel::Error => tracing::error!(target: "stepstone::guest", "{line}"),
+        LogLevel::Trace => tracing::trace!(target: TARGET, "{line}"),
+        LogLevel::Debug => tracing::debug!(target: TARGET, "{line}"),
+        LogLevel::Info => tracing::info!(target: TARGET, "{line}"),
+        LogLevel::Warn => tracing::warn!(target: TARGET, "{line}"),
+        LogLevel::Error => tracing::error!(target: TARGET, "{line}"),
     }
 }
 

@@ -26,5 +26,6 @@ pub mod schedules;
 pub mod secrets;
 mod shared_map;
 pub mod store;
+pub mod telemetry;
 pub mod tenancy;
 pub mod testing;

@@ -6,24 +6,18 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use stepstone::telemetry::{self, LogFormat, LogSettings, Telemetry, TraceExport};
 
 fn main() -> ExitCode {
     quit_quietly_on_a_closed_pipe();
     let args = cli::Cli::parse();
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(args.default_log_filter())),
-        )
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    match args.log_format() {
-        cli::LogFormat::Json => logs.json().init(),
-        cli::LogFormat::Text => logs
-            .without_time()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-    }
+    let telemetry = match start_telemetry(&args) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -31,13 +25,42 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::execute(args)) {
+    let format = args.log_format();
+    let code = match runtime.block_on(cli::execute(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            report(format, &e);
             ExitCode::FAILURE
         }
+    };
+    drop(runtime);
+    telemetry.shutdown();
+    code
+}
+
+/// The error that ends the process, on stderr: `error: ...`, or with
+/// `--log-format json` a JSON object shaped like the log lines, since a
+/// log shipper reads every line as one (written here, not logged, so that
+/// no `RUST_LOG` filters it out).
+fn report(format: LogFormat, error: &anyhow::Error) {
+    match format {
+        LogFormat::Text => eprintln!("error: {error:#}"),
+        LogFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({"level": "ERROR", "fields": {"message": format!("{error:#}")}})
+        ),
     }
+}
+
+/// Log lines on stderr as `--log-format` and `RUST_LOG` say, and traces
+/// where `OTEL_EXPORTER_OTLP_ENDPOINT` points, if it is set.
+fn start_telemetry(args: &cli::Cli) -> Result<Telemetry, telemetry::TelemetryError> {
+    let logs = LogSettings {
+        format: args.log_format(),
+        default_filter: args.default_log_filter(),
+        ansi: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    telemetry::install(logs, std::io::stderr, TraceExport::from_env()?)
 }
 
 /// `stepstone history RUN | head` ends like `cat` would, without an error:

@@ -1,10 +1,12 @@
 //! The host's metrics, labelled by tenant, in the Prometheus text format:
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
-//! durations, fuel burnt, replays, non-determinism errors, uploads compiling,
+//! durations by step, fuel burnt, replays, non-determinism errors, uploads compiling,
 //! steps' outgoing HTTP (requests sent and refused, bytes each way),
 //! schedules' fires by fate, what retention deleted, and completion
-//! notifications by fate.
+//! notifications by fate. README.md lists them all.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -29,6 +31,12 @@ struct TenantOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantStep {
+    tenant: String,
+    step: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TenantDirection {
     tenant: String,
     direction: &'static str,
@@ -41,6 +49,48 @@ impl MetricConstructor<Histogram> for StepDurations {
     fn new_metric(&self) -> Histogram {
         // 100 µs to ~100 s.
         Histogram::new(exponential_buckets(0.0001, 4.0, 11))
+    }
+}
+
+/// Distinct step names one tenant's step latencies are labelled with; the
+/// steps named after them are counted as [`OTHER_STEPS`]. Step names come
+/// from tenants' components and the link names of their runs, so each
+/// tenant holds at most this many series of the histogram.
+pub const MAX_STEP_LABELS: usize = 50;
+
+/// Longest step name a label carries, in bytes; longer ones are counted as
+/// [`OTHER_STEPS`].
+pub const MAX_STEP_LABEL_BYTES: usize = 128;
+
+/// Whether `step` may be a label as it is: short, and of characters that
+/// need no escaping (prometheus-client writes label values unescaped, and a
+/// quote or a newline in a name a guest chose would forge other series).
+fn labels_as_is(step: &str) -> bool {
+    step.len() <= MAX_STEP_LABEL_BYTES
+        && step
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':'))
+}
+
+/// The `step` label of every step past a tenant's [`MAX_STEP_LABELS`].
+pub const OTHER_STEPS: &str = "other";
+
+/// The step names each tenant's latencies are labelled with so far.
+#[derive(Default)]
+struct StepLabels(Mutex<HashMap<String, HashSet<String>>>);
+
+impl StepLabels {
+    /// The label of `step` of `tenant`: its name while the tenant has room
+    /// for it, else [`OTHER_STEPS`].
+    fn of(&self, tenant: &TenantId, step: &str) -> String {
+        let mut labels = crate::shared_map::lock(&self.0);
+        let known = labels.entry(tenant.to_string()).or_default();
+        let fits = labels_as_is(step) && (known.contains(step) || known.len() < MAX_STEP_LABELS);
+        if !fits {
+            return OTHER_STEPS.to_owned();
+        }
+        known.insert(step.to_owned());
+        step.to_owned()
     }
 }
 
@@ -71,7 +121,8 @@ pub struct Metrics {
     attempts_running: Family<Tenant, Gauge>,
     uploads_compiling: Family<Tenant, Gauge>,
     step_attempts: Family<TenantOutcome, Counter>,
-    step_seconds: Family<Tenant, Histogram, StepDurations>,
+    step_seconds: Family<TenantStep, Histogram, StepDurations>,
+    step_labels: StepLabels,
     fuel: Family<Tenant, Counter>,
     replays: Family<Tenant, Counter>,
     non_determinism: Family<Tenant, Counter>,
@@ -95,6 +146,7 @@ impl Default for Metrics {
             uploads_compiling: Family::default(),
             step_attempts: Family::default(),
             step_seconds: Family::new_with_constructor(StepDurations),
+            step_labels: StepLabels::default(),
             fuel: Family::default(),
             replays: Family::default(),
             non_determinism: Family::default(),
@@ -129,7 +181,7 @@ impl Default for Metrics {
         );
         registry.register(
             "step_attempt_seconds",
-            "Wall time of step attempts",
+            "Wall time of step attempts, by step",
             metrics.step_seconds.clone(),
         );
         registry.register(
@@ -224,9 +276,14 @@ impl Metrics {
         InProgress::start(&self.uploads_compiling.get_or_create(&tenant(id)))
     }
 
-    pub fn step_attempt(&self, id: &TenantId, how: &str, took: Duration, fuel: u64) {
+    /// Counts an attempt of the step a run called `step`, which ended `how`.
+    pub fn step_attempt(&self, id: &TenantId, step: &str, how: &str, took: Duration, fuel: u64) {
         self.step_attempts.get_or_create(&outcome(id, how)).inc();
-        self.step_seconds.get_or_create(&tenant(id)).observe(took.as_secs_f64());
+        let labels = TenantStep {
+            tenant: id.to_string(),
+            step: self.step_labels.of(id, step),
+        };
+        self.step_seconds.get_or_create(&labels).observe(took.as_secs_f64());
         self.fuel.get_or_create(&tenant(id)).inc_by(fuel);
     }
 
@@ -289,7 +346,7 @@ mod tests {
     fn counts_are_labelled_by_tenant() {
         let metrics = Metrics::default();
         let acme = TenantId::new("acme").expect("a valid tenant id");
-        metrics.step_attempt(&acme, "fuel-exhausted", Duration::from_millis(3), 1_000);
+        metrics.step_attempt(&acme, "charge", "fuel-exhausted", Duration::from_millis(3), 1_000);
         metrics.run_finished(&acme, "completed");
         let text = metrics.encode();
         assert!(
@@ -304,5 +361,65 @@ mod tests {
             text.contains(r#"stepstone_runs_finished_total{tenant="acme",outcome="completed"} 1"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#"stepstone_step_attempt_seconds_count{tenant="acme",step="charge"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_tenants_step_latencies_are_labelled_by_at_most_so_many_step_names() {
+        let metrics = Metrics::default();
+        let (acme, globex) = (
+            TenantId::new("acme").expect("valid"),
+            TenantId::new("globex").expect("valid"),
+        );
+        for n in 0..=MAX_STEP_LABELS {
+            metrics.step_attempt(&acme, &format!("step-{n}"), "ok", Duration::from_millis(1), 0);
+        }
+        metrics.step_attempt(&acme, "step-0", "ok", Duration::from_millis(1), 0);
+        metrics.step_attempt(
+            &acme,
+            &"x".repeat(MAX_STEP_LABEL_BYTES + 1),
+            "ok",
+            Duration::from_millis(1),
+            0,
+        );
+        let forged = "x\"} 1\nstepstone_runs_finished_total{tenant=\"globex\",outcome=\"completed";
+        metrics.step_attempt(&globex, forged, "ok", Duration::from_millis(1), 0);
+        metrics.step_attempt(&globex, "step-0", "ok", Duration::from_millis(1), 0);
+        let text = metrics.encode();
+        assert!(!text.contains("runs_finished"), "a step name forged a series: {text}");
+        let count = |tenant: &str, step: &str| {
+            let series = format!(r#"stepstone_step_attempt_seconds_count{{tenant="{tenant}",step="{step}"}} "#);
+            text.lines()
+                .find_map(|line| line.strip_prefix(&series))
+                .map(|value| value.parse::<u64>().expect("a count"))
+        };
+        assert_eq!(count("acme", "step-0"), Some(2), "a known name keeps its label: {text}");
+        let last = format!("step-{}", MAX_STEP_LABELS - 1);
+        assert_eq!(count("acme", &last), Some(1), "{text}");
+        let past = format!("step-{MAX_STEP_LABELS}");
+        assert_eq!(count("acme", &past), None, "{text}");
+        assert_eq!(
+            count("acme", OTHER_STEPS),
+            Some(2),
+            "the name past the limit and the long one: {text}"
+        );
+        assert_eq!(
+            count("globex", "step-0"),
+            Some(1),
+            "each tenant has its own room: {text}"
+        );
+        assert_eq!(
+            count("globex", OTHER_STEPS),
+            Some(1),
+            "a name that needs escaping: {text}"
+        );
+        let acme_series = text
+            .lines()
+            .filter(|line| line.starts_with(r#"stepstone_step_attempt_seconds_count{tenant="acme""#))
+            .count();
+        assert_eq!(acme_series, MAX_STEP_LABELS + 1, "{text}");
     }
 }

@@ -162,6 +162,7 @@ pub fn router(state: ApiState) -> Router {
         })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(time_limit))
+        .layer(middleware::from_fn(crate::telemetry::spans::traced_request))
         .with_state(state)
 }
 

@@ -25,6 +25,7 @@ use stepstone::secrets::SecretKey;
 use stepstone::store::{
     ComponentName, CrashPoint, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
 };
+use stepstone::telemetry::LogFormat;
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
 #[derive(Parser)]
@@ -107,17 +108,12 @@ pub struct Cli {
         value_delimiter = ','
     )]
     allow_outbound: Vec<AllowedOrigin>,
-    /// How logs on stderr look.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    /// How log lines on stderr look: `text`, in words, or `json`, one
+    /// JSON object a line for log shippers.
+    #[arg(long, global = true, default_value = "text")]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 impl Cli {

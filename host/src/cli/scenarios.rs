@@ -29,7 +29,7 @@ pub struct TestArgs {
     /// Run each scenario N more times with its steps' completions shuffled
     /// (each attempt takes a pseudo-random extra moment, seeded 1 to N), to
     /// catch logic that depends on which fanned-out step finishes first.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "3")]
     shuffle_completions: Option<u64>,
     /// Write the results as JUnit XML to this file.
     #[arg(long, value_name = "FILE")]

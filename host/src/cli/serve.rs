@@ -80,7 +80,8 @@ pub async fn serve(
     if unfinished > 0 {
         tracing::warn!(
             steps = unfinished,
-            "step attempts still running after {SHUTDOWN_GRACE:?} are abandoned; they run again at the next start"
+            grace_ms = stepstone::clock::millis(SHUTDOWN_GRACE),
+            "step attempts still running after the grace period are abandoned; they run again at the next start"
         );
     }
     tracing::info!("stopped; unfinished runs resume from their journals at the next start");

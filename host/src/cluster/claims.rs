@@ -95,7 +95,7 @@ impl Cluster {
             let key = keys_of(&record.run_id).owner(epoch);
             match store.create(&key, Bytes::from(self.me.to_string())).await {
                 Ok(()) => {
-                    tracing::info!(run = %record.run_id, epoch, from = ?owner.host.as_ref().map(HostId::as_str), "claimed the run");
+                    tracing::info!(run = %record.run_id, epoch, from = owner.host.as_ref().map(HostId::as_str), "claimed the run");
                     return Ok(self.hold(&run_key.0, &run_key.1, generation, epoch));
                 }
                 Err(StoreError::AlreadyExists { .. }) => owner = self.owner(store, record).await?,

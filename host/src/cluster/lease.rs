@@ -84,7 +84,7 @@ impl Lease {
         {
             state.generation += 1;
             tracing::warn!(
-                lapsed_for = ?stored.duration_since(previous) - self.ttl,
+                lapsed_for_ms = crate::clock::millis(stored.duration_since(previous) - self.ttl),
                 "this host's lease lapsed; it stands down from every run it drove and claims them again"
             );
         }

@@ -106,7 +106,7 @@ impl Cluster {
                 self.renew().await?;
                 tokio::spawn(keep_alive(Arc::downgrade(self)));
                 tokio::spawn(wakeups::watch(Arc::downgrade(self)));
-                tracing::info!(host = %self.me, ttl = ?self.ttl(), "joined the hosts sharing the store");
+                tracing::info!(host = %self.me, ttl_ms = crate::clock::millis(self.ttl()), "joined the hosts sharing the store");
                 Ok::<(), StoreError>(())
             })
             .await?;

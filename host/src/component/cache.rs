@@ -76,7 +76,7 @@ impl CodeCache {
         let (dir, reader, cached_file) = (self.dir.clone(), engine.clone(), file.clone());
         let cached = tokio::task::spawn_blocking(move || cached(dir.as_deref()?, &reader, &cached_file));
         if let Ok(Some(component)) = cached.await {
-            tracing::debug!(%digest, elapsed = ?started.elapsed(), "compiled code loaded from cache");
+            tracing::debug!(%digest, elapsed_ms = crate::clock::millis(started.elapsed()), "compiled code loaded from cache");
             return Ok(component);
         }
         // Said before, not after: a big guest's first compile (Python or
@@ -106,7 +106,7 @@ impl CodeCache {
         })
         .await
         .map_err(wasmtime::Error::msg)??;
-        tracing::info!(%digest, elapsed = ?started.elapsed(), "component compiled");
+        tracing::info!(%digest, elapsed_ms = crate::clock::millis(started.elapsed()), "component compiled");
         Ok(component)
     }
 }

@@ -160,6 +160,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome in one word, as metrics, log lines and traces name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Completed { .. } => "completed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Cancelled { .. } => "cancelled",
+            Outcome::Continued { .. } => "continued",
+        }
+    }
+
     /// The outcome as a child's parent sees it. A child that continued has
     /// not ended: its parent follows the chain (see `runtime::children`)
     /// and sees how the chain's last generation ended.
@@ -169,6 +179,19 @@ impl Outcome {
             Outcome::Failed { kind, message } => Err(format!("{kind}: {message}")),
             Outcome::Cancelled { reason } => Err(format!("cancelled: {reason}")),
             Outcome::Continued { next } => Err(format!("continued as run {next}")),
+        }
+    }
+}
+
+/// In words: `completed with {output}`, `failed: {kind}: {message}`,
+/// `cancelled: {reason}`, `continued as run {next}`.
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Completed { output } => write!(f, "completed with {output}"),
+            Outcome::Failed { kind, message } => write!(f, "failed: {kind}: {message}"),
+            Outcome::Cancelled { reason } => write!(f, "cancelled: {reason}"),
+            Outcome::Continued { next } => write!(f, "continued as run {next}"),
         }
     }
 }

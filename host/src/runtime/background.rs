@@ -98,7 +98,7 @@ impl Runtime {
         (|| self.run_to_end(tenant, run, None))
             .retry(outages)
             .when(|e| e.is_storage_failure() || e.is_stood_down() || matches!(e, RunError::Conflict { .. }))
-            .notify(|e, wait| tracing::error!(%tenant, %run, ?wait, "run stopped on a storage failure; driving it again: {e}"))
+            .notify(|e, wait| tracing::error!(%tenant, %run, retry_in_ms = crate::clock::millis(wait), "run stopped on a storage failure; driving it again: {e}"))
             .await
     }
 

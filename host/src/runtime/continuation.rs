@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::interruption::Suspension;
 use super::moment::Moment;
 use super::{Progress, RunError, Runtime, Submission, failed};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::journal::{ChainLink, JournalError, Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, TenantId, TenantStore, chain_key};
 
@@ -156,11 +156,11 @@ impl Runtime {
             }
             Ok(Started::Refused(wait)) => {
                 tracing::info!(
-                    ?wait,
+                    wait_ms = millis(wait),
                     generation = link.generation,
                     "next generation held back by the tenant's rate"
                 );
-                let wake_at_ms = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+                let wake_at_ms = now_ms().saturating_add(millis(wait));
                 let suspension = Suspension::until(wake_at_ms).no_later_than(record.deadline_ms, now_ms());
                 Ok(Continuing::Waiting(suspension))
             }

@@ -17,6 +17,7 @@ use crate::clock::now_ms;
 use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};
+use crate::telemetry::spans;
 
 type RunKey = (TenantId, RunId);
 
@@ -168,6 +169,7 @@ impl Runtime {
             sent_at_ms: now_ms(),
         };
         records.send_signal(name, &signal, id).await?;
+        spans::link_to_run(tenant, run);
         self.wake(tenant, run).await;
         Ok(())
     }

@@ -21,6 +21,7 @@ use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
 use crate::journal::{Call, CallKind, Entry, JournalError, Recorded};
 use crate::store::SignalName;
+use crate::telemetry::spans;
 
 type Trappable<T> = wasmtime::Result<T>;
 
@@ -93,6 +94,7 @@ impl WorkflowState {
         };
         self.run.records.append(&entry).await?;
         self.clock.observe(entry.finished_at_ms);
+        spans::journaled(self.run.tenant(), self.run.records.run_id(), &entry);
         Ok(())
     }
 

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::{RunError, Runtime, now_ms};
+use crate::clock::millis;
 use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, SecretName, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
 
@@ -275,9 +276,9 @@ impl Runtime {
             }
             Err(why) => {
                 let wait = backoff(entry.attempts);
-                tracing::warn!(%tenant, %run, attempts = entry.attempts, ?wait, "notification not delivered; trying again: {why}");
+                tracing::warn!(%tenant, %run, attempts = entry.attempts, retry_in_ms = millis(wait), "notification not delivered; trying again: {why}");
                 self.host.metrics.notification(tenant, "failed");
-                entry.next_attempt_ms = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+                entry.next_attempt_ms = now_ms().saturating_add(millis(wait));
             }
         }
         Ok(store.overwrite(key, Bytes::from(encode(&entry))).await?)

@@ -92,6 +92,7 @@ use crate::store::{
     InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
     unfinished_marker,
 };
+use crate::telemetry::spans;
 use control::{Controls, RunControl};
 use interruption::Interruption;
 use workflow::{Mode, WorkflowProgram, WorkflowState};
@@ -554,8 +555,10 @@ impl Runtime {
             .deadline_ms
             .filter(|at| *at > now_ms())
             .map(|at| self.deadline_timer(tenant, run, at));
-        let span = tracing::info_span!("run", run = %run, workflow = %record.workflow);
-        async {
+        let span = tracing::info_span!("execution", run = %run, workflow = %record.workflow);
+        spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
+        let ending = spans::Ending::of(&span);
+        let progress = async {
             let entries = match stored {
                 Stored::RunRecordOnly => BTreeMap::new(),
                 Stored::Read => context.records.entries().await?,
@@ -634,11 +637,17 @@ impl Runtime {
                     }
                 }
             }
-            tracing::info!(outcome = ?outcome, "run finished");
+            log_finished(&outcome);
             Ok(Progress::Finished(outcome))
         }
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+        match &progress {
+            Ok(Progress::Finished(outcome)) => ending.ended(outcome.name(), outcome_failure(outcome)),
+            Ok(Progress::Suspended(_)) => ending.ended("suspended", None),
+            Err(e) => ending.ended("stopped", Some(e)),
+        }
+        progress
     }
 
     /// What a run that has not started yet comes to before its start time:
@@ -672,6 +681,7 @@ impl Runtime {
     /// go, its end counted, its notification made due.
     async fn ended(&self, records: &RunRecords, record: &RunRecord, outcome: &Outcome) {
         let tenant = records.store().tenant();
+        spans::run_ended(tenant, record, outcome, now_ms());
         self.host.cluster.release(tenant, &record.run_id);
         self.count_finished(tenant, outcome);
         self.leave_place(records.store(), record).await;
@@ -679,17 +689,10 @@ impl Runtime {
     }
 
     fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {
-        let how = match outcome {
-            Outcome::Completed { .. } => "completed",
-            Outcome::Failed { kind, .. } if kind == "non-determinism" => {
-                self.host.metrics.non_determinism(tenant);
-                "failed"
-            }
-            Outcome::Failed { .. } => "failed",
-            Outcome::Cancelled { .. } => "cancelled",
-            Outcome::Continued { .. } => "continued",
-        };
-        self.host.metrics.run_finished(tenant, how);
+        if matches!(outcome, Outcome::Failed { kind, .. } if kind == "non-determinism") {
+            self.host.metrics.non_determinism(tenant);
+        }
+        self.host.metrics.run_finished(tenant, outcome.name());
     }
 
     /// Drives a run through its suspensions, waiting for its timers and
@@ -1025,6 +1028,32 @@ fn failed(kind: &str, message: String) -> Outcome {
         kind: kind.into(),
         message,
     }
+}
+
+/// Longest output or message a `run finished` line shows, in bytes.
+const LOGGED_TEXT: usize = 1024;
+
+/// Logs how a run ended, in words and a field per part: the outcome, and
+/// the output (as JSON text), the failure's kind and why, the reason for
+/// cancelling, or the next generation (each text cut to [`LOGGED_TEXT`]
+/// bytes).
+fn log_finished(outcome: &Outcome) {
+    fn cut(text: &str) -> &str {
+        &text[..text.floor_char_boundary(LOGGED_TEXT)]
+    }
+    let (mut output, mut kind, mut reason, mut next) = (None, None, None, None);
+    match outcome {
+        Outcome::Completed { output: text } => output = Some(tracing::field::display(cut(text))),
+        Outcome::Failed { kind: failed, message } => (kind, reason) = (Some(failed.as_str()), Some(cut(message))),
+        Outcome::Cancelled { reason: why } => reason = Some(cut(why)),
+        Outcome::Continued { next: run } => next = Some(run.as_str()),
+    }
+    tracing::info!(outcome = outcome.name(), output, kind, reason, next, "run finished");
+}
+
+/// A run that ended failed, as its span's error says it.
+fn outcome_failure(outcome: &Outcome) -> Option<&dyn std::fmt::Display> {
+    matches!(outcome, Outcome::Failed { .. }).then_some(outcome as &dyn std::fmt::Display)
 }
 
 fn interruption_kind(interruption: &Interruption) -> &'static str {

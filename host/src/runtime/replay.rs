@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use tracing::Instrument;
 
 use super::interruption::Interruption;
 use super::workflow::Mode;
@@ -13,6 +14,7 @@ use crate::component::Loaded;
 use crate::journal::{Cursor, Outcome};
 use crate::sandbox::kind_name;
 use crate::store::{RunId, TenantId};
+use crate::telemetry::spans;
 
 /// What a replay found.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -65,9 +67,10 @@ impl Runtime {
         let entries = context.records.entries().await?;
         let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
-        let _entered = span.enter();
+        spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let (ended, calls) = self
             .execute(context, &record, Cursor::new(entries), Mode::Verify)
+            .instrument(span)
             .await?;
         self.host.metrics.replayed(tenant);
         let replayed = match ended {
@@ -115,11 +118,11 @@ impl Runtime {
             Some(outcome) if outcome == replayed => ReplayReport::Identical { calls },
             Some(outcome) => ReplayReport::Diverged {
                 seq: None,
-                message: format!("the outcome differs: recorded {outcome:?}, replay gave {replayed:?}"),
+                message: format!("the outcome differs: recorded {outcome}; replay {replayed}"),
             },
             None => ReplayReport::Diverged {
                 seq: None,
-                message: format!("replay finished ({replayed:?}) but the run has not"),
+                message: format!("replay finished ({replayed}) but the run has not"),
             },
         })
     }

@@ -11,7 +11,7 @@ use super::retry::RetryPolicy;
 use super::stand_in::{AttemptCall, StandIn, taking};
 use super::step_target::StepTarget;
 use super::workflow::{StepDone, StepResult, StepUnfinished};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::guest_log::{Level, LogWriter, RunLog};
@@ -21,6 +21,7 @@ use crate::sandbox::{
     AttemptFailure, Outbound, Reach, Role, Serving, StepProgram, checked_output, kind_name, run_attempt,
 };
 use crate::secrets::OpenedSecrets;
+use crate::telemetry::spans;
 
 /// A step call the journal has no entry for.
 pub struct StepCall {
@@ -50,6 +51,20 @@ pub struct StepCall {
 /// A step that outlived the execution that started it stores the log lines
 /// it wrote since then.
 pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
+    let span = spans::step_call(records.store().tenant(), records.run_id(), step.seq, &step.call.name);
+    let ending = spans::Ending::of(&span);
+    let done = journaled_result(host, records, step).instrument(span.clone()).await;
+    match &done {
+        Ok(StepDone { result: Ok(_), .. }) => ending.ended("ok", None),
+        Ok(StepDone { result: Err(e), .. }) => ending.ended(kind_name(e.kind), Some(&e.message)),
+        Err(StepUnfinished::RetryAt(_)) => ending.ended("retry-later", None),
+        Err(StepUnfinished::Journal(e)) => ending.ended("stopped", Some(e)),
+    }
+    done
+}
+
+/// The attempts of `step` until one is final, then its journal entry.
+async fn journaled_result(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
     let _in_flight = host.background.step_starting().await;
     let result = journaled(&host, &records, &step).await;
     if step.log.is_closed() {
@@ -169,7 +184,8 @@ async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) 
             step = %step.call.name,
             attempt,
             kind = kind_name(error.kind),
-            "attempt failed: {}; retrying in {wait:?}",
+            retry_in_ms = millis(wait),
+            "attempt failed: {}; retrying",
             error.message
         );
         let failed = format!(
@@ -222,7 +238,14 @@ impl RealStep {
         attempt: u32,
     ) -> Result<String, AttemptFailure> {
         let tenant = records.store().tenant();
-        let span = tracing::info_span!("attempt", seq = step.seq, step = %self.name, attempt);
+        let span = tracing::info_span!(
+            "attempt",
+            seq = spans::int(step.seq),
+            step = %self.name,
+            attempt = i64::from(attempt)
+        );
+        spans::attempt_started(&span, tenant, records.run_id());
+        let ending = spans::Ending::of(&span);
         // No slot is held through a wait for the next day's fuel.
         host.usage.await_fuel(tenant).await;
         let slot = host.components.engines().slot(Role::Step, tenant, step.priority).await;
@@ -241,15 +264,20 @@ impl RealStep {
             },
         };
         let report = run_attempt(&self.program, &self.name, &step.input, attempt, &step.limits, reach)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         drop((running, slot));
-        let how = report
-            .result
-            .as_ref()
-            .map_or_else(|failure| kind_name(failure.kind), |_| "ok");
+        let (how, failure) = match &report.result {
+            Ok(_) => ("ok", None),
+            Err(failure) => (
+                kind_name(failure.kind),
+                Some(&failure.message as &dyn std::fmt::Display),
+            ),
+        };
+        spans::fuel(&span, report.fuel_used);
+        ending.ended(how, failure);
         host.metrics
-            .step_attempt(tenant, how, started.elapsed(), report.fuel_used);
+            .step_attempt(tenant, &step.call.name, how, started.elapsed(), report.fuel_used);
         host.metrics.http(tenant, &report.http);
         let used = DayUsage {
             fuel: report.fuel_used,

@@ -17,6 +17,7 @@ use crate::journal::{
 };
 use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, StoreError, TenantId};
+use crate::telemetry::spans;
 
 /// A run to start.
 pub struct Submission {
@@ -282,6 +283,7 @@ impl Runtime {
                 self.host.usage.count(tenant, started);
                 self.host.cluster.hold(tenant, &run_id, generation, 0);
                 self.host.fresh.created(tenant, record);
+                spans::link_to_run(tenant, &run_id);
                 Ok(run_id)
             }
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {

@@ -256,7 +256,7 @@ impl WasiHttpHooks for HttpHooks {
         let request = request.map(|body| DrainedOnDrop::wrap(body, limits.max_request_bytes));
         if let Some(refusal) = self.refusal(request.uri()) {
             self.usage.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(target: "stepstone::guest", "{refusal}");
+            tracing::warn!(target: crate::guest_log::TARGET, "{refusal}");
             self.log.host(Level::Warn, refusal);
             return Box::new(std::future::ready(Err(HttpError::HttpRequestDenied)));
         }

@@ -43,6 +43,19 @@ pub enum CrashPhase {
     After,
 }
 
+impl CrashPhase {
+    const ALL: [CrashPhase; 3] = [CrashPhase::Before, CrashPhase::During, CrashPhase::After];
+
+    /// The phase as `STEPSTONE_CRASH_AT` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPhase::Before => "before",
+            CrashPhase::During => "during",
+            CrashPhase::After => "after",
+        }
+    }
+}
+
 /// A crash at one write of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashPoint {
@@ -66,12 +79,10 @@ impl FromStr for CrashPoint {
             value: value.to_owned(),
         };
         let (phase, write) = value.split_once(':').ok_or_else(invalid)?;
-        let phase = match phase {
-            "before" => CrashPhase::Before,
-            "during" => CrashPhase::During,
-            "after" => CrashPhase::After,
-            _ => return Err(invalid()),
-        };
+        let phase = CrashPhase::ALL
+            .into_iter()
+            .find(|known| known.name() == phase)
+            .ok_or_else(invalid)?;
         let write = write.parse().ok().filter(|n| *n >= 1).ok_or_else(invalid)?;
         Ok(Self { phase, write })
     }
@@ -118,7 +129,7 @@ impl<T: ObjectStore> CrashingStore<T> {
     }
 
     fn die(&self, key: &Key) -> ! {
-        tracing::warn!(write = self.point.write, phase = ?self.point.phase, %key, "crash point reached: SIGKILL");
+        tracing::warn!(write = self.point.write, phase = self.point.phase.name(), %key, "crash point reached: SIGKILL");
         // SIGKILL, not abort: nothing of this process runs any more (no
         // destructor, no buffered write), as when the machine loses it.
         let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);

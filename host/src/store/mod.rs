@@ -436,7 +436,7 @@ impl Scope {
             .when(is_transient)
             .notify(|error, wait| {
                 let attempt = attempts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%key, attempt, ?wait, %error, "storage call failed; retrying");
+                tracing::warn!(%key, attempt, retry_in_ms = crate::clock::millis(wait), %error, "storage call failed; retrying");
             })
             .await;
         result.map_err(|source| Failed {

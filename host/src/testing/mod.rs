@@ -163,6 +163,22 @@ impl Harness {
         })
     }
 
+    /// A fresh host whose steps `stubs` stands in for, and the scenario's
+    /// run submitted there.
+    async fn start(
+        &self,
+        scenario: &Scenario,
+        tenant: &TenantId,
+        stubs: Arc<Stubs>,
+    ) -> Result<(Runtime, RunId), RunError> {
+        let runtime = Runtime::with_step_stand_in(host_config(), Storage::in_memory(), self.cache.clone(), stubs)?;
+        let component = runtime.validate(&self.label, self.component.clone()).await?;
+        let mut submission = Submission::new(component, &scenario.workflow, &scenario.input.to_string());
+        submission.run_id = Some(RunId::new(SCENARIO_RUN)?);
+        let run = runtime.submit(tenant, submission).await?;
+        Ok((runtime, run))
+    }
+
     /// The scenario, on this thread's paused runtime.
     async fn play(&self, scenario: &Scenario, shuffle: Option<u64>) -> Result<ScenarioReport, HarnessError> {
         let failed = |source: RunError| HarnessError::Run {
@@ -172,17 +188,8 @@ impl Harness {
         let real_start = std::time::Instant::now();
         let _time = VirtualTime::start(scenario.start_time_ms.unwrap_or_else(clock::now_ms));
         let stubs = Arc::new(Stubs::new(scenario.stubs.clone(), shuffle));
-        let runtime =
-            Runtime::with_step_stand_in(host_config(), Storage::in_memory(), self.cache.clone(), stubs.clone())
-                .map_err(failed)?;
-        let component = runtime
-            .validate(&self.label, self.component.clone())
-            .await
-            .map_err(failed)?;
         let tenant = TenantId::default_tenant();
-        let mut submission = Submission::new(component, &scenario.workflow, &scenario.input.to_string());
-        submission.run_id = Some(RunId::new(SCENARIO_RUN).map_err(|e| failed(e.into()))?);
-        let run = runtime.submit(&tenant, submission).await.map_err(failed)?;
+        let (runtime, run) = self.start(scenario, &tenant, stubs.clone()).await.map_err(failed)?;
         let started = Instant::now();
         let mut report = ScenarioReport::new(scenario, shuffle);
         let event_failures = Arc::new(Mutex::new(Vec::new()));

@@ -3,8 +3,8 @@
 //! project always matches the host that wrote it, and the project's own
 //! files rendered from `host/templates/` (`{{name}}` is the project's name,
 //! `{{crate}}` the same as Rust spells it). Files every project gets live in
-//! `templates/common/` (so far the README's second part); one more (a
-//! scenario, say) is one more `embed!` there, chained in `project_files`.
+//! `templates/common/`: the README's second part, and a scenario for
+//! `stepstone test` (`{{step}}` there is the step the workflow calls).
 
 use super::Lang;
 use super::project_name::ProjectName;
@@ -79,6 +79,12 @@ const C_TEMPLATES: Embedded = embed!("host/templates/c/" => "":
 /// Every project's README: its language's part, then this.
 const README_COMMON: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/common/README.md"));
 
+/// The scenario `make test` runs.
+const SCENARIO: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/templates/common/scenarios/greet.toml"
+));
+
 /// The SDK's lockfile: the versions of its dependencies the examples are
 /// built with.
 const SDK_LOCK: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk/Cargo.lock"));
@@ -123,6 +129,10 @@ pub fn project_files(lang: Lang, name: &ProjectName) -> Vec<ProjectFile> {
         path: "README.md",
         text: render(&format!("{readme}\n{README_COMMON}"), name),
     });
+    files.push(ProjectFile {
+        path: "scenarios/greet.toml",
+        text: render(SCENARIO, name).replace("{{step}}", greeting_step(lang)),
+    });
     if lang == Lang::Rust {
         files.push(ProjectFile {
             path: "Cargo.lock",
@@ -150,6 +160,15 @@ pub fn build_and_run_commands(readme: &str) -> Option<String> {
     })?;
     let commands: Vec<&str> = lines.take_while(|line| !line.starts_with("```")).collect();
     Some(commands.join("\n"))
+}
+
+/// The step `greet` calls: C's steps are a component of their own, linked
+/// to the run as `steps`.
+fn greeting_step(lang: Lang) -> &'static str {
+    match lang {
+        Lang::C => "steps/make-greeting",
+        Lang::Rust | Lang::Python | Lang::Js => "make-greeting",
+    }
 }
 
 fn render(template: &str, name: &ProjectName) -> String {
