@@ -9,7 +9,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain
+.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser
 
 all: host guests
 
@@ -55,7 +55,12 @@ demo-cluster: host guests seaweedfs
 RELIABILITY_RESULTS := target/reliability
 FUZZ_RESULTS := target/fuzz-results
 
-test: host guests guest-sdk-test schemathesis seaweedfs
+# The console's end-to-end tests (tests/console.rs) drive Debian's headless
+# Chromium through its WebDriver.
+browser:
+	$(call apt-install-missing,Chromium and its WebDriver for the console's tests,/usr/bin/chromium /usr/bin/chromedriver,chromium chromium-driver,)
+
+test: host guests guest-sdk-test schemathesis seaweedfs browser
 	@rm -rf $(RELIABILITY_RESULTS)
 	$(CARGO) test --workspace
 	@$(MAKE) --no-print-directory reliability

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use stepstone::component::{CodeCache, Components};
 use stepstone::config::{HostConfig, StepLimits};
-use stepstone::guest_log::LogBudget;
+use stepstone::guest_log::RunLog;
 use stepstone::sandbox::{Engines, Outbound, Reach, StepProgram, run_attempt};
 
 use crate::fixtures::{guest, guests_dir};
@@ -25,7 +25,7 @@ struct Bench {
     /// The steps the component exports.
     steps: Vec<String>,
     limits: StepLimits,
-    log: Arc<LogBudget>,
+    log: Arc<RunLog>,
     /// The origins its requests may reach.
     outbound: Arc<Outbound>,
     /// Kept alive: dropping the engines stops their epoch ticker.
@@ -41,7 +41,7 @@ impl Bench {
             program,
             steps: loaded.manifest.steps.clone(),
             limits: config.step,
-            log: Arc::new(LogBudget::new(usize::MAX)),
+            log: Arc::new(RunLog::new(usize::MAX)),
             outbound: Arc::default(),
             _components: components,
         })

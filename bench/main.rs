@@ -4,6 +4,7 @@
 //! Invariant: every ratio in the report is between two figures measured by
 //! this process (or its memory and tracing children) in this run.
 
+mod console;
 mod fixtures;
 mod invocation;
 mod measure;
@@ -60,6 +61,7 @@ fn main() -> anyhow::Result<()> {
             "testing on virtual time",
             Box::pin(async { scenarios::day_long_saga() }),
         ),
+        ("console runs page", Box::pin(console::runs_page())),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the
     // benchmarks whose names contain a given word, into target/ instead.

@@ -75,11 +75,11 @@ apt-install-missing = @missing=; for file in $(2); do \
 	done; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "guests: installing $(1) (missing:$$missing)"; \
+		echo "make: installing $(1) (missing:$$missing)"; \
 		apt-get update && apt-get install -y $(3); \
 	else \
-		echo "guests: $(1) is not installed (missing:$$missing)." >&2; \
-		echo "guests: run $(4)'apt-get install -y $(3)' as root." >&2; \
+		echo "make: $(1) is not installed (missing:$$missing)." >&2; \
+		echo "make: run $(4)'apt-get install -y $(3)' as root." >&2; \
 		exit 1; \
 	fi
 

@@ -211,9 +211,11 @@ fn guest_logs_past_the_run_allowance_are_dropped_with_one_warning() {
     let host = Host::new();
     let wasm = guest("order");
     let input = order_input("l", 0, json!({"approval_timeout_ms": 0})).to_string();
+    // Each line costs its length plus 64: "reserving book for l" (84) fits,
+    // "charging 1200 cents for l" (89) would pass 100.
     let run = host.run(&[
         "--max-log-bytes",
-        "30",
+        "100",
         "run",
         arg(&wasm),
         "place-order",

@@ -920,3 +920,99 @@ fn an_upgrade_checks_at_most_a_page_of_runs_a_call_and_says_where_to_go_on() {
     assert_eq!(checked(&rest), 1, "{rest}");
     assert_eq!(rest["next_after"], Value::Null, "{rest}");
 }
+
+#[test]
+fn a_runs_log_is_served_a_page_at_a_time_to_its_tenant_only() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "order");
+    start(&server, ACME, "order", "place-order", order("l-1", 1), "l-1");
+    // It waits for the approval past the eviction: its first execution has
+    // ended, and stored its lines, by the time the second begins.
+    await_state(&server, "l-1", "awaiting-signal");
+    let approve = server.post_bytes("/v1/runs/l-1/signals/approve", ACME, br#"{"approved":true}"#.to_vec());
+    assert_eq!(approve.status, 202);
+    assert_eq!(wait(&server, ACME, "l-1")["state"], "completed");
+
+    let all = server.get("/v1/runs/l-1/logs", ACME).expect(200);
+    assert_eq!(all["next_cursor"], Value::Null, "{all}");
+    let lines = all["lines"].as_array().unwrap();
+    let shown: Vec<(String, String, Value, Value, String)> = lines
+        .iter()
+        .map(|l| {
+            let text = |field: &str| l[field].as_str().unwrap().to_owned();
+            (
+                text("source"),
+                text("level"),
+                l["step"].clone(),
+                l["attempt"].clone(),
+                text("message"),
+            )
+        })
+        .collect();
+    let expected = [
+        ("guest", "info", json!("reserve"), json!(1), "reserving book for l-1"),
+        (
+            "host",
+            "warn",
+            json!("charge"),
+            json!(1),
+            "attempt 1 failed (failed): payment service unavailable (the first attempt always fails); retrying in 100ms",
+        ),
+        (
+            "guest",
+            "info",
+            json!("charge"),
+            json!(2),
+            "charging 1200 cents for l-1",
+        ),
+        ("guest", "info", json!("ship"), json!(1), "shipping book for l-1"),
+    ];
+    let expected: Vec<(String, String, Value, Value, String)> = expected
+        .into_iter()
+        .map(|(s, l, step, a, m)| (s.to_owned(), l.to_owned(), step, a, m.to_owned()))
+        .collect();
+    assert_eq!(shown, expected);
+    let seqs: Vec<&Value> = lines.iter().map(|l| &l["seq"]).collect();
+    assert_eq!(seqs, [&json!(0), &json!(1), &json!(1), &json!(4)]);
+    assert!(lines.iter().all(|l| l["at_ms"].as_u64().unwrap() > 1_700_000_000_000));
+
+    // A page of one line at a time walks the same lines, each once.
+    let mut walked = Vec::new();
+    let mut path = "/v1/runs/l-1/logs?limit=1".to_owned();
+    loop {
+        let page = server.get(&path, ACME).expect(200);
+        let page_lines = page["lines"].as_array().unwrap();
+        assert!(page_lines.len() <= 1);
+        walked.extend(page_lines.iter().map(|l| l["message"].clone()));
+        match page["next_cursor"].as_str() {
+            Some(next) => path = format!("/v1/runs/l-1/logs?limit=1&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(walked, lines.iter().map(|l| l["message"].clone()).collect::<Vec<_>>());
+    let last = lines.last().unwrap()["cursor"].as_str().unwrap();
+    let after_last = server
+        .get(&format!("/v1/runs/l-1/logs?cursor={last}"), ACME)
+        .expect(200);
+    assert_eq!(after_last, json!({"lines": [], "next_cursor": null}));
+
+    for refused in [
+        "limit=0",
+        "limit=1001",
+        "limit=-1",
+        "cursor=12-run",
+        "cursor=",
+        &format!("cursor={last}x"),
+    ] {
+        let reply = server.get(&format!("/v1/runs/l-1/logs?{refused}"), ACME);
+        assert_eq!(reply.status, 400, "{refused}: {}", reply.body);
+    }
+    assert_eq!(server.get("/v1/runs/l-1/logs?limit=1000", ACME).status, 200);
+    assert_eq!(
+        server.get("/v1/runs/l-1/logs", GLOBEX).status,
+        404,
+        "another tenant's run"
+    );
+    assert_eq!(server.get("/v1/runs/nope/logs", ACME).status, 404);
+    assert_eq!(server.get("/v1/runs/l-1/logs", "sst_wrong").status, 401);
+}

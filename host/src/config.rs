@@ -183,7 +183,8 @@ pub struct RunLimits {
     pub max_journal_entries: u64,
     /// Signals waiting, untaken, for one run.
     pub max_buffered_signals: usize,
-    /// Bytes of guest log lines one execution of a run may write; the rest
+    /// Bytes of guest log lines one execution of a run may write, each
+    /// line counting its length plus 64 (what keeping it costs); the rest
     /// is dropped, once, with a warning.
     pub max_log_bytes: usize,
     /// Changes one execution may ask `patched` about (each answer is kept

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod component;
 pub mod componentize;
 pub mod config;
+mod console;
 pub mod contract;
 pub mod guest_log;
 pub mod journal;

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, Mac};
 use rand::RngCore;
+use sha2::Sha256;
 use wasmtime_wasi_config::WasiConfigVariables;
 
 use crate::shared_map::lock;
@@ -64,8 +66,13 @@ pub enum SecretError {
     Store(#[from] StoreError),
 }
 
-/// The host key that seals secrets.
-pub struct SecretKey(XChaCha20Poly1305);
+/// The host key that seals secrets, and derives keys for other purposes.
+pub struct SecretKey {
+    cipher: XChaCha20Poly1305,
+    /// HMAC-SHA256 keyed with the host key: a derived key is its MAC of
+    /// the purpose, so no two purposes share a key.
+    derivation: Hmac<Sha256>,
+}
 
 impl SecretKey {
     /// The key from `$STEPSTONE_SECRET_KEY`, or `None` if it is not set.
@@ -79,10 +86,22 @@ impl SecretKey {
 
     pub fn from_hex(hex: &str) -> Result<Self, SecretError> {
         let bytes = hex::decode(hex).map_err(|e| SecretError::BadKey { reason: e.to_string() })?;
-        let cipher = XChaCha20Poly1305::new_from_slice(&bytes).map_err(|_| SecretError::BadKey {
+        let bad_length = || SecretError::BadKey {
             reason: format!("{} bytes, not 32", bytes.len()),
-        })?;
-        Ok(Self(cipher))
+        };
+        let cipher = XChaCha20Poly1305::new_from_slice(&bytes).map_err(|_| bad_length())?;
+        let derivation = <Hmac<Sha256> as Mac>::new_from_slice(&bytes).map_err(|_| bad_length())?;
+        Ok(Self { cipher, derivation })
+    }
+
+    /// A key of its own for `purpose`, the same on every host with this key.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        self.derivation
+            .clone()
+            .chain_update(purpose.as_bytes())
+            .finalize()
+            .into_bytes()
+            .into()
     }
 
     fn seal(&self, tenant: &TenantId, scope: Scope, name: &SecretName, value: &[u8]) -> Vec<u8> {
@@ -90,7 +109,7 @@ impl SecretKey {
         rand::rng().fill_bytes(&mut nonce);
         let aad = associated_data(tenant, scope, name.as_str());
         let sealed = self
-            .0
+            .cipher
             .encrypt(XNonce::from_slice(&nonce), Payload { msg: value, aad: &aad })
             .expect("XChaCha20-Poly1305 seals any value under 256 GiB");
         [&nonce[..], &sealed].concat()
@@ -101,7 +120,7 @@ impl SecretKey {
         let (nonce, sealed) = sealed.split_at_checked(NONCE_BYTES).ok_or_else(damaged)?;
         let aad = associated_data(tenant, scope, name);
         let value = self
-            .0
+            .cipher
             .decrypt(XNonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
             .map_err(|_| damaged())?;
         String::from_utf8(value).map_err(|_| damaged())
@@ -204,6 +223,12 @@ impl Secrets {
     pub fn set_key(&self, key: SecretKey) {
         *lock(&self.key) = Some(Arc::new(key));
         lock(&self.opened).clear();
+    }
+
+    /// A key derived from the host key for `purpose` (see
+    /// [`SecretKey::derive`]), if the host has one.
+    pub fn derived_key(&self, purpose: &str) -> Option<[u8; 32]> {
+        lock(&self.key).as_ref().map(|key| key.derive(purpose))
     }
 
     fn key(&self) -> Result<Arc<SecretKey>, SecretError> {

@@ -121,15 +121,19 @@ fn entry() -> impl Strategy<Value = Entry> {
         any::<u32>(),
         any::<u64>(),
         any::<u64>(),
+        any::<Option<u64>>(),
     )
-        .prop_map(|(seq, call, recorded, attempts, started_at_ms, finished_at_ms)| Entry {
-            seq,
-            call,
-            recorded,
-            attempts,
-            started_at_ms,
-            finished_at_ms,
-        })
+        .prop_map(
+            |(seq, call, recorded, attempts, started_at_ms, finished_at_ms, last_attempt_started_at_ms)| Entry {
+                seq,
+                call,
+                recorded,
+                attempts,
+                started_at_ms,
+                finished_at_ms,
+                last_attempt_started_at_ms,
+            },
+        )
 }
 
 proptest! {

@@ -148,6 +148,7 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
                 &AttemptRecord {
                     attempt: 1,
                     error,
+                    started_at_ms: 0,
                     failed_at_ms: 0,
                 },
             )
@@ -374,6 +375,7 @@ fn entry(seq: u64, value: u64) -> Entry {
         attempts: 1,
         started_at_ms: seq,
         finished_at_ms: seq + 1,
+        last_attempt_started_at_ms: None,
     }
 }
 
@@ -553,6 +555,7 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
             attempts: 1,
             started_at_ms: 0,
             finished_at_ms: 0,
+            last_attempt_started_at_ms: None,
         };
         RunRecords::new(storage.tenant(&tenant), run.clone())
             .append(&stray)

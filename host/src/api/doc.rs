@@ -16,7 +16,7 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use super::{components, groups, runs, schedules, secrets, usage};
+use super::{components, groups, logs, runs, schedules, secrets, usage};
 use crate::store::{
     ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
 };
@@ -28,6 +28,7 @@ use crate::store::{
     paths(
         components::upload, components::list, components::get, components::delete, components::upgrade,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
+        logs::logs,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,
         groups::start, groups::status, groups::events, groups::cancel,

@@ -50,6 +50,15 @@ impl ApiError {
         }
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What was wrong, for the client.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,

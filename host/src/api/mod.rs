@@ -1,5 +1,6 @@
 //! The HTTP API (`stepstone serve`): JSON under `/v1`, every request on
-//! behalf of the tenant its bearer token names.
+//! behalf of the tenant its bearer token names; and the console's pages
+//! under `/ui` (see [`crate::console`]).
 //!
 //! Invariant: a handler reaches storage only through the caller's tenant, so
 //! another tenant's run or component answers 404, exactly like one that does
@@ -11,6 +12,7 @@ mod doc;
 mod error;
 mod extract;
 mod groups;
+mod logs;
 mod params;
 mod runs;
 mod schedules;
@@ -32,6 +34,7 @@ use utoipa::OpenApi;
 
 pub use error::ApiError;
 
+use crate::console::{self, Sessions};
 use crate::runtime::Runtime;
 use crate::shared_map::lock;
 use crate::store::TenantId;
@@ -39,6 +42,8 @@ use crate::tenancy::Tenants;
 
 /// Longest any request may take (the long-poll `wait` stays well below).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// What the console's session key is derived from the host key for.
+const SESSION_KEY_PURPOSE: &str = "stepstone console sessions";
 /// Uploads compiled at once per tenant, so one tenant's huge uploads queue
 /// behind each other instead of taking every core from the others.
 const COMPILES_PER_TENANT: usize = 1;
@@ -49,6 +54,8 @@ pub struct ApiState {
     runtime: Runtime,
     tenants: Arc<Tenants>,
     compiles: Arc<Mutex<HashMap<TenantId, Arc<Semaphore>>>>,
+    /// The console's sign-ins.
+    sessions: Arc<Sessions>,
 }
 
 impl ApiState {
@@ -60,11 +67,25 @@ impl ApiState {
             runtime.set_retention(&tenant.id, tenant.quotas.retention());
             runtime.set_fuel_budget(&tenant.id, tenant.quotas.fuel_per_day);
         }
+        let sessions = Sessions::new(runtime.secrets().derived_key(SESSION_KEY_PURPOSE));
         Self {
             runtime,
             tenants: Arc::new(tenants),
             compiles: Arc::default(),
+            sessions: Arc::new(sessions),
         }
+    }
+
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    pub(crate) fn tenants(&self) -> &Tenants {
+        &self.tenants
+    }
+
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
     }
 
     async fn compile_permit(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
@@ -111,6 +132,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))
         .route("/runs/{id}/journal", get(runs::journal))
+        .route("/runs/{id}/logs", get(logs::logs))
         .route("/runs/{id}/signals/{name}", post(runs::signal))
         .route("/runs/{id}/replay", post(runs::replay))
         .route("/runs/{id}/cancel", post(runs::cancel))
@@ -128,6 +150,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
     Router::new()
         .nest("/v1", v1)
+        .merge(console::router())
         .route("/healthz", get(|| async { "ok" }))
         // After every route: the 405 fallback applies to the routes so far.
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint: see /v1/openapi.json") })

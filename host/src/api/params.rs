@@ -1,6 +1,6 @@
 //! Values the API parses itself, each with the schema that describes
-//! exactly what it accepts: a wait's timeout, a page's cursor and limit, and
-//! the whole numbers of a run's options.
+//! exactly what it accepts: a wait's timeout, a page's cursor and limit, a
+//! log page's cursor, and the whole numbers of a run's options.
 //!
 //! Invariant: a value matches its schema if and only if it parses, so a
 //! client that follows the document is never refused for its form, and one
@@ -14,7 +14,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::runtime::RunCursor;
+use crate::runtime::{LogCursor, RunCursor};
 
 /// The units of a [`Timeout`], as `humantime::format_duration` writes them
 /// (the CLI's `--server` client sends its output).
@@ -126,6 +126,28 @@ impl PartialSchema for Cursor {
 }
 
 impl ToSchema for Cursor {}
+
+/// Where a page of a run's log goes on: a line's `cursor`, or the
+/// previous page's `next_cursor`.
+pub struct LogCursorParam(pub LogCursor);
+
+impl<'de> Deserialize<'de> for LogCursorParam {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map(Self).map_err(D::Error::custom)
+    }
+}
+
+impl PartialSchema for LogCursorParam {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(LogCursor::pattern()))
+            .into()
+    }
+}
+
+impl ToSchema for LogCursorParam {}
 
 /// The largest [`WholeNumber`]: every integer up to it is exact as a JSON
 /// number in every client (2^53 - 1).

@@ -36,7 +36,7 @@ const DEFAULT_PAGE: u32 = 100;
 #[into_params(parameter_in = Path)]
 pub struct RunPath {
     #[param(inline)]
-    id: RunId,
+    pub(super) id: RunId,
 }
 
 /// A run to start.
@@ -215,6 +215,17 @@ pub struct ListParams {
     /// The `next_cursor` of the previous page.
     #[param(inline)]
     cursor: Option<Cursor>,
+    /// `oldest-first` (the default) or `newest-first`, by creation time.
+    #[param(inline)]
+    order: Option<ListOrder>,
+}
+
+/// The order a listing goes in.
+#[derive(Deserialize, ToSchema, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ListOrder {
+    OldestFirst,
+    NewestFirst,
 }
 
 /// The states a run can be in, as `RunStatus` names them.
@@ -273,7 +284,7 @@ pub struct RunPage {
     pub unreadable: Vec<UnreadableRun>,
 }
 
-/// List runs, oldest first, a page at a time.
+/// List runs, oldest first (or newest first), a page at a time.
 #[utoipa::path(get, path = "/v1/runs", params(ListParams),
     responses((status = 200, body = RunPage), Malformed, Refusals))]
 pub async fn list(
@@ -308,6 +319,8 @@ pub async fn list(
         state: params.status.map(|status| status.name().to_owned()),
         after: params.cursor.map(|Cursor(cursor)| cursor),
         limit: limit as usize,
+        newest_first: params.order == Some(ListOrder::NewestFirst),
+        examine_at_most: usize::MAX,
     };
     let (listing, next) = state.runtime.list_page(&tenant.id, &query).await?;
     Ok(Json(RunPage {

@@ -61,7 +61,8 @@ pub struct Cli {
     /// Signals one run may hold untaken.
     #[arg(long, global = true, env = "STEPSTONE_MAX_BUFFERED_SIGNALS", default_value_t = RunLimits::default().max_buffered_signals)]
     max_buffered_signals: usize,
-    /// Bytes of guest log lines one execution of a run may write.
+    /// Bytes of guest log lines one execution of a run may write (each line
+    /// counts its length plus 64, what keeping it costs).
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
     /// Compact a suspended run's journal into one snapshot object once it

@@ -56,6 +56,9 @@ pub async fn serve(
     if let Some(operator) = &operator {
         println!("metrics on http://{}/metrics", operator.local_addr()?);
     }
+    // Logged, not printed: a script reading the addresses may have closed
+    // its end of standard output by now.
+    tracing::info!("console on http://{}/ui", listener.local_addr()?);
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.sweep_forever();

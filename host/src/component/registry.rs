@@ -406,7 +406,7 @@ pub(crate) async fn attempt_example_step(
     let bytes = crate::componentize::example_wat_step();
     let loaded = components.validate("step.wat", bytes.into()).await.expect("validate");
     let program = components.steps(&loaded).await.expect("link");
-    let log = Arc::new(crate::guest_log::LogBudget::new(0));
+    let log = Arc::new(crate::guest_log::RunLog::new(0));
     let report = sandbox::run_attempt(&program, "wrap", "1", 1, &config.step, sandbox::Reach::log_only(log)).await;
     (components, loaded, report)
 }

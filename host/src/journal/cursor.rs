@@ -122,6 +122,7 @@ mod tests {
             attempts: 1,
             started_at_ms: 0,
             finished_at_ms: 0,
+            last_attempt_started_at_ms: None,
         }
     }
 

@@ -331,6 +331,11 @@ pub struct Entry {
     pub attempts: u32,
     pub started_at_ms: u64,
     pub finished_at_ms: u64,
+    /// When a step's last attempt began, if it took more than one (its
+    /// earlier ones are under `attempts/`); absent otherwise, so an entry of
+    /// one attempt is stored as it was before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_started_at_ms: Option<u64>,
 }
 
 /// A step attempt that failed while the step was still being retried, so a
@@ -339,6 +344,9 @@ pub struct Entry {
 pub struct AttemptRecord {
     pub attempt: u32,
     pub error: StepError,
+    /// When the attempt began (0 in records written before this was kept).
+    #[serde(default)]
+    pub started_at_ms: u64,
     pub failed_at_ms: u64,
 }
 
@@ -375,6 +383,31 @@ mod tests {
         assert_eq!(digest(b"a"), digest(b"a"));
         assert_ne!(digest(b"a"), digest(b"b"));
         assert_eq!(digest(b"").len(), 32);
+    }
+
+    #[test]
+    fn an_entry_of_one_attempt_is_stored_as_before_the_last_attempts_start_was_kept() {
+        let entry = Entry {
+            seq: 3,
+            call: Call::new(CallKind::Step, "charge", b"{}"),
+            recorded: Recorded::Slept,
+            attempts: 1,
+            started_at_ms: 5,
+            finished_at_ms: 9,
+            last_attempt_started_at_ms: None,
+        };
+        let bytes = crate::journal::encode(&entry);
+        let named = String::from_utf8_lossy(&bytes);
+        assert!(!named.contains("last_attempt"), "{named}");
+        let decoded: Entry = crate::journal::decode(&bytes).expect("decodes");
+        assert_eq!(decoded, entry);
+        let retried = Entry {
+            attempts: 2,
+            last_attempt_started_at_ms: Some(7),
+            ..entry
+        };
+        let decoded: Entry = crate::journal::decode(&crate::journal::encode(&retried)).expect("decodes");
+        assert_eq!(decoded.last_attempt_started_at_ms, Some(7));
     }
 
     #[test]

@@ -529,6 +529,7 @@ mod tests {
             attempts: 1,
             started_at_ms: 0,
             finished_at_ms: 1,
+            last_attempt_started_at_ms: None,
         }
     }
 

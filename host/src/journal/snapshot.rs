@@ -91,6 +91,7 @@ mod tests {
             attempts: 1,
             started_at_ms: seq,
             finished_at_ms: seq + 1,
+            last_attempt_started_at_ms: None,
         }))
     }
 

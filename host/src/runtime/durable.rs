@@ -90,6 +90,7 @@ impl WorkflowState {
             attempts: 1,
             started_at_ms,
             finished_at_ms: now_ms(),
+            last_attempt_started_at_ms: None,
         };
         self.run.records.append(&entry).await?;
         self.clock.observe(entry.finished_at_ms);
@@ -607,9 +608,7 @@ impl durable::Host for WorkflowState {
     }
 
     async fn log(&mut self, level: LogLevel, message: String) -> Trappable<()> {
-        if !self.replaying() && self.mode == Mode::Live {
-            self.run.log.emit(level, &message);
-        }
+        self.log.guest(level, &message);
         Ok(())
     }
 }

@@ -36,6 +36,7 @@ mod groups;
 mod hooks;
 mod in_flight;
 mod interruption;
+mod logs;
 mod moment;
 mod patches;
 mod replay;
@@ -64,6 +65,7 @@ pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
 pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
+pub use logs::{LogCursor, LogPage, MAX_LOG_PAGE, PagedLine};
 pub use moment::{DEADLINE, Moment, START, rfc3339};
 pub use replay::ReplayReport;
 pub use retention::{SWEEP_BATCH, Swept};
@@ -79,7 +81,7 @@ use crate::byte_budget::ByteBudgetCache;
 use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
-use crate::guest_log::LogBudget;
+use crate::guest_log::RunLog;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
@@ -310,8 +312,8 @@ pub struct RunContext {
     outbound: Arc<Outbound>,
     /// Its tenant's secrets, for its steps.
     secrets: Arc<StepSecrets>,
-    /// What this execution of the run may still log.
-    log: Arc<LogBudget>,
+    /// What this execution of the run logs, and may still log.
+    log: Arc<RunLog>,
     /// When the run was created: where its journal time starts.
     started_at_ms: u64,
     /// Where the run stands in its tree of child runs (0: a root).
@@ -575,7 +577,11 @@ impl Runtime {
             }
             let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
             let records = context.records.clone();
+            let log = context.log.clone();
             let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;
+            // Stored before the outcome, so a run seen finished shows its log.
+            log.close();
+            logs::store(&records, &log).await;
             // Steps left running survive an eviction, for the next execution
             // to take over; any other end stops them.
             if !matches!(ended, Ok((Ended::Interrupted(Interruption::Suspend(_)), _))) {
@@ -920,7 +926,7 @@ impl Runtime {
             step_limits,
             outbound,
             secrets,
-            log: Arc::new(LogBudget::new(self.host.config.run.max_log_bytes)),
+            log: Arc::new(RunLog::new(self.host.config.run.max_log_bytes)),
             started_at_ms: record.created_at_ms,
             depth: record.depth,
             priority: record.priority,

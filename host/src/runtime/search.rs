@@ -91,32 +91,38 @@ impl RunQuery {
             && self.tag.as_ref().is_none_or(|tag| record.tags.contains(tag))
     }
 
-    /// Whether a run created at `cursor` is after the page's start and
-    /// within the time range.
+    /// Whether a run created at `cursor` is after the page's start, in the
+    /// listing's order, and within the time range.
     fn admits(&self, cursor: &RunCursor) -> bool {
-        self.after.as_ref().is_none_or(|after| cursor > after)
+        let past_start = |after: &RunCursor| match self.newest_first {
+            true => cursor < after,
+            false => cursor > after,
+        };
+        self.after.as_ref().is_none_or(past_start)
             && self.created_from_ms.is_none_or(|from| cursor.created_at_ms >= from)
             && self
                 .created_before_ms
                 .is_none_or(|before| cursor.created_at_ms < before)
     }
 
-    /// The first and last hour folders a page may need.
+    /// The first and last hour folders a page may need, in time order.
     fn hours(&self) -> (u64, u64) {
-        let first = self
-            .after
-            .as_ref()
-            .map_or(0, |after| after.created_at_ms)
-            .max(self.created_from_ms.unwrap_or(0));
-        let last = self.created_before_ms.map_or(u64::MAX, |before| before / HOUR_MS);
-        (first / HOUR_MS, last)
+        let mut first = self.created_from_ms.unwrap_or(0);
+        let mut last = self.created_before_ms.unwrap_or(u64::MAX);
+        if let Some(after) = &self.after {
+            match self.newest_first {
+                true => last = last.min(after.created_at_ms),
+                false => first = first.max(after.created_at_ms),
+            }
+        }
+        (first / HOUR_MS, last / HOUR_MS)
     }
 }
 
 impl Runtime {
     /// A page of the tenant's runs, oldest first (by creation time, then
-    /// id), that `query` selects, and the cursor of the next page, read
-    /// through the index. A page can be shorter than the limit when
+    /// id; newest first if `query` asks), that `query` selects, and the
+    /// cursor of the next page, read through the index. A page can be shorter than the limit when
     /// filtering by state: only a missing next cursor means the end.
     pub async fn list_page(
         &self,
@@ -127,27 +133,35 @@ impl Runtime {
         let store = self.host.storage.tenant(tenant);
         let tree = tree(query);
         let (first, last) = query.hours();
+        let mut hours: Vec<String> = store
+            .children(&tree)
+            .await?
+            .into_iter()
+            .filter(|hour| hour.parse::<u64>().is_ok_and(|number| (first..=last).contains(&number)))
+            .collect();
+        if query.newest_first {
+            hours.reverse();
+        }
         let mut listing = RunListing::default();
         let mut examined: Option<RunCursor> = None;
-        for hour in store.children(&tree).await? {
-            let Ok(number) = hour.parse::<u64>() else { continue };
-            if number < first {
-                continue;
-            }
-            if number > last {
-                break;
-            }
+        let mut read = 0;
+        for hour in hours {
             let folder = below(&tree, [hour]);
-            for key in store.list(&folder).await? {
+            let mut keys = store.list(&folder).await?;
+            if query.newest_first {
+                keys.reverse();
+            }
+            for key in keys {
                 let Some(cursor) = key.filename().and_then(|name| name.parse::<RunCursor>().ok()) else {
                     continue;
                 };
                 if !query.admits(&cursor) {
                     continue;
                 }
-                if listing.runs.len() == query.limit {
+                if listing.runs.len() == query.limit || read == query.examine_at_most {
                     return Ok((listing, examined));
                 }
+                read += 1;
                 if let Some(status) = self.selected(tenant, &cursor.run_id, query, &mut listing).await? {
                     listing.runs.push(status);
                 }
@@ -236,6 +250,78 @@ mod tests {
             "the index is marked complete"
         );
         assert_eq!(store.list(&StoreKey::from_iter(["index", "all"])).await?.len(), 2);
+        Ok(())
+    }
+
+    /// Every run `query` lists, page after page of `limit`.
+    async fn every_page(runtime: &Runtime, tenant: &TenantId, mut query: RunQuery) -> Result<Vec<String>, RunError> {
+        let mut ids = Vec::new();
+        loop {
+            let (listing, next) = runtime.list_page(tenant, &query).await?;
+            assert!(listing.runs.len() <= query.limit);
+            ids.extend(listing.runs.iter().map(|status| status.run_id.to_string()));
+            match next {
+                Some(next) => query.after = Some(next),
+                None => return Ok(ids),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn newest_first_pages_walk_the_hours_backwards_within_the_time_range() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let runtime = Runtime::new(HostConfig::new(), storage.clone(), CodeCache::disabled())?;
+        let store = storage.tenant(&tenant);
+        let times = [
+            ("a", 10),
+            ("b", 20),
+            ("c", HOUR_MS + 5),
+            ("d", HOUR_MS + 5),
+            ("e", 3 * HOUR_MS),
+        ];
+        for (run, at) in times {
+            let record = RunRecord::example(run, at);
+            index(&store, &record).await?;
+            RunRecords::new(store.clone(), RunId::new(run).expect("valid"))
+                .create_run(&record)
+                .await?;
+        }
+        let newest = |limit| RunQuery {
+            newest_first: true,
+            limit,
+            ..RunQuery::default()
+        };
+        for limit in [1, 2, 5, 10] {
+            assert_eq!(
+                every_page(&runtime, &tenant, newest(limit)).await?,
+                ["e", "d", "c", "b", "a"]
+            );
+        }
+        let within = RunQuery {
+            created_from_ms: Some(20),
+            created_before_ms: Some(3 * HOUR_MS),
+            ..newest(2)
+        };
+        assert_eq!(every_page(&runtime, &tenant, within).await?, ["d", "c", "b"]);
+        let oldest = RunQuery {
+            limit: 2,
+            ..RunQuery::default()
+        };
+        assert_eq!(every_page(&runtime, &tenant, oldest).await?, ["a", "b", "c", "d", "e"]);
+        let none_match = RunQuery {
+            state: Some("failed".into()),
+            examine_at_most: 2,
+            ..newest(50)
+        };
+        let (first, next) = runtime.list_page(&tenant, &none_match).await?;
+        assert!(first.runs.is_empty());
+        assert_eq!(
+            next.map(|n| n.run_id.to_string()).as_deref(),
+            Some("d"),
+            "two runs read"
+        );
+        assert!(every_page(&runtime, &tenant, none_match).await?.is_empty());
         Ok(())
     }
 }

@@ -146,10 +146,18 @@ pub struct RunQuery {
     pub created_before_ms: Option<u64>,
     /// Only runs in this state (its [`RunState::name`]).
     pub state: Option<String>,
-    /// Only runs after this one (the previous page's last).
+    /// Only runs after this one in the listing's order (the previous
+    /// page's last).
     pub after: Option<RunCursor>,
     /// At most this many runs.
     pub limit: usize,
+    /// Newest first (by creation time, then id, both descending) instead
+    /// of oldest first.
+    pub newest_first: bool,
+    /// Read at most this many runs' records for the page, matching or not:
+    /// a page whose filters match few runs then ends early, with a cursor
+    /// to go on from, so no one page reads every run.
+    pub examine_at_most: usize,
 }
 
 impl Default for RunQuery {
@@ -163,6 +171,8 @@ impl Default for RunQuery {
             state: None,
             after: None,
             limit: usize::MAX,
+            newest_first: false,
+            examine_at_most: usize::MAX,
         }
     }
 }
@@ -219,7 +229,7 @@ impl Runtime {
 
     /// Where this one run stands, a generation that continued as new
     /// included (`continued`), without following its chain.
-    pub(super) async fn generation_status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
+    pub async fn generation_status(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         let records = self.records(tenant, run);
         // The seqs are enough: reading every entry made each status (and
         // each `wait` poll) cost one read per journaled call. They are read
@@ -278,6 +288,21 @@ impl Runtime {
     /// `unreadable`.
     pub async fn list(&self, tenant: &TenantId) -> Result<RunListing<RunStatus>, RunError> {
         Ok(self.list_page(tenant, &RunQuery::default()).await?.0)
+    }
+
+    /// How `run` was started, on the build it runs on now.
+    pub async fn run_record(&self, tenant: &TenantId, run: &RunId) -> Result<RunRecord, RunError> {
+        (self.records(tenant, run).run().await?).ok_or_else(|| RunError::UnknownRun { run: run.clone() })
+    }
+
+    /// The failed attempts of the step `run` called at `seq`, oldest first.
+    pub async fn failed_attempts(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        seq: u64,
+    ) -> Result<Vec<crate::journal::AttemptRecord>, RunError> {
+        Ok(self.records(tenant, run).attempts(seq).await?)
     }
 
     /// The run's journal, by seq.

@@ -14,7 +14,7 @@ use super::workflow::{StepDone, StepResult, StepUnfinished};
 use crate::clock::{millis, now_ms};
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
-use crate::guest_log::LogBudget;
+use crate::guest_log::{Level, LogWriter, RunLog};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::{DayUsage, Host};
 use crate::sandbox::{
@@ -33,8 +33,8 @@ pub struct StepCall {
     pub options: StepOptions,
     /// The attempt limits: the tenant's, lowered by the call's options.
     pub limits: StepLimits,
-    /// The run's log allowance, which its steps share.
-    pub log: Arc<LogBudget>,
+    /// The run's log, which its steps share.
+    pub log: Arc<RunLog>,
     /// The origins the step's HTTP requests may go to: its tenant's.
     pub outbound: Arc<Outbound>,
     /// Its tenant's secrets.
@@ -48,6 +48,8 @@ pub struct StepCall {
 
 /// Runs `step` to its final result and journals it. The result is durable
 /// before this returns: the workflow never acts on an unrecorded result.
+/// A step that outlived the execution that started it stores the log lines
+/// it wrote since then.
 pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
     let span = spans::step_call(records.store().tenant(), records.run_id(), step.seq, &step.call.name);
     let ending = spans::Ending::of(&span);
@@ -64,8 +66,20 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
 /// The attempts of `step` until one is final, then its journal entry.
 async fn journaled_result(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
     let _in_flight = host.background.step_starting().await;
+    let result = journaled(&host, &records, &step).await;
+    if step.log.is_closed() {
+        super::logs::store(&records, &step.log).await;
+    }
+    result
+}
+
+async fn journaled(host: &Host, records: &RunRecords, step: &StepCall) -> StepResult {
     let started_at_ms = now_ms();
-    let (result, attempts) = attempt_until_done(&host, &records, &step).await?;
+    let Attempted {
+        result,
+        attempts,
+        last_started_at_ms,
+    } = attempt_until_done(host, records, step).await?;
     let finished_at_ms = now_ms();
     tracing::info!(
         seq = step.seq,
@@ -75,24 +89,38 @@ async fn journaled_result(host: Arc<Host>, records: RunRecords, step: StepCall) 
         outcome = match &result { Ok(_) => "ok", Err(e) => kind_name(e.kind) },
         "step finished"
     );
+    if let Err(error) = &result {
+        let failure = format!(
+            "step `{}` failed after {attempts} attempts ({}): {}",
+            step.call.name,
+            kind_name(error.kind),
+            error.message
+        );
+        LogWriter::step(step.log.clone(), step.seq, &step.call.name, attempts).host(Level::Error, failure);
+    }
     let recorded = Recorded::Step { result: result.clone() };
     let entry = Entry {
         seq: step.seq,
-        call: step.call,
+        call: step.call.clone(),
         recorded,
         attempts,
         started_at_ms,
         finished_at_ms,
+        last_attempt_started_at_ms: (attempts > 1).then_some(last_started_at_ms),
     };
     records.append(&entry).await.map_err(journal)?;
     Ok(StepDone { result, finished_at_ms })
 }
 
-async fn attempt_until_done(
-    host: &Host,
-    records: &RunRecords,
-    step: &StepCall,
-) -> Result<(Result<String, StepError>, u32), StepUnfinished> {
+/// How a step call ended: its final result, the attempts it took, and when
+/// the last one began.
+struct Attempted {
+    result: Result<String, StepError>,
+    attempts: u32,
+    last_started_at_ms: u64,
+}
+
+async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) -> Result<Attempted, StepUnfinished> {
     let policy = RetryPolicy::from_options(&step.options, &step.limits.retry);
     let earlier = if step.resumes_attempts {
         records.attempts(step.seq).await.map_err(journal)?
@@ -109,6 +137,12 @@ async fn attempt_until_done(
     loop {
         // A host that lost its claim starts no attempt: another may run it.
         records.check_claim().map_err(journal)?;
+        let started_at_ms = now_ms();
+        let ended = |result, attempts| Attempted {
+            result,
+            attempts,
+            last_started_at_ms: started_at_ms,
+        };
         let stand_in = host.stand_in.as_ref().map_or_else(StandIn::real, |stand_in| {
             stand_in.attempt(&AttemptCall {
                 run: records.run_id().as_str(),
@@ -128,7 +162,7 @@ async fn attempt_until_done(
                     Some(real) => real,
                     None => match RealStep::load(host, step).await {
                         Ok(loaded) => real.insert(loaded),
-                        Err(unreachable) => return Ok((Err(unreachable), attempt - 1)),
+                        Err(unreachable) => return Ok(ended(Err(unreachable), attempt - 1)),
                     },
                 };
                 let result = real.attempt(host, records, step, attempt).await;
@@ -137,12 +171,12 @@ async fn attempt_until_done(
             }
         };
         let failure = match result {
-            Ok(output) => return Ok((Ok(output), attempt)),
+            Ok(output) => return Ok(ended(Ok(output), attempt)),
             Err(failure) => failure,
         };
         let error = error(failure.kind, failure.message, attempt);
         if failure.permanent || attempt >= policy.max_attempts {
-            return Ok((Err(with_cap(error, &policy, &step.options)), attempt));
+            return Ok(ended(Err(with_cap(error, &policy, &step.options)), attempt));
         }
         let wait = policy.backoff(attempt);
         tracing::warn!(
@@ -154,9 +188,16 @@ async fn attempt_until_done(
             "attempt failed: {}; retrying",
             error.message
         );
+        let failed = format!(
+            "attempt {attempt} failed ({}): {}; retrying in {wait:?}",
+            kind_name(error.kind),
+            error.message
+        );
+        LogWriter::step(step.log.clone(), step.seq, &step.call.name, attempt).host(Level::Warn, failed);
         let record = AttemptRecord {
             attempt,
             error,
+            started_at_ms,
             failed_at_ms: now_ms(),
         };
         records.record_attempt(step.seq, &record).await.map_err(journal)?;
@@ -219,6 +260,7 @@ impl RealStep {
                 tenant: tenant.to_string(),
                 run: records.run_id().to_string(),
                 seq: step.seq,
+                step: step.call.name.clone(),
             },
         };
         let report = run_attempt(&self.program, &self.name, &step.input, attempt, &step.limits, reach)

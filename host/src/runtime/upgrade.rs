@@ -90,18 +90,8 @@ impl Runtime {
             }
             checked += 1;
             last_checked = Some(run.clone());
-            let span = tracing::info_span!("upgrade", run = %run, to = %to.digest);
-            let replayed = self
-                .replay(tenant, &run, Some(to.clone()))
-                .instrument(span.clone())
-                .await?;
-            match replayed {
-                ReplayReport::ConsistentSoFar { .. } => {
-                    if !dry_run {
-                        self.move_run(&records, &record, &to).instrument(span).await?;
-                    }
-                    report.identical.push(run);
-                }
+            match self.check_and_move(&records, &record, &to, dry_run).await? {
+                ReplayReport::ConsistentSoFar { .. } => report.identical.push(run),
                 // It finished meanwhile: nothing left to move.
                 ReplayReport::Identical { .. } => {}
                 ReplayReport::Diverged { seq, message } => report.diverged.push(Divergence {
@@ -112,6 +102,47 @@ impl Runtime {
             }
         }
         Ok(report)
+    }
+
+    /// Replays the unfinished run `run` against build `to` and, unless
+    /// `dry_run`, moves it there if the build replays it identically so
+    /// far: what a build's upgrade does for each of its runs. Says what the
+    /// check found (a run that has finished is not moved).
+    pub async fn upgrade_run(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        to: &Arc<Loaded>,
+        dry_run: bool,
+    ) -> Result<ReplayReport, RunError> {
+        let records = self.records(tenant, run);
+        let record = records
+            .run()
+            .await?
+            .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        self.check_and_move(&records, &record, to, dry_run).await
+    }
+
+    /// Replays `record`'s run against `to`, and moves it there if it replays
+    /// identically so far, unless `dry_run`.
+    async fn check_and_move(
+        &self,
+        records: &RunRecords,
+        record: &RunRecord,
+        to: &Arc<Loaded>,
+        dry_run: bool,
+    ) -> Result<ReplayReport, RunError> {
+        let run = &record.run_id;
+        let span = tracing::info_span!("upgrade", run = %run, to = %to.digest);
+        let tenant = records.store().tenant();
+        let replayed = self
+            .replay(tenant, run, Some(to.clone()))
+            .instrument(span.clone())
+            .await?;
+        if matches!(replayed, ReplayReport::ConsistentSoFar { .. }) && !dry_run {
+            self.move_run(records, record, to).instrument(span).await?;
+        }
+        Ok(replayed)
     }
 
     /// Moves `record`'s run to build `to`, indexes it under that build, and

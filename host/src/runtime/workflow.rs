@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::{BoxFuture, Shared};
 use tokio::task::AbortHandle;
@@ -17,6 +16,7 @@ use crate::config::WorkflowLimits;
 use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
 use crate::contract::bindings::stepstone::workflow::durable;
+use crate::guest_log::{LogWriter, WorkflowPlace};
 use crate::journal::{Call, Cursor, JournalError, Recorded};
 use crate::sandbox::{Deadline, GuestWasi, JournalClock, MemoryGuard, Sandboxed, Stdio, link, new_store};
 use crate::store::RunId;
@@ -96,9 +96,11 @@ pub struct WorkflowState {
     pub(super) cancellation_seen: bool,
     /// The run's journal time, which the guest's WASI clocks read.
     pub(super) clock: JournalClock,
-    /// Set while the workflow re-executes recorded calls, so its WASI
-    /// output is not logged twice.
-    replaying_output: Arc<AtomicBool>,
+    /// Where the workflow stands as it logs: its lines are dropped while it
+    /// re-executes recorded calls, so none is kept twice.
+    place: Arc<WorkflowPlace>,
+    /// The workflow's handle on the run's log.
+    pub(super) log: LogWriter,
     wasi: GuestWasi,
 }
 
@@ -133,9 +135,10 @@ impl WorkflowState {
             })
             .collect();
         let clock = JournalClock::new(run.started_at_ms);
-        let replaying_output = Arc::new(AtomicBool::new(false));
-        let stdio = Stdio::logged(&run.log, &replaying_output);
-        let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio, run.log.clone());
+        let place = Arc::new(WorkflowPlace::default());
+        let log = LogWriter::workflow(run.log.clone(), place.clone());
+        let stdio = Stdio::logged(&log);
+        let wasi = GuestWasi::for_workflow(run.records.run_id().as_str(), clock.clone(), stdio, log.clone());
         let mut state = Self {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),
             deadline: Deadline::after(limits.activation_timeout),
@@ -152,17 +155,19 @@ impl WorkflowState {
             patches: PatchAnswers::default(),
             cancellation_seen,
             clock,
-            replaying_output,
+            place,
+            log,
             wasi,
         };
         state.mute_replayed_output();
         state
     }
 
-    /// Output is logged only when running live, past the recorded calls.
+    /// Lines are logged only when running live, past the recorded calls,
+    /// at the seq the next call takes.
     pub(super) fn mute_replayed_output(&mut self) {
         let muted = self.replaying() || self.mode == Mode::Verify;
-        self.replaying_output.store(muted, Ordering::Relaxed);
+        self.place.set(self.cursor.position(), muted);
     }
 
     /// Marks the end of an activation: the guest gets a fresh budget when it

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use wasmtime::component::{Component, HasSelf, InstancePre};
 use wasmtime::{Engine, Store};
@@ -19,7 +18,7 @@ use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
 use crate::contract::bindings::{LogLevel, StepFailure};
-use crate::guest_log::LogBudget;
+use crate::guest_log::{LogWriter, RunLog};
 use crate::secrets::OpenedSecrets;
 
 /// Store data of a step instance.
@@ -27,7 +26,7 @@ pub struct StepState {
     guard: MemoryGuard,
     attempt: u32,
     deadline: Deadline,
-    log: Arc<LogBudget>,
+    log: LogWriter,
     serving: Serving,
     wasi: GuestWasi,
 }
@@ -52,8 +51,8 @@ impl wasmtime_wasi_http::WasiHttpView for StepState {
 
 /// What an attempt reaches outside its instance.
 pub struct Reach<'a> {
-    /// The run's log allowance, which its steps share.
-    pub log: Arc<LogBudget>,
+    /// The run's log, which its steps share.
+    pub log: Arc<RunLog>,
     /// Where the attempt's scratch directory is made, if its tenant grants
     /// one.
     pub scratch_root: Option<&'a Path>,
@@ -67,7 +66,7 @@ pub struct Reach<'a> {
 
 impl Reach<'_> {
     /// Nothing but the log.
-    pub fn log_only(log: Arc<LogBudget>) -> Self {
+    pub fn log_only(log: Arc<RunLog>) -> Self {
         Self {
             log,
             scratch_root: None,
@@ -92,7 +91,7 @@ impl types::Host for StepState {}
 
 impl step_support::Host for StepState {
     async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
-        self.log.emit(level, &message);
+        self.log.guest(level, &message);
         Ok(())
     }
 
@@ -101,7 +100,7 @@ impl step_support::Host for StepState {
     }
 
     async fn context(&mut self) -> wasmtime::Result<step_support::StepContext> {
-        let Serving { tenant, run, seq } = &self.serving;
+        let Serving { tenant, run, seq, .. } = &self.serving;
         Ok(step_support::StepContext {
             run_id: run.clone(),
             seq: *seq,
@@ -118,6 +117,8 @@ pub struct Serving {
     pub tenant: String,
     pub run: String,
     pub seq: u64,
+    /// The step's name as the workflow called it (`component/step` too).
+    pub step: String,
 }
 
 /// A step component, linked and type-checked once, ready to instantiate for
@@ -149,10 +150,10 @@ impl StepProgram {
     ) -> Result<(Store<StepState>, Arc<HttpUsage>), AttemptFailure> {
         let sandbox_error =
             |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}"));
-        let log = reach.log.clone();
+        let log = LogWriter::step(reach.log.clone(), reach.serving.seq, &reach.serving.step, attempt);
         let http = HttpHooks::for_step(reach.outbound.clone(), limits.http, log.clone());
         let usage = http.usage();
-        let stdio = Stdio::logged(&log, &Arc::new(AtomicBool::new(false)));
+        let stdio = Stdio::logged(&log);
         let wasi = GuestWasi::for_step(stdio, scratch, http, reach.secrets.clone()).map_err(sandbox_error)?;
         let state = StepState {
             guard: MemoryGuard::new(limits.memory_bytes, limits.table_elements),

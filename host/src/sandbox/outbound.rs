@@ -23,8 +23,7 @@ use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::config::HttpLimits;
-use crate::contract::bindings::LogLevel;
-use crate::guest_log::LogBudget;
+use crate::guest_log::{Level, LogWriter};
 
 /// An origin a tenant's steps may reach: `https://api.example.com`,
 /// `http://127.0.0.1:8099`, `https://*.example.com:443`. Without a port, the
@@ -183,12 +182,12 @@ pub struct HttpHooks {
     allowed: Option<Arc<Outbound>>,
     limits: HttpLimits,
     usage: Arc<HttpUsage>,
-    log: Arc<LogBudget>,
+    log: LogWriter,
 }
 
 impl HttpHooks {
     /// The hooks of a step attempt.
-    pub fn for_step(allowed: Arc<Outbound>, limits: HttpLimits, log: Arc<LogBudget>) -> Self {
+    pub fn for_step(allowed: Arc<Outbound>, limits: HttpLimits, log: LogWriter) -> Self {
         Self {
             allowed: Some(allowed),
             limits,
@@ -199,7 +198,7 @@ impl HttpHooks {
 
     /// The hooks of an instance that sends nothing, logging each refusal
     /// into `log`.
-    pub fn refusing(log: Arc<LogBudget>) -> Self {
+    pub fn refusing(log: LogWriter) -> Self {
         Self {
             allowed: None,
             limits: HttpLimits::default(),
@@ -257,7 +256,8 @@ impl WasiHttpHooks for HttpHooks {
         let request = request.map(|body| DrainedOnDrop::wrap(body, limits.max_request_bytes));
         if let Some(refusal) = self.refusal(request.uri()) {
             self.usage.refused.fetch_add(1, Ordering::Relaxed);
-            self.log.emit(LogLevel::Warn, &refusal);
+            tracing::warn!(target: crate::guest_log::TARGET, "{refusal}");
+            self.log.host(Level::Warn, refusal);
             return Box::new(std::future::ready(Err(HttpError::HttpRequestDenied)));
         }
         self.usage.requests.fetch_add(1, Ordering::Relaxed);
@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn a_workflow_and_a_step_past_its_budget_send_nothing() {
-        let log = Arc::new(LogBudget::new(1 << 16));
+        let log = LogWriter::nowhere();
         let uri: http::Uri = "http://127.0.0.1:8099/".parse().expect("a URI");
         let workflow = HttpHooks::refusing(log.clone());
         assert!(workflow.refusal(&uri).is_some_and(|why| why.contains("in a step")));
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_guest_may_shorten_the_timeouts_never_lengthen_them() {
-        let hooks = HttpHooks::for_step(Arc::default(), HttpLimits::default(), Arc::new(LogBudget::new(0)));
+        let hooks = HttpHooks::for_step(Arc::default(), HttpLimits::default(), LogWriter::nowhere());
         let asked = RequestOptions {
             connect_timeout: Some(Duration::from_secs(3600)),
             first_byte_timeout: Some(Duration::from_millis(10)),

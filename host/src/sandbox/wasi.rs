@@ -13,7 +13,7 @@
 //! generator seeded by the run id, so a replay reads what the first
 //! execution read.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use wasmtime_wasi_http::WasiHttpCtxView;
 
 use super::outbound::HttpHooks;
 use crate::contract::bindings::LogLevel;
-use crate::guest_log::{GuestOutput, LogBudget};
+use crate::guest_log::{GuestOutput, LogWriter};
 use crate::secrets::OpenedSecrets;
 
 /// Where a step's scratch directory appears inside the guest.
@@ -68,25 +68,24 @@ pub struct Stdio {
 }
 
 impl Stdio {
-    /// Output into `budget`: stdout at info, stderr at warn; nothing while
-    /// `muted` is set.
-    pub fn logged(budget: &Arc<LogBudget>, muted: &Arc<AtomicBool>) -> Self {
+    /// Output into the run's log as `writer`: stdout at info, stderr at warn.
+    pub fn logged(writer: &LogWriter) -> Self {
         Self {
-            stdout: GuestOutput::new(budget.clone(), LogLevel::Info, muted.clone()),
-            stderr: GuestOutput::new(budget.clone(), LogLevel::Warn, muted.clone()),
+            stdout: GuestOutput::new(writer.clone(), LogLevel::Info),
+            stderr: GuestOutput::new(writer.clone(), LogLevel::Warn),
         }
     }
 
     /// Output nobody reads.
     pub fn dropped() -> Self {
-        Self::logged(&Arc::new(LogBudget::new(0)), &Arc::new(AtomicBool::new(true)))
+        Self::logged(&LogWriter::nowhere())
     }
 }
 
 impl GuestWasi {
     /// A workflow's WASI: the run's journaled time, random seeded from the
     /// run id, output to the run's log, no HTTP (a refusal is logged in `log`).
-    pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio, log: Arc<LogBudget>) -> Self {
+    pub fn for_workflow(run_id: &str, clock: JournalClock, stdio: Stdio, log: LogWriter) -> Self {
         let mut builder = closed_builder(stdio.clone());
         let seed = seed(run_id);
         builder
@@ -123,8 +122,7 @@ impl GuestWasi {
     /// The WASI of a component describing itself: a clock stopped at the
     /// epoch, a fixed seed, output dropped, no HTTP.
     pub fn for_describe() -> Self {
-        let nowhere = Arc::new(LogBudget::new(0));
-        Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped(), nowhere)
+        Self::for_workflow("describe", JournalClock::new(0), Stdio::dropped(), LogWriter::nowhere())
     }
 
     /// The guest's `wasi:config/store`.

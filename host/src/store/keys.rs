@@ -14,6 +14,7 @@
 //! runs/{run}/cancel                             a request to cancel the run (create-only)
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
+//! runs/{run}/logs/{first-at}-{id}               a batch of the run's log lines (create-only, see `runtime::logs`)
 //! unfinished/{run}                              marker: the run has not finished (deleted once it has)
 //! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
 //! outbox/{run}                                  the run's completion notification, until delivered
@@ -293,6 +294,16 @@ impl RunKeys<'_> {
     /// first send creates it, so a second send of that id stores nothing.
     pub fn signal_claim(&self, name: &SignalName, id: &SignalId) -> Key {
         self.key(&["signal-ids", name.as_str(), id.as_str()])
+    }
+
+    pub fn logs(&self) -> Key {
+        self.key(&["logs"])
+    }
+
+    /// A batch of the run's log lines, named by the time of its first line
+    /// and a fresh id: `{first-at:016}-{id}`, so batches sort by time.
+    pub fn log_batch(&self, batch: &str) -> Key {
+        self.key(&["logs", batch])
     }
 
     /// A new signal's key, `{sent-at}-{id}`: sorts after every signal sent

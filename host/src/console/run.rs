@@ -1,0 +1,494 @@
+//! A run's page: where it stands, how it was started, its journal as a
+//! timeline with its payloads, its log lines, and the actions a client has
+//! on it: send a signal, cancel, check a replay, upgrade it to another
+//! build. Where it stands and its timeline refresh while it runs.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::extract::{Form, Path, Query};
+use super::layout::{self, Nav};
+use super::{PageError, Signed, timeline};
+use crate::api::{ApiError, ApiState};
+use crate::guest_log::Source;
+use crate::journal::RunRecord;
+use crate::runtime::{LogCursor, LogPage, ReplayReport, RunState, RunStatus, now_ms};
+use crate::store::{RunId, SignalName, TenantId};
+
+/// Log lines a page shows.
+const LOG_PAGE: usize = 100;
+/// How often an unfinished run's page refreshes, in milliseconds.
+const REFRESH_MS: u32 = 2000;
+/// The longest reason a cancellation keeps.
+const MAX_REASON: usize = 1000;
+
+#[derive(Deserialize)]
+pub struct RunPath {
+    id: RunId,
+}
+
+#[derive(Deserialize, Default)]
+pub struct PageParams {
+    /// Show the log lines after this cursor.
+    #[serde(default)]
+    logs: String,
+    /// What the action that led here did.
+    #[serde(default)]
+    notice: String,
+}
+
+/// What an action came to, shown at the top of the page.
+struct Notice {
+    ok: bool,
+    text: String,
+}
+
+impl Notice {
+    fn done(text: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            text: text.into(),
+        }
+    }
+
+    fn refused(text: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            text: text.into(),
+        }
+    }
+}
+
+/// The notices an action redirects to, by name (a page shows only these,
+/// never text from the URL).
+fn redirected_notice(name: &str) -> Option<Notice> {
+    match name {
+        "signal-sent" => Some(Notice::done("Signal sent: the run takes it when it waits for it.")),
+        "cancel-requested" => Some(Notice::done(
+            "Cancellation recorded: the run meets it at its current or next wait and ends cancelled.",
+        )),
+        _ => None,
+    }
+}
+
+/// `GET /ui/runs/{id}`.
+pub async fn page(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Query(params): Query<PageParams>,
+) -> Result<Response, PageError> {
+    let notice = redirected_notice(&params.notice);
+    render(&state, &signed, &id, &params.logs, notice, StatusCode::OK).await
+}
+
+/// `GET /ui/runs/{id}/live`: where the run stands and its timeline, as
+/// the page refreshes them.
+pub async fn live(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+) -> Result<Markup, PageError> {
+    let tenant = &signed.0.tenant.id;
+    let record = state.runtime().run_record(tenant, &id).await?;
+    live_part(&state, tenant, &record).await.map(|(markup, _)| markup)
+}
+
+async fn render(
+    state: &ApiState,
+    signed: &Signed,
+    run: &RunId,
+    log_cursor: &str,
+    notice: Option<Notice>,
+    status: StatusCode,
+) -> Result<Response, PageError> {
+    let tenant = &signed.0.tenant.id;
+    let runtime = state.runtime();
+    let record = runtime.run_record(tenant, run).await?;
+    let after = match log_cursor {
+        "" => None,
+        cursor => Some(cursor.parse::<LogCursor>().map_err(PageError::bad_request)?),
+    };
+    let (live, status_now) = live_part(state, tenant, &record).await?;
+    let logs = runtime.logs(tenant, run, after.as_ref(), LOG_PAGE).await?;
+    let names = runtime.component_names(tenant).await?;
+    let finished = status_now.state.is_finished();
+    let body = html! {
+        h1 { "Run " code #run-id { (run) } }
+        @if let Some(notice) = &notice {
+            p.notice.ok[notice.ok].refused[!notice.ok] role="status" { (notice.text) }
+        }
+        div #live data-poll=[(!finished).then(|| format!("/ui/runs/{run}/live"))] data-every=(REFRESH_MS) { (live) }
+        (facts(&record))
+        (log_lines(run, &logs, !log_cursor.is_empty()))
+        (actions(run, &signed.0.csrf, finished, &names))
+    };
+    let title = format!("Run {run}");
+    Ok((status, layout::page(&signed.frame(&title, Nav::Runs), body)).into_response())
+}
+
+/// Where the run stands, how it ended, and its timeline; with its status.
+async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> Result<(Markup, RunStatus), PageError> {
+    let runtime = state.runtime();
+    let run = &record.run_id;
+    let status = runtime.generation_status(tenant, run).await?;
+    let entries = runtime.history(tenant, run).await?;
+    let mut failed = BTreeMap::new();
+    let retrying = match &status.state {
+        RunState::Retrying { seq, .. } => Some(*seq),
+        _ => None,
+    };
+    let retried = entries.iter().filter(|e| e.attempts > 1).map(|e| e.seq);
+    for seq in retried.chain(retrying) {
+        failed.insert(seq, runtime.failed_attempts(tenant, run, seq).await?);
+    }
+    let timeline = timeline::build(record.created_at_ms, &entries, &failed, &status.state, now_ms());
+    let finished = status.state.is_finished();
+    let markup = html! {
+        section.summary data-final[finished] {
+            p.standing {
+                (layout::state_badge(&status.state))
+                " · " (status.journaled_calls) " journaled calls"
+            }
+            (outcome(&status.state))
+        }
+        section.timeline {
+            h2 { "Timeline" }
+            @if timeline.rows.is_empty() {
+                p.empty { "No durable call yet." }
+            } @else {
+                (timeline::render(&timeline, run))
+            }
+        }
+    };
+    Ok((markup, status))
+}
+
+fn outcome(state: &RunState) -> Markup {
+    html! {
+        @match state {
+            RunState::Completed { output } => {
+                h2 { "Output" }
+                pre.json #output { (layout::pretty_json(output)) }
+            }
+            RunState::Failed { kind, message } => {
+                h2 { "Failed: " (kind) }
+                pre.failure { (message) }
+            }
+            RunState::Cancelled { reason } => {
+                h2 { "Cancelled" }
+                p { (reason) }
+            }
+            RunState::Continued { continued_as } => {
+                p { "Continued as new: " a href={ "/ui/runs/" (continued_as) } { (continued_as) } }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How the run was started.
+fn facts(record: &RunRecord) -> Markup {
+    let run_link = |run: &RunId| html! { a href={ "/ui/runs/" (run) } { (run) } };
+    html! {
+        section.facts {
+            h2 { "Started" }
+            dl {
+                dt { "Workflow" } dd #workflow { (record.workflow) }
+                dt { "Component" } dd { a href={ "/ui/components/" (record.component) } { code { (record.component) } } }
+                @if !record.earlier_builds.is_empty() {
+                    dt { "Earlier builds" }
+                    dd { @for build in &record.earlier_builds { a href={ "/ui/components/" (build) } { code { (layout::short_digest(build)) } } " " } }
+                }
+                dt { "Created" } dd { (layout::time(record.created_at_ms)) }
+                @if let Some(start) = record.start_at_ms { dt { "Starts" } dd { (layout::time(start)) } }
+                @if let Some(deadline) = record.deadline_ms { dt { "Deadline" } dd { (layout::time(deadline)) } }
+                dt { "Priority" } dd { (record.priority) }
+                @if !record.tags.is_empty() {
+                    dt { "Tags" } dd { @for tag in &record.tags { span.tag { (tag) } " " } }
+                }
+                @if let Some(parent) = &record.parent { dt { "Parent" } dd { (run_link(parent)) } }
+                @if let Some(chain) = &record.chain {
+                    dt { "Chain" }
+                    dd { "generation " (chain.generation) " of " (run_link(&chain.root)) ", after " (run_link(&chain.previous)) }
+                }
+                @if let Some(concurrency) = &record.concurrency {
+                    dt { "Concurrency" } dd { "key " code { (concurrency.key) } ", " (concurrency.limit) " at once" }
+                }
+                @for (name, digest) in &record.links {
+                    dt { "Link " code { (name) } } dd { a href={ "/ui/components/" (digest) } { code { (layout::short_digest(digest)) } } }
+                }
+            }
+            h3 { "Input" }
+            pre.json #input { (layout::pretty_json(&record.input)) }
+        }
+    }
+}
+
+fn log_lines(run: &RunId, page: &LogPage, paged: bool) -> Markup {
+    html! {
+        section #logs {
+            h2 { "Log" }
+            @if page.lines.is_empty() {
+                p.empty { "No log lines stored (a run's lines are stored as each execution ends)." }
+            } @else {
+                div.scroll {
+                    table.logs {
+                        thead { tr { th { "Time" } th { "Level" } th { "From" } th.num { "Seq" } th { "Step" } th { "Message" } } }
+                        tbody {
+                            @for paged in &page.lines {
+                                @let line = &paged.line;
+                                tr data-level=(line.level.name()) {
+                                    td.time { (layout::time(line.at_ms)) }
+                                    td { span.level { (line.level.name()) } }
+                                    td { (match line.source { Source::Guest => "guest", Source::Host => "host" }) }
+                                    td.num { @if let Some(seq) = line.seq { (seq) } }
+                                    td {
+                                        @if let Some(step) = &line.step { (step) }
+                                        @if let Some(attempt) = line.attempt { " #" (attempt) }
+                                    }
+                                    td.message { (line.message) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.pager {
+                @if paged { a href={ "/ui/runs/" (run) "#logs" } { "← First lines" } }
+                @if let Some(next) = &page.next { a.next href={ "/ui/runs/" (run) "?logs=" (next) "#logs" } { "Next lines →" } }
+            }
+        }
+    }
+}
+
+/// The forms of the actions on a run; those that change a run only while
+/// it goes on.
+fn actions(run: &RunId, csrf: &str, finished: bool, names: &[(crate::store::ComponentName, String)]) -> Markup {
+    let action = |what: &str| format!("/ui/runs/{run}/{what}");
+    html! {
+        section.actions {
+            h2 { "Actions" }
+            datalist #component-names { @for (name, _) in names { option value=(name) {} } }
+            @if !finished {
+                form #signal-form method="post" action=(action("signal")) {
+                    h3 { "Send a signal" }
+                    input type="hidden" name="csrf" value=(csrf);
+                    label { "Name " input type="text" name="name" required maxlength="128"; }
+                    label { "Payload (JSON) " textarea name="payload" rows="3" { "{}" } }
+                    button type="submit" { "Send" }
+                }
+                form #cancel-form method="post" action=(action("cancel")) {
+                    h3 { "Cancel" }
+                    input type="hidden" name="csrf" value=(csrf);
+                    label { "Reason " input type="text" name="reason" maxlength=(MAX_REASON) placeholder="cancelled from the console"; }
+                    button.danger type="submit" { "Cancel the run" }
+                }
+            }
+            form #replay-form method="post" action=(action("replay")) {
+                h3 { "Replay check" }
+                input type="hidden" name="csrf" value=(csrf);
+                label { "Against build " input type="text" name="build" list="component-names" placeholder="its own (or a name or digest)"; }
+                button type="submit" { "Check" }
+            }
+            @if !finished {
+                form #upgrade-form method="post" action=(action("upgrade")) {
+                    h3 { "Upgrade" }
+                    input type="hidden" name="csrf" value=(csrf);
+                    label { "To build " input type="text" name="to" list="component-names" required placeholder="a name or digest"; }
+                    label.check { input type="checkbox" name="dry_run" value="on"; " only check" }
+                    button type="submit" { "Upgrade" }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignalForm {
+    csrf: String,
+    name: String,
+    #[serde(default)]
+    payload: String,
+}
+
+/// `POST /ui/runs/{id}/signal`.
+pub async fn signal(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<SignalForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let tenant = &signed.0.tenant;
+    let sent = async {
+        let name = SignalName::new(form.name.trim()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let payload = match form.payload.trim() {
+            "" => "null",
+            payload => payload,
+        };
+        ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
+        state.runtime().signal(&tenant.id, &id, &name, payload).await?;
+        Ok::<(), ApiError>(())
+    };
+    match sent.await {
+        Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice=signal-sent")).into_response()),
+        Err(e) => refused(&state, &signed, &id, e).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CancelForm {
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /ui/runs/{id}/cancel`.
+pub async fn cancel(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<CancelForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let reason = match form.reason.trim() {
+        "" => "cancelled from the console".to_owned(),
+        reason => reason.chars().take(MAX_REASON).collect(),
+    };
+    let tenant = &signed.0.tenant.id;
+    match state.runtime().cancel_in_background(tenant, &id, &reason).await {
+        Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice=cancel-requested")).into_response()),
+        Err(e) => refused(&state, &signed, &id, e.into()).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ReplayForm {
+    csrf: String,
+    #[serde(default)]
+    build: String,
+}
+
+/// `POST /ui/runs/{id}/replay`: the check's verdict, on the run's page.
+pub async fn replay(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<ReplayForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let tenant = &signed.0.tenant.id;
+    let checked = async {
+        let build = match form.build.trim() {
+            "" => None,
+            reference => Some(state.runtime().component(tenant, reference).await?),
+        };
+        state.runtime().replay(tenant, &id, build).await
+    };
+    match checked.await {
+        Ok(report) => {
+            let notice = Notice {
+                ok: !matches!(report, ReplayReport::Diverged { .. }),
+                text: replay_verdict(&report),
+            };
+            render(&state, &signed, &id, "", Some(notice), StatusCode::OK).await
+        }
+        Err(e) => refused(&state, &signed, &id, e.into()).await,
+    }
+}
+
+fn replay_verdict(report: &ReplayReport) -> String {
+    match report {
+        ReplayReport::Identical { calls } => {
+            format!(
+                "Replay identical: the workflow made its {calls} recorded calls again and reached the same outcome."
+            )
+        }
+        ReplayReport::ConsistentSoFar { calls } => {
+            format!("Replay consistent so far: the workflow made its {calls} recorded calls again.")
+        }
+        ReplayReport::Diverged {
+            seq: Some(seq),
+            message,
+        } => format!("Replay diverged at seq {seq}: {message}"),
+        ReplayReport::Diverged { seq: None, message } => format!("Replay diverged: {message}"),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct UpgradeForm {
+    csrf: String,
+    to: String,
+    dry_run: Option<String>,
+}
+
+/// `POST /ui/runs/{id}/upgrade`: what the check found, and whether the run
+/// moved, on the run's page.
+pub async fn upgrade(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<UpgradeForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let tenant = &signed.0.tenant.id;
+    let dry_run = form.dry_run.is_some();
+    let upgraded = async {
+        let to = state.runtime().component(tenant, form.to.trim()).await?;
+        let record = state.runtime().run_record(tenant, &id).await?;
+        if record.component == to.digest {
+            return Ok::<_, crate::runtime::RunError>(Notice::refused("The run already runs on this build."));
+        }
+        let report = state.runtime().upgrade_run(tenant, &id, &to, dry_run).await?;
+        let short = layout::short_digest(&to.digest);
+        Ok(match (report, dry_run) {
+            (ReplayReport::ConsistentSoFar { .. }, false) => {
+                Notice::done(format!("Moved to build {short}: the run goes on there."))
+            }
+            (ReplayReport::ConsistentSoFar { .. }, true) => Notice::done(format!(
+                "Build {short} replays the run identically so far: it can move."
+            )),
+            (ReplayReport::Identical { .. }, _) => Notice::refused("The run has finished: there is nothing to move."),
+            (diverged, _) => Notice::refused(format!("The run stays: {}", replay_verdict(&diverged))),
+        })
+    };
+    match upgraded.await {
+        Ok(notice) => render(&state, &signed, &id, "", Some(notice), StatusCode::OK).await,
+        Err(e) => refused(&state, &signed, &id, ApiError::from(e)).await,
+    }
+}
+
+/// The run's page saying why an action was refused, with the refusal's
+/// status.
+async fn refused(state: &ApiState, signed: &Signed, run: &RunId, error: ApiError) -> Result<Response, PageError> {
+    let notice = Notice::refused(error.message());
+    render(state, signed, run, "", Some(notice), error.status()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_from_the_url_is_one_of_the_pages_own() {
+        assert!(redirected_notice("signal-sent").is_some_and(|n| n.ok));
+        assert!(redirected_notice("<b>you won</b>").is_none());
+        assert!(redirected_notice("").is_none());
+    }
+
+    #[test]
+    fn replay_verdicts_say_where_a_replay_diverged() {
+        let diverged = ReplayReport::Diverged {
+            seq: Some(3),
+            message: "asked `ship`".into(),
+        };
+        assert_eq!(replay_verdict(&diverged), "Replay diverged at seq 3: asked `ship`");
+        assert!(replay_verdict(&ReplayReport::Identical { calls: 5 }).contains("5 recorded calls"));
+    }
+}

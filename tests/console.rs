@@ -1,0 +1,559 @@
+//! The console, clicked through in headless Chromium (Debian's `chromium`
+//! and `chromium-driver`, which `make test` installs) against a served host
+//! with real runs of the order saga: every page, a signal sent, a run
+//! cancelled and another upgraded from the UI, another tenant's crafted
+//! URLs, and pages at 390 px wide. Screenshots go to `target/ui-screens/`.
+//!
+//! One chromedriver, one browser and one server serve the whole file, so it
+//! runs as one test.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use stepstone_e2e::{Server, order_input, root, token_hash as hash};
+
+const ACME: &str = "sst_acme_console_token";
+const GLOBEX: &str = "sst_globex_console_token";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long the browser waits for something to appear.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+/// A chromedriver on a loopback port, killed when dropped.
+struct Chromedriver {
+    process: Child,
+    url: String,
+}
+
+impl Chromedriver {
+    fn start() -> Self {
+        for path in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(path).exists(),
+                "{path} is missing: run `make test` as root, which installs it, or `apt-get install -y chromium chromium-driver`"
+            );
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let process = Command::new(CHROMEDRIVER)
+            .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".to_owned()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let deadline = Instant::now() + PATIENCE;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            process,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// A headless Chromium that reaches nothing but loopback, with a profile
+/// of its own.
+async fn browser(driver: &Chromedriver, profile: &Path) -> Result<Client> {
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+    ]
+    .map(str::to_owned);
+    let mut args = args.to_vec();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    let capabilities = json!({"goog:chromeOptions": {"binary": CHROMIUM, "args": args}});
+    let Value::Object(capabilities) = capabilities else {
+        unreachable!("an object")
+    };
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    Ok(ClientBuilder::new(connector)
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await?)
+}
+
+fn two_tenants() -> String {
+    format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n\n[[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n",
+        hash(ACME),
+        hash(GLOBEX)
+    )
+}
+
+/// Starts run `run` of the order saga as acme, waiting for its approval
+/// for up to 10 minutes; with `fail_shipping`, shipping fails for good.
+fn order(server: &Server, token: &str, component: &str, run: &str, fail_shipping: bool) {
+    let input = order_input(
+        run,
+        1,
+        json!({"approval_timeout_ms": 600_000, "fail_shipping": fail_shipping}),
+    );
+    let body = json!({"component": component, "workflow": "place-order", "input": input, "run_id": run});
+    server.post_json("/v1/runs", token, &body).expect(202);
+}
+
+fn approve(server: &Server, run: &str) {
+    let reply = server.post_bytes(
+        &format!("/v1/runs/{run}/signals/approve"),
+        ACME,
+        br#"{"approved":true}"#.to_vec(),
+    );
+    assert_eq!(reply.status, 202);
+}
+
+/// Waits until acme's run `run` is in `state`.
+fn await_state(server: &Server, run: &str, state: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while server.get(&format!("/v1/runs/{run}"), ACME).body["state"] != state {
+        assert!(Instant::now() < deadline, "{run} never became {state}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Where screenshots go: target/ui-screens/.
+fn screens() -> PathBuf {
+    let dir = root().join("target/ui-screens");
+    std::fs::create_dir_all(&dir).expect("target/ui-screens is made");
+    dir
+}
+
+async fn screenshot(client: &Client, name: &str) -> Result {
+    let png = client.screenshot().await?;
+    assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
+    std::fs::write(screens().join(format!("{name}.png")), png)?;
+    Ok(())
+}
+
+async fn text(client: &Client, css: &str) -> Result<String> {
+    Ok(client
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css(css))
+        .await?
+        .text()
+        .await?)
+}
+
+/// The ids of the runs the runs page lists now.
+async fn listed_runs(client: &Client) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for row in client.find_all(Locator::Css("table.runs tbody tr")).await? {
+        ids.extend(row.attr("data-run").await?);
+    }
+    Ok(ids)
+}
+
+/// Waits until the page shows an element matching `css`, without
+/// reloading it: what the page's own refresh brings.
+async fn await_shown(client: &Client, css: &str) -> Result {
+    client.wait().at_most(PATIENCE).for_element(Locator::Css(css)).await?;
+    Ok(())
+}
+
+/// Whether the page fits the window's width, without scrolling sideways.
+async fn fits_width(client: &Client) -> Result<bool> {
+    let fits = client
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            Vec::new(),
+        )
+        .await?;
+    Ok(fits == Value::Bool(true))
+}
+
+/// Fills the form `form` (its fields by name) and submits it.
+async fn submit(client: &Client, form: &str, fields: &[(&str, &str)]) -> Result {
+    for (name, value) in fields {
+        let field = client.find(Locator::Css(&format!("{form} [name=\"{name}\"]"))).await?;
+        field.clear().await?;
+        field.send_keys(value).await?;
+    }
+    client
+        .find(Locator::Css(&format!("{form} button[type=submit]")))
+        .await?
+        .click()
+        .await?;
+    Ok(())
+}
+
+#[test]
+fn the_console_shows_a_tenants_runs_and_acts_on_them_and_nothing_of_another_tenants() -> Result {
+    let driver = Chromedriver::start();
+    let server = Server::start(&two_tenants());
+    let base = server.url.clone();
+    server.upload(ACME, "order");
+    let patched = server
+        .post_bytes(
+            "/v1/components?name=order-patched",
+            ACME,
+            std::fs::read(stepstone_e2e::guest("order-patched"))?,
+        )
+        .expect(201);
+    let hello = server.upload(GLOBEX, "hello");
+    server.upload(GLOBEX, "order");
+    for (run, fail) in [
+        ("o-done", false),
+        ("o-wait", false),
+        ("o-cancel", false),
+        ("o-fail", true),
+    ] {
+        order(&server, ACME, "order", run, fail);
+    }
+    order(&server, GLOBEX, "order", "g-secret", false);
+    for run in ["o-done", "o-fail"] {
+        await_state(&server, run, "awaiting-signal");
+        approve(&server, run);
+    }
+    await_state(&server, "o-done", "completed");
+    await_state(&server, "o-fail", "failed");
+    for run in ["o-wait", "o-cancel"] {
+        await_state(&server, run, "awaiting-signal");
+    }
+
+    let profile = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let client = runtime.block_on(browser(&driver, profile.path()))?;
+    let walked = runtime.block_on(async {
+        let session = walk_every_page(&client, &base, &hello["digest"], &patched["digest"]).await;
+        // The browser goes whatever the walk came to.
+        let closed = client.clone().close().await;
+        let cookie = session?;
+        closed?;
+        Ok::<String, Box<dyn std::error::Error>>(cookie)
+    })?;
+
+    // What the UI did, as the API sees it.
+    await_state(&server, "o-wait", "completed");
+    let moved = server.get("/v1/runs/o-wait", ACME).expect(200);
+    assert_eq!(moved["component"], patched["digest"], "o-wait was upgraded from the UI");
+    let cancelled = server.get("/v1/runs/o-cancel", ACME).expect(200);
+    assert_eq!(cancelled["state"], "cancelled");
+    assert_eq!(cancelled["reason"], "customer called");
+    let untouched = server.get("/v1/runs/g-secret", GLOBEX).expect(200);
+    assert_eq!(untouched["state"], "awaiting-signal", "globex's run was not touched");
+
+    refusals_without_a_browser(&server, &walked);
+    Ok(())
+}
+
+/// Signs in, goes through every page and action, and returns the session
+/// cookie it was given (for the refusals checked without a browser).
+async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, patched: &Value) -> Result<String> {
+    // Signing in: a page of the console sends a stranger to the form, and
+    // back where it was once signed in.
+    client.goto(&format!("{base}/ui/runs?state=completed")).await?;
+    await_shown(client, "main.signin form").await?;
+    assert!(client.current_url().await?.as_str().contains("/ui/login?next="));
+    screenshot(client, "sign-in").await?;
+    submit(client, "main.signin form", &[("token", "sst_not_a_token")]).await?;
+    assert!(text(client, ".refusal").await?.contains("not known"));
+    submit(client, "main.signin form", &[("token", ACME)]).await?;
+    await_shown(client, "table.runs").await?;
+    assert!(
+        client
+            .current_url()
+            .await?
+            .as_str()
+            .ends_with("/ui/runs?state=completed")
+    );
+    assert_eq!(listed_runs(client).await?, ["o-done"]);
+    let source = client.source().await?;
+    assert!(!source.contains(ACME), "no page shows the token");
+    let session = client.get_named_cookie("stepstone_session").await?;
+    assert_eq!(session.http_only(), Some(true));
+    assert_eq!(format!("{:?}", session.same_site()), "Some(Strict)");
+
+    // The runs page: newest first, filtered from its form.
+    client.goto(&format!("{base}/ui/runs")).await?;
+    await_shown(client, "table.runs").await?;
+    assert_eq!(listed_runs(client).await?, ["o-fail", "o-cancel", "o-wait", "o-done"]);
+    assert_eq!(text(client, "#tenant").await?, "acme");
+    screenshot(client, "runs").await?;
+    let state = client.find(Locator::Css("form.filters select[name=state]")).await?;
+    state.select_by_value("failed").await?;
+    client
+        .find(Locator::Css("form.filters button[type=submit]"))
+        .await?
+        .click()
+        .await?;
+    await_shown(client, "tr[data-run=o-fail]").await?;
+    assert_eq!(listed_runs(client).await?, ["o-fail"]);
+    client
+        .goto(&format!(
+            "{base}/ui/runs?order=oldest&workflow=place-order&component=order"
+        ))
+        .await?;
+    await_shown(client, "table.runs").await?;
+    assert_eq!(listed_runs(client).await?, ["o-done", "o-wait", "o-cancel", "o-fail"]);
+    for filter in [
+        "workflow=no-such-workflow",
+        "from=2099-01-01T00:00",
+        "to=2001-01-01T00:00",
+    ] {
+        client.goto(&format!("{base}/ui/runs?{filter}")).await?;
+        assert_eq!(text(client, "p.empty").await?, "No runs match.", "{filter}");
+    }
+    client
+        .goto(&format!("{base}/ui/runs?from=2001-01-01T00:00&to=2099-01-01T00:00"))
+        .await?;
+    await_shown(client, "table.runs").await?;
+    assert_eq!(listed_runs(client).await?.len(), 4);
+    client.goto(&format!("{base}/ui/runs?from=yesterday")).await?;
+    assert!(text(client, "p.message").await?.contains("not a time"));
+
+    // A finished run: its timeline, payloads, log lines; a replay check.
+    client.goto(&format!("{base}/ui/runs")).await?;
+    client.find(Locator::LinkText("o-done")).await?.click().await?;
+    await_shown(client, "table.timeline").await?;
+    let timeline = text(client, "table.timeline").await?;
+    for expected in [
+        "reserve",
+        "charge",
+        "attempt 1",
+        "attempt 2",
+        "sleep",
+        "approve",
+        "ship",
+    ] {
+        assert!(
+            timeline.contains(expected),
+            "{expected} missing from the timeline:\n{timeline}"
+        );
+    }
+    assert!(text(client, "#output").await?.contains("\"tracking\": \"trk-o-done\""));
+    assert!(text(client, "#input").await?.contains("\"order_id\": \"o-done\""));
+    let logs = text(client, "table.logs").await?;
+    for expected in [
+        "reserving book for o-done",
+        "attempt 1 failed",
+        "charging 1200 cents",
+        "shipping book",
+    ] {
+        assert!(logs.contains(expected), "{expected} missing from the log:\n{logs}");
+    }
+    screenshot(client, "run").await?;
+    submit(client, "#replay-form", &[]).await?;
+    assert!(text(client, "p.notice").await?.starts_with("Replay identical"));
+
+    // A run waiting for its approval: upgraded from the UI, then signalled;
+    // the page follows it to its end without being reloaded.
+    client.goto(&format!("{base}/ui/runs/o-wait")).await?;
+    await_shown(client, "#live .state[data-state=awaiting-signal]").await?;
+    assert!(text(client, "table.timeline").await?.contains("waiting, until"));
+    let patched = patched.as_str().ok_or("a digest")?;
+    submit(client, "#upgrade-form", &[("to", "order-patched")]).await?;
+    assert!(
+        text(client, "p.notice")
+            .await?
+            .starts_with(&format!("Moved to build {}", &patched[..12]))
+    );
+    submit(
+        client,
+        "#signal-form",
+        &[("name", "approve"), ("payload", r#"{"approved": true}"#)],
+    )
+    .await?;
+    assert!(text(client, "p.notice").await?.starts_with("Signal sent"));
+    await_shown(client, "#live .state[data-state=completed]").await?;
+    assert!(text(client, "#output").await?.contains("trk-o-wait"));
+
+    // Cancelled from the UI, after a dry run of an upgrade it fails.
+    client.goto(&format!("{base}/ui/runs/o-cancel")).await?;
+    client
+        .find(Locator::Css("#upgrade-form [name=dry_run]"))
+        .await?
+        .click()
+        .await?;
+    submit(client, "#upgrade-form", &[("to", "order-patched")]).await?;
+    assert!(text(client, "p.notice").await?.contains("can move"));
+    submit(client, "#signal-form", &[("name", "bad name!"), ("payload", "{}")]).await?;
+    assert!(text(client, "p.notice.refused").await?.contains("invalid signal name"));
+    submit(client, "#cancel-form", &[("reason", "customer called")]).await?;
+    await_shown(client, "#live .state[data-state=cancelled]").await?;
+    assert!(text(client, "table.timeline").await?.contains("release"), "compensated");
+
+    // A failed run says why.
+    client.goto(&format!("{base}/ui/runs/o-fail")).await?;
+    assert!(text(client, "section.summary").await?.contains("no carrier takes book"));
+
+    // Components, and one of them with the runs using it.
+    client.goto(&format!("{base}/ui/components")).await?;
+    await_shown(client, "table.components").await?;
+    screenshot(client, "components").await?;
+    client.find(Locator::LinkText("order")).await?.click().await?;
+    await_shown(client, "#workflows").await?;
+    assert_eq!(text(client, "#workflows").await?, "place-order");
+    assert!(text(client, "#steps").await?.contains("reserve"));
+    assert!(text(client, "table.runs").await?.contains("o-done"));
+    screenshot(client, "component").await?;
+
+    // The tenant: quotas and usage.
+    client.goto(&format!("{base}/ui/tenant")).await?;
+    let started = client
+        .find(Locator::XPath(
+            "//table[@id='gauges']//tr[th='Runs started today']/td[1]",
+        ))
+        .await?;
+    assert_eq!(started.text().await?, "4");
+    assert!(text(client, "#quotas").await?.contains("max_active_runs"));
+    screenshot(client, "tenant").await?;
+
+    // Another tenant's run and component, by crafted URLs: 404, nothing shown.
+    let globex_digest = globex_digest.as_str().ok_or("a digest")?;
+    for path in [
+        "/ui/runs/g-secret".to_owned(),
+        "/ui/runs/g-secret/live".to_owned(),
+        format!("/ui/components/{globex_digest}"),
+    ] {
+        client.goto(&format!("{base}{path}")).await?;
+        let page = client.source().await?;
+        assert!(page.contains("404 Not Found"), "{path}: {page}");
+        assert!(
+            !page.contains("order_id") && !page.contains("awaiting-signal") && !page.contains("place-order"),
+            "{path} shows nothing of it: {page}"
+        );
+    }
+
+    // 390 px wide: every page fits.
+    client.set_window_size(390, 844).await?;
+    for (path, name) in [
+        ("/ui/runs", "runs-390"),
+        ("/ui/runs/o-done", "run-390"),
+        ("/ui/components", ""),
+        ("/ui/tenant", ""),
+    ] {
+        client.goto(&format!("{base}{path}")).await?;
+        await_shown(client, "main").await?;
+        assert!(fits_width(client).await?, "{path} scrolls sideways at 390 px");
+        if !name.is_empty() {
+            screenshot(client, name).await?;
+        }
+    }
+    client.set_window_size(1280, 1000).await?;
+
+    // Signing out ends the session in this browser.
+    client.goto(&format!("{base}/ui/runs")).await?;
+    client.find(Locator::Css("form.signout button")).await?.click().await?;
+    await_shown(client, "main.signin").await?;
+    client.goto(&format!("{base}/ui/runs")).await?;
+    await_shown(client, "main.signin").await?;
+    Ok(session.value().to_owned())
+}
+
+/// What a forged request gets, with and without the session's cookie.
+fn refusals_without_a_browser(server: &Server, cookie: &str) {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let post = |path: &str, cookie: Option<&str>, origin: Option<&str>, form: &[(&str, &str)]| {
+        let mut request = client.post(format!("{}{path}", server.url)).form(form);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", format!("stepstone_session={cookie}"));
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send().expect("an answer").status().as_u16()
+    };
+    let cancel = [("csrf", "0123456789abcdef0123456789abcdef"), ("reason", "forged")];
+    assert_eq!(
+        post("/ui/runs/o-fail/cancel", Some(cookie), None, &cancel),
+        403,
+        "a wrong CSRF token"
+    );
+    assert_eq!(
+        post(
+            "/ui/runs/o-fail/cancel",
+            Some(cookie),
+            Some("http://evil.example"),
+            &cancel
+        ),
+        403,
+        "another site's form"
+    );
+    assert_eq!(
+        post("/ui/runs/o-fail/cancel", None, None, &cancel),
+        303,
+        "no session: to the sign-in form"
+    );
+    let sign_in = |token: &str| {
+        let answer = client
+            .post(format!("{}/ui/login", server.url))
+            .form(&[("token", token)])
+            .send();
+        answer.expect("an answer").status().as_u16()
+    };
+    assert_eq!(
+        oversized_form_status(server, 5 << 20),
+        413,
+        "a form over 4 MiB is refused"
+    );
+    assert_eq!(
+        sign_in(&format!("{ACME}{}", " ".repeat(300))),
+        303,
+        "spaces around a token are trimmed"
+    );
+    assert_eq!(sign_in(&"x".repeat(300)), 401);
+    let page = client.get(format!("{}/ui/runs", server.url)).send().expect("an answer");
+    assert_eq!(page.status().as_u16(), 303);
+    let headers = client
+        .get(format!("{}/ui/login", server.url))
+        .send()
+        .expect("an answer");
+    let policy = headers.headers()["content-security-policy"].to_str().expect("text");
+    assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"));
+}
+
+/// The status a sign-in form of `length` bytes is answered with: the
+/// server stops reading it at its limit and answers, while the rest is
+/// still being sent (a client such as reqwest then sees the connection
+/// closed under it, so the form goes over a socket of its own).
+fn oversized_form_status(server: &Server, length: usize) -> u16 {
+    use std::io::{Read, Write};
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&address).expect("the server accepts");
+    stream.set_read_timeout(Some(PATIENCE)).expect("a timeout");
+    let mut writer = stream.try_clone().expect("a second handle");
+    let sender = std::thread::spawn(move || {
+        let head = format!(
+            "POST /ui/login HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {length}\r\nConnection: close\r\n\r\ntoken="
+        );
+        let body = vec![b'x'; length - "token=".len()];
+        // The server closes the connection once it has answered: writing
+        // the rest then fails, as it should.
+        let _ = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(&body));
+    });
+    let mut status_line = [0u8; 12];
+    stream.read_exact(&mut status_line).expect("an answer");
+    drop(stream);
+    let _ = sender.join();
+    let text = String::from_utf8_lossy(&status_line);
+    text.trim_start_matches("HTTP/1.1 ").parse().expect("a status")
+}
