@@ -40,10 +40,10 @@ ACCESS_KEY, SECRET_KEY = "stepstone-bench", "stepstone-bench-secret"
 RESTATE_PORTS = {"node": 18122, "admin": 18170, "ingress": 18180, "service": 18190}
 WEED_PORTS = {"master": 21400, "volume": 21401, "filer": 21402, "s3": 21403, "admin": 21404}
 SHAPES = [
-    ("runs_1_step", "M workflows x 1 step, M = 1,000, 64 in flight", "runs/s", True),
-    ("runs_3_steps", "M workflows x 3 steps, M = 1,000, 64 in flight", "runs/s", True),
-    ("ms_per_step_100", "1 workflow x 100 sequential steps", "ms/step", False),
-    ("ms_per_step_1000", "1 workflow x 1,000 sequential steps", "ms/step", False),
+    ("runs_1_step", "M workflows × 1 step, M = 1,000, 64 in flight", "runs/s", True),
+    ("runs_3_steps", "M workflows × 3 steps, M = 1,000, 64 in flight", "runs/s", True),
+    ("ms_per_step_100", "1 workflow × 100 sequential steps", "ms/step", False),
+    ("ms_per_step_1000", "1 workflow × 1,000 sequential steps", "ms/step", False),
 ]
 GOAL = 3.0
 
@@ -374,29 +374,40 @@ def ratio(ours, best, higher_is_better):
     return ours / best if higher_is_better else best / ours
 
 
+# The table's columns: the peers, then Stepstone, durable first (the engines
+# run in ENGINES' order, which alternates Stepstone and the peers).
+COLUMNS = ["restate", "dbos", "stepstone-fsync", "stepstone-no-fsync", "stepstone-s3"]
+
+
 def table(results):
-    names = [results[key]["name"] for key, _ in ENGINES]
-    lines = ["| Shape | " + " | ".join(names) + f" | Stepstone (fsync) ÷ best peer |",
+    names = [results[key]["name"] for key in COLUMNS]
+    lines = ["| Shape | " + " | ".join(names) + " | Stepstone (fsync) ÷ best peer |",
              "|---" * (len(names) + 2) + "|"]
     met = 0
     for key, label, unit, higher in SHAPES:
-        cells = [number(results[engine]["figures"][key], unit) for engine, _ in ENGINES]
         peers = [results[peer]["figures"][key] for peer in PEERS]
         best = max(peers) if higher else min(peers)
-        best_name = results[PEERS[[*peers].index(best)]]["name"]
+        best_name = results[PEERS[peers.index(best)]]["name"]
+        cells = []
+        for engine in COLUMNS:
+            value = results[engine]["figures"][key]
+            cell = number(value, unit)
+            if engine not in PEERS and engine != OURS:
+                cell += f" ({ratio(value, best, higher):.2f}×)"
+            cells.append(cell)
         r = ratio(results[OURS]["figures"][key], best, higher)
         met += r >= GOAL
         verdict = "met" if r >= GOAL else "**missed**"
         lines.append(f"| {label} ({unit}) | " + " | ".join(cells) +
-                     f" | {r:.2f}× {best_name} (goal ≥ {GOAL:.0f}×: {verdict}) |")
-    loads = [results[engine]["load"] for engine, _ in ENGINES]
+                     f" | **{r:.2f}×** {best_name} (goal ≥ {GOAL:.0f}×: {verdict}) |")
+    loads = [results[engine]["load"] for engine in COLUMNS]
     lines.append("| Load average (1, 5, 15 min) before → after | " + " | ".join(loads) + " | |")
     return "\n".join(lines), met
 
 
 def section(results, primitives, began, took):
     rows, met = table(results)
-    configs = "\n".join(f"* **{results[key]['name']}**: {results[key]['config']}." for key, _ in ENGINES)
+    configs = "\n".join(f"* **{results[key]['name']}**: {results[key]['config']}." for key in COLUMNS)
     with open(os.path.join(HERE, "NOTES.md")) as file:
         notes = file.read().strip()
     return f"""{BEGIN}
@@ -408,7 +419,9 @@ the same load for all: M workflows × 1 step and × 3 steps (M = 1,000, 64 in fl
 128 three-step runs), and one workflow of N sequential steps alone (median of 3). Every step is trivial
 (echo a number) and journaled durably before its workflow goes on. Runs a second: higher is better;
 milliseconds a step: lower is better; the ratio is Stepstone's durable local store against the best
-peer, above 1 when Stepstone is faster.
+peer, above 1 when Stepstone is faster (in brackets, the same ratio for Stepstone's other stores).
+The engines take turns in the order Stepstone (fsync), Restate, DBOS, Stepstone (no fsync), Stepstone
+(S3), each started fresh and stopped before the next.
 
 * Date: {began:%Y-%m-%d %H:%M} UTC; {took:.0f} s in all
 * Machine: {machine()}
