@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -85,14 +86,21 @@ QUICK = {"workflows": 100, "sequential": [20, 100], "repeats": 1}
 LOAD = {}
 
 
+CLIENT_CPU = {"seconds": 0.0}
+
+
 def drive(config, python=None):
-    """Runs a load generator to its end; its figures."""
+    """Runs a load generator to its end; its figures. Adds the CPU time it
+    used to CLIENT_CPU."""
     config = dict(config, **LOAD)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     if python:
         command = [python, os.path.join(HERE, "dbos", "drive.py"), json.dumps(config)]
     else:
         command = ["node", os.path.join(HERE, "drive.mjs"), json.dumps(config)]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CLIENT_CPU["seconds"] += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -115,6 +123,23 @@ class Servers:
     def drain(process):
         """Reads the rest of `process`'s stdout, so it never blocks on a full pipe."""
         threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+
+    def cpu_seconds(self):
+        """CPU time (user + system) of every live process in the engine's
+        process groups: the servers and what they started."""
+        groups = {process.pid for process in self.processes}
+        ticks = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    fields = file.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) in groups:  # pgrp
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
         for process in reversed(self.processes):
@@ -400,6 +425,8 @@ def table(results):
         verdict = "met" if r >= GOAL else "**missed**"
         lines.append(f"| {label} ({unit}) | " + " | ".join(cells) +
                      f" | **{r:.2f}×** {best_name} (goal ≥ {GOAL:.0f}×: {verdict}) |")
+    cpu = [f"{results[engine]['cpu'][0]:.1f} s + {results[engine]['cpu'][1]:.1f} s" for engine in COLUMNS]
+    lines.append("| CPU time of the whole sequence: servers + client | " + " | ".join(cpu) + " | |")
     loads = [results[engine]["load"] for engine in COLUMNS]
     lines.append("| Load average (1, 5, 15 min) before → after | " + " | ".join(loads) + " | |")
     return "\n".join(lines), met
@@ -421,7 +448,10 @@ the same load for all: M workflows × 1 step and × 3 steps (M = 1,000, 64 in fl
 milliseconds a step: lower is better; the ratio is Stepstone's durable local store against the best
 peer, above 1 when Stepstone is faster (in brackets, the same ratio for Stepstone's other stores).
 The engines take turns in the order Stepstone (fsync), Restate, DBOS, Stepstone (no fsync), Stepstone
-(S3), each started fresh and stopped before the next.
+(S3), each started fresh and stopped before the next. CPU time: user + system of the engine's processes
+(for Restate its server and the Node service, for Stepstone `serve`, and SeaweedFS in the S3 column)
+and of the client, over the engine's whole sequence (the warm-up, 2,000 runs and 3 × 1,100 sequential
+steps); DBOS runs in its client's process, so all of its time is the client's.
 
 * Date: {began:%Y-%m-%d %H:%M} UTC; {took:.0f} s in all
 * Machine: {machine()}
@@ -499,8 +529,10 @@ def main():
             servers = Servers()
             before = load_average()
             say(f"{key}… (load average {before})")
+            CLIENT_CPU["seconds"] = 0.0
             try:
                 results[key] = run(args, work, servers)
+                results[key]["cpu"] = (servers.cpu_seconds(), CLIENT_CPU["seconds"])
             finally:
                 servers.stop()
             results[key]["load"] = f"{before} → {load_average()}"
