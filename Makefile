@@ -1,7 +1,8 @@
 # Stepstone's entry points. `make demo` runs the order saga end to end;
 # `make demo-cluster` runs three hosts on one S3 bucket and kills one;
 # `make test` builds everything and runs every test; `make fuzz` runs the
-# fuzz targets (see mk/fuzz.mk). All install the guest toolchain when it is
+# fuzz targets (see mk/fuzz.mk); `make bench-peers` runs Stepstone beside
+# Restate and DBOS (see mk/peers.mk). All install the guest toolchain when it is
 # missing (see mk/guests.mk).
 
 CARGO ?= cargo
@@ -28,6 +29,7 @@ include mk/guests.mk
 include mk/fuzz.mk
 include mk/schemathesis.mk
 include mk/seaweedfs.mk
+include mk/peers.mk
 
 # Only the order saga's guest: a newcomer's first command builds no other
 # language's toolchain (`make guests` builds them all).

@@ -82,12 +82,13 @@ fn main() -> anyhow::Result<()> {
     fixtures::remove_scratch();
     let header = header(started.elapsed().as_secs_f64(), &load_before);
     let mut report = report::render(&header, &sections);
-    report.push_str(NOTES);
     let path = if only.is_empty() {
         docs.join("BENCHMARKS.md")
     } else {
         docs.join("../target/BENCHMARKS-partial.md")
     };
+    report.push_str(&peers_section(&docs.join("BENCHMARKS.md")));
+    report.push_str(NOTES);
     std::fs::write(&path, report)?;
     eprintln!(
         "bench: wrote {} in {:.0} s",
@@ -100,6 +101,18 @@ fn main() -> anyhow::Result<()> {
 /// What the figures alone do not say: how the build was chosen, what was
 /// optimised and what it bought, and why targets are missed.
 const NOTES: &str = include_str!("NOTES.md");
+
+/// The peer table `make bench-peers` wrote into `report` (bench/peers/run.py),
+/// kept as it is: its figures come from a run of their own.
+fn peers_section(report: &std::path::Path) -> String {
+    const BEGIN: &str = "<!-- bench-peers: begin -->";
+    const END: &str = "<!-- bench-peers: end -->";
+    let old = std::fs::read_to_string(report).unwrap_or_default();
+    match (old.find(BEGIN), old.find(END)) {
+        (Some(begin), Some(end)) if begin < end => format!("\n{}\n", &old[begin..end + END.len()]),
+        _ => String::new(),
+    }
+}
 
 fn read_trimmed(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default().trim().to_owned()

@@ -6,6 +6,47 @@
 use serde_json::{Value, json};
 use stepstone_e2e::{Host, ReliabilityResult, Run, Server, arg, guest, order_input, record_reliability};
 
+/// The local store syncs every write to disk unless told not to: the host
+/// says which at debug level and runs alike either way; a durability it
+/// does not know is refused, naming the two it does.
+#[test]
+fn the_local_store_syncs_its_writes_unless_told_not_to() {
+    let host = Host::new();
+    let hello = guest("hello");
+    let run = |id: &str, durability: &[&str]| {
+        let mut args = vec![
+            "run",
+            arg(&hello),
+            "greet",
+            "--run-id",
+            id,
+            "--input",
+            r#"{"name":"Ada"}"#,
+        ];
+        args.extend_from_slice(durability);
+        let mut command = host.command(&args);
+        command
+            .env_remove("STEPSTONE_DURABILITY")
+            .env("RUST_LOG", "stepstone=debug");
+        Run(command.output().expect("stepstone starts"))
+    };
+    let synced = run("synced", &[]).success();
+    assert!(synced.stderr().contains("durability=fsync"), "{}", synced.stderr());
+    let unsynced = run("unsynced", &["--durability", "no-fsync"]).success();
+    assert!(
+        unsynced.stderr().contains("durability=no-fsync"),
+        "{}",
+        unsynced.stderr()
+    );
+    assert_eq!(synced.stdout(), unsynced.stdout());
+    assert_eq!(host.history("synced").len(), host.history("unsynced").len());
+    let refused = run("refused", &["--durability", "sync"]).failure();
+    assert!(
+        refused.contains("unknown durability `sync`") && refused.contains("no-fsync"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn a_flipped_byte_in_a_journal_entry_stops_that_run_only() {
     let host = Host::new();

@@ -15,7 +15,8 @@ use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecords};
 use stepstone::runtime::{Progress, ReplayReport, RunError, RunState, Runtime, Submission};
 use stepstone::store::{
-    FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of, unfinished_key, unfinished_marker,
+    Durability, FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of, unfinished_key,
+    unfinished_marker,
 };
 
 fn guest(name: &str) -> Bytes {
@@ -31,9 +32,12 @@ fn guest(name: &str) -> Bytes {
 fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
     let dir = tempfile::tempdir().unwrap();
     let local = Storage::local(&dir.path().join("objects")).unwrap();
+    let synced_dir = tempfile::tempdir().unwrap();
+    let synced = Storage::local_with(&synced_dir.path().join("objects"), Durability::Fsync).unwrap();
     vec![
         ("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()),
         ("local-fs", local, dir),
+        ("local-fs, fsync", synced, synced_dir),
         ("in-memory failing 10%", flaky().0, tempfile::tempdir().unwrap()),
         ("s3 (SeaweedFS)", s3(), tempfile::tempdir().unwrap()),
     ]

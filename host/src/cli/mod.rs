@@ -23,7 +23,7 @@ use stepstone::runtime::Runtime;
 use stepstone::sandbox::{AllowedOrigin, Outbound};
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
-    ComponentName, CrashPoint, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
+    ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
 };
 use stepstone::telemetry::LogFormat;
 
@@ -41,6 +41,13 @@ pub struct Cli {
     /// [default: DATA_DIR/objects on the local file system].
     #[arg(long, global = true, env = "STEPSTONE_STORE")]
     store: Option<String>,
+    /// What an acknowledged write to a local store (the data directory's,
+    /// or a file:// one) survives: `fsync`, a power loss (each write is
+    /// synced to disk before it is acknowledged); `no-fsync`, a crash of
+    /// the process only (faster; the last writes may be lost or left empty
+    /// when the machine stops). Other stores keep their own guarantees.
+    #[arg(long, global = true, env = "STEPSTONE_DURABILITY", default_value_t = Durability::default())]
+    durability: Durability,
     /// Where compiled code is cached [default: DATA_DIR/cache]. Hosts may
     /// share one: entries are keyed by component digest and engine settings.
     #[arg(long, global = true, env = "STEPSTONE_CACHE_DIR")]
@@ -374,6 +381,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let data = DataDir::new(
         cli.data_dir,
         cli.store,
+        cli.durability,
         cache_dir,
         cli.faults,
         Outbound::from(cli.allow_outbound),
@@ -457,6 +465,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
 struct DataDir {
     path: PathBuf,
     store: Option<String>,
+    durability: Durability,
     cache: PathBuf,
     faults: Option<FaultConfig>,
     /// What the fault injector did, once a host was opened with one.
@@ -471,6 +480,7 @@ impl DataDir {
     fn new(
         path: PathBuf,
         store: Option<String>,
+        durability: Durability,
         cache: PathBuf,
         faults: Option<FaultConfig>,
         outbound: Outbound,
@@ -478,6 +488,7 @@ impl DataDir {
         Self {
             path,
             store,
+            durability,
             cache,
             faults,
             injected: std::sync::OnceLock::new(),
@@ -497,9 +508,13 @@ impl DataDir {
     /// The host over its store, checked to answer before anything runs.
     async fn host(&self, config: HostConfig) -> anyhow::Result<Runtime> {
         let mut storage = match &self.store {
-            Some(location) => Storage::open(location)?,
-            None => Storage::local(&self.path.join("objects"))?,
+            Some(location) => Storage::open(location, self.durability)?,
+            None => Storage::local_with(&self.path.join("objects"), self.durability)?,
         };
+        tracing::debug!(durability = %self.durability, "local store writes: {}", match self.durability {
+            Durability::Fsync => "synced to disk before they are acknowledged",
+            Durability::NoFsync => "not synced: a power loss may lose the last ones",
+        });
         storage.check_reachable().await?;
         if let Some(point) = CrashPoint::from_env()? {
             storage = storage.crashing_at(point);

@@ -22,11 +22,12 @@ use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme};
 use url::Url;
 
-use super::{Storage, StoreError};
+use super::{Durability, Storage, StoreError};
 
-/// Opens the store `location` names. Nothing is read or written: see
+/// Opens the store `location` names, a local one as durable as
+/// `durability` says. Nothing is read or written: see
 /// [`Storage::check_reachable`].
-pub fn open(location: &str) -> Result<Storage, StoreError> {
+pub fn open(location: &str, durability: Durability) -> Result<Storage, StoreError> {
     let invalid = |reason: String| StoreError::Location {
         location: location.to_owned(),
         reason,
@@ -39,7 +40,7 @@ pub fn open(location: &str) -> Result<Storage, StoreError> {
     let (scheme, prefix) = ObjectStoreScheme::parse(&url).map_err(|e| invalid(e.to_string()))?;
     let built = |result: object_store::Result<Arc<dyn ObjectStore>>| result.map_err(|e| invalid(e.to_string()));
     let store: Arc<dyn ObjectStore> = match scheme {
-        ObjectStoreScheme::Local => return Storage::local(Path::new(url.path())),
+        ObjectStoreScheme::Local => return Storage::local_with(Path::new(url.path()), durability),
         ObjectStoreScheme::Memory => Arc::new(InMemory::new()),
         ObjectStoreScheme::AmazonS3 => built(AmazonS3Builder::from_env().with_url(location).build().map(share))?,
         ObjectStoreScheme::GoogleCloudStorage => built(
@@ -100,22 +101,26 @@ mod tests {
 
     #[test]
     fn a_location_that_is_no_store_says_what_one_is() {
-        let refused = open("not a url").expect_err("refused");
+        let refused = open("not a url", Durability::NoFsync).expect_err("refused");
         assert!(refused.to_string().contains("s3://BUCKET/PREFIX"), "{refused}");
-        let http = open("https://example.com/x").expect_err("refused");
+        let http = open("https://example.com/x", Durability::NoFsync).expect_err("refused");
         assert!(http.to_string().contains("not a store"), "{http}");
     }
 
     #[tokio::test]
     async fn memory_and_file_locations_open_and_answer() {
-        open("memory://")
+        open("memory://", Durability::Fsync)
             .expect("memory")
             .check_reachable()
             .await
             .expect("in memory");
         let dir = tempfile::tempdir().expect("a directory");
         let url = format!("file://{}", dir.path().join("objects").display());
-        open(&url).expect("local").check_reachable().await.expect("on disk");
+        open(&url, Durability::Fsync)
+            .expect("local")
+            .check_reachable()
+            .await
+            .expect("on disk");
         assert!(dir.path().join("objects").is_dir());
     }
 }

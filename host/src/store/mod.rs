@@ -11,6 +11,7 @@
 //! stored is byte for byte what it wrote.
 
 mod crash_points;
+mod durable;
 mod faults;
 mod keys;
 pub mod location;
@@ -24,13 +25,13 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
+pub use durable::{Durability, SyncedLocalStore, UnknownDurability};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
@@ -159,9 +160,11 @@ impl Storage {
         }
     }
 
-    /// Storage at the location a URL names (see [`location`]).
-    pub fn open(location: &str) -> Result<Self, StoreError> {
-        location::open(location)
+    /// Storage at the location a URL names (see [`location`]); a `file://`
+    /// location is as durable as `durability` says (other stores decide
+    /// for themselves).
+    pub fn open(location: &str, durability: Durability) -> Result<Self, StoreError> {
+        location::open(location, durability)
     }
 
     /// The same storage, named `location` in messages.
@@ -194,15 +197,23 @@ impl Storage {
         Self::new(Arc::new(InMemory::new())).at("memory://")
     }
 
-    /// Storage on the local file system under `dir`, created if absent.
+    /// Storage on the local file system under `dir`, created if absent,
+    /// without syncing writes (they survive a crash of the process, not of
+    /// the machine): for tests and benchmarks; see [`Storage::local_with`].
     pub fn local(dir: &Path) -> Result<Self, StoreError> {
+        Self::local_with(dir, Durability::NoFsync)
+    }
+
+    /// Storage on the local file system under `dir`, created if absent, its
+    /// writes as durable as `durability` says.
+    pub fn local_with(dir: &Path, durability: Durability) -> Result<Self, StoreError> {
         let open = |reason: String| StoreError::Open {
             path: dir.display().to_string(),
             reason,
         };
-        std::fs::create_dir_all(dir).map_err(|e| open(e.to_string()))?;
-        let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| open(e.to_string()))?;
-        Ok(Self::new(Arc::new(fs)).at(&format!("file://{}", dir.display())))
+        durable::create_dir(dir, durability).map_err(|e| open(e.to_string()))?;
+        let store = durable::local_store(dir, durability).map_err(|e| open(e.to_string()))?;
+        Ok(Self::new(store).at(&format!("file://{}", dir.display())))
     }
 
     /// The part of the store that belongs to `tenant`.

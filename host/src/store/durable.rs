@@ -1,0 +1,358 @@
+//! What the local store's writes survive: a crash of the host process only,
+//! or a power loss too, with every write synced to disk before it returns.
+//!
+//! Invariants of [`Durability::Fsync`]: a put or copy returns only once the
+//! object's bytes, and then its directory entry, are on disk (object_store's
+//! `LocalFileSystem::with_fsync`: the staged file is synced before it is
+//! linked or renamed to its key, so no power loss can leave a key naming an
+//! empty or torn file; the directory after; new directories up to the first
+//! old one); a delete returns once its directory is synced; a create-only
+//! put refused because the key is taken returns only once what holds the
+//! key is on disk, so a caller that reads it back acts on durable bytes.
+//!
+//! Concurrent writers share the disk's cache flushes: each put syncs on a
+//! thread of tokio's blocking pool, and the kernel's block layer merges the
+//! flushes waiting at one time into one (`docs/BENCHMARKS.md`, *Peers*,
+//! measures it). Deletes made together share one sync per directory.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path as FsPath, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+/// What an acknowledged write to the local store survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A power loss: every write is synced to disk before it returns.
+    #[default]
+    Fsync,
+    /// A crash of the process only: writes are in the kernel's page cache
+    /// when they return, on disk within the kernel's writeback interval.
+    NoFsync,
+}
+
+/// A durability that is neither `fsync` nor `no-fsync`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown durability `{0}`: expected fsync (writes survive a power loss) or no-fsync (a process crash only)")]
+pub struct UnknownDurability(String);
+
+impl FromStr for Durability {
+    type Err = UnknownDurability;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "fsync" => Ok(Self::Fsync),
+            "no-fsync" => Ok(Self::NoFsync),
+            _ => Err(UnknownDurability(text.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Fsync => "fsync",
+            Self::NoFsync => "no-fsync",
+        })
+    }
+}
+
+/// The local file system store under `root` (which must exist), as durable
+/// as `durability` says.
+pub fn local_store(root: &FsPath, durability: Durability) -> Result<Arc<dyn ObjectStore>> {
+    let fs = LocalFileSystem::new_with_prefix(root)?;
+    Ok(match durability {
+        Durability::NoFsync => Arc::new(fs),
+        Durability::Fsync => Arc::new(SyncedLocalStore::new(fs)),
+    })
+}
+
+/// Creates `dir` and its missing parents; with [`Durability::Fsync`], syncs
+/// every directory whose entries changed, so the new directories outlive a
+/// power loss.
+pub fn create_dir(dir: &FsPath, durability: Durability) -> io::Result<()> {
+    let first_existing = dir.ancestors().find(|ancestor| ancestor.exists()).map(FsPath::to_owned);
+    std::fs::create_dir_all(dir)?;
+    if durability == Durability::NoFsync {
+        return Ok(());
+    }
+    for changed in dir.ancestors() {
+        sync_dir(changed)?;
+        if Some(changed) == first_existing.as_deref() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The local file system store with every write synced before it returns
+/// (see the module's invariants).
+#[derive(Debug)]
+pub struct SyncedLocalStore {
+    inner: Arc<LocalFileSystem>,
+    /// Directories synced after deletes and refused creates, for tests to
+    /// see the syncs grouped.
+    dir_syncs: Arc<AtomicU64>,
+}
+
+impl SyncedLocalStore {
+    pub fn new(fs: LocalFileSystem) -> Self {
+        Self {
+            inner: Arc::new(fs.with_fsync(true)),
+            dir_syncs: Arc::default(),
+        }
+    }
+
+    /// How many directories this store synced after deletes and refused
+    /// creates (the syncs of puts and copies happen inside object_store).
+    pub fn dir_syncs(&self) -> u64 {
+        self.dir_syncs.load(Ordering::Relaxed)
+    }
+
+    /// Syncs the file at `location` and its directory: what a create-only
+    /// put found at its key is on disk once this returns.
+    async fn sync_existing(&self, location: &Path) -> Result<()> {
+        let file = self.inner.path_to_filesystem(location)?;
+        let syncs = self.dir_syncs.clone();
+        blocking(move || {
+            File::open(&file)?.sync_all()?;
+            syncs.fetch_add(1, Ordering::Relaxed);
+            sync_parent(&file)
+        })
+        .await
+    }
+}
+
+impl fmt::Display for SyncedLocalStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Synced({})", self.inner)
+    }
+}
+
+/// Runs file-system calls on tokio's blocking pool, their error as the
+/// store's.
+async fn blocking(work: impl FnOnce() -> io::Result<()> + Send + 'static) -> Result<()> {
+    let failed = |source: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source,
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(|e| failed(Box::new(e))),
+        Err(join) => Err(failed(Box::new(join))),
+    }
+}
+
+/// Syncs `dir`'s entries; a directory gone since (nothing may be left in
+/// it to keep) syncs the nearest one still there, whose entries changed.
+fn sync_dir(dir: &FsPath) -> io::Result<()> {
+    match File::open(dir) {
+        Ok(handle) => handle.sync_all(),
+        Err(gone) if gone.kind() == io::ErrorKind::NotFound => match dir.parent() {
+            Some(parent) => sync_dir(parent),
+            None => Err(gone),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+fn sync_parent(file: &FsPath) -> io::Result<()> {
+    file.parent().map_or(Ok(()), sync_dir)
+}
+
+#[async_trait]
+impl ObjectStore for SyncedLocalStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        let create = matches!(opts.mode, PutMode::Create);
+        match self.inner.put_opts(location, payload, opts).await {
+            Err(taken @ object_store::Error::AlreadyExists { .. }) if create => {
+                // Another writer may still be between its link and its
+                // directory's sync: what the caller reads next must be durable.
+                self.sync_existing(location).await?;
+                Err(taken)
+            }
+            written => written,
+        }
+    }
+
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        // object_store syncs a completed upload's file and directory.
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    /// Deletes as object_store does, then syncs the directories of the
+    /// deletes finished together, each once, before reporting them.
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        let files = self.inner.clone();
+        let syncs = self.dir_syncs.clone();
+        self.inner
+            .delete_stream(locations)
+            .ready_chunks(DELETES_SYNCED_TOGETHER)
+            .then(move |deleted| {
+                let (files, syncs) = (files.clone(), syncs.clone());
+                async move {
+                    let dirs: BTreeSet<PathBuf> = deleted
+                        .iter()
+                        .filter_map(|result| result.as_ref().ok())
+                        .filter_map(|location| files.path_to_filesystem(location).ok())
+                        .filter_map(|file| file.parent().map(FsPath::to_owned))
+                        .collect();
+                    let synced = blocking(move || {
+                        for dir in &dirs {
+                            sync_dir(dir)?;
+                            syncs.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                    .await;
+                    let reported: Vec<Result<Path>> = match synced {
+                        Ok(()) => deleted,
+                        // Unsynced deletes are not reported as done.
+                        Err(e) => deleted
+                            .into_iter()
+                            .map(|result| result.and(Err(unsynced(&e))))
+                            .collect(),
+                    };
+                    futures::stream::iter(reported)
+                }
+            })
+            .flatten()
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        // object_store syncs the copy's directory (its bytes are already on disk).
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// Deletes whose directories one sync pass covers at most.
+const DELETES_SYNCED_TOGETHER: usize = 64;
+
+fn unsynced(e: &object_store::Error) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source: format!("deleted, but its directory could not be synced: {e}").into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn synced(dir: &FsPath) -> Result<SyncedLocalStore> {
+        Ok(SyncedLocalStore::new(LocalFileSystem::new_with_prefix(dir)?))
+    }
+
+    #[test]
+    fn a_durability_reads_as_the_command_line_spells_it_and_prints_back() {
+        for durability in [Durability::Fsync, Durability::NoFsync] {
+            assert_eq!(durability.to_string().parse::<Durability>(), Ok(durability));
+        }
+        assert_eq!(Durability::default(), Durability::Fsync);
+        let refused = "sync".parse::<Durability>().expect_err("not a durability").to_string();
+        assert!(
+            refused.contains("`sync`") && refused.contains("fsync") && refused.contains("no-fsync"),
+            "{refused}"
+        );
+    }
+
+    #[tokio::test]
+    async fn puts_are_create_only_and_a_refused_create_syncs_what_holds_the_key() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = synced(dir.path())?;
+        let key = Path::from("runs/r1/journal/0000000000");
+        let create = PutOptions::from(PutMode::Create);
+        store
+            .put_opts(&key, PutPayload::from_static(b"first"), create.clone())
+            .await?;
+        assert_eq!(store.dir_syncs(), 0, "object_store syncs a put itself");
+        let refused = store.put_opts(&key, PutPayload::from_static(b"second"), create).await;
+        assert!(
+            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(store.dir_syncs(), 1, "the key's holder was synced before the refusal");
+        assert_eq!(store.get(&key).await?.bytes().await?, Bytes::from_static(b"first"));
+        store.put(&key, PutPayload::from_static(b"over")).await?;
+        assert_eq!(store.get(&key).await?.bytes().await?, Bytes::from_static(b"over"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn deletes_finished_together_sync_each_of_their_directories_once() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = synced(dir.path())?;
+        let keys: Vec<Path> = ["a", "b"]
+            .iter()
+            .flat_map(|folder| (0..3).map(move |i| Path::from(format!("{folder}/{i}"))))
+            .collect();
+        for key in &keys {
+            store.put(key, PutPayload::from_static(b"x")).await?;
+        }
+        let locations = futures::stream::iter(keys.clone().into_iter().map(Ok)).boxed();
+        let deleted: Vec<Path> = store.delete_stream(locations).try_collect().await?;
+        assert_eq!(deleted, keys);
+        // Deletes finish on blocking threads; those ready at once share a
+        // pass, so a/ and b/ are each synced at least once, and at most once
+        // per delete.
+        let syncs = store.dir_syncs();
+        assert!((2..=keys.len() as u64).contains(&syncs), "{syncs} directory syncs");
+        assert_eq!(store.list(None).try_collect::<Vec<_>>().await?.len(), 0);
+        let missing = store.delete(&Path::from("a/ghost")).await;
+        assert!(
+            matches!(missing, Err(object_store::Error::NotFound { .. })),
+            "{missing:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_data_directory_is_created_with_its_parents() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let nested = dir.path().join("data/objects");
+        create_dir(&nested, Durability::Fsync)?;
+        assert!(nested.is_dir());
+        create_dir(&nested, Durability::Fsync)?;
+        Ok(())
+    }
+}
