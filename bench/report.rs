@@ -12,10 +12,48 @@ pub struct Baseline {
     pub value: f64,
 }
 
-/// A goal from the issue, and whether this run met it.
+/// A goal from the issues: a bound on a figure, or on its ratio to its
+/// baseline.
 pub struct Target {
     pub text: String,
-    pub met: bool,
+    bound: Bound,
+    on_ratio: bool,
+}
+
+/// Which side of a limit a goal lies on.
+#[derive(Clone, Copy)]
+pub enum Bound {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Target {
+    /// By how many times the row falls short of the goal: at most 1 when
+    /// it is met.
+    fn shortfall(&self, row: &Row) -> f64 {
+        let measured = match (&row.baseline, self.on_ratio) {
+            (Some(baseline), true) => row.value / baseline.value,
+            _ => row.value,
+        };
+        match self.bound {
+            Bound::AtMost(limit) => measured / limit,
+            Bound::AtLeast(limit) => limit / measured,
+        }
+    }
+
+    fn met(&self, row: &Row) -> bool {
+        self.shortfall(row) <= 1.0
+    }
+
+    /// "met", or by how much it was missed.
+    fn verdict(&self, row: &Row) -> String {
+        let shortfall = self.shortfall(row);
+        if shortfall <= 1.0 {
+            "met".into()
+        } else {
+            format!("**missed** by {shortfall:.1}×")
+        }
+    }
 }
 
 /// One measured figure.
@@ -46,9 +84,23 @@ impl Row {
         self
     }
 
-    /// A target the figure meets when `met`.
-    pub fn target(mut self, text: impl Into<String>, met: bool) -> Self {
-        self.target = Some(Target { text: text.into(), met });
+    /// A goal on the figure itself.
+    pub fn target(mut self, text: impl Into<String>, bound: Bound) -> Self {
+        self.target = Some(Target {
+            text: text.into(),
+            bound,
+            on_ratio: false,
+        });
+        self
+    }
+
+    /// A goal on the figure's ratio to its baseline.
+    pub fn ratio_target(mut self, text: impl Into<String>, bound: Bound) -> Self {
+        self.target = Some(Target {
+            text: text.into(),
+            bound,
+            on_ratio: true,
+        });
         self
     }
 }
@@ -121,19 +173,21 @@ pub fn render(header: &str, sections: &[Section]) -> String {
         .iter()
         .flat_map(|s| s.rows.iter().filter_map(move |r| r.target.as_ref().map(|t| (s, r, t))))
         .collect();
-    let met = targets.iter().filter(|(_, _, t)| t.met).count();
+    let met = targets.iter().filter(|(_, row, t)| t.met(row)).count();
     let _ = writeln!(out, "\n## Targets: {met} of {} met\n", targets.len());
     out.push_str("| Figure | Measured | Target | |\n|---|---|---|---|\n");
     for (section, row, target) in &targets {
+        let measured = match (&row.baseline, target.on_ratio) {
+            (Some(b), true) => format!("{} of {}", ratio(row.value, b.value), b.name),
+            _ => format!("{} {}", number(row.value), row.unit),
+        };
         let _ = writeln!(
             out,
-            "| {}: {} | {} {} | {} | {} |",
+            "| {}: {} | {measured} | {} | {} |",
             section.title,
             row.figure,
-            number(row.value),
-            row.unit,
             target.text,
-            if target.met { "met" } else { "**missed**" }
+            target.verdict(row)
         );
     }
     for section in sections {
@@ -148,10 +202,10 @@ pub fn render(header: &str, sections: &[Section]) -> String {
                     ),
                     None => ("–".into(), "–".into()),
                 };
-                let target = row.target.as_ref().map_or_else(
-                    || "–".to_owned(),
-                    |t| format!("{} ({})", t.text, if t.met { "met" } else { "**missed**" }),
-                );
+                let target = row
+                    .target
+                    .as_ref()
+                    .map_or_else(|| "–".to_owned(), |t| format!("{} ({})", t.text, t.verdict(row)));
                 let _ = writeln!(
                     out,
                     "| {} | {} {} | {baseline} | {ratio} | {target} |",

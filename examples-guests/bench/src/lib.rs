@@ -19,19 +19,41 @@ fn noop(_ctx: &Step, n: u32) -> Result<u32, StepFailure> {
     Ok(n)
 }
 
-/// The SHA-256 of `n` MiB of the bytes 0, 1, 2, … 255, 0, …, as hex.
 /// GETs `url` through wasi:http; the answer's size.
 fn fetch(_ctx: &Step, url: String) -> Result<usize, StepFailure> {
     Ok(Request::get(&url).send()?.bytes()?.len())
 }
 
+/// The SHA-256 of `n` MiB of the bytes 0, 1, 2, … 255, 0, …, as hex, by
+/// RustCrypto's `sha2`: natively it takes the CPU's SHA extensions where
+/// there are any, in wasm32 its portable code.
 fn sha256(_ctx: &Step, mebibytes: u32) -> Result<String, StepFailure> {
-    let block: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
+    let block = mebibyte();
     let mut hasher = Sha256::new();
     for _ in 0..mebibytes {
         hasher.update(&block);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&hasher.finalize()))
+}
+
+/// The same digest by `hmac-sha256`, portable code on every target: the
+/// benchmark compiles the same code natively, so the two differ only by
+/// what running as WebAssembly costs.
+fn sha256_portable(_ctx: &Step, mebibytes: u32) -> Result<String, StepFailure> {
+    let block = mebibyte();
+    let mut hasher = hmac_sha256::Hash::new();
+    for _ in 0..mebibytes {
+        hasher.update(&block);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn mebibyte() -> Vec<u8> {
+    (0..=255u8).cycle().take(1 << 20).collect()
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Calls no step: the cost of a run itself.
@@ -91,6 +113,7 @@ export! {
     steps: {
         "noop" => noop,
         "sha256" => sha256,
+        "sha256-portable" => sha256_portable,
         "fetch" => fetch,
     },
 }
