@@ -2,10 +2,11 @@
 //! and writes docs/BENCHMARKS.md (with its plots under docs/bench/).
 //!
 //! Invariant: every ratio in the report is between two figures measured by
-//! this process (or its memory and tracing children) in this run.
+//! this process (or its memory, tracing and HTTP clients' children) in this run.
 
 mod console;
 mod fixtures;
+mod http_clients;
 mod invocation;
 mod measure;
 mod memory;
@@ -32,6 +33,9 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if std::env::args().any(|arg| arg == memory::CHILD_ARG) {
         return runtime.block_on(memory::measure_in_child());
+    }
+    if std::env::args().any(|arg| arg == http_clients::CHILD_ARG) {
+        return runtime.block_on(http_clients::clients_in_child());
     }
     if std::env::args().any(|arg| arg == traces::CHILD_ARG) {
         let telemetry = traces::telemetry_in_child()?;

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use bytes::Bytes;
-use futures::StreamExt;
 use stepstone::api::{ApiState, router};
 use stepstone::store::{Storage, StoreKey, TenantId, TenantStore};
 use stepstone::tenancy::Tenants;
 
 use crate::fixtures::{Backend, Host, guest, scratch_dir, served_config};
+use crate::http_clients;
 use crate::measure::{Samples, millis, rate, time};
 use crate::report::{Bound, Row, Section};
 
@@ -130,8 +130,9 @@ pub async fn small_runs() -> anyhow::Result<Section> {
         format!(
             "{RUNS} runs of the bench guest's `three-steps` workflow (3 sequential `noop` steps), each \
              submitted, driven to its end and finished, {CONCURRENCY} at a time. Through HTTP: \
-             {CONCURRENCY} clients in this process, each `POST /v1/runs` then `GET /v1/runs/{{id}}/wait`, \
-             against the API served on 127.0.0.1 (client and server share the machine's cores)."
+             {CONCURRENCY} clients in a process of their own, each `POST /v1/runs` then \
+             `GET /v1/runs/{{id}}/wait`, against the API served by this process on 127.0.0.1 (client \
+             and server share the machine's cores)."
         ),
     );
     let hosts = hosts(&JOURNAL_BACKENDS).await?;
@@ -187,7 +188,8 @@ pub async fn small_runs() -> anyhow::Result<Section> {
     Ok(section)
 }
 
-/// Runs/s through the HTTP API served by this process on `backend`.
+/// Runs/s through the HTTP API served by this process on `backend`, its
+/// clients in a process of their own.
 async fn http_runs(backend: Backend, runs: usize) -> anyhow::Result<f64> {
     const TOKEN: &str = "bench-token";
     let host = Host::new(backend, served_config()).await?;
@@ -197,42 +199,17 @@ async fn http_runs(backend: Backend, runs: usize) -> anyhow::Result<f64> {
     let base = format!("http://{}/v1", listener.local_addr()?);
     let server =
         tokio::spawn(axum::serve(listener, router(ApiState::new(host.runtime.clone(), tenants))).into_future());
-    let client = reqwest::Client::builder().pool_max_idle_per_host(CONCURRENCY).build()?;
-    let one_run = || async {
-        let started: serde_json::Value = client
-            .post(format!("{base}/runs"))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({"component": loaded.digest, "workflow": "three-steps", "input": {"n": 3}}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let run = started["run_id"].as_str().context("no run_id in the answer")?;
-        let status = client
-            .get(format!("{base}/runs/{run}/wait?timeout=60s"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await?
-            .error_for_status()?
-            .text()
-            .await?;
-        if !status.contains("completed") {
-            bail!("run {run} did not complete: {status}");
-        }
-        Ok(())
-    };
-    let run_all = |count: usize| {
-        futures::stream::iter(0..count)
-            .map(|_| one_run())
-            .buffer_unordered(CONCURRENCY)
-            .collect::<Vec<anyhow::Result<()>>>()
-    };
-    run_all(50).await.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
-    let (took, results) = time(run_all(runs)).await;
+    let digest = loaded.digest.to_string();
+    let took = http_clients::drive(http_clients::Load {
+        base: &base,
+        token: TOKEN,
+        digest: &digest,
+        runs,
+        concurrency: CONCURRENCY,
+    })
+    .await;
     server.abort();
-    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
-    Ok(rate(runs, took))
+    Ok(rate(runs, took?))
 }
 
 pub async fn peer_shapes() -> anyhow::Result<Section> {
