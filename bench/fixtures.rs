@@ -67,6 +67,29 @@ pub fn scratch_name() -> String {
     std::env::var(SCRATCH_NAME_ENV).unwrap_or_else(|_| format!("stepstone-bench-{}", std::process::id()))
 }
 
+/// This benchmark's binary started again with `arg` (which `main` hands to
+/// the child's part), sharing this run's scratch directories, as `configure`
+/// further sets it up; what it printed once it succeeded. `what` names the
+/// child in errors.
+pub async fn child_output(
+    what: &str,
+    arg: &str,
+    configure: impl FnOnce(&mut tokio::process::Command),
+) -> anyhow::Result<String> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command.arg(arg).env(SCRATCH_NAME_ENV, scratch_name());
+    configure(&mut command);
+    let output = command.output().await.with_context(|| format!("starting {what}"))?;
+    if !output.status.success() {
+        bail!(
+            "{what} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
 fn scratch_roots() -> &'static [PathBuf; 2] {
     SCRATCH.get_or_init(|| {
         let name = scratch_name();

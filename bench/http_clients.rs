@@ -2,12 +2,12 @@
 //! a user's clients would be: the benchmark's process serves the API, and
 //! starts itself again with [`CHILD_ARG`] to be its 64 clients.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use futures::StreamExt;
 
+use crate::fixtures::child_output;
 use crate::measure::time;
 
 /// The argument that makes the benchmark's process the clients.
@@ -29,19 +29,13 @@ pub struct Load<'a> {
 /// Starts the clients' process and waits for it: how long its timed runs
 /// took, each submitted and waited for to its end.
 pub async fn drive(load: Load<'_>) -> anyhow::Result<Duration> {
-    let output = tokio::process::Command::new(std::env::current_exe()?)
-        .args([CHILD_ARG, load.base, load.token, load.digest])
-        .args([load.runs.to_string(), load.concurrency.to_string()])
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .context("starting the clients' process")?;
-    ensure!(
-        output.status.success(),
-        "the clients' process failed ({})",
-        output.status
-    );
-    let seconds: f64 = String::from_utf8(output.stdout)?
+    let printed = child_output("the clients' process", CHILD_ARG, |command| {
+        command
+            .args([load.base, load.token, load.digest])
+            .args([load.runs.to_string(), load.concurrency.to_string()]);
+    })
+    .await?;
+    let seconds: f64 = printed
         .trim()
         .parse()
         .context("the clients' process printed no duration")?;

@@ -58,8 +58,8 @@ fn main() -> anyhow::Result<()> {
         ("cold start", Box::pin(recovery::cold_start())),
         ("fuel", Box::pin(invocation::fuel_cost())),
         ("outgoing http", Box::pin(invocation::outgoing_http())),
-        ("memory", Box::pin(async { memory::suspended_runs() })),
-        ("tracing overhead", Box::pin(async { traces::tracing_overhead() })),
+        ("memory", Box::pin(memory::suspended_runs())),
+        ("tracing overhead", Box::pin(traces::tracing_overhead())),
         ("scaling", Box::pin(scaling::scaling(&images, "bench/"))),
         (
             "testing on virtual time",

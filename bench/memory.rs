@@ -2,14 +2,13 @@
 //! their instances dropped). Measured in a child process of its own, so the
 //! other benchmarks' allocations do not blur it.
 
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use stepstone::runtime::Submission;
 
-use crate::fixtures::{Backend, Host, SCRATCH_NAME_ENV, rss_bytes, scratch_name, served_config};
+use crate::fixtures::{Backend, Host, child_output, rss_bytes, served_config};
 use crate::report::{Row, Section};
 
 /// The argument that makes the benchmark binary measure only this.
@@ -54,18 +53,8 @@ fn evicted(metrics: &str) -> usize {
         .sum()
 }
 
-pub fn suspended_runs() -> anyhow::Result<Section> {
-    let output = Command::new(std::env::current_exe()?)
-        .arg(CHILD_ARG)
-        .env(SCRATCH_NAME_ENV, scratch_name())
-        .output()?;
-    if !output.status.success() {
-        bail!(
-            "the memory benchmark failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let text = String::from_utf8(output.stdout)?;
+pub async fn suspended_runs() -> anyhow::Result<Section> {
+    let text = child_output("the memory benchmark", CHILD_ARG, |_| {}).await?;
     let mut numbers = text.split_whitespace().map(str::parse::<u64>);
     let (Some(Ok(before)), Some(Ok(after))) = (numbers.next(), numbers.next()) else {
         bail!("unexpected output of the memory benchmark: {text}");

@@ -5,13 +5,11 @@
 //! (written nowhere here) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set,
 //! the trace exporter.
 
-use std::process::Command;
-
 use anyhow::{Context, bail};
 use stepstone::telemetry::{self, LogFormat, LogSettings, Telemetry, TraceExport};
 use stepstone_e2e::Collector;
 
-use crate::fixtures::{Backend, Host, SCRATCH_NAME_ENV, scratch_name, served_config};
+use crate::fixtures::{Backend, Host, child_output, served_config};
 use crate::measure::{Samples, micros, rate, time};
 use crate::report::{Row, Section};
 
@@ -61,21 +59,15 @@ pub async fn measure_in_child() -> anyhow::Result<()> {
 }
 
 /// One child's figures: the median run in µs, and runs/s.
-fn child(traces_to: Option<&str>) -> anyhow::Result<(f64, f64)> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command.arg(CHILD_ARG).env(SCRATCH_NAME_ENV, scratch_name());
-    match traces_to {
-        Some(endpoint) => command.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
-        None => command.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT"),
-    };
-    let output = command.env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").output()?;
-    if !output.status.success() {
-        bail!(
-            "the tracing benchmark's child failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let text = String::from_utf8(output.stdout)?;
+async fn child(traces_to: Option<&str>) -> anyhow::Result<(f64, f64)> {
+    let text = child_output("the tracing benchmark's child", CHILD_ARG, |command| {
+        match traces_to {
+            Some(endpoint) => command.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+            None => command.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        };
+        command.env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    })
+    .await?;
     let mut numbers = text.split_whitespace().map(str::parse::<f64>);
     match (numbers.next(), numbers.next()) {
         (Some(Ok(median)), Some(Ok(per_second))) => Ok((median, per_second)),
@@ -89,13 +81,13 @@ fn median(mut values: Vec<f64>) -> anyhow::Result<f64> {
     values.get(values.len() / 2).copied().context("no figures")
 }
 
-pub fn tracing_overhead() -> anyhow::Result<Section> {
+pub async fn tracing_overhead() -> anyhow::Result<Section> {
     let collector = Collector::counting();
     let endpoint = collector.endpoint();
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        off.push(child(None)?);
-        on.push(child(Some(&endpoint))?);
+        off.push(child(None).await?);
+        on.push(child(Some(&endpoint)).await?);
     }
     let runs = ROUNDS * (WARM_UP + SEQUENTIAL + CONCURRENT);
     let received = collector.count();
