@@ -25,6 +25,24 @@ use crate::telemetry::spans;
 
 type Trappable<T> = wasmtime::Result<T>;
 
+/// A step call once [started](WorkflowState::start), under its handle (its
+/// seq).
+enum Started {
+    /// Live, or taken over, or unrecorded in verify mode: awaited through
+    /// [`WorkflowState::finish`].
+    Live(u32),
+    /// Its result is in the journal: no future, nothing kept, for a replay
+    /// of an awaited call costs only the lookup.
+    Replayed { handle: u32, call: Call, done: StepDone },
+}
+
+impl Started {
+    fn replayed(handle: u32, call: Call, result: Result<String, StepError>, finished_at_ms: u64) -> Self {
+        let done = StepDone { result, finished_at_ms };
+        Self::Replayed { handle, call, done }
+    }
+}
+
 /// Where a live step call runs.
 #[derive(Clone, Copy)]
 enum Launch {
@@ -98,17 +116,21 @@ impl WorkflowState {
         Ok(())
     }
 
-    fn check_payload(&self, what: &str, payload: &str) -> Result<(), Interruption> {
+    /// Refuses a payload over the limit; `what` names it in the refusal.
+    fn check_payload(&self, payload: &str, what: impl FnOnce() -> String) -> Result<(), Interruption> {
         let limit = self.run.host.config.workflow.max_payload_bytes;
         if payload.len() > limit {
             return Err(Interruption::InvalidCall(format!(
-                "{what} of {} bytes exceeds the payload limit of {limit} bytes",
+                "{} of {} bytes exceeds the payload limit of {limit} bytes",
+                what(),
                 payload.len()
             )));
         }
         Ok(())
     }
 
+    /// Takes the step call's seq and starts it: from its journaled result
+    /// when there is one, else live, where `launch` says.
     async fn start(
         &mut self,
         step: String,
@@ -116,25 +138,22 @@ impl WorkflowState {
         options: StepOptions,
         http: HttpLimitRequest,
         launch: Launch,
-    ) -> Result<u32, Interruption> {
-        self.check_payload(&format!("input of step `{step}`"), &input)?;
+    ) -> Result<Started, Interruption> {
+        self.check_payload(&input, || format!("input of step `{step}`"))?;
         let call = Call::new(CallKind::Step, &step, input.as_bytes());
         let (seq, recorded) = self.take_seq(&call)?;
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
-        let replayed = |result, finished_at_ms| {
-            futures::future::ready(Ok(StepDone { result, finished_at_ms }))
-                .boxed()
-                .shared()
-        };
         let result: Shared<BoxFuture<'static, StepResult>> = match recorded {
-            Some((Recorded::Step { result }, at)) => replayed(result, at),
-            Some((Recorded::Cancelled { reason }, at)) => replayed(Err(cancelled_step(reason)), at),
+            Some((Recorded::Step { result }, at)) => return Ok(Started::replayed(handle, call, result, at)),
+            Some((Recorded::Cancelled { reason }, at)) => {
+                return Ok(Started::replayed(handle, call, Err(cancelled_step(reason)), at));
+            }
             Some((other, _)) => return Err(mismatch(seq, other)),
             None if self.mode == Mode::Verify => {
                 self.steps.insert(handle, StartedStep::Unrecorded);
-                return Ok(handle);
+                return Ok(Started::Live(handle));
             }
-            None if self.take_over(handle, seq, &call) => return Ok(handle),
+            None if self.take_over(handle, seq, &call) => return Ok(Started::Live(handle)),
             None => {
                 let target = self.run.resolve_step(&step).await?;
                 let asked = LimitRequest {
@@ -166,7 +185,26 @@ impl WorkflowState {
             }
         };
         self.steps.insert(handle, StartedStep::Running { result, call });
-        Ok(handle)
+        Ok(Started::Live(handle))
+    }
+
+    /// Starts a step call whose handle the guest awaits later
+    /// (`start-step`); a replayed one waits there with its journaled result.
+    async fn start_awaitable(
+        &mut self,
+        step: String,
+        input: String,
+        options: StepOptions,
+        http: HttpLimitRequest,
+    ) -> Result<u32, Interruption> {
+        match self.start(step, input, options, http, Launch::Task).await? {
+            Started::Live(handle) => Ok(handle),
+            Started::Replayed { handle, call, done } => {
+                let result = futures::future::ready(Ok(done)).boxed().shared();
+                self.steps.insert(handle, StartedStep::Running { result, call });
+                Ok(handle)
+            }
+        }
     }
 
     /// Starts the live step call `step` where `launch` says: on the
@@ -422,11 +460,12 @@ impl WorkflowState {
         options: StepOptions,
         http: HttpLimitRequest,
     ) -> Trappable<Result<String, StepError>> {
-        let handle = self
-            .start(step, input, options, http, Launch::Awaited)
-            .await
-            .map_err(Interruption::trap)?;
-        self.finish(handle).await.map_err(Interruption::trap)
+        let started = self.start(step, input, options, http, Launch::Awaited).await;
+        let result = match started.map_err(Interruption::trap)? {
+            Started::Live(handle) => self.finish(handle).await,
+            Started::Replayed { done, .. } => self.received(Ok(done)),
+        };
+        result.map_err(Interruption::trap)
     }
 }
 
@@ -451,7 +490,7 @@ impl durable::Host for WorkflowState {
     }
 
     async fn start_step(&mut self, step: String, input: String, options: StepOptions) -> Trappable<u32> {
-        self.start(step, input, options, HttpLimitRequest::default(), Launch::Task)
+        self.start_awaitable(step, input, options, HttpLimitRequest::default())
             .await
             .map_err(Interruption::trap)
     }
@@ -463,7 +502,7 @@ impl durable::Host for WorkflowState {
         options: StepOptions,
         http: types::HttpLimits,
     ) -> Trappable<u32> {
-        self.start(step, input, options, http_request(http), Launch::Task)
+        self.start_awaitable(step, input, options, http_request(http))
             .await
             .map_err(Interruption::trap)
     }
@@ -570,7 +609,7 @@ impl durable::Host for WorkflowState {
 
     async fn memo_set(&mut self, key: String, value: String) -> Trappable<()> {
         let run = async {
-            self.check_payload(&format!("memo `{key}`"), &value)?;
+            self.check_payload(&value, || format!("memo `{key}`"))?;
             let call = Call::new(CallKind::MemoSet, &key, value.as_bytes());
             match self.next_call(&call)? {
                 (_, Some(Recorded::MemoSet { .. })) => {}

@@ -50,14 +50,29 @@ impl Deadline {
     }
 
     /// Moves the deadline to `duration` from now (a new activation).
+    ///
+    /// The watchdog ([`expired`](Self::expired)) wakes at the deadline it
+    /// last saw and looks again, so only a deadline that comes sooner than
+    /// the one it holds, or one after a pause, wakes it: a workflow renews
+    /// and pauses at every durable call, and waking the watchdog each time
+    /// was a tenth of a replay's cost.
     pub fn renew(&self, duration: Duration) {
-        self.0.send_replace(Some(instant_after(duration)));
+        let at = instant_after(duration);
+        self.0.send_if_modified(|current| {
+            let sooner = current.is_none_or(|held| at < held);
+            *current = Some(at);
+            sooner
+        });
     }
 
     /// Stops the clock until the next [`renew`](Self::renew): the host is
-    /// working on the guest's behalf.
+    /// working on the guest's behalf. The watchdog is not woken: at the
+    /// deadline it held it finds none and waits for the next renewal.
     pub fn pause(&self) {
-        self.0.send_replace(None);
+        self.0.send_if_modified(|current| {
+            *current = None;
+            false
+        });
     }
 
     /// Whether the deadline has passed (never while paused).
@@ -145,6 +160,29 @@ mod tests {
             started.elapsed()
         );
         assert!(started.elapsed() < BLOCKED / 2);
+    }
+
+    #[tokio::test]
+    async fn a_sooner_renewal_wakes_the_watchdog_and_a_later_one_defers_it() {
+        let deadline = Deadline::after(BLOCKED);
+        let watchdog = deadline.clone();
+        let started = Instant::now();
+        let sooner = deadline.bound(async move {
+            watchdog.renew(Duration::from_millis(20));
+            tokio::time::sleep(BLOCKED).await;
+            Ok(())
+        });
+        assert!(sooner.await.is_err(), "the sooner deadline ends the call");
+        assert!(started.elapsed() < BLOCKED / 2, "{:?}", started.elapsed());
+
+        let deadline = Deadline::after(Duration::from_millis(10));
+        let watchdog = deadline.clone();
+        let later = deadline.bound(async move {
+            watchdog.renew(Duration::from_millis(200));
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            Ok("past the first deadline, within the renewed one")
+        });
+        assert!(later.await.is_ok());
     }
 
     #[test]

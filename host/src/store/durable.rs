@@ -72,13 +72,16 @@ impl fmt::Display for Durability {
 }
 
 /// The local file system store under `root` (which must exist), as durable
-/// as `durability` says.
+/// as `durability` says, listing past an offset as
+/// [`OffsetListing`](super::offset_listing) does.
 pub fn local_store(root: &FsPath, durability: Durability) -> Result<Arc<dyn ObjectStore>> {
     let fs = LocalFileSystem::new_with_prefix(root)?;
-    Ok(match durability {
+    let store: Arc<dyn ObjectStore> = match durability {
         Durability::NoFsync => Arc::new(fs),
         Durability::Fsync => Arc::new(SyncedLocalStore::new(fs)),
-    })
+    };
+    let paths = LocalFileSystem::new_with_prefix(root)?;
+    Ok(Arc::new(super::offset_listing::OffsetListing::new(paths, store)))
 }
 
 /// Creates `dir` and its missing parents; with [`Durability::Fsync`], syncs

@@ -15,6 +15,7 @@ mod durable;
 mod faults;
 mod keys;
 pub mod location;
+mod offset_listing;
 
 use std::future::Future;
 use std::path::Path;
