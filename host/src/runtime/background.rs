@@ -164,9 +164,11 @@ impl Runtime {
     /// that continues as new is waited for until its chain ends.
     pub async fn wait(&self, tenant: &TenantId, run: &RunId, timeout: Duration) -> Result<RunStatus, RunError> {
         let deadline = crate::sandbox::instant_after(timeout);
+        // The run itself first, with no read: the status names the chain's
+        // latest generation, if the run continued as new.
+        let mut latest = run.clone();
         let mut waited_here: Option<RunId> = None;
         loop {
-            let latest = self.latest_generation(tenant, run).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if waited_here.as_ref() != Some(&latest)
                 && let Some(mut finished) = self.driven_here(tenant, &latest)
@@ -181,7 +183,9 @@ impl Runtime {
             if (status.state.is_finished() && !continued) || left.is_zero() {
                 return Ok(status);
             }
-            if !continued {
+            if status.run_id != latest {
+                latest = status.run_id;
+            } else if !continued {
                 tokio::time::sleep(left.min(STORE_WAIT_POLL)).await;
             }
         }
