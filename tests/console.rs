@@ -128,8 +128,13 @@ fn approve(server: &Server, run: &str) {
 
 /// Waits until acme's run `run` is in `state`.
 fn await_state(server: &Server, run: &str, state: &str) {
+    await_state_of(server, ACME, run, state);
+}
+
+/// Waits until the run `run` of the tenant of `token` is in `state`.
+fn await_state_of(server: &Server, token: &str, run: &str, state: &str) {
     let deadline = Instant::now() + PATIENCE;
-    while server.get(&format!("/v1/runs/{run}"), ACME).body["state"] != state {
+    while server.get(&format!("/v1/runs/{run}"), token).body["state"] != state {
         assert!(Instant::now() < deadline, "{run} never became {state}");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -258,6 +263,7 @@ fn the_console_shows_a_tenants_runs_and_acts_on_them_and_nothing_of_another_tena
     assert_eq!(untouched["state"], "awaiting-signal", "globex's run was not touched");
 
     refusals_without_a_browser(&server, &walked);
+    a_page_reads_at_most_1000_runs(&server);
     Ok(())
 }
 
@@ -510,9 +516,14 @@ fn refusals_without_a_browser(server: &Server, cookie: &str) {
         answer.expect("an answer").status().as_u16()
     };
     assert_eq!(
-        oversized_form_status(server, 5 << 20),
+        form_status(server, 4 << 20),
+        401,
+        "a form of exactly 4 MiB is read (its token is no tenant's)"
+    );
+    assert_eq!(
+        form_status(server, (4 << 20) + 1),
         413,
-        "a form over 4 MiB is refused"
+        "a form one byte over 4 MiB is refused"
     );
     assert_eq!(
         sign_in(&format!("{ACME}{}", " ".repeat(300))),
@@ -530,11 +541,11 @@ fn refusals_without_a_browser(server: &Server, cookie: &str) {
     assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"));
 }
 
-/// The status a sign-in form of `length` bytes is answered with: the
-/// server stops reading it at its limit and answers, while the rest is
+/// The status a sign-in form of `length` bytes is answered with: past its
+/// limit the server stops reading it and answers, while the rest is
 /// still being sent (a client such as reqwest then sees the connection
 /// closed under it, so the form goes over a socket of its own).
-fn oversized_form_status(server: &Server, length: usize) -> u16 {
+fn form_status(server: &Server, length: usize) -> u16 {
     use std::io::{Read, Write};
     let address = server.url.trim_start_matches("http://").to_owned();
     let mut stream = std::net::TcpStream::connect(&address).expect("the server accepts");
@@ -556,4 +567,59 @@ fn oversized_form_status(server: &Server, length: usize) -> u16 {
     let _ = sender.join();
     let text = String::from_utf8_lossy(&status_line);
     text.trim_start_matches("HTTP/1.1 ").parse().expect("a status")
+}
+
+/// The runs page's read limit at its edge: globex's newest 999 runs are
+/// greetings, completed, then `g-edge` and `g-secret` await approval.
+/// Filtered on that state (which no index holds: each run's status is
+/// read), the first page reads 1,000 runs: `g-edge`, the 1,000th, is on
+/// it, and `g-secret`, the 1,001st, is on the page its link goes on to.
+fn a_page_reads_at_most_1000_runs(server: &Server) {
+    order(server, GLOBEX, "order", "g-edge", false);
+    await_state_of(server, GLOBEX, "g-edge", "awaiting-signal");
+    let greetings: Vec<Value> = (0..999)
+        .map(|i| json!({"component": "hello", "workflow": "greet", "input": {"name": format!("n{i}")}}))
+        .collect();
+    server
+        .post_json("/v1/groups", GLOBEX, &json!({"group_id": "greetings", "runs": greetings}))
+        .expect(202);
+    let deadline = Instant::now() + PATIENCE;
+    while server.get("/v1/groups/greetings", GLOBEX).expect(200)["counts"]["completed"] != 999 {
+        assert!(Instant::now() < deadline, "the greetings never completed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let signed_in = client
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", GLOBEX)])
+        .send()
+        .expect("an answer");
+    let cookie = signed_in.headers()["set-cookie"].to_str().expect("text");
+    let cookie = cookie.split(';').next().expect("a cookie").to_owned();
+    let page = |query: &str| {
+        let answer = client
+            .get(format!("{}/ui/runs?{query}", server.url))
+            .header("cookie", &cookie)
+            .send()
+            .expect("an answer");
+        assert_eq!(answer.status().as_u16(), 200);
+        answer.text().expect("a page")
+    };
+    let first = page("state=awaiting-signal");
+    let listed = |page: &str, run: &str| page.contains(&format!("data-run=\"{run}\""));
+    assert!(listed(&first, "g-edge"), "the 1,000th run read is on the first page");
+    assert!(!listed(&first, "g-secret"), "the 1,001st run read is not");
+    assert!(first.contains("Fewer runs matched among the next 1000 read"), "{first}");
+    let next = first
+        .split("href=\"/ui/runs?")
+        .skip(1)
+        .filter_map(|link| link.split('"').next())
+        .find(|query| query.contains("cursor="))
+        .expect("a link to the next page")
+        .replace("&amp;", "&");
+    let second = page(&next);
+    assert!(listed(&second, "g-secret") && !listed(&second, "g-edge"), "{second}");
 }
