@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::error::{CmdError, ErrorStatus};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use stepstone_e2e::{Server, order_input, root, token_hash as hash};
@@ -154,23 +155,35 @@ async fn screenshot(client: &Client, name: &str) -> Result {
     Ok(())
 }
 
+// The runs table and a live run's timeline replace themselves every 2 s
+// (`console.js`): an element found by one WebDriver command may be gone by
+// the next. So texts are read in one script, and clicks find their link
+// again if it was replaced under them.
+
+/// The text of the first element matching `css`, once there is one.
 async fn text(client: &Client, css: &str) -> Result<String> {
-    Ok(client
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css(css))
-        .await?
-        .text()
-        .await?)
+    await_shown(client, css).await?;
+    let script = "return document.querySelector(arguments[0]).innerText;";
+    let text = client.execute(script, vec![json!(css)]).await?;
+    Ok(text.as_str().ok_or("an element's text")?.to_owned())
 }
 
 /// The ids of the runs the runs page lists now.
 async fn listed_runs(client: &Client) -> Result<Vec<String>> {
-    let mut ids = Vec::new();
-    for row in client.find_all(Locator::Css("table.runs tbody tr")).await? {
-        ids.extend(row.attr("data-run").await?);
+    let script = "return Array.from(document.querySelectorAll('table.runs tbody tr[data-run]'), \
+                  (row) => row.getAttribute('data-run'));";
+    Ok(serde_json::from_value(client.execute(script, Vec::new()).await?)?)
+}
+
+/// Clicks the link reading `text`.
+async fn click_link(client: &Client, text: &str) -> Result {
+    for _ in 0..10 {
+        match client.find(Locator::LinkText(text)).await?.click().await {
+            Err(CmdError::Standard(e)) if e.error == ErrorStatus::StaleElementReference => continue,
+            clicked => return Ok(clicked?),
+        }
     }
-    Ok(ids)
+    Err(format!("the link {text} was replaced ten times in a row").into())
 }
 
 /// Waits until the page shows an element matching `css`, without
@@ -334,7 +347,7 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
 
     // A finished run: its timeline, payloads, log lines; a replay check.
     client.goto(&format!("{base}/ui/runs")).await?;
-    client.find(Locator::LinkText("o-done")).await?.click().await?;
+    click_link(client, "o-done").await?;
     await_shown(client, "table.timeline").await?;
     let timeline = text(client, "table.timeline").await?;
     for expected in [
@@ -411,7 +424,7 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     client.goto(&format!("{base}/ui/components")).await?;
     await_shown(client, "table.components").await?;
     screenshot(client, "components").await?;
-    client.find(Locator::LinkText("order")).await?.click().await?;
+    click_link(client, "order").await?;
     await_shown(client, "#workflows").await?;
     assert_eq!(text(client, "#workflows").await?, "place-order");
     assert!(text(client, "#steps").await?.contains("reserve"));
