@@ -4,6 +4,7 @@
 //! and fuel, and one with a request against the same request from Rust.
 
 use std::hint::black_box;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,9 +33,18 @@ struct Bench {
     _components: Components,
 }
 
+/// The compiled code of the attempt benchmarks, kept between runs in
+/// `target/bench-code-cache` (keyed, as every code cache, by component and
+/// engine settings): they time attempts, not compiling, which took most of
+/// a minute for the Python guest alone, twice. *Cold start* times
+/// compiling, with caches of its own.
+fn attempt_code_cache() -> CodeCache {
+    CodeCache::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-code-cache"))
+}
+
 impl Bench {
     async fn new(config: &HostConfig, bytes: Bytes) -> anyhow::Result<Self> {
-        let components = Components::new(Engines::new(config)?, CodeCache::disabled());
+        let components = Components::new(Engines::new(config)?, attempt_code_cache());
         let loaded = components.validate("the benchmark guest", bytes).await?;
         let program = components.steps(&loaded).await?;
         Ok(Self {
