@@ -1,5 +1,8 @@
-//! What the local store's writes survive: a crash of the host process only,
-//! or a power loss too, with every write synced to disk before it returns.
+//! The local file system store as Stepstone opens it ([`LocalStore`]):
+//! what its writes survive, a crash of the host process only or a power
+//! loss too, with every write synced to disk before it returns; and its
+//! listing past an offset, which compares names first
+//! ([`offset_listing`](super::offset_listing)).
 //!
 //! Invariants of [`Durability::Fsync`]: a put or copy returns only once the
 //! object's bytes, and then its directory entry, are on disk (object_store's
@@ -72,16 +75,9 @@ impl fmt::Display for Durability {
 }
 
 /// The local file system store under `root` (which must exist), as durable
-/// as `durability` says, listing past an offset as
-/// [`OffsetListing`](super::offset_listing) does.
+/// as `durability` says.
 pub fn local_store(root: &FsPath, durability: Durability) -> Result<Arc<dyn ObjectStore>> {
-    let fs = LocalFileSystem::new_with_prefix(root)?;
-    let store: Arc<dyn ObjectStore> = match durability {
-        Durability::NoFsync => Arc::new(fs),
-        Durability::Fsync => Arc::new(SyncedLocalStore::new(fs)),
-    };
-    let paths = LocalFileSystem::new_with_prefix(root)?;
-    Ok(Arc::new(super::offset_listing::OffsetListing::new(paths, store)))
+    Ok(Arc::new(LocalStore::new(LocalFileSystem::new_with_prefix(root)?, durability)))
 }
 
 /// Creates `dir` and its missing parents; with [`Durability::Fsync`], syncs
@@ -102,20 +98,22 @@ pub fn create_dir(dir: &FsPath, durability: Durability) -> io::Result<()> {
     Ok(())
 }
 
-/// The local file system store with every write synced before it returns
-/// (see the module's invariants).
+/// The local file system store, its writes as durable as its
+/// [`Durability`] says (see the module's invariants).
 #[derive(Debug)]
-pub struct SyncedLocalStore {
+pub struct LocalStore {
     inner: Arc<LocalFileSystem>,
+    durability: Durability,
     /// Directories synced after deletes and refused creates, for tests to
     /// see the syncs grouped.
     dir_syncs: Arc<AtomicU64>,
 }
 
-impl SyncedLocalStore {
-    pub fn new(fs: LocalFileSystem) -> Self {
+impl LocalStore {
+    pub fn new(fs: LocalFileSystem, durability: Durability) -> Self {
         Self {
-            inner: Arc::new(fs.with_fsync(true)),
+            inner: Arc::new(fs.with_fsync(durability == Durability::Fsync)),
+            durability,
             dir_syncs: Arc::default(),
         }
     }
@@ -140,9 +138,12 @@ impl SyncedLocalStore {
     }
 }
 
-impl fmt::Display for SyncedLocalStore {
+impl fmt::Display for LocalStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Synced({})", self.inner)
+        match self.durability {
+            Durability::Fsync => write!(f, "Synced({})", self.inner),
+            Durability::NoFsync => fmt::Display::fmt(&self.inner, f),
+        }
     }
 }
 
@@ -177,11 +178,11 @@ fn sync_parent(file: &FsPath) -> io::Result<()> {
 }
 
 #[async_trait]
-impl ObjectStore for SyncedLocalStore {
+impl ObjectStore for LocalStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        let create = matches!(opts.mode, PutMode::Create);
+        let synced_create = matches!(opts.mode, PutMode::Create) && self.durability == Durability::Fsync;
         match self.inner.put_opts(location, payload, opts).await {
-            Err(taken @ object_store::Error::AlreadyExists { .. }) if create => {
+            Err(taken @ object_store::Error::AlreadyExists { .. }) if synced_create => {
                 // Another writer may still be between its link and its
                 // directory's sync: what the caller reads next must be durable.
                 self.sync_existing(location).await?;
@@ -203,6 +204,9 @@ impl ObjectStore for SyncedLocalStore {
     /// Deletes as object_store does, then syncs the directories of the
     /// deletes finished together, each once, before reporting them.
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        if self.durability == Durability::NoFsync {
+            return self.inner.delete_stream(locations);
+        }
         let files = self.inner.clone();
         let syncs = self.dir_syncs.clone();
         self.inner
@@ -245,7 +249,7 @@ impl ObjectStore for SyncedLocalStore {
     }
 
     fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
+        super::offset_listing::list_with_offset(&self.inner, prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -282,8 +286,8 @@ mod tests {
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
-    fn synced(dir: &FsPath) -> Result<SyncedLocalStore> {
-        Ok(SyncedLocalStore::new(LocalFileSystem::new_with_prefix(dir)?))
+    fn synced(dir: &FsPath) -> Result<LocalStore> {
+        Ok(LocalStore::new(LocalFileSystem::new_with_prefix(dir)?, Durability::Fsync))
     }
 
     #[test]

@@ -32,7 +32,7 @@ use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
-pub use durable::{Durability, SyncedLocalStore, UnknownDurability};
+pub use durable::{Durability, LocalStore, UnknownDurability};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,

@@ -14,45 +14,15 @@
 //! holding anything else (a subfolder, a link, another name) is listed by
 //! `LocalFileSystem` itself.
 
-use std::fmt;
 use std::io;
 use std::path::Path as FsPath;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use futures::stream::{self, BoxStream};
 use futures::StreamExt;
+use futures::stream::{self, BoxStream};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
-
-/// A local store (`inner`, over the folder `files` maps keys into) whose
-/// listings past an offset in the offset's own folder compare names first.
-#[derive(Debug, Clone)]
-pub struct OffsetListing {
-    files: Arc<LocalFileSystem>,
-    inner: Arc<dyn ObjectStore>,
-}
-
-impl OffsetListing {
-    /// `inner` stores its objects where `files` puts them (both over one
-    /// root).
-    pub fn new(files: LocalFileSystem, inner: Arc<dyn ObjectStore>) -> Self {
-        Self {
-            files: Arc::new(files),
-            inner,
-        }
-    }
-}
-
-impl fmt::Display for OffsetListing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.inner, f)
-    }
-}
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, Result};
 
 /// What a folder holds past an offset.
 enum Past {
@@ -105,30 +75,50 @@ fn names_past(dir: &FsPath, offset: &str) -> io::Result<Past> {
     Ok(Past::Names(past))
 }
 
-impl OffsetListing {
-    /// The objects in `folder` past `offset`, one of `folder`'s names.
-    async fn list_folder_past(&self, folder: Path, offset: Path, name: String) -> BoxStream<'static, Result<ObjectMeta>> {
-        let past = match self.files.path_to_filesystem(&folder) {
-            Ok(dir) => tokio::task::spawn_blocking(move || names_past(&dir, &name)).await,
-            Err(e) => return stream::once(async { Err(e) }).boxed(),
-        };
-        let names = match past {
-            Ok(Ok(Past::Names(names))) => names,
-            Ok(Ok(Past::Unusual)) => return self.inner.list_with_offset(Some(&folder), &offset),
-            Ok(Err(e)) => return stream::once(async { Err(read_failed(e)) }).boxed(),
-            Err(join) => return stream::once(async { Err(read_failed(join)) }).boxed(),
-        };
-        let inner = self.inner.clone();
-        stream::iter(names)
-            .map(move |name| {
-                let (inner, location) = (inner.clone(), folder.clone().join(name));
-                async move { inner.head(&location).await }
-            })
-            .buffer_unordered(HEADS_IN_FLIGHT)
-            // A name deleted since the folder was read is not listed.
-            .filter(|head| futures::future::ready(!matches!(head, Err(object_store::Error::NotFound { .. }))))
-            .boxed()
-    }
+/// `files.list_with_offset(prefix, offset)`, comparing names first when
+/// `offset` is a name in the folder `prefix` (a journal's entry).
+pub(super) fn list_with_offset(
+    files: &Arc<LocalFileSystem>,
+    prefix: Option<&Path>,
+    offset: &Path,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    let in_folder =
+        prefix.filter(|folder| offset.prefix_matches(folder) && offset.parts_count() == folder.parts_count() + 1);
+    let (Some(folder), Some(name)) = (in_folder, offset.filename()) else {
+        return files.list_with_offset(prefix, offset);
+    };
+    let (files, folder, offset, name) = (files.clone(), folder.clone(), offset.clone(), name.to_owned());
+    stream::once(async move { list_folder_past(files, folder, offset, name).await })
+        .flatten()
+        .boxed()
+}
+
+/// The objects in `folder` past `offset`, one of `folder`'s names.
+async fn list_folder_past(
+    files: Arc<LocalFileSystem>,
+    folder: Path,
+    offset: Path,
+    name: String,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    let past = match files.path_to_filesystem(&folder) {
+        Ok(dir) => tokio::task::spawn_blocking(move || names_past(&dir, &name)).await,
+        Err(e) => return stream::once(async { Err(e) }).boxed(),
+    };
+    let names = match past {
+        Ok(Ok(Past::Names(names))) => names,
+        Ok(Ok(Past::Unusual)) => return files.list_with_offset(Some(&folder), &offset),
+        Ok(Err(e)) => return stream::once(async { Err(read_failed(e)) }).boxed(),
+        Err(join) => return stream::once(async { Err(read_failed(join)) }).boxed(),
+    };
+    stream::iter(names)
+        .map(move |name| {
+            let (files, location) = (files.clone(), folder.clone().join(name));
+            async move { files.head(&location).await }
+        })
+        .buffer_unordered(HEADS_IN_FLIGHT)
+        // A name deleted since the folder was read is not listed.
+        .filter(|head| futures::future::ready(!matches!(head, Err(object_store::Error::NotFound { .. }))))
+        .boxed()
 }
 
 /// The objects past the offset whose metadata is read at once.
@@ -141,60 +131,10 @@ fn read_failed(source: impl std::error::Error + Send + Sync + 'static) -> object
     }
 }
 
-#[async_trait]
-impl ObjectStore for OffsetListing {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    /// Compares names first when `offset` is a name in the folder `prefix`
-    /// (a journal's entry); any other listing is `LocalFileSystem`'s.
-    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
-        let in_folder = prefix.filter(|folder| {
-            offset.prefix_matches(folder) && offset.parts_count() == folder.parts_count() + 1
-        });
-        let (Some(folder), Some(name)) = (in_folder, offset.filename()) else {
-            return self.inner.list_with_offset(prefix, offset);
-        };
-        let this = self.clone();
-        let (folder, offset, name) = (folder.clone(), offset.clone(), name.to_owned());
-        stream::once(async move { this.list_folder_past(folder, offset, name).await })
-            .flatten()
-            .boxed()
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
+    use object_store::PutPayload;
 
     use super::*;
     use crate::store::durable::{Durability, local_store};
@@ -213,6 +153,22 @@ mod tests {
         Ok(listed)
     }
 
+    /// Asserts that `store` lists `folder` past each of `offsets` as
+    /// `plain` does.
+    async fn assert_lists_alike(
+        store: &Arc<dyn ObjectStore>,
+        plain: &LocalFileSystem,
+        folder: &Path,
+        offsets: &[Path],
+    ) -> Result<()> {
+        for offset in offsets {
+            let fast = listed(store.list_with_offset(Some(folder), offset)).await?;
+            let walked = listed(plain.list_with_offset(Some(folder), offset)).await?;
+            assert_eq!(fast, walked, "past {offset}");
+        }
+        Ok(())
+    }
+
     /// The store under test and `LocalFileSystem` over the same folder.
     fn both(dir: &FsPath) -> Result<(Arc<dyn ObjectStore>, LocalFileSystem)> {
         Ok((local_store(dir, Durability::NoFsync)?, LocalFileSystem::new_with_prefix(dir)?))
@@ -229,12 +185,9 @@ mod tests {
         }
         // A put in progress: object_store's staging file is no object.
         std::fs::write(dir.path().join("runs/r1/journal/0000000020#3"), b"staged")?;
-        for offset in ["0000000000", "0000000005", "0000000019", "0000000025", "", "zzz", "00000000050"] {
-            let offset = journal.clone().join(offset);
-            let fast = listed(store.list_with_offset(Some(&journal), &offset)).await?;
-            let walked = listed(plain.list_with_offset(Some(&journal), &offset)).await?;
-            assert_eq!(fast, walked, "past {offset}");
-        }
+        let offsets = ["0000000000", "0000000005", "0000000019", "0000000025", "", "zzz", "00000000050"];
+        let offsets: Vec<Path> = offsets.iter().map(|name| journal.clone().join(*name)).collect();
+        assert_lists_alike(&store, &plain, &journal, &offsets).await?;
         let past_five = listed(store.list_with_offset(Some(&journal), &journal.clone().join("0000000005"))).await?;
         assert_eq!(past_five.len(), 14);
         assert_eq!(past_five[0].0, "runs/r1/journal/0000000006");
@@ -249,12 +202,8 @@ mod tests {
         for key in ["f/0001", "f/sub/x", "f/a b", "other/0009"] {
             store.put(&Path::from(key), PutPayload::from_static(b"x")).await?;
         }
-        for offset in ["f/0000", "f/0001", "f/s", "other/0000"] {
-            let offset = Path::from(offset);
-            let fast = listed(store.list_with_offset(Some(&folder), &offset)).await?;
-            let walked = listed(plain.list_with_offset(Some(&folder), &offset)).await?;
-            assert_eq!(fast, walked, "past {offset}");
-        }
+        let offsets: Vec<Path> = ["f/0000", "f/0001", "f/s", "other/0000"].map(Path::from).into();
+        assert_lists_alike(&store, &plain, &folder, &offsets).await?;
         let past = listed(store.list_with_offset(Some(&folder), &Path::from("f/0000"))).await?;
         let keys: Vec<&str> = past.iter().map(|(key, ..)| key.as_str()).collect();
         assert_eq!(keys, ["f/0001", "f/a b", "f/sub/x"]);
