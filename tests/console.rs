@@ -594,7 +594,11 @@ fn a_page_reads_at_most_1000_runs(server: &Server) {
         .map(|i| json!({"component": "hello", "workflow": "greet", "input": {"name": format!("n{i}")}}))
         .collect();
     server
-        .post_json("/v1/groups", GLOBEX, &json!({"group_id": "greetings", "runs": greetings}))
+        .post_json(
+            "/v1/groups",
+            GLOBEX,
+            &json!({"group_id": "greetings", "runs": greetings}),
+        )
         .expect(202);
     let deadline = Instant::now() + PATIENCE;
     while server.get("/v1/groups/greetings", GLOBEX).expect(200)["counts"]["completed"] != 999 {

@@ -265,11 +265,19 @@ fn bad_uploads_are_400_with_a_reason_and_store_nothing() {
     let server = Server::start(&default_tenants());
     let empty_component = b"\0asm\x0d\x00\x01\x00".to_vec();
     let core_module = b"\0asm\x01\0\0\0".to_vec();
-    let cases: [(&str, Vec<u8>, &str); 4] = [
+    let valid = std::fs::read(stepstone_e2e::guest("hello")).unwrap();
+    // A name must not read as a digest: references to it would mean that digest.
+    let digest_like = "aB".repeat(32);
+    let cases: [(&str, Vec<u8>, &str); 5] = [
         ("random", b"definitely not wasm".to_vec(), "not a WebAssembly component"),
         ("core", core_module, "core WebAssembly module"),
         ("no-world", empty_component, "does not export"),
         ("empty", Vec::new(), "body is empty"),
+        (
+            &digest_like,
+            valid,
+            "is 64 hex digits, which is how a digest is written",
+        ),
     ];
     for (name, bytes, reason) in cases {
         let refused = server

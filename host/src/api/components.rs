@@ -62,7 +62,8 @@ pub struct NamedComponent {
 
 #[derive(Deserialize, IntoParams)]
 pub struct UploadParams {
-    /// Name the upload; the name then points at this build.
+    /// Name the upload; the name then points at this build. Not 64 hex
+    /// digits: a reference written so means that digest.
     #[param(inline)]
     name: Option<ComponentName>,
 }

@@ -20,6 +20,12 @@ pub use versions::ComponentVersion;
 use crate::sandbox::Role;
 use crate::store::StoreError;
 
+/// Whether `reference` is written as a component digest (64 hex digits):
+/// it then means that build, never a name, so no name is looked up for it.
+pub fn is_digest(reference: &str) -> bool {
+    reference.len() == 64 && reference.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Why a component was refused or could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
@@ -53,6 +59,10 @@ pub enum ComponentError {
     InUse { digest: String, by: String },
     #[error("no component `{digest}` is stored")]
     Unknown { digest: String },
+    #[error(
+        "component name `{name}` is 64 hex digits, which is how a digest is written: a reference to it would mean the build of that digest; choose another name"
+    )]
+    NameReadsAsDigest { name: String },
     #[error("component `{name}` has no version {version}; it has 1 to {latest}")]
     UnknownVersion { name: String, version: u64, latest: u32 },
     #[error("the version record {key} cannot be read: {reason}")]

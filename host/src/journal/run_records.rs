@@ -309,6 +309,13 @@ impl RunRecords {
         })
     }
 
+    /// How many entries this handle and its clones have read or written.
+    /// For the handle that drove a run to its end, having read its journal
+    /// first, that is every entry: the run's claim keeps other writers out.
+    pub fn entries_known(&self) -> usize {
+        lock(&self.seen).entries.len()
+    }
+
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
     pub async fn append(&self, entry: &Entry) -> Result<(), JournalError> {
         self.check_claim()?;

@@ -2,10 +2,16 @@
 //! per run, each driving its run until it finishes (waiting outside any
 //! instance between activations, and through storage outages), and a way to
 //! wait for one to finish.
+//!
+//! A run that ends here hands its final status to those waiting for it, so a
+//! wait costs no store read. That status is what the store would project:
+//! built from the run record the driver ran, the entries its journal handle
+//! read and wrote (the claim keeps other writers out) and the outcome stored.
+//! Builds with debug assertions check the two agree at every wait.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -21,16 +27,37 @@ type RunKey = (TenantId, RunId);
 /// How often a wait for a run driven elsewhere looks at the store.
 const STORE_WAIT_POLL: Duration = Duration::from_millis(100);
 
-/// The runs being driven in the background, each with a flag that turns
-/// true when its task ends; and the step calls in flight, which a shutdown
-/// lets finish.
+/// The runs being driven in the background, each with where its driving
+/// stands; and the step calls in flight, which a shutdown lets finish.
 #[derive(Default)]
 pub struct Background {
-    running: Mutex<HashMap<RunKey, watch::Receiver<bool>>>,
+    running: Mutex<HashMap<RunKey, watch::Sender<Driving>>>,
     /// Step calls started and not yet journaled.
     steps_in_flight: watch::Sender<usize>,
     /// Set when shutting down: no new step call starts.
     draining: AtomicBool,
+}
+
+/// Where the driving of a run in the background stands.
+#[derive(Debug)]
+pub(super) enum Driving {
+    Going,
+    /// Its task ended; with the run's final status if the run ended in it
+    /// (not continued as new): the status the store holds from then on.
+    Ended(Option<Arc<RunStatus>>),
+}
+
+/// Waits for the task driving a run to end: the run's final status, if the
+/// run ended in it.
+pub(super) async fn driving_ended(mut driving: watch::Receiver<Driving>) -> Option<Arc<RunStatus>> {
+    match &*driving
+        .wait_for(|driving| matches!(driving, Driving::Ended(_)))
+        .await
+        .ok()?
+    {
+        Driving::Ended(status) => status.clone(),
+        Driving::Going => None,
+    }
 }
 
 /// Marks one step call in flight for as long as it lives.
@@ -65,8 +92,8 @@ impl Runtime {
         if running.contains_key(&key) {
             return;
         }
-        let (done, finished) = watch::channel(false);
-        running.insert(key.clone(), finished);
+        let driving = watch::Sender::new(Driving::Going);
+        running.insert(key.clone(), driving.clone());
         let runtime = self.clone();
         self.host.metrics.run_active(tenant, 1);
         tokio::spawn(async move {
@@ -79,7 +106,13 @@ impl Runtime {
             }
             lock(&runtime.host.background.running).remove(&key);
             runtime.host.metrics.run_active(tenant, -1);
-            done.send_replace(true);
+            driving.send_if_modified(|driving| match driving {
+                Driving::Going => {
+                    *driving = Driving::Ended(None);
+                    true
+                }
+                Driving::Ended(_) => false,
+            });
         });
     }
 
@@ -102,12 +135,19 @@ impl Runtime {
             .await
     }
 
-    /// If a task of this host drives the run: a flag that turns true when
-    /// it ends.
-    pub(super) fn driven_here(&self, tenant: &TenantId, run: &RunId) -> Option<watch::Receiver<bool>> {
+    /// If a task of this host drives the run: where its driving stands.
+    pub(super) fn driven_here(&self, tenant: &TenantId, run: &RunId) -> Option<watch::Receiver<Driving>> {
         lock(&self.host.background.running)
             .get(&(tenant.clone(), run.clone()))
-            .cloned()
+            .map(watch::Sender::subscribe)
+    }
+
+    /// Hands the final status of a run that just ended to those waiting
+    /// for it, if a task of this host drives it.
+    pub(super) fn ended_here(&self, tenant: &TenantId, run: &RunId, status: impl FnOnce() -> RunStatus) {
+        if let Some(driving) = lock(&self.host.background.running).get(&(tenant.clone(), run.clone())) {
+            driving.send_replace(Driving::Ended(Some(Arc::new(status()))));
+        }
     }
 
     /// How many of the tenant's runs are being driven right now.
@@ -170,14 +210,18 @@ impl Runtime {
         let mut waited_here: Option<RunId> = None;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let mut handed_over = None;
             if waited_here.as_ref() != Some(&latest)
-                && let Some(mut finished) = self.driven_here(tenant, &latest)
+                && let Some(driving) = self.driven_here(tenant, &latest)
             {
                 // Either it finished, or the time is up: the status says which.
-                let _ = tokio::time::timeout(left, finished.wait_for(|done| *done)).await;
+                handed_over = tokio::time::timeout(left, driving_ended(driving)).await.ok().flatten();
                 waited_here = Some(latest.clone());
             }
-            let status = self.status(tenant, &latest).await?;
+            let status = match handed_over {
+                Some(status) => self.checked_against_store(tenant, &status).await,
+                None => self.status(tenant, &latest).await?,
+            };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let continued = matches!(status.state, RunState::Continued { .. });
             if (status.state.is_finished() && !continued) || left.is_zero() {
@@ -189,5 +233,20 @@ impl Runtime {
                 tokio::time::sleep(left.min(STORE_WAIT_POLL)).await;
             }
         }
+    }
+
+    /// A status a driver handed over. Builds with debug assertions check it
+    /// is the status the store projects, so every test that waits for a run
+    /// checks the two agree.
+    pub(super) async fn checked_against_store(&self, tenant: &TenantId, status: &RunStatus) -> RunStatus {
+        if cfg!(debug_assertions)
+            && let Ok(projected) = self.generation_status(tenant, &status.run_id).await
+        {
+            assert_eq!(
+                *status, projected,
+                "the status its driver handed over is not the store's"
+            );
+        }
+        status.clone()
     }
 }

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures::stream::{FuturesUnordered, Stream};
 use serde::{Deserialize, Serialize};
 
+use super::background::driving_ended;
 use super::{RunError, RunStatus, Runtime, Submission, now_ms};
 use crate::journal::{JournalError, decode, encode};
 use crate::store::{GroupId, RunId, StoreError, TenantId, group_key};
@@ -139,7 +140,11 @@ impl Runtime {
     async fn finished(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         loop {
             match self.driven_here(tenant, run) {
-                Some(mut done) => drop(done.wait_for(|done| *done).await),
+                Some(driving) => {
+                    if let Some(status) = driving_ended(driving).await {
+                        return Ok(self.checked_against_store(tenant, &status).await);
+                    }
+                }
                 None => {
                     let status = self.status(tenant, run).await?;
                     if status.state.is_finished() {

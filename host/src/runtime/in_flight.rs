@@ -90,10 +90,17 @@ impl InFlightSteps {
 
     /// Stops every step of the run: it will not execute again on this host
     /// (a step that had not journaled runs again if the run is replayed).
-    pub fn abort_run(&self, tenant: &TenantId, run: &RunId) {
-        if let Some(steps) = lock(&self.runs).remove(&(tenant.clone(), run.clone())) {
-            steps.values().for_each(|step| step.task.abort());
-        }
+    /// Says whether any was still running: its entry may yet land in the
+    /// journal, from a write the abort cannot call back.
+    pub fn abort_run(&self, tenant: &TenantId, run: &RunId) -> bool {
+        let Some(steps) = lock(&self.runs).remove(&(tenant.clone(), run.clone())) else {
+            return false;
+        };
+        steps.values().fold(false, |cut_short, step| {
+            let running = !step.task.is_finished();
+            step.task.abort();
+            cut_short || running
+        })
     }
 
     /// How many runs have steps in flight here.
@@ -145,9 +152,10 @@ mod tests {
 
         let (step, task) = running(&call);
         steps.insert(&tenant, &run, 5, step);
-        steps.abort_run(&tenant, &run);
+        assert!(steps.abort_run(&tenant, &run), "a step was still running");
         assert!(task.await.expect_err("aborted").is_cancelled());
         assert_eq!(steps.runs(), 0);
+        assert!(!steps.abort_run(&tenant, &run), "no step is left");
     }
 
     #[tokio::test]

@@ -584,9 +584,8 @@ impl Runtime {
             logs::store(&records, &log).await;
             // Steps left running survive an eviction, for the next execution
             // to take over; any other end stops them.
-            if !matches!(ended, Ok((Ended::Interrupted(Interruption::Suspend(_)), _))) {
-                self.host.in_flight.abort_run(tenant, run);
-            }
+            let steps_cut_short = !matches!(ended, Ok((Ended::Interrupted(Interruption::Suspend(_)), _)))
+                && self.host.in_flight.abort_run(tenant, run);
             let (ended, calls) = ended?;
             let outcome = match ended {
                 Ended::Returned(_) | Ended::Interrupted(Interruption::ContinueAsNew(_)) if calls < recorded_calls => failed(
@@ -638,6 +637,13 @@ impl Runtime {
                 }
             }
             log_finished(&outcome);
+            // A step cut short may still journal: only the store knows then.
+            if !steps_cut_short && !matches!(outcome, Outcome::Continued { .. }) {
+                let journaled_calls = records.entries_known();
+                self.ended_here(tenant, run, || {
+                    RunStatus::of(record.clone(), journaled_calls, RunState::ended(outcome.clone()))
+                });
+            }
             Ok(Progress::Finished(outcome))
         }
         .instrument(span.clone())

@@ -63,6 +63,16 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// The state of a run that ended with `outcome`.
+    pub fn ended(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Completed { output } => Self::Completed { output },
+            Outcome::Failed { kind, message } => Self::Failed { kind, message },
+            Outcome::Cancelled { reason } => Self::Cancelled { reason },
+            Outcome::Continued { next } => Self::Continued { continued_as: next },
+        }
+    }
+
     /// Whether the run has ended, one way or another (a generation that
     /// continued as new has, though its chain goes on).
     pub fn is_finished(&self) -> bool {
@@ -131,6 +141,23 @@ pub struct RunStatus {
     /// continued as new (absent for a run that was started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain: Option<crate::journal::ChainLink>,
+}
+
+impl RunStatus {
+    /// The status of the run `record` starts, its journal holding
+    /// `journaled_calls` entries, in `state`.
+    pub fn of(record: RunRecord, journaled_calls: usize, state: RunState) -> Self {
+        Self {
+            run_id: record.run_id,
+            workflow: record.workflow,
+            component: record.component,
+            created_at_ms: record.created_at_ms,
+            priority: record.priority,
+            journaled_calls,
+            state,
+            chain: record.chain,
+        }
+    }
 }
 
 /// Which runs a listing shows.
@@ -238,10 +265,7 @@ impl Runtime {
         let (record, entries) = futures::try_join!(records.run(), records.entry_seqs())?;
         let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
         let state = match records.outcome().await? {
-            Some(Outcome::Completed { output }) => RunState::Completed { output },
-            Some(Outcome::Failed { kind, message }) => RunState::Failed { kind, message },
-            Some(Outcome::Cancelled { reason }) => RunState::Cancelled { reason },
-            Some(Outcome::Continued { next }) => RunState::Continued { continued_as: next },
+            Some(outcome) => RunState::ended(outcome),
             None => {
                 let (timers, retries) = futures::try_join!(records.timers(), records.retries())?;
                 let open_wait = timers.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
@@ -264,16 +288,7 @@ impl Runtime {
                 }
             }
         };
-        Ok(RunStatus {
-            run_id: record.run_id,
-            workflow: record.workflow,
-            component: record.component,
-            created_at_ms: record.created_at_ms,
-            priority: record.priority,
-            journaled_calls: entries.len(),
-            state,
-            chain: record.chain,
-        })
+        Ok(RunStatus::of(record, entries.len(), state))
     }
 
     /// Whether `run` exists and has not finished; for a run that

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::moment::{DEADLINE, Moment, START, rfc3339};
 use super::{RunError, Runtime};
 use crate::clock::now_ms;
-use crate::component::{ComponentError, Loaded};
+use crate::component::{ComponentError, Loaded, is_digest};
 use crate::config::LimitRequest;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
@@ -114,13 +114,18 @@ impl Runtime {
     }
 
     /// Validates a component and stores it for the tenant; with `name`, the
-    /// name then points at it. Nothing is stored if validation fails.
+    /// name then points at it. Nothing is stored if validation fails, or if
+    /// the name is written as a digest (a reference to it would mean the
+    /// digest).
     pub async fn upload(
         &self,
         tenant: &TenantId,
         bytes: Bytes,
         name: Option<&ComponentName>,
     ) -> Result<Arc<Loaded>, RunError> {
+        if let Some(name) = name.filter(|name| is_digest(name.as_str())) {
+            return Err(ComponentError::NameReadsAsDigest { name: name.to_string() }.into());
+        }
         let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
         let compiling = self.host.metrics.upload_compiling(tenant);
         let loaded = self.host.components.validate_for(tenant, &what, bytes).await?;
@@ -133,15 +138,16 @@ impl Runtime {
         Ok(loaded)
     }
 
-    /// The tenant's component called `reference`: a name, else a digest.
+    /// The tenant's component called `reference`: a digest, else a name
+    /// (no name is written as a digest).
     pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
         let store = self.host.storage.tenant(tenant);
         let named = match ComponentName::new(reference) {
-            Ok(name) => self.host.components.by_name(&store, &name).await?,
-            Err(_) => None,
+            Ok(name) if !is_digest(reference) => self.host.components.by_name(&store, &name).await?,
+            _ => None,
         };
         let digest = named.as_deref().unwrap_or(reference);
-        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_digest(digest) {
             return Err(ComponentError::Unknown {
                 digest: reference.to_owned(),
             }
@@ -181,9 +187,13 @@ impl Runtime {
         Ok(self.host.components.versions(&store, name).await?)
     }
 
-    /// The digest `reference` means: the build a name points at, else the
-    /// reference itself (taken as a digest, stored or not).
+    /// The digest `reference` means: itself if written as one, else the
+    /// build a name points at, else the reference itself (taken as a
+    /// digest, stored or not).
     pub async fn component_digest(&self, tenant: &TenantId, reference: &ComponentName) -> Result<String, RunError> {
+        if is_digest(reference.as_str()) {
+            return Ok(reference.to_string());
+        }
         let store = self.host.storage.tenant(tenant);
         let named = self.host.components.by_name(&store, reference).await?;
         Ok(named.unwrap_or_else(|| reference.to_string()))

@@ -77,7 +77,10 @@ impl fmt::Display for Durability {
 /// The local file system store under `root` (which must exist), as durable
 /// as `durability` says.
 pub fn local_store(root: &FsPath, durability: Durability) -> Result<Arc<dyn ObjectStore>> {
-    Ok(Arc::new(LocalStore::new(LocalFileSystem::new_with_prefix(root)?, durability)))
+    Ok(Arc::new(LocalStore::new(
+        LocalFileSystem::new_with_prefix(root)?,
+        durability,
+    )))
 }
 
 /// Creates `dir` and its missing parents; with [`Durability::Fsync`], syncs
@@ -287,7 +290,10 @@ mod tests {
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
     fn synced(dir: &FsPath) -> Result<LocalStore> {
-        Ok(LocalStore::new(LocalFileSystem::new_with_prefix(dir)?, Durability::Fsync))
+        Ok(LocalStore::new(
+            LocalFileSystem::new_with_prefix(dir)?,
+            Durability::Fsync,
+        ))
     }
 
     #[test]

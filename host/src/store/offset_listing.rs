@@ -43,9 +43,8 @@ fn is_plain(name: &str) -> bool {
 
 /// A file object_store stages a put in before it links it to its key.
 fn is_staging(name: &str) -> bool {
-    name.split_once('#').is_some_and(|(key, suffix)| {
-        is_plain(key) && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit())
-    })
+    name.split_once('#')
+        .is_some_and(|(key, suffix)| is_plain(key) && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The plain file names in `dir` after `offset`, from the folder's names
@@ -171,7 +170,10 @@ mod tests {
 
     /// The store under test and `LocalFileSystem` over the same folder.
     fn both(dir: &FsPath) -> Result<(Arc<dyn ObjectStore>, LocalFileSystem)> {
-        Ok((local_store(dir, Durability::NoFsync)?, LocalFileSystem::new_with_prefix(dir)?))
+        Ok((
+            local_store(dir, Durability::NoFsync)?,
+            LocalFileSystem::new_with_prefix(dir)?,
+        ))
     }
 
     #[tokio::test]
@@ -181,11 +183,21 @@ mod tests {
         let journal = Path::from("runs/r1/journal");
         for seq in 0..20u8 {
             let key = journal.clone().join(format!("{seq:010}"));
-            store.put(&key, PutPayload::from(Bytes::from(vec![seq; usize::from(seq) + 1]))).await?;
+            store
+                .put(&key, PutPayload::from(Bytes::from(vec![seq; usize::from(seq) + 1])))
+                .await?;
         }
         // A put in progress: object_store's staging file is no object.
         std::fs::write(dir.path().join("runs/r1/journal/0000000020#3"), b"staged")?;
-        let offsets = ["0000000000", "0000000005", "0000000019", "0000000025", "", "zzz", "00000000050"];
+        let offsets = [
+            "0000000000",
+            "0000000005",
+            "0000000019",
+            "0000000025",
+            "",
+            "zzz",
+            "00000000050",
+        ];
         let offsets: Vec<Path> = offsets.iter().map(|name| journal.clone().join(*name)).collect();
         assert_lists_alike(&store, &plain, &journal, &offsets).await?;
         let past_five = listed(store.list_with_offset(Some(&journal), &journal.clone().join("0000000005"))).await?;
