@@ -156,6 +156,37 @@ fn a_client_run_id_is_an_idempotency_key() {
 }
 
 #[test]
+fn a_start_that_waits_answers_with_the_runs_status_in_one_request() {
+    let server = Server::start(&default_tenants());
+    server.upload(ACME, "hello");
+    let greet = json!({"component": "hello", "workflow": "greet", "input": {"name": "Ada"}, "run_id": "sync-1"});
+    let done = server.post_json("/v1/runs?wait=60s", ACME, &greet).expect(200);
+    assert_eq!(done["run_id"], "sync-1", "{done}");
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["output"], json!({"greeting": "Hello, Ada!"}));
+    // Sent again (a client retrying), it answers with the same run, run once.
+    let again = server.post_json("/v1/runs?wait=60s", ACME, &greet).expect(200);
+    assert_eq!(again, done);
+    assert_eq!(wait(&server, ACME, "sync-1"), done);
+
+    // A run that cannot end in time answers where it stands when the wait runs out.
+    server.upload(ACME, "order");
+    let unapproved =
+        json!({"component": "order", "workflow": "place-order", "input": order("sync-2", 0), "run_id": "sync-2"});
+    let waiting = server.post_json("/v1/runs?wait=0s", ACME, &unapproved).expect(200);
+    assert_eq!(waiting["run_id"], "sync-2", "{waiting}");
+    assert!(
+        ["pending", "running", "sleeping", "awaiting-signal"].contains(&waiting["state"].as_str().unwrap()),
+        "{waiting}"
+    );
+    let refused = server.post_json("/v1/runs?wait=forever", ACME, &greet).expect(400);
+    assert!(
+        refused["error"].as_str().unwrap().contains("is not a duration"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn tenants_cannot_see_or_touch_each_others_runs_and_components() {
     let server = Server::start(&default_tenants());
     let digest = server.upload(ACME, "hello")["digest"].as_str().unwrap().to_owned();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -138,9 +139,20 @@ pub struct Started {
     pub run_id: RunId,
 }
 
-/// Start a run (or return the run its `run_id` already names).
-#[utoipa::path(post, path = "/v1/runs", request_body = StartRun, responses(
-    (status = 202, body = Started),
+#[derive(Deserialize, IntoParams)]
+pub struct StartParams {
+    /// Wait up to this long for the run to finish and answer with its
+    /// status (200), as `GET /v1/runs/{id}/wait` does (at most 60 s),
+    /// instead of answering at once with its id (202).
+    #[param(inline)]
+    wait: Option<Timeout>,
+}
+
+/// Start a run (or return the run its `run_id` already names); with `wait`,
+/// start it and wait for its end in one request.
+#[utoipa::path(post, path = "/v1/runs", request_body = StartRun, params(StartParams), responses(
+    (status = 202, body = Started, description = "started; without `wait`"),
+    (status = 200, body = RunStatus, description = "with `wait`: where the run stands when it finished or the wait ran out"),
     (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
     (status = 409, body = ErrorBody, description = "the run id exists with another input"),
     (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
@@ -149,13 +161,17 @@ pub struct Started {
 pub async fn start(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
+    Query(params): Query<StartParams>,
     extract::Json(start): extract::Json<StartRun>,
-) -> Result<(StatusCode, Json<Started>), ApiError> {
+) -> Result<Response, ApiError> {
     let submission = submission_of(&state, &tenant, start).await?;
     state.runtime.admit(&tenant.id).await?;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
-    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))
+    let Some(Timeout(timeout)) = params.wait else {
+        return Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })).into_response());
+    };
+    Ok(Json(state.runtime.wait(&tenant.id, &run, timeout.min(MAX_WAIT)).await?).into_response())
 }
 
 /// The submission `start` asks for, its components looked up and its
