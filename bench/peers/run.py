@@ -246,8 +246,8 @@ def stepstone_local(durability):
             "config": f"`stepstone serve` {stepstone_version(args.stepstone)} (this build, "
                       f"optimised as `make bench` builds it), local file system store: {what}; the bench "
                       "guest's `one-step`, `three-steps` and `sequential` workflows (each step a `call-step` "
-                      "of `noop`, journaled before the workflow sees its result); `POST /v1/runs`, then "
-                      "`GET /v1/runs/{id}/wait`",
+                      "of `noop`, journaled before the workflow sees its result); `POST /v1/runs?wait=60s`, "
+                      "which starts the run and answers with its status once it ends",
             "figures": figures,
         }
     return run
