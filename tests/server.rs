@@ -179,6 +179,9 @@ fn a_start_that_waits_answers_with_the_runs_status_in_one_request() {
         ["pending", "running", "sleeping", "awaiting-signal"].contains(&waiting["state"].as_str().unwrap()),
         "{waiting}"
     );
+    // The longest wait a request can ask for holds it no longer than the run takes.
+    let longest = format!("/v1/runs?wait={}", ["999999999years"; 10].join("%20"));
+    assert_eq!(server.post_json(&longest, ACME, &greet).expect(200), done);
     let refused = server.post_json("/v1/runs?wait=forever", ACME, &greet).expect(400);
     assert!(
         refused["error"].as_str().unwrap().contains("is not a duration"),

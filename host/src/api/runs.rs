@@ -28,6 +28,11 @@ use crate::tenancy::Tenant;
 const MAX_WAIT: Duration = Duration::from_secs(60);
 /// How long a `wait` waits without a `timeout`.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a wait asked to wait `timeout` holds its request.
+fn held_for(Timeout(timeout): Timeout) -> Duration {
+    timeout.min(MAX_WAIT)
+}
 /// The runs a page holds: at most, and without a `limit`.
 const MAX_PAGE: u32 = 1000;
 const DEFAULT_PAGE: u32 = 100;
@@ -168,10 +173,10 @@ pub async fn start(
     state.runtime.admit(&tenant.id).await?;
     let run = state.runtime.submit(&tenant.id, submission).await?;
     state.runtime.drive_in_background(&tenant.id, &run);
-    let Some(Timeout(timeout)) = params.wait else {
+    let Some(timeout) = params.wait else {
         return Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })).into_response());
     };
-    Ok(Json(state.runtime.wait(&tenant.id, &run, timeout.min(MAX_WAIT)).await?).into_response())
+    Ok(Json(state.runtime.wait(&tenant.id, &run, held_for(timeout)).await?).into_response())
 }
 
 /// The submission `start` asks for, its components looked up and its
@@ -388,8 +393,8 @@ pub async fn wait(
     Path(RunPath { id }): Path<RunPath>,
     Query(params): Query<WaitParams>,
 ) -> Result<Json<RunStatus>, ApiError> {
-    let timeout = params.timeout.map_or(DEFAULT_WAIT, |Timeout(timeout)| timeout);
-    Ok(Json(state.runtime.wait(&tenant.id, &id, timeout.min(MAX_WAIT)).await?))
+    let timeout = params.timeout.unwrap_or(Timeout(DEFAULT_WAIT));
+    Ok(Json(state.runtime.wait(&tenant.id, &id, held_for(timeout)).await?))
 }
 
 /// One journal entry.
@@ -530,4 +535,22 @@ pub async fn replay(
         None => None,
     };
     Ok(Json(state.runtime.replay(&tenant.id, &id, build).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_holds_its_request_a_minute_at_most() {
+        let held = |timeout| held_for(Timeout(timeout));
+        assert_eq!(held(Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            held(MAX_WAIT - Duration::from_nanos(1)),
+            MAX_WAIT - Duration::from_nanos(1)
+        );
+        assert_eq!(held(MAX_WAIT), MAX_WAIT);
+        assert_eq!(held(MAX_WAIT + Duration::from_nanos(1)), MAX_WAIT);
+        assert_eq!(held(Duration::MAX), MAX_WAIT);
+    }
 }

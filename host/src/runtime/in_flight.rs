@@ -96,11 +96,9 @@ impl InFlightSteps {
         let Some(steps) = lock(&self.runs).remove(&(tenant.clone(), run.clone())) else {
             return false;
         };
-        steps.values().fold(false, |cut_short, step| {
-            let running = !step.task.is_finished();
-            step.task.abort();
-            cut_short || running
-        })
+        let cut_short = steps.values().any(|step| !step.task.is_finished());
+        steps.values().for_each(|step| step.task.abort());
+        cut_short
     }
 
     /// How many runs have steps in flight here.

@@ -141,19 +141,18 @@ impl Runtime {
     /// The tenant's component called `reference`: a digest, else a name
     /// (no name is written as a digest).
     pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
-        let store = self.host.storage.tenant(tenant);
-        let named = match ComponentName::new(reference) {
-            Ok(name) if !is_digest(reference) => self.host.components.by_name(&store, &name).await?,
-            _ => None,
+        let digest = match ComponentName::new(reference) {
+            Ok(name) => self.component_digest(tenant, &name).await?,
+            Err(_) => reference.to_owned(),
         };
-        let digest = named.as_deref().unwrap_or(reference);
-        if !is_digest(digest) {
+        if !is_digest(&digest) {
             return Err(ComponentError::Unknown {
                 digest: reference.to_owned(),
             }
             .into());
         }
-        Ok(self.host.components.get(&store, digest).await?)
+        let store = self.host.storage.tenant(tenant);
+        Ok(self.host.components.get(&store, &digest).await?)
     }
 
     /// Version `version` of the tenant's component `name` (see
