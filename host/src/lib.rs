@@ -8,6 +8,8 @@
 //! Hosts sharing one store divide the runs between them by leases
 //! ([`cluster`]).
 
+#[cfg(feature = "mimalloc")]
+mod allocator;
 pub mod api;
 mod byte_budget;
 pub mod clock;

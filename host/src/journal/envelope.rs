@@ -9,14 +9,19 @@ pub const FORMAT_VERSION: u8 = 1;
 const MAGIC: &[u8; 3] = b"STP";
 const HEADER: usize = MAGIC.len() + 1 + 4;
 
+/// Room for a typical entry, so that encoding one grows its buffer once at
+/// most: growing it from empty was ~3 % of an in-memory journaled step.
+const TYPICAL_RECORD: usize = 256;
+
 /// Encodes `record` in its envelope.
 pub fn encode<R: Serialize>(record: &R) -> Vec<u8> {
-    let body = rmp_serde::to_vec_named(record).expect("records are plain data and always encode");
-    let mut bytes = Vec::with_capacity(HEADER + body.len());
+    let mut bytes = Vec::with_capacity(TYPICAL_RECORD);
     bytes.extend_from_slice(MAGIC);
     bytes.push(FORMAT_VERSION);
-    bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    bytes.extend_from_slice(&body);
+    bytes.extend_from_slice(&[0; 4]);
+    rmp_serde::encode::write_named(&mut bytes, record).expect("records are plain data and always encode");
+    let checksum = crc32fast::hash(&bytes[HEADER..]);
+    bytes[HEADER - 4..HEADER].copy_from_slice(&checksum.to_le_bytes());
     bytes
 }
 
