@@ -29,13 +29,14 @@ const MAX_WAIT: Duration = Duration::from_secs(60);
 /// How long a `wait` waits without a `timeout`.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
+/// The runs a page holds: at most, and without a `limit`.
+const MAX_PAGE: u32 = 1000;
+const DEFAULT_PAGE: u32 = 100;
+
 /// How long a wait asked to wait `timeout` holds its request.
 fn held_for(Timeout(timeout): Timeout) -> Duration {
     timeout.min(MAX_WAIT)
 }
-/// The runs a page holds: at most, and without a `limit`.
-const MAX_PAGE: u32 = 1000;
-const DEFAULT_PAGE: u32 = 100;
 
 /// The run an operation is about.
 #[derive(Deserialize, IntoParams)]

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT_VERSION: u8 = 1;
 
 const MAGIC: &[u8; 3] = b"STP";
-const HEADER: usize = MAGIC.len() + 1 + 4;
+/// Where the header keeps the body's CRC-32, after the magic and version.
+const CHECKSUM: std::ops::Range<usize> = MAGIC.len() + 1..MAGIC.len() + 1 + 4;
+const HEADER: usize = CHECKSUM.end;
 
 /// Room for a typical entry, so that encoding one grows its buffer once at
 /// most: growing it from empty was ~3 % of an in-memory journaled step.
@@ -18,10 +20,10 @@ pub fn encode<R: Serialize>(record: &R) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(TYPICAL_RECORD);
     bytes.extend_from_slice(MAGIC);
     bytes.push(FORMAT_VERSION);
-    bytes.extend_from_slice(&[0; 4]);
+    bytes.resize(HEADER, 0);
     rmp_serde::encode::write_named(&mut bytes, record).expect("records are plain data and always encode");
     let checksum = crc32fast::hash(&bytes[HEADER..]);
-    bytes[HEADER - 4..HEADER].copy_from_slice(&checksum.to_le_bytes());
+    bytes[CHECKSUM].copy_from_slice(&checksum.to_le_bytes());
     bytes
 }
 
@@ -37,7 +39,7 @@ pub fn decode<'a, R: Deserialize<'a>>(bytes: &'a [u8]) -> Result<R, String> {
             "record format version {version}, this build reads version {FORMAT_VERSION}: use a matching stepstone"
         ));
     }
-    let expected = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    let expected = u32::from_le_bytes(bytes[CHECKSUM].try_into().expect("the checksum is 4 bytes"));
     let body = &bytes[HEADER..];
     let actual = crc32fast::hash(body);
     if actual != expected {
