@@ -237,7 +237,8 @@ def stepstone_local(durability):
     def run(args, work, servers):
         figures = serve_stepstone(args.stepstone, args.guests, os.path.join(work, f"stepstone-{durability}"),
                                   {"STEPSTONE_DURABILITY": durability}, servers)
-        what = {"fsync": "each put's file synced before it is linked to its key and its directory after, "
+        what = {"fsync": "each put's file synced before it is linked to its key and its directory after (an "
+                         "empty marker's directory only), "
                          "each delete's directory after (`--durability fsync`, the default)",
                 "no-fsync": "writes not synced (`--durability no-fsync`): for reference, not durable "
                             "against a power loss"}[durability]

@@ -13,6 +13,12 @@
 //! put refused because the key is taken returns only once what holds the
 //! key is on disk, so a caller that reads it back acts on durable bytes.
 //!
+//! An empty object (a marker) has no bytes to tear, so its file gets no
+//! sync of its own: it is created at its key (create-only) or renamed onto
+//! it, and its directory's sync makes both the file and its name durable.
+//! That is one sync where object_store makes two, and half of a run's puts
+//! are markers.
+//!
 //! Concurrent writers share the disk's cache flushes: each put syncs on a
 //! thread of tokio's blocking pool, and the kernel's block layer merges the
 //! flushes waiting at one time into one (`docs/BENCHMARKS.md`, *Peers*,
@@ -20,7 +26,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path as FsPath, PathBuf};
 use std::str::FromStr;
@@ -107,8 +113,8 @@ pub fn create_dir(dir: &FsPath, durability: Durability) -> io::Result<()> {
 pub struct LocalStore {
     inner: Arc<LocalFileSystem>,
     durability: Durability,
-    /// Directories synced after deletes and refused creates, for tests to
-    /// see the syncs grouped.
+    /// Directories this store synced itself (after deletes, refused
+    /// creates and empty objects), for tests to count the syncs.
     dir_syncs: Arc<AtomicU64>,
 }
 
@@ -121,8 +127,8 @@ impl LocalStore {
         }
     }
 
-    /// How many directories this store synced after deletes and refused
-    /// creates (the syncs of puts and copies happen inside object_store).
+    /// How many directories this store synced itself (the syncs of other
+    /// puts and of copies happen inside object_store).
     pub fn dir_syncs(&self) -> u64 {
         self.dir_syncs.load(Ordering::Relaxed)
     }
@@ -139,6 +145,96 @@ impl LocalStore {
         })
         .await
     }
+
+    /// Puts an empty object with [`Durability::Fsync`] in one trip to the
+    /// blocking pool: its file is made at the key, then its directory
+    /// synced (see the module's invariants).
+    async fn put_empty(&self, location: &Path, create: bool) -> Result<PutResult> {
+        let file = self.inner.path_to_filesystem(location)?;
+        let syncs = self.dir_syncs.clone();
+        let key = location.to_string();
+        let placed = tokio::task::spawn_blocking(move || place_empty(&file, create, &syncs))
+            .await
+            .map_err(|join| io::Error::other(join.to_string()));
+        match placed.and_then(|placed| placed) {
+            Ok(e_tag) => Ok(PutResult {
+                e_tag: Some(e_tag),
+                version: None,
+                extensions: Default::default(),
+            }),
+            Err(taken) if taken.kind() == io::ErrorKind::AlreadyExists => Err(object_store::Error::AlreadyExists {
+                path: key,
+                source: Box::new(taken),
+            }),
+            Err(e) => Err(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!("cannot put the empty object {key}: {e}").into(),
+            }),
+        }
+    }
+}
+
+/// Makes an empty file at `file` (only where none is, with `create`) and
+/// syncs its directory, creating the directory durably first if it is
+/// missing; returns the file's ETag as object_store reports it. A refused
+/// create syncs the file that holds the key before it answers
+/// `AlreadyExists`.
+fn place_empty(file: &FsPath, create: bool, syncs: &AtomicU64) -> io::Result<String> {
+    let dir = file
+        .parent()
+        .ok_or_else(|| io::Error::other("a key names a file in a directory"))?;
+    if !dir.exists() {
+        create_dir(dir, Durability::Fsync)?;
+    }
+    let placed = match create {
+        true => OpenOptions::new().write(true).create_new(true).open(file),
+        false => rename_empty_onto(file),
+    };
+    let placed = match placed {
+        Err(taken) if taken.kind() == io::ErrorKind::AlreadyExists => {
+            File::open(file)?.sync_all()?;
+            Err(taken)
+        }
+        placed => placed,
+    };
+    sync_dir(dir)?;
+    syncs.fetch_add(1, Ordering::Relaxed);
+    e_tag(&placed?.metadata()?)
+}
+
+/// Creates an empty staging file beside `file`, named as object_store names
+/// its own (so listings pass over one a crash leaves), and renames it onto
+/// `file`: a reader sees the old object or the empty one, never a mix.
+fn rename_empty_onto(file: &FsPath) -> io::Result<File> {
+    for suffix in 1_u32.. {
+        let mut staging = file.as_os_str().to_owned();
+        staging.push(format!("#{suffix}"));
+        match OpenOptions::new().write(true).create_new(true).open(&staging) {
+            Ok(created) => {
+                std::fs::rename(&staging, file)?;
+                return Ok(created);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free staging name"))
+}
+
+/// object_store's ETag for a local file: its inode, modification time (in
+/// microseconds) and size, in hex.
+fn e_tag(metadata: &std::fs::Metadata) -> io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let modified = metadata
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(format!(
+        "\"{:x}-{:x}-{:x}\"",
+        metadata.ino(),
+        modified.as_micros(),
+        metadata.len()
+    ))
 }
 
 impl fmt::Display for LocalStore {
@@ -183,7 +279,16 @@ fn sync_parent(file: &FsPath) -> io::Result<()> {
 #[async_trait]
 impl ObjectStore for LocalStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        let synced_create = matches!(opts.mode, PutMode::Create) && self.durability == Durability::Fsync;
+        let synced = self.durability == Durability::Fsync;
+        let create = match opts.mode {
+            PutMode::Create => Some(true),
+            PutMode::Overwrite => Some(false),
+            PutMode::Update(_) => None,
+        };
+        if let Some(create) = create.filter(|_| synced && payload.content_length() == 0 && opts.attributes.is_empty()) {
+            return self.put_empty(location, create).await;
+        }
+        let synced_create = matches!(opts.mode, PutMode::Create) && synced;
         match self.inner.put_opts(location, payload, opts).await {
             Err(taken @ object_store::Error::AlreadyExists { .. }) if synced_create => {
                 // Another writer may still be between its link and its
@@ -355,6 +460,48 @@ mod tests {
         assert!(
             matches!(missing, Err(object_store::Error::NotFound { .. })),
             "{missing:?}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_empty_object_syncs_its_directory_only_and_keeps_each_put_modes_meaning() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = synced(dir.path())?;
+        let key = Path::from("index/tree/2026-12-02T19/marker");
+        let create = PutOptions::from(PutMode::Create);
+        let put = store.put_opts(&key, PutPayload::default(), create.clone()).await?;
+        assert_eq!(store.dir_syncs(), 1, "one sync, of the marker's new directory");
+        let head = store.head(&key).await?;
+        assert_eq!(
+            (head.size, &head.e_tag),
+            (0, &put.e_tag),
+            "object_store reads the same object back"
+        );
+        let refused = store.put_opts(&key, PutPayload::default(), create).await;
+        assert!(
+            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(store.dir_syncs(), 2, "a refused create syncs the key's holder too");
+        // An overwrite goes through a staging name, skipping one a crash left.
+        std::fs::write(dir.path().join("index/tree/2026-12-02T19/full#1"), b"left by a crash")?;
+        let full = Path::from("index/tree/2026-12-02T19/full");
+        store.put(&full, PutPayload::from_static(b"bytes")).await?;
+        assert_eq!(store.dir_syncs(), 2, "object_store syncs a put of bytes itself");
+        store.put(&full, PutPayload::default()).await?;
+        assert_eq!(store.get(&full).await?.bytes().await?, Bytes::new());
+        assert_eq!(store.dir_syncs(), 3);
+        let mut listed: Vec<String> = store
+            .list(None)
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await?;
+        listed.sort();
+        assert_eq!(
+            listed,
+            [full.to_string(), key.to_string()],
+            "staging files are not objects"
         );
         Ok(())
     }
