@@ -152,23 +152,15 @@ impl LocalStore {
     async fn put_empty(&self, location: &Path, create: bool) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let syncs = self.dir_syncs.clone();
-        let key = location.to_string();
-        let placed = tokio::task::spawn_blocking(move || place_empty(&file, create, &syncs))
-            .await
-            .map_err(|join| io::Error::other(join.to_string()));
-        match placed.and_then(|placed| placed) {
-            Ok(e_tag) => Ok(PutResult {
+        match blocking(move || place_empty(&file, create, &syncs)).await? {
+            Some(e_tag) => Ok(PutResult {
                 e_tag: Some(e_tag),
                 version: None,
                 extensions: Default::default(),
             }),
-            Err(taken) if taken.kind() == io::ErrorKind::AlreadyExists => Err(object_store::Error::AlreadyExists {
-                path: key,
-                source: Box::new(taken),
-            }),
-            Err(e) => Err(object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: format!("cannot put the empty object {key}: {e}").into(),
+            None => Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
             }),
         }
     }
@@ -176,10 +168,9 @@ impl LocalStore {
 
 /// Makes an empty file at `file` (only where none is, with `create`) and
 /// syncs its directory, creating the directory durably first if it is
-/// missing; returns the file's ETag as object_store reports it. A refused
-/// create syncs the file that holds the key before it answers
-/// `AlreadyExists`.
-fn place_empty(file: &FsPath, create: bool, syncs: &AtomicU64) -> io::Result<String> {
+/// missing; returns the file's ETag as object_store reports it, or `None`
+/// for a refused create, which syncs the file holding the key instead.
+fn place_empty(file: &FsPath, create: bool, syncs: &AtomicU64) -> io::Result<Option<String>> {
     let dir = file
         .parent()
         .ok_or_else(|| io::Error::other("a key names a file in a directory"))?;
@@ -191,28 +182,36 @@ fn place_empty(file: &FsPath, create: bool, syncs: &AtomicU64) -> io::Result<Str
         false => rename_empty_onto(file),
     };
     let placed = match placed {
-        Err(taken) if taken.kind() == io::ErrorKind::AlreadyExists => {
+        Ok(placed) => Some(placed),
+        Err(taken) if create && taken.kind() == io::ErrorKind::AlreadyExists => {
             File::open(file)?.sync_all()?;
-            Err(taken)
+            None
         }
-        placed => placed,
+        Err(e) => return Err(e),
     };
     sync_dir(dir)?;
     syncs.fetch_add(1, Ordering::Relaxed);
-    e_tag(&placed?.metadata()?)
+    placed.map(|placed| e_tag(&placed.metadata()?)).transpose()
 }
 
 /// Creates an empty staging file beside `file`, named as object_store names
 /// its own (so listings pass over one a crash leaves), and renames it onto
-/// `file`: a reader sees the old object or the empty one, never a mix.
+/// `file`: a reader sees the old object or the empty one, never a mix. A
+/// refused rename removes its staging file, so retries leave nothing.
 fn rename_empty_onto(file: &FsPath) -> io::Result<File> {
-    for suffix in 1_u32.. {
+    for suffix in 1..=u32::MAX {
         let mut staging = file.as_os_str().to_owned();
         staging.push(format!("#{suffix}"));
         match OpenOptions::new().write(true).create_new(true).open(&staging) {
             Ok(created) => {
-                std::fs::rename(&staging, file)?;
-                return Ok(created);
+                return match std::fs::rename(&staging, file) {
+                    Ok(()) => Ok(created),
+                    Err(refused) => {
+                        // Best effort: the rename's error is the one to report.
+                        let _ = std::fs::remove_file(&staging);
+                        Err(refused)
+                    }
+                };
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -221,8 +220,8 @@ fn rename_empty_onto(file: &FsPath) -> io::Result<File> {
     Err(io::Error::other("no free staging name"))
 }
 
-/// object_store's ETag for a local file: its inode, modification time (in
-/// microseconds) and size, in hex.
+/// object_store's ETag for a local file (its own function is private): its
+/// inode, modification time (in microseconds) and size, in hex.
 fn e_tag(metadata: &std::fs::Metadata) -> io::Result<String> {
     use std::os::unix::fs::MetadataExt;
     let modified = metadata
@@ -248,7 +247,7 @@ impl fmt::Display for LocalStore {
 
 /// Runs file-system calls on tokio's blocking pool, their error as the
 /// store's.
-async fn blocking(work: impl FnOnce() -> io::Result<()> + Send + 'static) -> Result<()> {
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> Result<T> {
     let failed = |source: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
         store: "LocalFileSystem",
         source,
@@ -280,13 +279,11 @@ fn sync_parent(file: &FsPath) -> io::Result<()> {
 impl ObjectStore for LocalStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         let synced = self.durability == Durability::Fsync;
-        let create = match opts.mode {
-            PutMode::Create => Some(true),
-            PutMode::Overwrite => Some(false),
-            PutMode::Update(_) => None,
-        };
-        if let Some(create) = create.filter(|_| synced && payload.content_length() == 0 && opts.attributes.is_empty()) {
-            return self.put_empty(location, create).await;
+        let empty = synced && payload.content_length() == 0 && opts.attributes.is_empty();
+        match opts.mode {
+            PutMode::Create if empty => return self.put_empty(location, true).await,
+            PutMode::Overwrite if empty => return self.put_empty(location, false).await,
+            _ => {}
         }
         let synced_create = matches!(opts.mode, PutMode::Create) && synced;
         match self.inner.put_opts(location, payload, opts).await {
@@ -394,6 +391,13 @@ mod tests {
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
+    fn assert_taken(refused: Result<PutResult>) {
+        assert!(
+            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
+            "{refused:?}"
+        );
+    }
+
     fn synced(dir: &FsPath) -> Result<LocalStore> {
         Ok(LocalStore::new(
             LocalFileSystem::new_with_prefix(dir)?,
@@ -424,11 +428,7 @@ mod tests {
             .put_opts(&key, PutPayload::from_static(b"first"), create.clone())
             .await?;
         assert_eq!(store.dir_syncs(), 0, "object_store syncs a put itself");
-        let refused = store.put_opts(&key, PutPayload::from_static(b"second"), create).await;
-        assert!(
-            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
-            "{refused:?}"
-        );
+        assert_taken(store.put_opts(&key, PutPayload::from_static(b"second"), create).await);
         assert_eq!(store.dir_syncs(), 1, "the key's holder was synced before the refusal");
         assert_eq!(store.get(&key).await?.bytes().await?, Bytes::from_static(b"first"));
         store.put(&key, PutPayload::from_static(b"over")).await?;
@@ -478,11 +478,7 @@ mod tests {
             (0, &put.e_tag),
             "object_store reads the same object back"
         );
-        let refused = store.put_opts(&key, PutPayload::default(), create).await;
-        assert!(
-            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
-            "{refused:?}"
-        );
+        assert_taken(store.put_opts(&key, PutPayload::default(), create).await);
         assert_eq!(store.dir_syncs(), 2, "a refused create syncs the key's holder too");
         // An overwrite goes through a staging name, skipping one a crash left.
         std::fs::write(dir.path().join("index/tree/2026-12-02T19/full#1"), b"left by a crash")?;
@@ -503,6 +499,32 @@ mod tests {
             [full.to_string(), key.to_string()],
             "staging files are not objects"
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_empty_object_where_a_directory_or_file_stands_is_refused_and_leaves_nothing() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = synced(dir.path())?;
+        let kept = Path::from("a/b");
+        store.put(&kept, PutPayload::from_static(b"kept")).await?;
+        let onto_directory = store.put(&Path::from("a"), PutPayload::default()).await;
+        assert!(onto_directory.is_err(), "{onto_directory:?}");
+        assert_taken(
+            store
+                .put_opts(&Path::from("a"), PutPayload::default(), PutMode::Create.into())
+                .await,
+        );
+        let under_file = store.put(&Path::from("a/b/c"), PutPayload::default()).await;
+        assert!(under_file.is_err(), "{under_file:?}");
+        assert_eq!(store.get(&kept).await?.bytes().await?, Bytes::from_static(b"kept"));
+        let names = |at: &FsPath| -> io::Result<Vec<String>> {
+            std::fs::read_dir(at)?
+                .map(|entry| Ok(entry?.file_name().to_string_lossy().into_owned()))
+                .collect()
+        };
+        assert_eq!(names(dir.path())?, ["a"], "no staging file is left beside `a`");
+        assert_eq!(names(&dir.path().join("a"))?, ["b"]);
         Ok(())
     }
 
