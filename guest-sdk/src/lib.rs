@@ -44,6 +44,8 @@
 //! limits of one call), [`Error`] and [`StepError`] (what a workflow sees
 //! fail), [`Level`] (logs) and [`export!`] (the component's exports).
 
+#[cfg(all(feature = "allocator", target_arch = "wasm32", not(target_feature = "atomics")))]
+mod allocator;
 mod error;
 pub mod http;
 mod log;

@@ -43,7 +43,7 @@ const WIT: Embedded = embed!("wit/" => "wit/":
 /// The Rust SDK, a crate beside the project's (its bindings read `../wit`).
 const RUST_SDK: Embedded = embed!("guest-sdk/" => "stepstone-guest/":
     "Cargo.toml", "src/lib.rs", "src/bindings.rs", "src/dispatch.rs", "src/error.rs", "src/http.rs", "src/log.rs",
-    "src/options.rs", "src/panic_log.rs", "src/step.rs", "src/workflow.rs",
+    "src/options.rs", "src/panic_log.rs", "src/step.rs", "src/workflow.rs", "src/allocator.rs",
 );
 
 const PYTHON_SDK: Embedded = embed!("guest-sdk/python/" => "": "stepstone.py");
