@@ -211,6 +211,53 @@ fn a_runs_trace_holds_every_execution_call_and_attempt_across_an_eviction_and_a_
     assert_eq!(signalled.links, [(trace_id.clone(), root_id.clone())], "{signalled:#?}");
 }
 
+/// An attempt's span says how much linear memory it used. A Rust step whose
+/// allocations fit the SDK's arena (`guest-sdk/src/allocator.rs`) runs in
+/// the memory its module starts with, however much of the arena it takes
+/// (Rust's own allocator grew memory on the first allocation and then as it
+/// went); one that allocates past it grows memory by at least as much.
+#[test]
+fn an_attempts_span_holds_its_memory_and_a_rust_step_within_the_arena_never_grows_it() {
+    let collector = Collector::start();
+    let host = traced_host(&collector);
+    let hostile = guest("hostile");
+    let runs = [("ten-bytes", 10), ("fifty-kb", 50_000), ("half-a-mb", 500_000)];
+    for (run, bytes) in runs {
+        let input = json!({"step": "big", "input": {"bytes": bytes}}).to_string();
+        let seen = host
+            .run(&["run", arg(&hostile), "call-limited", "--input", &input, "--run-id", run])
+            .success()
+            .json_line();
+        assert_eq!(seen["output"].as_str().map(str::len), Some(bytes), "{run}");
+    }
+    let spans = collector.await_spans("an attempt of each run", Duration::from_secs(30), |spans| {
+        runs.iter().all(|(run, _)| {
+            spans
+                .iter()
+                .any(|span| span.name == "attempt" && span.text("run") == *run)
+        })
+    });
+    let memory = |run: &str| {
+        let attempt = spans
+            .iter()
+            .find(|span| span.name == "attempt" && span.text("run") == run);
+        let attempt = attempt.expect("the run's attempt");
+        attempt.number("memory_bytes").expect("an attempt's memory_bytes")
+    };
+    assert!(memory("ten-bytes") > 0);
+    assert_eq!(
+        memory("ten-bytes"),
+        memory("fifty-kb"),
+        "10 bytes of output and 50 KB (100 KB with its JSON copy) fit the arena alike"
+    );
+    assert!(
+        memory("half-a-mb") >= memory("ten-bytes") + 500_000,
+        "half a megabyte of output grows memory: {} against {}",
+        memory("half-a-mb"),
+        memory("ten-bytes")
+    );
+}
+
 /// A port nothing listens on.
 fn closed_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");

@@ -274,7 +274,7 @@ impl RealStep {
                 Some(&failure.message as &dyn std::fmt::Display),
             ),
         };
-        spans::fuel(&span, report.fuel_used);
+        spans::attempt_usage(&span, report.fuel_used, report.memory_bytes);
         ending.ended(how, failure);
         host.metrics
             .step_attempt(tenant, &step.call.name, how, started.elapsed(), report.fuel_used);

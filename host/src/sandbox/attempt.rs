@@ -209,6 +209,8 @@ impl AttemptFailure {
 pub struct AttemptReport {
     pub result: Result<String, AttemptFailure>,
     pub fuel_used: u64,
+    /// Its linear memory at its largest, in bytes.
+    pub memory_bytes: usize,
     /// Its outgoing HTTP.
     pub http: Arc<HttpUsage>,
 }
@@ -218,6 +220,7 @@ impl AttemptReport {
         Self {
             result: Err(failure),
             fuel_used: 0,
+            memory_bytes: 0,
             http: Arc::default(),
         }
     }
@@ -270,6 +273,7 @@ pub async fn run_attempt(
         Ok(left) => limits.fuel.saturating_sub(left),
         Err(_) => 0,
     };
+    let memory_bytes = store.data().guard.memory_granted();
     drop(store);
     if let Some(scratch) = scratch {
         scratch.remove().await;
@@ -277,6 +281,7 @@ pub async fn run_attempt(
     AttemptReport {
         result,
         fuel_used,
+        memory_bytes,
         http,
     }
 }

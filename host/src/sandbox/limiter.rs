@@ -16,6 +16,9 @@ pub struct MemoryGuard {
     table_elements: usize,
     /// The first refusal, in words; later ones add nothing a user needs.
     refusal: Option<String>,
+    /// Linear memory granted, over every memory of the instance: what each
+    /// started with and every growth since (a memory never shrinks).
+    memory_granted: usize,
 }
 
 impl MemoryGuard {
@@ -29,7 +32,13 @@ impl MemoryGuard {
             memory_bytes,
             table_elements,
             refusal: None,
+            memory_granted: 0,
         }
+    }
+
+    /// The instance's linear memory in bytes, at its largest so far.
+    pub fn memory_granted(&self) -> usize {
+        self.memory_granted
     }
 
     /// Why a memory or table growth was refused, if one was.
@@ -53,6 +62,9 @@ fn effective_limit(host: usize, declared: Option<usize>) -> usize {
 impl ResourceLimiter for MemoryGuard {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.memory_granted = self.memory_granted.saturating_add(desired.saturating_sub(current));
+        }
         let limit = effective_limit(self.memory_bytes, maximum);
         Ok(self.note(allowed, || {
             format!("linear memory growth to {desired} bytes refused: the limit is {limit} bytes")
@@ -142,6 +154,17 @@ pub fn classify(error: &wasmtime::Error, guard: &MemoryGuard) -> (StepErrorKind,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_granted_sums_every_memory_and_leaves_refusals_out() -> wasmtime::Result<()> {
+        let mut guard = MemoryGuard::new(4 << 20, 10);
+        assert!(guard.memory_growing(0, 1 << 20, None)?);
+        assert!(guard.memory_growing(0, 1 << 16, None)?, "a second memory");
+        assert!(guard.memory_growing(1 << 20, 2 << 20, None)?);
+        assert!(!guard.memory_growing(2 << 20, 8 << 20, None)?);
+        assert_eq!(guard.memory_granted(), (2 << 20) + (1 << 16));
+        Ok(())
+    }
 
     #[test]
     fn guard_remembers_the_first_refused_growth_and_its_limit() {

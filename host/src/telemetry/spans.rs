@@ -135,10 +135,12 @@ pub fn attempt_started(attempt: &Span, tenant: &TenantId, run: &RunId) {
     attempt.set_attribute("run", run.to_string());
 }
 
-/// The fuel an attempt burnt.
-pub fn fuel(attempt: &Span, fuel: u64) {
+/// What an attempt used: the fuel it burnt, and its linear memory at its
+/// largest, in bytes.
+pub fn attempt_usage(attempt: &Span, fuel: u64, memory_bytes: usize) {
     if exporting() {
         attempt.set_attribute("fuel", int(fuel));
+        attempt.set_attribute("memory_bytes", int(memory_bytes as u64));
     }
 }
 
