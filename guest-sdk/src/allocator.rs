@@ -33,6 +33,11 @@ pub const ARENA_BYTES: usize = 256 << 10;
 
 const WASM_PAGE_BYTES: usize = 64 << 10;
 
+/// More than a new heap's bookkeeping takes (its tags; the bins' table
+/// lives in the arena's heap). Were it short, talc would come back for
+/// more, and the pages would extend this heap.
+const NEW_HEAP_OVERHEAD_BYTES: usize = 1 << 10;
+
 static mut ARENA: [MaybeUninit<u8>; ARENA_BYTES] = [MaybeUninit::uninit(); ARENA_BYTES];
 
 // `new_wasm` refuses (at compile time, in this const) any target but
@@ -74,7 +79,7 @@ fn grow<B: Binning>(talc: &mut Talc<ArenaThenGrow, B>, layout: Layout) -> Result
     let bytes = layout
         .size()
         .checked_add(layout.align())
-        .and_then(|bytes| bytes.checked_add(WASM_PAGE_BYTES))
+        .and_then(|bytes| bytes.checked_add(NEW_HEAP_OVERHEAD_BYTES))
         .ok_or(())?;
     let pages = bytes.div_ceil(WASM_PAGE_BYTES);
     let old_pages = memory_grow(0, pages);
