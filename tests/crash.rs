@@ -22,10 +22,11 @@
 //! command, markers it overwrites included; a phase's writes are tried
 //! until the next number is never reached.
 //!
-//! The suite runs on both kinds of store, a fresh one for each host: the
+//! The suite runs on each kind of store, a fresh one for each host: the
 //! local file system (the data directory's), where a put killed half-way
-//! leaves a staging file beside its key, and S3 (the harness's SeaweedFS),
-//! where it leaves a multipart upload never completed. On either, the key
+//! leaves a staging file beside its key, the same through its write-ahead
+//! log (`--durability log`), and S3 (the harness's SeaweedFS), where it
+//! leaves a multipart upload never completed. On either, the key
 //! must still hold what it held before. What was stored is read as a
 //! client of the store reads it ([`Host::stored`]).
 
@@ -51,6 +52,10 @@ const MAX_WRITES: u64 = 50;
 enum Store {
     /// The data directory's, on the local file system.
     Local,
+    /// The same, written through the local store's write-ahead log
+    /// (`--durability log`), where a killed host may leave records of
+    /// writes it never made.
+    LocalLog,
     /// A fresh prefix of the harness's SeaweedFS, over S3.
     S3,
 }
@@ -60,6 +65,7 @@ impl Store {
     fn host(self) -> Host {
         match self {
             Store::Local => Host::new(),
+            Store::LocalLog => Host::new().with_env("STEPSTONE_DURABILITY", "log"),
             Store::S3 => Host::on_s3(),
         }
     }
@@ -381,6 +387,13 @@ fn sigkill_at_every_write_then_recovery_gives_the_uninterrupted_run() {
     sigkill_at_every_write_of(Store::Local);
 }
 
+/// The same trials, every write of every phase, with the local store
+/// writing through its write-ahead log.
+#[test]
+fn sigkill_at_every_write_through_the_write_log_then_recovery_gives_the_uninterrupted_run() {
+    sigkill_at_every_write_of(Store::LocalLog);
+}
+
 /// The same trials, every write of every phase, with each host's store a
 /// prefix of the harness's SeaweedFS, over S3.
 #[test]
@@ -454,6 +467,7 @@ fn sigkill_at_every_write_of(store: Store) {
         };
         let fault = match store {
             Store::Local => fault.to_owned(),
+            Store::LocalLog => format!("{fault}, through the local store's write log"),
             Store::S3 => format!("{fault}, on S3 (SeaweedFS)"),
         };
         record_reliability(&ReliabilityResult {

@@ -34,10 +34,13 @@ fn backends() -> Vec<(&'static str, Storage, tempfile::TempDir)> {
     let local = Storage::local(&dir.path().join("objects")).unwrap();
     let synced_dir = tempfile::tempdir().unwrap();
     let synced = Storage::local_with(&synced_dir.path().join("objects"), Durability::Fsync).unwrap();
+    let logged_dir = tempfile::tempdir().unwrap();
+    let logged = Storage::local_with(&logged_dir.path().join("objects"), Durability::Log).unwrap();
     vec![
         ("in-memory", Storage::in_memory(), tempfile::tempdir().unwrap()),
         ("local-fs", local, dir),
         ("local-fs, fsync", synced, synced_dir),
+        ("local-fs, write log", logged, logged_dir),
         ("in-memory failing 10%", flaky().0, tempfile::tempdir().unwrap()),
         ("s3 (SeaweedFS)", s3(), tempfile::tempdir().unwrap()),
     ]

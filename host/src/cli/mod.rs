@@ -43,7 +43,10 @@ pub struct Cli {
     store: Option<String>,
     /// What an acknowledged write to a local store (the data directory's,
     /// or a file:// one) survives: `fsync`, a power loss (each write is
-    /// synced to disk before it is acknowledged); `no-fsync`, a crash of
+    /// synced to disk before it is acknowledged); `log`, a power loss too,
+    /// each write recorded in a write-ahead log (`write-log#0` in the
+    /// store's directory) synced before it is acknowledged, with fewer
+    /// syncs than `fsync`; `no-fsync`, a crash of
     /// the process only (faster; the last writes may be lost or left empty
     /// when the machine stops). Other stores keep their own guarantees.
     #[arg(long, global = true, env = "STEPSTONE_DURABILITY", default_value_t = Durability::default())]
@@ -513,6 +516,7 @@ impl DataDir {
         };
         tracing::debug!(durability = %self.durability, "local store writes: {}", match self.durability {
             Durability::Fsync => "synced to disk before they are acknowledged",
+            Durability::Log => "recorded in a write-ahead log synced before they are acknowledged",
             Durability::NoFsync => "not synced: a power loss may lose the last ones",
         });
         storage.check_reachable().await?;

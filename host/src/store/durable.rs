@@ -23,6 +23,13 @@
 //! thread of tokio's blocking pool, and the kernel's block layer merges the
 //! flushes waiting at one time into one (`docs/BENCHMARKS.md`, *Peers*,
 //! measures it). Deletes made together share one sync per directory.
+//!
+//! [`Durability::Log`] survives a power loss too, with fewer syncs: puts and
+//! deletes go through the root's write-ahead log ([`super::write_log`]),
+//! which syncs each write's record, bytes and all, before the write is made
+//! and acknowledged, one sync for the writes in flight together. Copies,
+//! renames and multipart uploads (which Stepstone does not make) are synced
+//! as with `Fsync`, then noted in the log so that a replay leaves them be.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -33,7 +40,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::write_log::{self, Outcome, Write, WriteLog};
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
@@ -52,11 +61,18 @@ pub enum Durability {
     /// A crash of the process only: writes are in the kernel's page cache
     /// when they return, on disk within the kernel's writeback interval.
     NoFsync,
+    /// A power loss, as `Fsync`: every put and delete is recorded in a
+    /// write-ahead log synced before it returns (writes in flight together
+    /// share one sync), the objects' files synced at the log's checkpoints.
+    Log,
 }
 
-/// A durability that is neither `fsync` nor `no-fsync`.
+/// A durability that is none of `fsync`, `log` and `no-fsync`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown durability `{0}`: expected fsync (writes survive a power loss) or no-fsync (a process crash only)")]
+#[error(
+    "unknown durability `{0}`: expected fsync (writes survive a power loss), log (the same, through a write-ahead log) \
+     or no-fsync (a process crash only)"
+)]
 pub struct UnknownDurability(String);
 
 impl FromStr for Durability {
@@ -66,6 +82,7 @@ impl FromStr for Durability {
         match text {
             "fsync" => Ok(Self::Fsync),
             "no-fsync" => Ok(Self::NoFsync),
+            "log" => Ok(Self::Log),
             _ => Err(UnknownDurability(text.to_owned())),
         }
     }
@@ -76,6 +93,7 @@ impl fmt::Display for Durability {
         f.write_str(match self {
             Self::Fsync => "fsync",
             Self::NoFsync => "no-fsync",
+            Self::Log => "log",
         })
     }
 }
@@ -83,10 +101,7 @@ impl fmt::Display for Durability {
 /// The local file system store under `root` (which must exist), as durable
 /// as `durability` says.
 pub fn local_store(root: &FsPath, durability: Durability) -> Result<Arc<dyn ObjectStore>> {
-    Ok(Arc::new(LocalStore::new(
-        LocalFileSystem::new_with_prefix(root)?,
-        durability,
-    )))
+    Ok(Arc::new(LocalStore::open(root, durability)?))
 }
 
 /// Creates `dir` and its missing parents; with [`Durability::Fsync`], syncs
@@ -116,14 +131,19 @@ pub struct LocalStore {
     /// Directories this store synced itself (after deletes, refused
     /// creates and empty objects), for tests to count the syncs.
     dir_syncs: Arc<AtomicU64>,
+    /// The root's write-ahead log, with [`Durability::Log`].
+    log: Option<Arc<WriteLog>>,
 }
 
 impl LocalStore {
+    /// The store on `fs`, without the write log [`Durability::Log`] needs
+    /// (see [`LocalStore::open`]).
     pub fn new(fs: LocalFileSystem, durability: Durability) -> Self {
         Self {
-            inner: Arc::new(fs.with_fsync(durability == Durability::Fsync)),
+            inner: Arc::new(fs.with_fsync(durability != Durability::NoFsync)),
             durability,
             dir_syncs: Arc::default(),
+            log: None,
         }
     }
 
@@ -131,6 +151,21 @@ impl LocalStore {
     /// puts and of copies happen inside object_store).
     pub fn dir_syncs(&self) -> u64 {
         self.dir_syncs.load(Ordering::Relaxed)
+    }
+
+    /// The store under `root` (which must exist), opening its write log
+    /// with [`Durability::Log`] (and replaying it after a reboot).
+    pub fn open(root: &FsPath, durability: Durability) -> Result<Self> {
+        let mut store = Self::new(LocalFileSystem::new_with_prefix(root)?, durability);
+        if durability == Durability::Log {
+            store.log = Some(Arc::new(WriteLog::open(root).map_err(store_error)?));
+        }
+        Ok(store)
+    }
+
+    /// How many times the write log was synced, with [`Durability::Log`].
+    pub fn log_syncs(&self) -> Option<u64> {
+        self.log.as_ref().map(|log| log.syncs())
     }
 
     /// Syncs the file at `location` and its directory: what a create-only
@@ -163,6 +198,78 @@ impl LocalStore {
                 source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
             }),
         }
+    }
+
+    /// A create-only (`create`) or overwriting put through the write log:
+    /// its bytes staged beside the key, then recorded, then placed.
+    async fn logged_put(
+        &self,
+        log: &WriteLog,
+        location: &Path,
+        payload: PutPayload,
+        create: bool,
+    ) -> Result<PutResult> {
+        let file = self.inner.path_to_filesystem(location)?;
+        let bytes = Bytes::from(payload);
+        let staged = match create && bytes.is_empty() {
+            true => None,
+            false => {
+                let (file, bytes) = (file.clone(), bytes.clone());
+                Some(blocking(move || write_log::stage(&file, &bytes)).await?)
+            }
+        };
+        let written = log.write(Write::Put {
+            file,
+            bytes,
+            staged,
+            create,
+        });
+        match written.await.map_err(store_error)? {
+            Outcome::Written(e_tag) => Ok(PutResult {
+                e_tag: Some(e_tag),
+                version: None,
+                extensions: Default::default(),
+            }),
+            _ => Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
+            }),
+        }
+    }
+
+    /// Records that `location` was written (`exists`) or removed durably
+    /// outside the log.
+    async fn note(&self, log: &WriteLog, location: &Path, exists: bool) -> Result<()> {
+        let file = self.inner.path_to_filesystem(location)?;
+        log.write(Write::Noted { file, exists }).await.map_err(store_error)?;
+        Ok(())
+    }
+
+    /// Deletes through the write log, those in flight together sharing its
+    /// syncs; each is reported in the order asked.
+    fn logged_deletes(
+        &self,
+        log: Arc<WriteLog>,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let files = self.inner.clone();
+        locations
+            .map(move |location| {
+                let (log, files) = (log.clone(), files.clone());
+                async move {
+                    let location = location?;
+                    let file = files.path_to_filesystem(&location)?;
+                    match log.write(Write::Delete { file }).await.map_err(store_error)? {
+                        Outcome::Deleted => Ok(location),
+                        _ => Err(object_store::Error::NotFound {
+                            path: location.to_string(),
+                            source: Box::new(io::Error::from(io::ErrorKind::NotFound)),
+                        }),
+                    }
+                }
+            })
+            .buffered(DELETES_SYNCED_TOGETHER)
+            .boxed()
     }
 }
 
@@ -222,7 +329,7 @@ fn rename_empty_onto(file: &FsPath) -> io::Result<File> {
 
 /// object_store's ETag for a local file (its own function is private): its
 /// inode, modification time (in microseconds) and size, in hex.
-fn e_tag(metadata: &std::fs::Metadata) -> io::Result<String> {
+pub(super) fn e_tag(metadata: &std::fs::Metadata) -> io::Result<String> {
     use std::os::unix::fs::MetadataExt;
     let modified = metadata
         .modified()?
@@ -240,6 +347,7 @@ impl fmt::Display for LocalStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.durability {
             Durability::Fsync => write!(f, "Synced({})", self.inner),
+            Durability::Log => write!(f, "Logged({})", self.inner),
             Durability::NoFsync => fmt::Display::fmt(&self.inner, f),
         }
     }
@@ -248,13 +356,17 @@ impl fmt::Display for LocalStore {
 /// Runs file-system calls on tokio's blocking pool, their error as the
 /// store's.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> Result<T> {
-    let failed = |source: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
-        store: "LocalFileSystem",
-        source,
-    };
     match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(|e| failed(Box::new(e))),
-        Err(join) => Err(failed(Box::new(join))),
+        Ok(result) => result.map_err(store_error),
+        Err(join) => Err(store_error(join)),
+    }
+}
+
+/// A file-system failure as the store's.
+fn store_error(e: impl std::error::Error + Send + Sync + 'static) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source: Box::new(e),
     }
 }
 
@@ -278,6 +390,19 @@ fn sync_parent(file: &FsPath) -> io::Result<()> {
 #[async_trait]
 impl ObjectStore for LocalStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        if let Some(log) = &self.log {
+            return match opts.mode {
+                PutMode::Create if opts.attributes.is_empty() => self.logged_put(log, location, payload, true).await,
+                PutMode::Overwrite if opts.attributes.is_empty() => {
+                    self.logged_put(log, location, payload, false).await
+                }
+                _ => {
+                    let put = self.inner.put_opts(location, payload, opts).await?;
+                    self.note(log, location, true).await?;
+                    Ok(put)
+                }
+            };
+        }
         let synced = self.durability == Durability::Fsync;
         let empty = synced && payload.content_length() == 0 && opts.attributes.is_empty();
         match opts.mode {
@@ -299,7 +424,15 @@ impl ObjectStore for LocalStore {
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
         // object_store syncs a completed upload's file and directory.
-        self.inner.put_multipart_opts(location, opts).await
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(match &self.log {
+            Some(log) => Box::new(LoggedUpload {
+                upload,
+                log: log.clone(),
+                file: self.inner.path_to_filesystem(location)?,
+            }),
+            None => upload,
+        })
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -309,6 +442,9 @@ impl ObjectStore for LocalStore {
     /// Deletes as object_store does, then syncs the directories of the
     /// deletes finished together, each once, before reporting them.
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        if let Some(log) = &self.log {
+            return self.logged_deletes(log.clone(), locations);
+        }
         if self.durability == Durability::NoFsync {
             return self.inner.delete_stream(locations);
         }
@@ -363,11 +499,51 @@ impl ObjectStore for LocalStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         // object_store syncs the copy's directory (its bytes are already on disk).
-        self.inner.copy_opts(from, to, options).await
+        self.inner.copy_opts(from, to, options).await?;
+        match &self.log {
+            Some(log) => self.note(log, to, true).await,
+            None => Ok(()),
+        }
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
+        self.inner.rename_opts(from, to, options).await?;
+        match &self.log {
+            Some(log) => {
+                self.note(log, to, true).await?;
+                self.note(log, from, false).await
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// A multipart upload to the logged store, noted in the log once complete.
+#[derive(Debug)]
+struct LoggedUpload {
+    upload: Box<dyn MultipartUpload>,
+    log: Arc<WriteLog>,
+    file: PathBuf,
+}
+
+#[async_trait]
+impl MultipartUpload for LoggedUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.upload.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let put = self.upload.complete().await?;
+        let file = self.file.clone();
+        self.log
+            .write(Write::Noted { file, exists: true })
+            .await
+            .map_err(store_error)?;
+        Ok(put)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.upload.abort().await
     }
 }
 
@@ -407,13 +583,16 @@ mod tests {
 
     #[test]
     fn a_durability_reads_as_the_command_line_spells_it_and_prints_back() {
-        for durability in [Durability::Fsync, Durability::NoFsync] {
+        for durability in [Durability::Fsync, Durability::Log, Durability::NoFsync] {
             assert_eq!(durability.to_string().parse::<Durability>(), Ok(durability));
         }
         assert_eq!(Durability::default(), Durability::Fsync);
         let refused = "sync".parse::<Durability>().expect_err("not a durability").to_string();
         assert!(
-            refused.contains("`sync`") && refused.contains("fsync") && refused.contains("no-fsync"),
+            refused.contains("`sync`")
+                && refused.contains("fsync")
+                && refused.contains("log")
+                && refused.contains("no-fsync"),
             "{refused}"
         );
     }
@@ -525,6 +704,60 @@ mod tests {
         };
         assert_eq!(names(dir.path())?, ["a"], "no staging file is left beside `a`");
         assert_eq!(names(&dir.path().join("a"))?, ["b"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn with_the_log_every_write_keeps_its_meaning_and_the_log_is_no_object() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path(), Durability::Log)?;
+        let syncs = store.log_syncs().ok_or("a log")?;
+        let key = Path::from("runs/r1/journal/0000000000");
+        let create = PutOptions::from(PutMode::Create);
+        let put = store
+            .put_opts(&key, PutPayload::from_static(b"first"), create.clone())
+            .await?;
+        assert_eq!(
+            store.head(&key).await?.e_tag,
+            put.e_tag,
+            "object_store reads the same object back"
+        );
+        assert_taken(
+            store
+                .put_opts(&key, PutPayload::from_static(b"second"), create.clone())
+                .await,
+        );
+        store.put(&key, PutPayload::from_static(b"over")).await?;
+        assert_eq!(store.get(&key).await?.bytes().await?, Bytes::from_static(b"over"));
+        let marker = Path::from("unfinished/r1");
+        store.put_opts(&marker, PutPayload::default(), create.clone()).await?;
+        assert_taken(store.put_opts(&marker, PutPayload::default(), create).await);
+        store.copy(&key, &Path::from("copied")).await?;
+        assert_eq!(store.dir_syncs(), 0, "no file or directory syncs of its own");
+        assert_eq!(store.log_syncs(), Some(syncs + 4), "one sync of the log a write");
+        let mut listed: Vec<String> = store
+            .list(None)
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await?;
+        listed.sort();
+        assert_eq!(
+            listed,
+            ["copied", key.as_ref(), marker.as_ref()],
+            "neither the log nor a staging file is listed"
+        );
+        let deleted: Vec<Path> = store
+            .delete_stream(futures::stream::iter([Ok(marker.clone()), Ok(key.clone())]).boxed())
+            .try_collect()
+            .await?;
+        assert_eq!(deleted, [marker.clone(), key]);
+        let missing = store.delete(&marker).await;
+        assert!(
+            matches!(missing, Err(object_store::Error::NotFound { .. })),
+            "{missing:?}"
+        );
+        let onto_directory = store.put(&Path::from("runs"), PutPayload::from_static(b"x")).await;
+        assert!(onto_directory.is_err(), "{onto_directory:?}");
         Ok(())
     }
 

@@ -16,6 +16,7 @@ mod faults;
 mod keys;
 pub mod location;
 mod offset_listing;
+mod write_log;
 
 use std::future::Future;
 use std::path::Path;

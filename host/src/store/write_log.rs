@@ -1,0 +1,835 @@
+//! The local store's write-ahead log ([`Durability::Log`](super::Durability::Log)):
+//! every put and delete is appended to one file beside the objects and
+//! synced before it is applied and acknowledged, the writes in flight
+//! together sharing one sync; the objects' own files are written without
+//! syncs and made durable all at once at a checkpoint. One `fdatasync` of
+//! an append stands for the two syncs a synced put makes (its file, its
+//! directory), each of which the disk pays for separately.
+//!
+//! Invariants:
+//! - A write is applied to the files only once its record, which holds
+//!   its bytes, is on disk: after a power loss, a key that may name a torn
+//!   or lost file has a record that rewrites it.
+//! - Every process writing the root in this mode takes the log's lock
+//!   (`flock`) around a batch: the check a create-only put makes, the
+//!   record's place in the log and the write itself happen in one order
+//!   for all of them. So the last record of a key is its state, and
+//!   replaying the last record of each key restores the store.
+//! - The log is replayed when the machine has booted since it was last
+//!   written (its header keeps the boot id): while the machine stays up,
+//!   its page cache holds every write applied, whichever process made it.
+//! - A checkpoint (`syncfs` of the root's file system) makes every applied
+//!   write durable; the log then starts a new generation, and records of
+//!   an older one no longer count (each record's checksum covers its
+//!   generation), so the log is rewritten in place and never grows past
+//!   its capacity by more than one batch.
+//! - A failed sync of the log poisons it: the kernel may have dropped the
+//!   pages it could not write, so no later write may be acknowledged on
+//!   top of them. The host must be restarted, which replays the log.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+/// The log's file name in the root: object_store takes a name ending in
+/// `#` and digits for one of its staging files and lists it as no object.
+pub const LOG_NAME: &str = "write-log#0";
+
+/// Bytes of records before a checkpoint, allocated when the log is made so
+/// that an append allocates nothing and its `fdatasync` writes little more
+/// than the data (unwritten space reads as zeros: no record).
+const DEFAULT_CAPACITY: u64 = 16 << 20;
+
+/// The header's place at the start of the file; records follow.
+const HEADER_BYTES: u64 = 4096;
+
+/// Writes one batch holds at most, so a flood of writers still sees its
+/// first writes acknowledged while the rest queue.
+const BATCH: usize = 256;
+
+const MAGIC: &[u8; 8] = b"STEPLOG1";
+
+/// A write the log records and applies.
+#[derive(Debug)]
+pub enum Write {
+    /// `bytes` at `file`, only where nothing is if `create`. `staged` is a
+    /// file beside it holding the same bytes, renamed or linked onto it;
+    /// without one (an empty create), the file is made at its key.
+    Put {
+        file: PathBuf,
+        bytes: Bytes,
+        staged: Option<PathBuf>,
+        create: bool,
+    },
+    /// Removes `file`.
+    Delete { file: PathBuf },
+    /// `file` was written (`exists`) or removed durably outside the log (a
+    /// copy, a rename, a multipart upload): what the disk holds is its state.
+    Noted { file: PathBuf, exists: bool },
+}
+
+/// What a write did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Put, with the file's ETag as object_store reports it.
+    Written(String),
+    /// A create found the key taken; nothing was written.
+    Taken,
+    Deleted,
+    /// A delete found nothing at the key.
+    Missing,
+    Noted,
+}
+
+/// The log of one store root, and the thread that commits its batches.
+#[derive(Debug)]
+pub struct WriteLog {
+    queue: Mutex<mpsc::Sender<Pending>>,
+    syncs: Arc<AtomicU64>,
+}
+
+struct Pending {
+    write: Write,
+    done: oneshot::Sender<io::Result<Outcome>>,
+}
+
+impl WriteLog {
+    /// Opens the log of `root` (creating it), replaying it first if the
+    /// machine has booted since it was last written.
+    pub fn open(root: &Path) -> io::Result<Self> {
+        Self::open_on(root, current_boot().as_deref(), DEFAULT_CAPACITY)
+    }
+
+    /// Opens the log as if the machine's boot id were `boot` (`None`:
+    /// unknown, so the log is always replayed), with `capacity` bytes of
+    /// records before a checkpoint.
+    pub(super) fn open_on(root: &Path, boot: Option<&str>, capacity: u64) -> io::Result<Self> {
+        let syncs = Arc::new(AtomicU64::new(0));
+        let mut committer = Committer::open(root, boot, capacity, syncs.clone())?;
+        let (queue, batches) = mpsc::channel::<Pending>();
+        std::thread::Builder::new()
+            .name("stepstone-write-log".into())
+            .spawn(move || committer.run(batches))?;
+        Ok(Self {
+            queue: Mutex::new(queue),
+            syncs,
+        })
+    }
+
+    /// How many times the log was synced (batches and checkpoints).
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Records and applies `write`, once its record is on disk.
+    pub async fn write(&self, write: Write) -> io::Result<Outcome> {
+        let (done, outcome) = oneshot::channel();
+        let sent = match self.queue.lock() {
+            Ok(queue) => queue.send(Pending { write, done }).is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
+            return Err(io::Error::other("the write log's committer has stopped"));
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the write log's committer has stopped")))
+    }
+}
+
+/// Writes `bytes` to a new staging file beside `file` (making its
+/// directory if need be), named as object_store names its own.
+pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    for suffix in 1..=u32::MAX {
+        let mut staging = file.as_os_str().to_owned();
+        staging.push(format!("#{suffix}"));
+        let staging = PathBuf::from(staging);
+        match with_dir(&staging, |at| OpenOptions::new().write(true).create_new(true).open(at)) {
+            Ok(mut created) => {
+                created.write_all(bytes)?;
+                return Ok(staging);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free staging name"))
+}
+
+/// Runs `make` on `file`, creating its directory and retrying once if it is
+/// missing (no sync: a replay makes directories again).
+fn with_dir<T>(file: &Path, make: impl Fn(&Path) -> io::Result<T>) -> io::Result<T> {
+    match make(file) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            make(file)
+        }
+        made => made,
+    }
+}
+
+/// The machine's boot id, which changes at every boot (Linux).
+fn current_boot() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned())
+}
+
+/// The log's header: which boot wrote it last and its generation. It is
+/// written when a generation starts, not with every batch: a batch's sync
+/// then writes the blocks of its records alone (the header's block too
+/// would double what a sync costs), and a writer finds the end of the
+/// records by reading past the last one it knows of.
+#[derive(Debug, Clone, PartialEq)]
+struct Header {
+    boot: [u8; 36],
+    generation: u64,
+}
+
+impl Header {
+    const LEN: usize = 8 + 36 + 8 + 4;
+
+    fn boot_of(boot: Option<&str>) -> [u8; 36] {
+        let mut field = [0; 36];
+        if let Some(boot) = boot {
+            let len = boot.len().min(36);
+            field[..len].copy_from_slice(&boot.as_bytes()[..len]);
+        }
+        field
+    }
+
+    fn encode(&self) -> [u8; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        out[..8].copy_from_slice(MAGIC);
+        out[8..44].copy_from_slice(&self.boot);
+        out[44..52].copy_from_slice(&self.generation.to_le_bytes());
+        let crc = crc32fast::hash(&out[..52]);
+        out[52..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8; Self::LEN]) -> Option<Self> {
+        let crc = u32::from_le_bytes(bytes[52..].try_into().ok()?);
+        if &bytes[..8] != MAGIC || crc32fast::hash(&bytes[..52]) != crc {
+            return None;
+        }
+        Some(Self {
+            boot: bytes[8..44].try_into().ok()?,
+            generation: u64::from_le_bytes(bytes[44..52].try_into().ok()?),
+        })
+    }
+}
+
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+const NOTED: u8 = 3;
+
+/// A key's last recorded state, as a replay restores it.
+#[derive(Debug, PartialEq)]
+enum State {
+    Bytes(Vec<u8>),
+    Absent,
+    /// Written durably outside the log: left as it is.
+    OnDisk,
+}
+
+/// Appends the record of one write, a frame of `[length][crc][kind, path
+/// length, path, bytes]`, the crc over the generation and the body.
+fn encode_record(frames: &mut Vec<u8>, generation: u64, kind: u8, path: &Path, bytes: &[u8]) {
+    let path = path.as_os_str().as_bytes();
+    let mut body = Vec::with_capacity(5 + path.len() + bytes.len());
+    body.push(kind);
+    body.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    body.extend_from_slice(path);
+    body.extend_from_slice(bytes);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&generation.to_le_bytes());
+    crc.update(&body);
+    frames.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frames.extend_from_slice(&crc.finalize().to_le_bytes());
+    frames.extend_from_slice(&body);
+}
+
+/// The last state of each key among the records of `generation` in `log`
+/// (from the header on), up to the first frame that is empty, cut short
+/// or fails its crc: where the last batch written before a crash may end.
+fn last_states(log: &[u8], generation: u64) -> HashMap<PathBuf, State> {
+    let mut states = HashMap::new();
+    let mut at = HEADER_BYTES as usize;
+    while let Some((kind, path, bytes, next)) = decode_record(log, at, generation) {
+        let state = match kind {
+            PUT => State::Bytes(bytes.to_vec()),
+            DELETE => State::Absent,
+            _ => State::OnDisk,
+        };
+        states.insert(PathBuf::from(OsStr::from_bytes(path)), state);
+        at = next;
+    }
+    states
+}
+
+/// Where the records of `generation` in `log` end, reading from `at`, the
+/// end of those a writer knew of: past what other writers appended since.
+fn end_of_records(log: &File, mut at: u64, generation: u64) -> io::Result<u64> {
+    let size = log.metadata()?.len();
+    loop {
+        let mut frame = [0; 8];
+        if at + 8 > size {
+            return Ok(at);
+        }
+        log.read_exact_at(&mut frame, at)?;
+        let len = u64::from(u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]));
+        // A length that runs past the file is no record's (a stale or torn one).
+        if at + 8 + len > size {
+            return Ok(at);
+        }
+        let mut record = frame.to_vec();
+        record.resize(8 + len as usize, 0);
+        log.read_exact_at(&mut record[8..], at + 8)?;
+        match decode_record(&record, 0, generation) {
+            Some((.., next)) => at += next as u64,
+            None => return Ok(at),
+        }
+    }
+}
+
+fn decode_record(log: &[u8], at: usize, generation: u64) -> Option<(u8, &[u8], &[u8], usize)> {
+    let frame = log.get(at..at.checked_add(8)?)?;
+    let len = u32::from_le_bytes(frame[..4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(frame[4..].try_into().ok()?);
+    let body = log.get(at + 8..(at + 8).checked_add(len)?)?;
+    let mut check = crc32fast::Hasher::new();
+    check.update(&generation.to_le_bytes());
+    check.update(body);
+    if len < 5 || check.finalize() != crc {
+        return None;
+    }
+    let path_len = u32::from_le_bytes(body[1..5].try_into().ok()?) as usize;
+    let path = body.get(5..5usize.checked_add(path_len)?)?;
+    Some((body[0], path, &body[5 + path_len..], at + 8 + len))
+}
+
+/// The thread that owns the log file and commits batches of writes.
+struct Committer {
+    root: PathBuf,
+    log: File,
+    capacity: u64,
+    /// The generation this writer last saw, and where its records ended.
+    generation: u64,
+    end: u64,
+    syncs: Arc<AtomicU64>,
+    /// Why the log can take no more writes.
+    poisoned: Option<String>,
+}
+
+/// Holds the log's `flock` until dropped.
+struct Locked<'a>(&'a File);
+
+impl<'a> Locked<'a> {
+    fn new(file: &'a File) -> io::Result<Self> {
+        file.lock()?;
+        Ok(Self(file))
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Closing the file would release it too; an error leaves nothing to undo.
+        let _ = self.0.unlock();
+    }
+}
+
+impl Committer {
+    fn open(root: &Path, boot: Option<&str>, capacity: u64, syncs: Arc<AtomicU64>) -> io::Result<Self> {
+        let path = root.join(LOG_NAME);
+        let log = OpenOptions::new().read(true).write(true).create(true).open(&path)?;
+        let mut committer = Self {
+            root: root.to_owned(),
+            log,
+            capacity,
+            generation: 0,
+            end: HEADER_BYTES,
+            syncs,
+            poisoned: None,
+        };
+        let log = committer.log.try_clone()?;
+        let _locked = Locked::new(&log)?;
+        let header = match committer.read_header()? {
+            Some(header) => header,
+            None => return committer.create(boot).map(|()| committer),
+        };
+        if boot.is_none() || Header::boot_of(boot) != header.boot {
+            committer.replay(&header)?;
+            committer.start_generation(header.generation + 1, Header::boot_of(boot))?;
+        }
+        Ok(committer)
+    }
+
+    /// The header, or `None` for a log just created (empty).
+    fn read_header(&self) -> io::Result<Option<Header>> {
+        if self.log.metadata()?.len() == 0 {
+            return Ok(None);
+        }
+        let mut bytes = [0; Header::LEN];
+        self.log.read_exact_at(&mut bytes, 0)?;
+        Header::decode(&bytes).map(Some).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the write log {} has a damaged header: move it aside to open the store \
+                     (writes made since its last checkpoint and not yet on disk are lost with it)",
+                    self.root.join(LOG_NAME).display()
+                ),
+            )
+        })
+    }
+
+    /// Allocates the log's capacity once and writes its first header.
+    fn create(&mut self, boot: Option<&str>) -> io::Result<()> {
+        let flags = rustix::fs::FallocateFlags::empty();
+        rustix::fs::fallocate(&self.log, flags, 0, HEADER_BYTES + self.capacity)?;
+        self.start_generation(1, Header::boot_of(boot))?;
+        self.log.sync_all()?;
+        File::open(&self.root)?.sync_all()
+    }
+
+    fn start_generation(&mut self, generation: u64, boot: [u8; 36]) -> io::Result<()> {
+        self.log.write_all_at(&Header { boot, generation }.encode(), 0)?;
+        self.sync_log()?;
+        (self.generation, self.end) = (generation, HEADER_BYTES);
+        Ok(())
+    }
+
+    fn sync_log(&self) -> io::Result<()> {
+        self.log.sync_data()?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Restores the last recorded state of every key the log names, then
+    /// makes the file system durable.
+    fn replay(&self, header: &Header) -> io::Result<()> {
+        let log = std::fs::read(self.root.join(LOG_NAME))?;
+        let states = last_states(&log, header.generation);
+        let mut restored = 0;
+        for (relative, state) in &states {
+            let file = self.root.join(relative);
+            match restore(&file, state) {
+                Ok(changed) => restored += usize::from(changed),
+                // Its write failed when it was made (a directory stood at the
+                // key, say), and its writer was told so.
+                Err(e) => tracing::warn!(file = %file.display(), "a logged write cannot be replayed: {e}"),
+            }
+        }
+        sync_file_system(&self.root)?;
+        tracing::info!(
+            root = %self.root.display(),
+            keys = states.len(),
+            restored,
+            "replayed the write log after a reboot"
+        );
+        Ok(())
+    }
+
+    fn run(&mut self, batches: mpsc::Receiver<Pending>) {
+        while let Ok(first) = batches.recv() {
+            let batch = std::iter::once(first).chain(batches.try_iter().take(BATCH - 1));
+            let (writes, waiting): (Vec<Write>, Vec<_>) = batch.map(|pending| (pending.write, pending.done)).unzip();
+            for (done, outcome) in waiting.into_iter().zip(self.commit(writes)) {
+                // A writer that stopped waiting wants no answer.
+                let _ = done.send(outcome);
+            }
+        }
+    }
+
+    /// Records `writes` in one sync, then applies them in order.
+    fn commit(&mut self, writes: Vec<Write>) -> Vec<io::Result<Outcome>> {
+        let poisoned =
+            |why: &str| io::Error::other(format!("the write log takes no more writes: {why}; restart the host"));
+        if let Some(why) = &self.poisoned {
+            return writes.iter().map(|_| Err(poisoned(why))).collect();
+        }
+        match self.commit_locked(writes) {
+            Ok(outcomes) => outcomes,
+            Err((count, e)) => {
+                self.poisoned = Some(e.to_string());
+                (0..count).map(|_| Err(poisoned(&e.to_string()))).collect()
+            }
+        }
+    }
+
+    fn commit_locked(&mut self, writes: Vec<Write>) -> Result<Vec<io::Result<Outcome>>, (usize, io::Error)> {
+        let count = writes.len();
+        let fail = |e| (count, e);
+        let log = self.log.try_clone().map_err(fail)?;
+        let _locked = Locked::new(&log).map_err(fail)?;
+        let header = self
+            .read_header()
+            .map_err(fail)?
+            .ok_or_else(|| fail(io::Error::other("the write log is empty")))?;
+        if header.generation != self.generation {
+            (self.generation, self.end) = (header.generation, HEADER_BYTES);
+        }
+        self.end = end_of_records(&self.log, self.end, self.generation).map_err(fail)?;
+        let decided = decide(writes);
+        let mut frames = Vec::new();
+        for (write, _) in decided
+            .iter()
+            .filter(|(_, decision)| matches!(decision, Decision::Record))
+        {
+            record(&mut frames, self.generation, &self.root, write);
+        }
+        if !frames.is_empty() {
+            self.log.write_all_at(&frames, self.end).map_err(fail)?;
+            self.end += frames.len() as u64;
+            self.sync_log().map_err(fail)?;
+        }
+        let outcomes = decided
+            .into_iter()
+            .map(|(write, decision)| apply(write, decision))
+            .collect();
+        if self.end > HEADER_BYTES + self.capacity {
+            sync_file_system(&self.root).map_err(fail)?;
+            self.start_generation(self.generation + 1, header.boot).map_err(fail)?;
+        }
+        Ok(outcomes)
+    }
+}
+
+/// Whether a write of a batch takes effect.
+enum Decision {
+    Record,
+    /// Answered without a record: a create found its key taken (by the
+    /// files, or by a write before it in the batch), a delete found nothing.
+    Unneeded,
+    /// A directory stands at the key.
+    Refused,
+}
+
+/// Decides the writes of a batch in order, each seeing those before it.
+fn decide(writes: Vec<Write>) -> Vec<(Write, Decision)> {
+    let mut exists: HashMap<PathBuf, bool> = HashMap::new();
+    writes
+        .into_iter()
+        .map(|write| {
+            let (file, wants) = match &write {
+                Write::Put { file, create, .. } => (file, (*create).then_some(false)),
+                Write::Delete { file } => (file, Some(true)),
+                Write::Noted { file, .. } => (file, None),
+            };
+            if matches!(write, Write::Put { .. }) && file.is_dir() {
+                return (write, Decision::Refused);
+            }
+            let now = *exists.entry(file.clone()).or_insert_with(|| file.exists());
+            if wants.is_some_and(|wanted| wanted != now) {
+                return (write, Decision::Unneeded);
+            }
+            let after = !matches!(write, Write::Delete { .. } | Write::Noted { exists: false, .. });
+            exists.insert(file.clone(), after);
+            (write, Decision::Record)
+        })
+        .collect()
+}
+
+fn record(frames: &mut Vec<u8>, generation: u64, root: &Path, write: &Write) {
+    let relative = |file: &Path| file.strip_prefix(root).unwrap_or(file).to_owned();
+    match write {
+        Write::Put { file, bytes, .. } => encode_record(frames, generation, PUT, &relative(file), bytes),
+        Write::Delete { file } => encode_record(frames, generation, DELETE, &relative(file), &[]),
+        Write::Noted { file, exists: true } => encode_record(frames, generation, NOTED, &relative(file), &[]),
+        Write::Noted { file, exists: false } => encode_record(frames, generation, DELETE, &relative(file), &[]),
+    }
+}
+
+/// Applies a write whose record is on disk (or answers one that was not
+/// recorded), removing its staging file whatever happens.
+fn apply(write: Write, decision: Decision) -> io::Result<Outcome> {
+    match (write, decision) {
+        (Write::Put { file, staged, .. }, unrecorded @ (Decision::Unneeded | Decision::Refused)) => {
+            staged.map_or(Ok(()), std::fs::remove_file)?;
+            match unrecorded {
+                Decision::Refused => Err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    format!("a directory stands at {}", file.display()),
+                )),
+                _ => Ok(Outcome::Taken),
+            }
+        }
+        (Write::Delete { .. }, Decision::Unneeded | Decision::Refused) => Ok(Outcome::Missing),
+        (write, _recorded) => apply_recorded(write),
+    }
+}
+
+fn apply_recorded(write: Write) -> io::Result<Outcome> {
+    match write {
+        Write::Put {
+            file, staged, create, ..
+        } => {
+            let placed = match (&staged, create) {
+                (None, _) => with_dir(&file, |at| {
+                    OpenOptions::new().write(true).create_new(true).open(at).map(drop)
+                }),
+                (Some(staged), true) => {
+                    with_dir(&file, |at| std::fs::hard_link(staged, at)).and_then(|()| std::fs::remove_file(staged))
+                }
+                (Some(staged), false) => with_dir(&file, |at| std::fs::rename(staged, at)),
+            };
+            if placed.is_err()
+                && let Some(staged) = &staged
+            {
+                // Best effort: the placement's error is the one to report.
+                let _ = std::fs::remove_file(staged);
+            }
+            placed?;
+            Ok(Outcome::Written(super::durable::e_tag(&std::fs::metadata(&file)?)?))
+        }
+        Write::Delete { file } => std::fs::remove_file(file).map(|()| Outcome::Deleted),
+        Write::Noted { .. } => Ok(Outcome::Noted),
+    }
+}
+
+/// Brings `file` to `state` if it differs; says whether it did.
+fn restore(file: &Path, state: &State) -> io::Result<bool> {
+    match state {
+        State::Bytes(bytes) => {
+            if std::fs::read(file).is_ok_and(|held| held == *bytes) {
+                return Ok(false);
+            }
+            let staged = stage(file, bytes)?;
+            std::fs::rename(staged, file)?;
+            Ok(true)
+        }
+        State::Absent => match std::fs::remove_file(file) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        },
+        State::OnDisk => Ok(false),
+    }
+}
+
+/// Makes everything written to the file system holding `root` durable.
+fn sync_file_system(root: &Path) -> io::Result<()> {
+    rustix::fs::syncfs(File::open(root)?).map_err(io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn put(file: &Path, bytes: &'static [u8], create: bool) -> io::Result<Write> {
+        let staged = (!(bytes.is_empty() && create))
+            .then(|| stage(file, bytes))
+            .transpose()?;
+        Ok(Write::Put {
+            file: file.to_owned(),
+            bytes: Bytes::from_static(bytes),
+            staged,
+            create,
+        })
+    }
+
+    fn header(root: &Path) -> io::Result<Header> {
+        let mut bytes = [0; Header::LEN];
+        File::open(root.join(LOG_NAME))?.read_exact_at(&mut bytes, 0)?;
+        Header::decode(&bytes).ok_or_else(|| io::Error::other("damaged header"))
+    }
+
+    #[tokio::test]
+    async fn a_write_is_applied_once_logged_and_a_create_finds_taken_keys() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        let syncs = log.syncs();
+        let file = root.path().join("runs/r1/journal/0");
+        assert!(matches!(
+            log.write(put(&file, b"first", true)?).await?,
+            Outcome::Written(_)
+        ));
+        assert_eq!(std::fs::read(&file)?, b"first");
+        assert_eq!(log.syncs(), syncs + 1, "one sync of the log, none of the file");
+        assert_eq!(log.write(put(&file, b"second", true)?).await?, Outcome::Taken);
+        assert_eq!(log.syncs(), syncs + 1, "a refused create records nothing");
+        assert!(matches!(
+            log.write(put(&file, b"over", false)?).await?,
+            Outcome::Written(_)
+        ));
+        assert_eq!(std::fs::read(&file)?, b"over");
+        let marker = root.path().join("unfinished/r1");
+        assert!(matches!(
+            log.write(put(&marker, b"", true)?).await?,
+            Outcome::Written(_)
+        ));
+        assert_eq!(
+            log.write(Write::Delete { file: marker.clone() }).await?,
+            Outcome::Deleted
+        );
+        assert_eq!(
+            log.write(Write::Delete { file: marker.clone() }).await?,
+            Outcome::Missing
+        );
+        let left: Vec<_> = std::fs::read_dir(root.path().join("runs/r1/journal"))?.collect::<Result<_, _>>()?;
+        assert_eq!(left.len(), 1, "no staging file is left: {left:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_takes_one_sync_and_its_writes_see_each_other_in_order() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let syncs = Arc::new(AtomicU64::new(0));
+        let mut committer = Committer::open(root.path(), Some("boot-a"), 1 << 20, syncs.clone())?;
+        let before = syncs.load(Ordering::Relaxed);
+        let file = root.path().join("k");
+        let outcomes = committer.commit(vec![
+            put(&file, b"a", true)?,
+            put(&file, b"b", true)?,
+            Write::Delete { file: file.clone() },
+            put(&file, b"c", true)?,
+            Write::Delete {
+                file: root.path().join("ghost"),
+            },
+        ]);
+        let outcomes: Vec<Outcome> = outcomes.into_iter().collect::<io::Result<_>>()?;
+        assert!(matches!(outcomes[0], Outcome::Written(_)));
+        assert_eq!(outcomes[1..3], [Outcome::Taken, Outcome::Deleted]);
+        assert!(matches!(outcomes[3], Outcome::Written(_)));
+        assert_eq!(outcomes[4], Outcome::Missing);
+        assert_eq!(syncs.load(Ordering::Relaxed), before + 1);
+        assert_eq!(std::fs::read(&file)?, b"c");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_reboot_restores_the_last_recorded_state_of_each_key_and_the_same_boot_nothing() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let (kept, gone, marker) = (
+            root.path().join("a/kept"),
+            root.path().join("a/gone"),
+            root.path().join("m/x"),
+        );
+        {
+            let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+            log.write(put(&kept, b"one", true)?).await?;
+            log.write(put(&gone, b"two", true)?).await?;
+            log.write(put(&kept, b"three", false)?).await?;
+            log.write(Write::Delete { file: gone.clone() }).await?;
+            log.write(put(&marker, b"", true)?).await?;
+        }
+        // What a power loss can leave of writes the disk had not yet got.
+        std::fs::write(&kept, b"")?;
+        std::fs::write(&gone, b"stale")?;
+        std::fs::remove_file(&marker)?;
+        WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        assert_eq!(
+            std::fs::read(&kept)?,
+            b"",
+            "the same boot's page cache is the truth: no replay"
+        );
+        WriteLog::open_on(root.path(), Some("boot-b"), 1 << 20)?;
+        assert_eq!(std::fs::read(&kept)?, b"three");
+        assert!(!gone.exists(), "a delete is replayed");
+        assert_eq!(std::fs::read(&marker)?, b"", "an empty object is made again");
+        assert_eq!(header(root.path())?.generation, 2, "a replay starts a new generation");
+        std::fs::write(&kept, b"")?;
+        WriteLog::open_on(root.path(), Some("boot-c"), 1 << 20)?;
+        assert_eq!(
+            std::fs::read(&kept)?,
+            b"",
+            "records of an older generation are done with"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_replay_stops_at_the_first_damaged_record() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let (first, second) = (root.path().join("first"), root.path().join("second"));
+        {
+            let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+            log.write(put(&first, b"1", true)?).await?;
+            log.write(put(&second, b"2", true)?).await?;
+        }
+        let log_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(root.path().join(LOG_NAME))?;
+        let end = end_of_records(&log_file, HEADER_BYTES, header(root.path())?.generation)?;
+        log_file.write_all_at(b"\xff", end - 1)?;
+        std::fs::remove_file(&first)?;
+        std::fs::remove_file(&second)?;
+        WriteLog::open_on(root.path(), Some("boot-b"), 1 << 20)?;
+        assert_eq!(std::fs::read(&first)?, b"1");
+        assert!(!second.exists(), "a torn last record is a write never acknowledged");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn logs_of_one_root_take_turns_and_refuse_each_others_keys() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let one = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        let other = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        let file = root.path().join("runs/r/owners/1");
+        assert!(matches!(
+            one.write(put(&file, b"host-1", true)?).await?,
+            Outcome::Written(_)
+        ));
+        assert_eq!(other.write(put(&file, b"host-2", true)?).await?, Outcome::Taken);
+        assert_eq!(
+            other.write(Write::Delete { file: file.clone() }).await?,
+            Outcome::Deleted
+        );
+        assert!(matches!(
+            one.write(put(&file, b"host-1 again", true)?).await?,
+            Outcome::Written(_)
+        ));
+        drop((one, other));
+        std::fs::remove_file(&file)?;
+        WriteLog::open_on(root.path(), Some("boot-b"), 1 << 20)?;
+        assert_eq!(std::fs::read(&file)?, b"host-1 again", "one order for both writers");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_full_log_checkpoints_and_starts_again_from_its_header() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let log = WriteLog::open_on(root.path(), Some("boot-a"), 4096)?;
+        for i in 0..64 {
+            log.write(put(&root.path().join(format!("k/{i}")), &[7; 200], true)?)
+                .await?;
+        }
+        let header = header(root.path())?;
+        assert!(header.generation > 1, "{header:?}");
+        let log_file = File::open(root.path().join(LOG_NAME))?;
+        let end = end_of_records(&log_file, HEADER_BYTES, header.generation)?;
+        assert!(end <= HEADER_BYTES + 4096 + 256, "records end at {end}");
+        assert!(std::fs::metadata(root.path().join(LOG_NAME))?.len() <= HEADER_BYTES + 4096 + 256);
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_header_is_refused_with_what_to_do() -> TestResult {
+        let root = tempfile::tempdir()?;
+        drop(WriteLog::open_on(root.path(), Some("boot-a"), 4096)?);
+        OpenOptions::new()
+            .write(true)
+            .open(root.path().join(LOG_NAME))?
+            .write_all_at(b"XX", 0)?;
+        let refused = WriteLog::open_on(root.path(), Some("boot-a"), 4096).expect_err("damaged");
+        assert!(
+            refused.to_string().contains("damaged header") && refused.to_string().contains("move it aside"),
+            "{refused}"
+        );
+        Ok(())
+    }
+}
