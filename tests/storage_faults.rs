@@ -6,10 +6,11 @@
 use serde_json::{Value, json};
 use stepstone_e2e::{Host, ReliabilityResult, Run, Server, arg, guest, order_input, record_reliability};
 
-/// The local store syncs every write to disk unless told not to: the host
-/// says which at debug level and runs alike whichever it is (through the
-/// write-ahead log too, which it keeps in the store's directory); a
-/// durability it does not know is refused, naming those it does.
+/// The local store makes every write durable unless told not to, through
+/// its write-ahead log by default (kept in the store's directory) or by
+/// syncing each write's file: the host says which at debug level and runs
+/// alike whichever it is; a durability it does not know is refused, naming
+/// those it does.
 #[test]
 fn the_local_store_syncs_its_writes_unless_told_not_to() {
     let host = Host::new();
@@ -31,7 +32,15 @@ fn the_local_store_syncs_its_writes_unless_told_not_to() {
             .env("RUST_LOG", "stepstone=debug");
         Run(command.output().expect("stepstone starts"))
     };
-    let synced = run("synced", &[]).success();
+    let logged = run("logged", &[]).success();
+    assert!(logged.stderr().contains("durability=log"), "{}", logged.stderr());
+    let log = host.data_dir().join("objects/write-log#0");
+    assert!(
+        log.metadata().is_ok_and(|log| log.len() > 0),
+        "{} holds the log",
+        log.display()
+    );
+    let synced = run("synced", &["--durability", "fsync"]).success();
     assert!(synced.stderr().contains("durability=fsync"), "{}", synced.stderr());
     let unsynced = run("unsynced", &["--durability", "no-fsync"]).success();
     assert!(
@@ -41,16 +50,8 @@ fn the_local_store_syncs_its_writes_unless_told_not_to() {
     );
     assert_eq!(synced.stdout(), unsynced.stdout());
     assert_eq!(host.history("synced").len(), host.history("unsynced").len());
-    let logged = run("logged", &["--durability", "log"]).success();
-    assert!(logged.stderr().contains("durability=log"), "{}", logged.stderr());
     assert_eq!(synced.stdout(), logged.stdout());
     assert_eq!(host.history("synced").len(), host.history("logged").len());
-    let log = host.data_dir().join("objects/write-log#0");
-    assert!(
-        log.metadata().is_ok_and(|log| log.len() > 0),
-        "{} holds the log",
-        log.display()
-    );
     let refused = run("refused", &["--durability", "sync"]).failure();
     assert!(
         refused.contains("unknown durability `sync`") && refused.contains("no-fsync") && refused.contains("log"),

@@ -42,11 +42,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "STEPSTONE_STORE")]
     store: Option<String>,
     /// What an acknowledged write to a local store (the data directory's,
-    /// or a file:// one) survives: `fsync`, a power loss (each write is
-    /// synced to disk before it is acknowledged); `log`, a power loss too,
-    /// each write recorded in a write-ahead log (`write-log#0` in the
-    /// store's directory) synced before it is acknowledged, with fewer
-    /// syncs than `fsync`; `no-fsync`, a crash of
+    /// or a file:// one) survives: `log`, a power loss (each write is
+    /// recorded in a write-ahead log, `write-log#0` in the store's
+    /// directory, synced before it is acknowledged, the writes in flight
+    /// together sharing one sync); `fsync`, a power loss too (each write's
+    /// file and directory synced, two syncs a write); `no-fsync`, a crash of
     /// the process only (faster; the last writes may be lost or left empty
     /// when the machine stops). Other stores keep their own guarantees.
     #[arg(long, global = true, env = "STEPSTONE_DURABILITY", default_value_t = Durability::default())]

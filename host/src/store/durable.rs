@@ -55,8 +55,8 @@ use object_store::{
 /// What an acknowledged write to the local store survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// A power loss: every write is synced to disk before it returns.
-    #[default]
+    /// A power loss: every write is synced to disk before it returns, the
+    /// object's file and then its directory.
     Fsync,
     /// A crash of the process only: writes are in the kernel's page cache
     /// when they return, on disk within the kernel's writeback interval.
@@ -64,6 +64,8 @@ pub enum Durability {
     /// A power loss, as `Fsync`: every put and delete is recorded in a
     /// write-ahead log synced before it returns (writes in flight together
     /// share one sync), the objects' files synced at the log's checkpoints.
+    /// The default: one sync where `Fsync` makes two, shared.
+    #[default]
     Log,
 }
 
@@ -201,30 +203,31 @@ impl LocalStore {
     }
 
     /// A create-only (`create`) or overwriting put through the write log:
-    /// its bytes staged beside the key, then recorded, then placed.
+    /// its bytes staged beside the key, then recorded, then placed, in one
+    /// trip to the blocking pool.
     async fn logged_put(
         &self,
-        log: &WriteLog,
+        log: &Arc<WriteLog>,
         location: &Path,
         payload: PutPayload,
         create: bool,
     ) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let bytes = Bytes::from(payload);
-        let staged = match create && bytes.is_empty() {
-            true => None,
-            false => {
-                let (file, bytes) = (file.clone(), bytes.clone());
-                Some(blocking(move || write_log::stage(&file, &bytes)).await?)
-            }
-        };
-        let written = log.write(Write::Put {
-            file,
-            bytes,
-            staged,
-            create,
+        let log = log.clone();
+        let written = blocking(move || {
+            let staged = match create && bytes.is_empty() {
+                true => None,
+                false => Some(write_log::stage(&file, &bytes)?),
+            };
+            log.write(Write::Put {
+                file,
+                bytes,
+                staged,
+                create,
+            })
         });
-        match written.await.map_err(store_error)? {
+        match written.await? {
             Outcome::Written(e_tag) => Ok(PutResult {
                 e_tag: Some(e_tag),
                 version: None,
@@ -239,9 +242,10 @@ impl LocalStore {
 
     /// Records that `location` was written (`exists`) or removed durably
     /// outside the log.
-    async fn note(&self, log: &WriteLog, location: &Path, exists: bool) -> Result<()> {
+    async fn note(&self, log: &Arc<WriteLog>, location: &Path, exists: bool) -> Result<()> {
         let file = self.inner.path_to_filesystem(location)?;
-        log.write(Write::Noted { file, exists }).await.map_err(store_error)?;
+        let log = log.clone();
+        blocking(move || log.write(Write::Noted { file, exists })).await?;
         Ok(())
     }
 
@@ -259,7 +263,7 @@ impl LocalStore {
                 async move {
                     let location = location?;
                     let file = files.path_to_filesystem(&location)?;
-                    match log.write(Write::Delete { file }).await.map_err(store_error)? {
+                    match blocking(move || log.write(Write::Delete { file })).await? {
                         Outcome::Deleted => Ok(location),
                         _ => Err(object_store::Error::NotFound {
                             path: location.to_string(),
@@ -534,11 +538,8 @@ impl MultipartUpload for LoggedUpload {
 
     async fn complete(&mut self) -> Result<PutResult> {
         let put = self.upload.complete().await?;
-        let file = self.file.clone();
-        self.log
-            .write(Write::Noted { file, exists: true })
-            .await
-            .map_err(store_error)?;
+        let (log, file) = (self.log.clone(), self.file.clone());
+        blocking(move || log.write(Write::Noted { file, exists: true })).await?;
         Ok(put)
     }
 
@@ -586,7 +587,7 @@ mod tests {
         for durability in [Durability::Fsync, Durability::Log, Durability::NoFsync] {
             assert_eq!(durability.to_string().parse::<Durability>(), Ok(durability));
         }
-        assert_eq!(Durability::default(), Durability::Fsync);
+        assert_eq!(Durability::default(), Durability::Log);
         let refused = "sync".parse::<Durability>().expect_err("not a durability").to_string();
         assert!(
             refused.contains("`sync`")

@@ -33,12 +33,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 /// The log's file name in the root: object_store takes a name ending in
 /// `#` and digits for one of its staging files and lists it as no object.
@@ -51,10 +51,6 @@ const DEFAULT_CAPACITY: u64 = 16 << 20;
 
 /// The header's place at the start of the file; records follow.
 const HEADER_BYTES: u64 = 4096;
-
-/// Writes one batch holds at most, so a flood of writers still sees its
-/// first writes acknowledged while the rest queue.
-const BATCH: usize = 256;
 
 const MAGIC: &[u8; 8] = b"STEPLOG1";
 
@@ -90,16 +86,56 @@ pub enum Outcome {
     Noted,
 }
 
-/// The log of one store root, and the thread that commits its batches.
+/// The log of one store root. Writers commit each other's writes: one at
+/// a time leads, taking every write queued and committing them on its own
+/// thread, then hands the lead to the first writer queued since; the others
+/// wait for their outcome (group commit, with no thread of the log's own,
+/// so a writer alone makes no hand-off, and each wait ends with one wake-up).
 #[derive(Debug)]
 pub struct WriteLog {
-    queue: Mutex<mpsc::Sender<Pending>>,
+    queue: Mutex<Queue>,
+    committer: Mutex<Committer>,
     syncs: Arc<AtomicU64>,
 }
 
-struct Pending {
-    write: Write,
-    done: oneshot::Sender<io::Result<Outcome>>,
+/// Writes waiting for a batch, each with where its writer waits.
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Vec<(Write, Arc<Turn>)>,
+    /// A writer leads (or has been handed the lead).
+    leading: bool,
+}
+
+/// Where one writer waits: for its outcome, or for the lead.
+#[derive(Debug, Default)]
+struct Turn {
+    state: Mutex<TurnState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+enum TurnState {
+    #[default]
+    Waiting,
+    Lead,
+    Done(io::Result<Outcome>),
+}
+
+impl Turn {
+    fn set(&self, state: TurnState) {
+        if let Ok(mut current) = self.state.lock() {
+            *current = state;
+            self.changed.notify_one();
+        }
+    }
+
+    fn wait(&self) -> io::Result<TurnState> {
+        let mut state = self.state.lock().map_err(|_| stopped())?;
+        while matches!(*state, TurnState::Waiting) {
+            state = self.changed.wait(state).map_err(|_| stopped())?;
+        }
+        Ok(std::mem::take(&mut *state))
+    }
 }
 
 impl WriteLog {
@@ -114,13 +150,10 @@ impl WriteLog {
     /// records before a checkpoint.
     pub(super) fn open_on(root: &Path, boot: Option<&str>, capacity: u64) -> io::Result<Self> {
         let syncs = Arc::new(AtomicU64::new(0));
-        let mut committer = Committer::open(root, boot, capacity, syncs.clone())?;
-        let (queue, batches) = mpsc::channel::<Pending>();
-        std::thread::Builder::new()
-            .name("stepstone-write-log".into())
-            .spawn(move || committer.run(batches))?;
+        let committer = Committer::open(root, boot, capacity, syncs.clone())?;
         Ok(Self {
-            queue: Mutex::new(queue),
+            queue: Mutex::default(),
+            committer: Mutex::new(committer),
             syncs,
         })
     }
@@ -130,20 +163,53 @@ impl WriteLog {
         self.syncs.load(Ordering::Relaxed)
     }
 
-    /// Records and applies `write`, once its record is on disk.
-    pub async fn write(&self, write: Write) -> io::Result<Outcome> {
-        let (done, outcome) = oneshot::channel();
-        let sent = match self.queue.lock() {
-            Ok(queue) => queue.send(Pending { write, done }).is_ok(),
-            Err(_) => false,
+    /// Records and applies `write`, once its record is on disk. Blocks the
+    /// thread (tokio's blocking pool, for an async caller).
+    pub fn write(&self, write: Write) -> io::Result<Outcome> {
+        let turn = Arc::new(Turn::default());
+        let leads = {
+            let mut queue = self.queue.lock().map_err(|_| stopped())?;
+            queue.waiting.push((write, turn.clone()));
+            !std::mem::replace(&mut queue.leading, true)
         };
-        if !sent {
-            return Err(io::Error::other("the write log's committer has stopped"));
+        if !leads && let TurnState::Done(outcome) = turn.wait()? {
+            return outcome;
         }
-        outcome
-            .await
-            .unwrap_or_else(|_| Err(io::Error::other("the write log's committer has stopped")))
+        self.lead()?;
+        match turn.wait()? {
+            TurnState::Done(outcome) => outcome,
+            _ => Err(stopped()),
+        }
     }
+
+    /// Commits every write queued (the leader's own among them), answers
+    /// each, and hands the lead on to the first writer queued since.
+    fn lead(&self) -> io::Result<()> {
+        let batch = std::mem::take(&mut self.queue.lock().map_err(|_| stopped())?.waiting);
+        let (writes, turns): (Vec<Write>, Vec<Arc<Turn>>) = batch.into_iter().unzip();
+        // A panic must not leave the others waiting for this batch forever.
+        let committed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.committer.lock().map(|mut committer| committer.commit(writes))
+        }));
+        let outcomes = match committed {
+            Ok(Ok(outcomes)) => outcomes,
+            _ => turns.iter().map(|_| Err(stopped())).collect(),
+        };
+        for (turn, outcome) in turns.iter().zip(outcomes) {
+            turn.set(TurnState::Done(outcome));
+        }
+        let mut queue = self.queue.lock().map_err(|_| stopped())?;
+        match queue.waiting.first() {
+            Some((_, next)) => next.set(TurnState::Lead),
+            None => queue.leading = false,
+        }
+        Ok(())
+    }
+}
+
+/// A writer panicked while it held the log.
+fn stopped() -> io::Error {
+    io::Error::other("the write log stopped: a writer failed while committing; restart the host")
 }
 
 /// Writes `bytes` to a new staging file beside `file` (making its
@@ -319,7 +385,8 @@ fn decode_record(log: &[u8], at: usize, generation: u64) -> Option<(u8, &[u8], &
     Some((body[0], path, &body[5 + path_len..], at + 8 + len))
 }
 
-/// The thread that owns the log file and commits batches of writes.
+/// The log file, and what commits a batch of writes to it.
+#[derive(Debug)]
 struct Committer {
     root: PathBuf,
     log: File,
@@ -441,47 +508,58 @@ impl Committer {
         Ok(())
     }
 
-    fn run(&mut self, batches: mpsc::Receiver<Pending>) {
-        while let Ok(first) = batches.recv() {
-            let batch = std::iter::once(first).chain(batches.try_iter().take(BATCH - 1));
-            let (writes, waiting): (Vec<Write>, Vec<_>) = batch.map(|pending| (pending.write, pending.done)).unzip();
-            for (done, outcome) in waiting.into_iter().zip(self.commit(writes)) {
-                // A writer that stopped waiting wants no answer.
-                let _ = done.send(outcome);
-            }
-        }
-    }
-
     /// Records `writes` in one sync, then applies them in order.
     fn commit(&mut self, writes: Vec<Write>) -> Vec<io::Result<Outcome>> {
-        let poisoned =
-            |why: &str| io::Error::other(format!("the write log takes no more writes: {why}; restart the host"));
         if let Some(why) = &self.poisoned {
-            return writes.iter().map(|_| Err(poisoned(why))).collect();
+            let why = format!("the write log takes no more writes since a sync failed ({why}): restart the host");
+            return writes.iter().map(|_| Err(io::Error::other(why.clone()))).collect();
         }
+        let count = writes.len();
         match self.commit_locked(writes) {
             Ok(outcomes) => outcomes,
-            Err((count, e)) => {
-                self.poisoned = Some(e.to_string());
-                (0..count).map(|_| Err(poisoned(&e.to_string()))).collect()
+            Err(BatchFailed { error, poisons }) => {
+                let why = error.to_string();
+                if poisons {
+                    self.poisoned = Some(why.clone());
+                }
+                (0..count)
+                    .map(|_| Err(io::Error::new(error.kind(), format!("the write log failed: {why}"))))
+                    .collect()
             }
         }
     }
 
-    fn commit_locked(&mut self, writes: Vec<Write>) -> Result<Vec<io::Result<Outcome>>, (usize, io::Error)> {
-        let count = writes.len();
-        let fail = |e| (count, e);
-        let log = self.log.try_clone().map_err(fail)?;
-        let _locked = Locked::new(&log).map_err(fail)?;
-        let header = self
-            .read_header()
-            .map_err(fail)?
-            .ok_or_else(|| fail(io::Error::other("the write log is empty")))?;
+    fn commit_locked(&mut self, writes: Vec<Write>) -> Result<Vec<io::Result<Outcome>>, BatchFailed> {
+        let log = self.log.try_clone().map_err(BatchFailed::retry)?;
+        let _locked = Locked::new(&log).map_err(BatchFailed::retry)?;
+        let header = self.read_header().map_err(BatchFailed::retry)?;
+        let header = header.ok_or_else(|| BatchFailed::retry(io::Error::other("the write log is empty")))?;
         if header.generation != self.generation {
             (self.generation, self.end) = (header.generation, HEADER_BYTES);
         }
-        self.end = end_of_records(&self.log, self.end, self.generation).map_err(fail)?;
         let decided = decide(writes);
+        let recorded = self.append(&decided);
+        if let Err(failed) = recorded {
+            decided.into_iter().for_each(|(write, _)| discard(write));
+            return Err(failed);
+        }
+        let outcomes = decided
+            .into_iter()
+            .map(|(write, decision)| apply(write, decision))
+            .collect();
+        if self.end > HEADER_BYTES + self.capacity {
+            sync_file_system(&self.root).map_err(BatchFailed::poisoning)?;
+            let next = self.generation + 1;
+            self.start_generation(next, header.boot)
+                .map_err(BatchFailed::poisoning)?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Appends the records of the writes decided to take effect after the
+    /// last record any writer made, and syncs them.
+    fn append(&mut self, decided: &[(Write, Decision)]) -> Result<(), BatchFailed> {
+        self.end = end_of_records(&self.log, self.end, self.generation).map_err(BatchFailed::retry)?;
         let mut frames = Vec::new();
         for (write, _) in decided
             .iter()
@@ -489,20 +567,43 @@ impl Committer {
         {
             record(&mut frames, self.generation, &self.root, write);
         }
-        if !frames.is_empty() {
-            self.log.write_all_at(&frames, self.end).map_err(fail)?;
-            self.end += frames.len() as u64;
-            self.sync_log().map_err(fail)?;
+        if frames.is_empty() {
+            return Ok(());
         }
-        let outcomes = decided
-            .into_iter()
-            .map(|(write, decision)| apply(write, decision))
-            .collect();
-        if self.end > HEADER_BYTES + self.capacity {
-            sync_file_system(&self.root).map_err(fail)?;
-            self.start_generation(self.generation + 1, header.boot).map_err(fail)?;
-        }
-        Ok(outcomes)
+        // A failed write leaves the end where it was: the next batch writes over it.
+        self.log.write_all_at(&frames, self.end).map_err(BatchFailed::retry)?;
+        self.sync_log().map_err(BatchFailed::poisoning)?;
+        self.end += frames.len() as u64;
+        Ok(())
+    }
+}
+
+/// Why a batch was not committed. A failed sync poisons the log: the
+/// kernel may have dropped the pages it could not write, and marked them
+/// clean, so no later sync can be trusted to cover them.
+struct BatchFailed {
+    error: io::Error,
+    poisons: bool,
+}
+
+impl BatchFailed {
+    fn retry(error: io::Error) -> Self {
+        Self { error, poisons: false }
+    }
+
+    fn poisoning(error: io::Error) -> Self {
+        Self { error, poisons: true }
+    }
+}
+
+/// Removes the staging file of a write that will not be made.
+fn discard(write: Write) {
+    if let Write::Put {
+        staged: Some(staged), ..
+    } = write
+    {
+        // Best effort: a staging file left behind is no object.
+        let _ = std::fs::remove_file(staged);
     }
 }
 
@@ -647,38 +748,23 @@ mod tests {
         Header::decode(&bytes).ok_or_else(|| io::Error::other("damaged header"))
     }
 
-    #[tokio::test]
-    async fn a_write_is_applied_once_logged_and_a_create_finds_taken_keys() -> TestResult {
+    #[test]
+    fn a_write_is_applied_once_logged_and_a_create_finds_taken_keys() -> TestResult {
         let root = tempfile::tempdir()?;
         let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let syncs = log.syncs();
         let file = root.path().join("runs/r1/journal/0");
-        assert!(matches!(
-            log.write(put(&file, b"first", true)?).await?,
-            Outcome::Written(_)
-        ));
+        assert!(matches!(log.write(put(&file, b"first", true)?)?, Outcome::Written(_)));
         assert_eq!(std::fs::read(&file)?, b"first");
         assert_eq!(log.syncs(), syncs + 1, "one sync of the log, none of the file");
-        assert_eq!(log.write(put(&file, b"second", true)?).await?, Outcome::Taken);
+        assert_eq!(log.write(put(&file, b"second", true)?)?, Outcome::Taken);
         assert_eq!(log.syncs(), syncs + 1, "a refused create records nothing");
-        assert!(matches!(
-            log.write(put(&file, b"over", false)?).await?,
-            Outcome::Written(_)
-        ));
+        assert!(matches!(log.write(put(&file, b"over", false)?)?, Outcome::Written(_)));
         assert_eq!(std::fs::read(&file)?, b"over");
         let marker = root.path().join("unfinished/r1");
-        assert!(matches!(
-            log.write(put(&marker, b"", true)?).await?,
-            Outcome::Written(_)
-        ));
-        assert_eq!(
-            log.write(Write::Delete { file: marker.clone() }).await?,
-            Outcome::Deleted
-        );
-        assert_eq!(
-            log.write(Write::Delete { file: marker.clone() }).await?,
-            Outcome::Missing
-        );
+        assert!(matches!(log.write(put(&marker, b"", true)?)?, Outcome::Written(_)));
+        assert_eq!(log.write(Write::Delete { file: marker.clone() })?, Outcome::Deleted);
+        assert_eq!(log.write(Write::Delete { file: marker.clone() })?, Outcome::Missing);
         let left: Vec<_> = std::fs::read_dir(root.path().join("runs/r1/journal"))?.collect::<Result<_, _>>()?;
         assert_eq!(left.len(), 1, "no staging file is left: {left:?}");
         Ok(())
@@ -710,8 +796,63 @@ mod tests {
         Ok(())
     }
 
-    #[tokio::test]
-    async fn a_reboot_restores_the_last_recorded_state_of_each_key_and_the_same_boot_nothing() -> TestResult {
+    #[test]
+    fn writers_at_once_each_get_their_own_outcome_and_a_contested_key_one_winner() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        let before = log.syncs();
+        let (writers, each) = (32, 10);
+        let outcomes: Vec<(usize, Outcome)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..writers)
+                .map(|writer| {
+                    let (log, root) = (&log, root.path());
+                    scope.spawn(move || -> io::Result<Vec<(usize, Outcome)>> {
+                        (0..each)
+                            .map(|i| {
+                                let own = put(&root.join(format!("own/{writer}/{i}")), b"mine", true)?;
+                                log.write(own)?;
+                                let contested = put(&root.join(format!("contested/{i}")), b"first", true)?;
+                                Ok((i, log.write(contested)?))
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().expect("a writer"))
+                .collect::<io::Result<Vec<_>>>()
+        })?
+        .into_iter()
+        .flatten()
+        .collect();
+        for i in 0..each {
+            let won = outcomes
+                .iter()
+                .filter(|(key, outcome)| *key == i && matches!(outcome, Outcome::Written(_)));
+            assert_eq!(won.count(), 1, "contested/{i} has one winner");
+        }
+        assert!(
+            outcomes
+                .iter()
+                .all(|(_, outcome)| matches!(outcome, Outcome::Written(_) | Outcome::Taken))
+        );
+        for writer in 0..writers {
+            assert_eq!(
+                std::fs::read_dir(root.path().join(format!("own/{writer}")))?.count(),
+                each
+            );
+        }
+        let writes = (writers * each) as u64 + (each as u64);
+        assert!(
+            log.syncs() - before <= writes,
+            "one sync at most for each write that took effect"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_reboot_restores_the_last_recorded_state_of_each_key_and_the_same_boot_nothing() -> TestResult {
         let root = tempfile::tempdir()?;
         let (kept, gone, marker) = (
             root.path().join("a/kept"),
@@ -720,11 +861,11 @@ mod tests {
         );
         {
             let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
-            log.write(put(&kept, b"one", true)?).await?;
-            log.write(put(&gone, b"two", true)?).await?;
-            log.write(put(&kept, b"three", false)?).await?;
-            log.write(Write::Delete { file: gone.clone() }).await?;
-            log.write(put(&marker, b"", true)?).await?;
+            log.write(put(&kept, b"one", true)?)?;
+            log.write(put(&gone, b"two", true)?)?;
+            log.write(put(&kept, b"three", false)?)?;
+            log.write(Write::Delete { file: gone.clone() })?;
+            log.write(put(&marker, b"", true)?)?;
         }
         // What a power loss can leave of writes the disk had not yet got.
         std::fs::write(&kept, b"")?;
@@ -751,14 +892,14 @@ mod tests {
         Ok(())
     }
 
-    #[tokio::test]
-    async fn a_replay_stops_at_the_first_damaged_record() -> TestResult {
+    #[test]
+    fn a_replay_stops_at_the_first_damaged_record() -> TestResult {
         let root = tempfile::tempdir()?;
         let (first, second) = (root.path().join("first"), root.path().join("second"));
         {
             let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
-            log.write(put(&first, b"1", true)?).await?;
-            log.write(put(&second, b"2", true)?).await?;
+            log.write(put(&first, b"1", true)?)?;
+            log.write(put(&second, b"2", true)?)?;
         }
         let log_file = OpenOptions::new()
             .read(true)
@@ -774,23 +915,17 @@ mod tests {
         Ok(())
     }
 
-    #[tokio::test]
-    async fn logs_of_one_root_take_turns_and_refuse_each_others_keys() -> TestResult {
+    #[test]
+    fn logs_of_one_root_take_turns_and_refuse_each_others_keys() -> TestResult {
         let root = tempfile::tempdir()?;
         let one = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let other = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let file = root.path().join("runs/r/owners/1");
+        assert!(matches!(one.write(put(&file, b"host-1", true)?)?, Outcome::Written(_)));
+        assert_eq!(other.write(put(&file, b"host-2", true)?)?, Outcome::Taken);
+        assert_eq!(other.write(Write::Delete { file: file.clone() })?, Outcome::Deleted);
         assert!(matches!(
-            one.write(put(&file, b"host-1", true)?).await?,
-            Outcome::Written(_)
-        ));
-        assert_eq!(other.write(put(&file, b"host-2", true)?).await?, Outcome::Taken);
-        assert_eq!(
-            other.write(Write::Delete { file: file.clone() }).await?,
-            Outcome::Deleted
-        );
-        assert!(matches!(
-            one.write(put(&file, b"host-1 again", true)?).await?,
+            one.write(put(&file, b"host-1 again", true)?)?,
             Outcome::Written(_)
         ));
         drop((one, other));
@@ -800,13 +935,12 @@ mod tests {
         Ok(())
     }
 
-    #[tokio::test]
-    async fn a_full_log_checkpoints_and_starts_again_from_its_header() -> TestResult {
+    #[test]
+    fn a_full_log_checkpoints_and_starts_again_from_its_header() -> TestResult {
         let root = tempfile::tempdir()?;
         let log = WriteLog::open_on(root.path(), Some("boot-a"), 4096)?;
         for i in 0..64 {
-            log.write(put(&root.path().join(format!("k/{i}")), &[7; 200], true)?)
-                .await?;
+            log.write(put(&root.path().join(format!("k/{i}")), &[7; 200], true)?)?;
         }
         let header = header(root.path())?;
         assert!(header.generation > 1, "{header:?}");
