@@ -575,6 +575,17 @@ mod tests {
         );
     }
 
+    /// Every key the store lists, sorted.
+    async fn listed(store: &LocalStore) -> Result<Vec<String>> {
+        let mut keys: Vec<String> = store
+            .list(None)
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await?;
+        keys.sort();
+        Ok(keys)
+    }
+
     fn synced(dir: &FsPath) -> Result<LocalStore> {
         Ok(LocalStore::new(
             LocalFileSystem::new_with_prefix(dir)?,
@@ -668,14 +679,8 @@ mod tests {
         store.put(&full, PutPayload::default()).await?;
         assert_eq!(store.get(&full).await?.bytes().await?, Bytes::new());
         assert_eq!(store.dir_syncs(), 3);
-        let mut listed: Vec<String> = store
-            .list(None)
-            .map_ok(|meta| meta.location.to_string())
-            .try_collect()
-            .await?;
-        listed.sort();
         assert_eq!(
-            listed,
+            listed(&store).await?,
             [full.to_string(), key.to_string()],
             "staging files are not objects"
         );
@@ -736,14 +741,8 @@ mod tests {
         store.copy(&key, &Path::from("copied")).await?;
         assert_eq!(store.dir_syncs(), 0, "no file or directory syncs of its own");
         assert_eq!(store.log_syncs(), Some(syncs + 4), "one sync of the log a write");
-        let mut listed: Vec<String> = store
-            .list(None)
-            .map_ok(|meta| meta.location.to_string())
-            .try_collect()
-            .await?;
-        listed.sort();
         assert_eq!(
-            listed,
+            listed(&store).await?,
             ["copied", key.as_ref(), marker.as_ref()],
             "neither the log nor a staging file is listed"
         );
