@@ -168,6 +168,37 @@ async fn text(client: &Client, css: &str) -> Result<String> {
     Ok(text.as_str().ok_or("an element's text")?.to_owned())
 }
 
+/// Probes the page until what it finds is `wanted`. An action's answer is
+/// a new page, and a click returns before that has replaced the old one:
+/// what the old page shows must not pass for the answer.
+async fn eventually<T: std::fmt::Debug>(
+    mut probe: impl AsyncFnMut() -> Result<T>,
+    wanted: impl Fn(&T) -> bool,
+) -> Result {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let found = probe().await?;
+        if wanted(&found) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the page still shows {found:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the first element matching `css` reads `expected`
+/// somewhere in its text.
+async fn await_text(client: &Client, css: &str, expected: &str) -> Result {
+    let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;";
+    let read = async || Ok(client.execute(script, vec![json!(css)]).await?);
+    eventually(read, |shown: &Value| {
+        shown.as_str().is_some_and(|text| text.contains(expected))
+    })
+    .await
+}
+
 /// The ids of the runs the runs page lists now.
 async fn listed_runs(client: &Client) -> Result<Vec<String>> {
     let script = "return Array.from(document.querySelectorAll('table.runs tbody tr[data-run]'), \
@@ -320,8 +351,7 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
         .await?
         .click()
         .await?;
-    await_shown(client, "tr[data-run=o-fail]").await?;
-    assert_eq!(listed_runs(client).await?, ["o-fail"]);
+    eventually(async || listed_runs(client).await, |runs| runs == &["o-fail"]).await?;
     client
         .goto(&format!(
             "{base}/ui/runs?order=oldest&workflow=place-order&component=order"
@@ -377,7 +407,7 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     }
     screenshot(client, "run").await?;
     submit(client, "#replay-form", &[]).await?;
-    assert!(text(client, "p.notice").await?.starts_with("Replay identical"));
+    await_text(client, "p.notice", "Replay identical").await?;
 
     // A run waiting for its approval: upgraded from the UI, then signalled;
     // the page follows it to its end without being reloaded.
@@ -386,18 +416,14 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     assert!(text(client, "table.timeline").await?.contains("waiting, until"));
     let patched = patched.as_str().ok_or("a digest")?;
     submit(client, "#upgrade-form", &[("to", "order-patched")]).await?;
-    assert!(
-        text(client, "p.notice")
-            .await?
-            .starts_with(&format!("Moved to build {}", &patched[..12]))
-    );
+    await_text(client, "p.notice", &format!("Moved to build {}", &patched[..12])).await?;
     submit(
         client,
         "#signal-form",
         &[("name", "approve"), ("payload", r#"{"approved": true}"#)],
     )
     .await?;
-    assert!(text(client, "p.notice").await?.starts_with("Signal sent"));
+    await_text(client, "p.notice", "Signal sent").await?;
     await_shown(client, "#live .state[data-state=completed]").await?;
     assert!(text(client, "#output").await?.contains("trk-o-wait"));
 
@@ -409,9 +435,9 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
         .click()
         .await?;
     submit(client, "#upgrade-form", &[("to", "order-patched")]).await?;
-    assert!(text(client, "p.notice").await?.contains("can move"));
+    await_text(client, "p.notice", "can move").await?;
     submit(client, "#signal-form", &[("name", "bad name!"), ("payload", "{}")]).await?;
-    assert!(text(client, "p.notice.refused").await?.contains("invalid signal name"));
+    await_text(client, "p.notice.refused", "invalid signal name").await?;
     submit(client, "#cancel-form", &[("reason", "customer called")]).await?;
     await_shown(client, "#live .state[data-state=cancelled]").await?;
     assert!(text(client, "table.timeline").await?.contains("release"), "compensated");
