@@ -28,8 +28,9 @@
 //! deletes go through the root's write-ahead log ([`super::write_log`]),
 //! which syncs each write's record, bytes and all, before the write is made
 //! and acknowledged, one sync for the writes in flight together. Copies,
-//! renames and multipart uploads (which Stepstone does not make) are synced
-//! as with `Fsync`, then noted in the log so that a replay leaves them be.
+//! renames, multipart uploads (which Stepstone does not make) and puts of
+//! more than [`write_log::MAX_RECORDED_BYTES`] are synced as with `Fsync`,
+//! then noted in the log so that a replay leaves them be.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -189,17 +190,7 @@ impl LocalStore {
     async fn put_empty(&self, location: &Path, create: bool) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let syncs = self.dir_syncs.clone();
-        match blocking(move || place_empty(&file, create, &syncs)).await? {
-            Some(e_tag) => Ok(PutResult {
-                e_tag: Some(e_tag),
-                version: None,
-                extensions: Default::default(),
-            }),
-            None => Err(object_store::Error::AlreadyExists {
-                path: location.to_string(),
-                source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
-            }),
-        }
+        put_answer(location, blocking(move || place_empty(&file, create, &syncs)).await?)
     }
 
     /// A create-only (`create`) or overwriting put through the write log:
@@ -227,17 +218,11 @@ impl LocalStore {
                 create,
             })
         });
-        match written.await? {
-            Outcome::Written(e_tag) => Ok(PutResult {
-                e_tag: Some(e_tag),
-                version: None,
-                extensions: Default::default(),
-            }),
-            _ => Err(object_store::Error::AlreadyExists {
-                path: location.to_string(),
-                source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
-            }),
-        }
+        let e_tag = match written.await? {
+            Outcome::Written(e_tag) => Some(e_tag),
+            _ => None,
+        };
+        put_answer(location, e_tag)
     }
 
     /// Records that `location` was written (`exists`) or removed durably
@@ -274,6 +259,22 @@ impl LocalStore {
             })
             .buffered(DELETES_SYNCED_TOGETHER)
             .boxed()
+    }
+}
+
+/// A put's answer: written, with its ETag, or refused because a create
+/// found `location` taken (`None`).
+fn put_answer(location: &Path, e_tag: Option<String>) -> Result<PutResult> {
+    match e_tag {
+        Some(e_tag) => Ok(PutResult {
+            e_tag: Some(e_tag),
+            version: None,
+            extensions: Default::default(),
+        }),
+        None => Err(object_store::Error::AlreadyExists {
+            path: location.to_string(),
+            source: Box::new(io::Error::from(io::ErrorKind::AlreadyExists)),
+        }),
     }
 }
 
@@ -395,11 +396,11 @@ fn sync_parent(file: &FsPath) -> io::Result<()> {
 impl ObjectStore for LocalStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         if let Some(log) = &self.log {
+            let recorded =
+                opts.attributes.is_empty() && payload.content_length() as u64 <= write_log::MAX_RECORDED_BYTES;
             return match opts.mode {
-                PutMode::Create if opts.attributes.is_empty() => self.logged_put(log, location, payload, true).await,
-                PutMode::Overwrite if opts.attributes.is_empty() => {
-                    self.logged_put(log, location, payload, false).await
-                }
+                PutMode::Create if recorded => self.logged_put(log, location, payload, true).await,
+                PutMode::Overwrite if recorded => self.logged_put(log, location, payload, false).await,
                 _ => {
                     let put = self.inner.put_opts(location, payload, opts).await?;
                     self.note(log, location, true).await?;
@@ -758,6 +759,29 @@ mod tests {
         );
         let onto_directory = store.put(&Path::from("runs"), PutPayload::from_static(b"x")).await;
         assert!(onto_directory.is_err(), "{onto_directory:?}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn with_the_log_a_put_up_to_the_largest_record_is_recorded_and_a_larger_one_synced_aside() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path(), Durability::Log)?;
+        let largest = write_log::MAX_RECORDED_BYTES as usize;
+        let (recorded, aside) = (Path::from("recorded"), Path::from("aside"));
+        store.put(&recorded, vec![0xab; largest].into()).await?;
+        let syncs = store.log_syncs().ok_or("a log")?;
+        store.put(&aside, vec![0xcd; largest + 1].into()).await?;
+        assert_eq!(store.log_syncs(), Some(syncs + 1), "the larger put is noted in the log");
+        assert_eq!(store.get(&aside).await?.bytes().await?.len(), largest + 1);
+        assert_taken(
+            store
+                .put_opts(&aside, PutPayload::from_static(b"x"), PutMode::Create.into())
+                .await,
+        );
+        let log = std::fs::read(dir.path().join(write_log::LOG_NAME))?;
+        let count = |byte: u8| log.iter().filter(|&&b| b == byte).count();
+        assert!(count(0xab) >= largest, "the largest record holds its bytes");
+        assert!(count(0xcd) < 64, "the larger put's bytes are not in the log");
         Ok(())
     }
 

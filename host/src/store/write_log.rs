@@ -23,6 +23,8 @@
 //!   an older one no longer count (each record's checksum covers its
 //!   generation), so the log is rewritten in place and never grows past
 //!   its capacity by more than one batch.
+//! - A record holds at most [`MAX_RECORDED_BYTES`] of a put's bytes: the
+//!   store writes a larger put synced, outside the log, and notes it.
 //! - A failed sync of the log poisons it: the kernel may have dropped the
 //!   pages it could not write, so no later write may be acknowledged on
 //!   top of them. The host must be restarted, which replays the log.
@@ -48,6 +50,11 @@ pub const LOG_NAME: &str = "write-log#0";
 /// that an append allocates nothing and its `fdatasync` writes little more
 /// than the data (unwritten space reads as zeros: no record).
 const DEFAULT_CAPACITY: u64 = 16 << 20;
+
+/// The largest put whose bytes the log records. A larger one is written
+/// synced outside the log and noted in it (as a copy is): its bytes would
+/// push the log far past its capacity, and a replay reads the whole log.
+pub const MAX_RECORDED_BYTES: u64 = DEFAULT_CAPACITY / 4;
 
 /// The header's place at the start of the file; records follow.
 const HEADER_BYTES: u64 = 4096;
