@@ -317,20 +317,22 @@ enum State {
 }
 
 /// Appends the record of one write, a frame of `[length][crc][kind, path
-/// length, path, bytes]`, the crc over the generation and the body.
+/// length, path, bytes]`, the crc over the generation and the body. The
+/// body is written in place, its crc filled in after: a put's bytes are
+/// copied once.
 fn encode_record(frames: &mut Vec<u8>, generation: u64, kind: u8, path: &Path, bytes: &[u8]) {
     let path = path.as_os_str().as_bytes();
-    let mut body = Vec::with_capacity(5 + path.len() + bytes.len());
-    body.push(kind);
-    body.extend_from_slice(&(path.len() as u32).to_le_bytes());
-    body.extend_from_slice(path);
-    body.extend_from_slice(bytes);
+    let start = frames.len();
+    frames.extend_from_slice(&((5 + path.len() + bytes.len()) as u32).to_le_bytes());
+    frames.extend_from_slice(&[0; 4]);
+    frames.push(kind);
+    frames.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    frames.extend_from_slice(path);
+    frames.extend_from_slice(bytes);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&generation.to_le_bytes());
-    crc.update(&body);
-    frames.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frames.extend_from_slice(&crc.finalize().to_le_bytes());
-    frames.extend_from_slice(&body);
+    crc.update(&frames[start + 8..]);
+    frames[start + 4..start + 8].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
 /// The last state of each key among the records of `generation` in `log`
@@ -955,6 +957,36 @@ mod tests {
         let end = end_of_records(&log_file, HEADER_BYTES, header.generation)?;
         assert!(end <= HEADER_BYTES + 4096 + 256, "records end at {end}");
         assert!(std::fs::metadata(root.path().join(LOG_NAME))?.len() <= HEADER_BYTES + 4096 + 256);
+        Ok(())
+    }
+
+    #[test]
+    fn a_garbage_frame_claiming_a_huge_length_ends_the_records_and_the_log_goes_on() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
+        let (kept, later) = (root.path().join("kept"), root.path().join("later"));
+        log.write(put(&kept, b"before", false)?)?;
+        drop(log);
+        let generation = header(root.path())?.generation;
+        let log_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(root.path().join(LOG_NAME))?;
+        let end = end_of_records(&log_file, HEADER_BYTES, generation)?;
+        log_file.write_all_at(&[0xff; 64], end)?;
+        assert_eq!(end_of_records(&log_file, HEADER_BYTES, generation)?, end);
+        std::fs::write(&kept, b"torn")?;
+        let log = WriteLog::open_on(root.path(), Some("boot-b"), 1 << 20)?;
+        assert_eq!(
+            std::fs::read(&kept)?,
+            b"before",
+            "the records before the garbage are replayed"
+        );
+        log.write(put(&later, b"after", false)?)?;
+        drop(log);
+        std::fs::remove_file(&later)?;
+        WriteLog::open_on(root.path(), Some("boot-c"), 1 << 20)?;
+        assert_eq!(std::fs::read(&later)?, b"after", "the log goes on past a replay");
         Ok(())
     }
 
