@@ -321,6 +321,10 @@ enum State {
 /// body is written in place, its crc filled in after: a put's bytes are
 /// copied once.
 fn encode_record(frames: &mut Vec<u8>, generation: u64, kind: u8, path: &Path, bytes: &[u8]) {
+    debug_assert!(
+        bytes.len() as u64 <= MAX_RECORDED_BYTES,
+        "the store keeps larger puts out of the log"
+    );
     let path = path.as_os_str().as_bytes();
     let start = frames.len();
     frames.extend_from_slice(&((5 + path.len() + bytes.len()) as u32).to_le_bytes());
