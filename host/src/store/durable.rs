@@ -24,6 +24,15 @@
 //! flushes waiting at one time into one (`docs/BENCHMARKS.md`, *Peers*,
 //! measures it). Deletes made together share one sync per directory.
 //!
+//! With [`Durability::NoFsync`], a put of at most [`INLINE_PUT_BYTES`]
+//! (a journal entry, a marker) is made on the calling task, staged beside
+//! its key and linked or renamed onto it as object_store makes it: its
+//! half a dozen page-cache calls cost less than the trip to tokio's
+//! blocking pool object_store takes, whose two thread wake-ups are most of
+//! a sequential journaled step's time (`docs/BENCHMARKS.md`, *Journaled
+//! step throughput*). Larger puts, and every call that may wait for the
+//! disk, still go to the blocking pool.
+//!
 //! [`Durability::Log`] survives a power loss too, with fewer syncs: puts and
 //! deletes go through the root's write-ahead log ([`super::write_log`]),
 //! which syncs each write's record, bytes and all, before the write is made
@@ -69,6 +78,10 @@ pub enum Durability {
     #[default]
     Log,
 }
+
+/// The largest put [`Durability::NoFsync`] makes on the calling task: its
+/// bytes are copied into the page cache in a few microseconds.
+pub const INLINE_PUT_BYTES: usize = 64 << 10;
 
 /// A durability that is none of `fsync`, `log` and `no-fsync`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -191,6 +204,20 @@ impl LocalStore {
         let file = self.inner.path_to_filesystem(location)?;
         let syncs = self.dir_syncs.clone();
         put_answer(location, blocking(move || place_empty(&file, create, &syncs)).await?)
+    }
+
+    /// A small create-only (`create`) or overwriting put without syncs, on
+    /// the calling task (see the module's invariants).
+    fn put_inline(&self, location: &Path, payload: PutPayload, create: bool) -> Result<PutResult> {
+        let file = self.inner.path_to_filesystem(location)?;
+        let placed = write_log::stage(&file, &Bytes::from(payload))
+            .and_then(|staged| write_log::place(&file, &staged, create))
+            .and_then(|()| e_tag(&std::fs::metadata(&file)?));
+        match placed {
+            Ok(e_tag) => put_answer(location, Some(e_tag)),
+            Err(taken) if create && taken.kind() == io::ErrorKind::AlreadyExists => put_answer(location, None),
+            Err(e) => Err(store_error(e)),
+        }
     }
 
     /// A create-only (`create`) or overwriting put through the write log:
@@ -407,6 +434,14 @@ impl ObjectStore for LocalStore {
                     Ok(put)
                 }
             };
+        }
+        let inline = self.durability == Durability::NoFsync
+            && opts.attributes.is_empty()
+            && payload.content_length() <= INLINE_PUT_BYTES;
+        match opts.mode {
+            PutMode::Create if inline => return self.put_inline(location, payload, true),
+            PutMode::Overwrite if inline => return self.put_inline(location, payload, false),
+            _ => {}
         }
         let synced = self.durability == Durability::Fsync;
         let empty = synced && payload.content_length() == 0 && opts.attributes.is_empty();
@@ -783,6 +818,43 @@ mod tests {
         assert!(count(0xab) >= largest, "the largest record holds its bytes");
         assert!(count(0xcd) < 64, "the larger put's bytes are not in the log");
         Ok(())
+    }
+
+    /// Without syncs, a put up to [`INLINE_PUT_BYTES`] is made on the calling
+    /// task: it completes at its first poll while the blocking pool's only
+    /// thread is held; a larger one waits for that thread. Both keep their
+    /// modes' meaning and leave no staging file.
+    #[test]
+    fn without_syncs_a_put_up_to_the_inline_bound_is_made_on_the_calling_task() -> TestResult {
+        use futures::FutureExt;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()?;
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path(), Durability::NoFsync)?;
+        let (largest, larger) = (Path::from("r/largest"), Path::from("r/larger"));
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        runtime.block_on(async {
+            let pool_held = tokio::task::spawn_blocking(move || held.recv());
+            let create = || PutOptions::from(PutMode::Create);
+            let inline = store.put_opts(&largest, vec![1; INLINE_PUT_BYTES].into(), create());
+            assert!(inline.now_or_never().ok_or("an inline put waited")?.is_ok());
+            let mut pooled = store.put_opts(&larger, vec![2; INLINE_PUT_BYTES + 1].into(), create());
+            assert!((&mut pooled).now_or_never().is_none(), "a larger put was made inline");
+            release.send(())?;
+            pool_held.await??;
+            pooled.await?;
+            assert_taken(store.put_opts(&largest, vec![3].into(), create()).await);
+            store.put(&largest, vec![4; 2].into()).await?;
+            assert_eq!(store.get(&largest).await?.bytes().await?, vec![4; 2]);
+            assert_eq!(store.get(&larger).await?.bytes().await?.len(), INLINE_PUT_BYTES + 1);
+            let mut left = std::fs::read_dir(dir.path().join("r"))?
+                .map(|entry| entry.map(|entry| entry.file_name()))
+                .collect::<io::Result<Vec<_>>>()?;
+            left.sort();
+            assert_eq!(left, ["larger", "largest"], "no staging file is left");
+            Ok(())
+        })
     }
 
     #[test]

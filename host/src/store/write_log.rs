@@ -228,7 +228,12 @@ pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
         let staging = PathBuf::from(staging);
         match with_dir(&staging, |at| OpenOptions::new().write(true).create_new(true).open(at)) {
             Ok(mut created) => {
-                created.write_all(bytes)?;
+                if let Err(unwritten) = created.write_all(bytes) {
+                    // Best effort: a disk too full for the bytes must not
+                    // also keep a staging file for each attempt.
+                    let _ = std::fs::remove_file(&staging);
+                    return Err(unwritten);
+                }
                 return Ok(staging);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -236,6 +241,21 @@ pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
         }
     }
     Err(io::Error::other("no free staging name"))
+}
+
+/// Moves the file `staged` beside `file` onto it: linked where nothing is
+/// (`create`, refused with `AlreadyExists` where something is) or renamed
+/// over what is. The staging file is gone afterwards, whatever happened.
+pub fn place(file: &Path, staged: &Path, create: bool) -> io::Result<()> {
+    let placed = match create {
+        true => with_dir(file, |at| std::fs::hard_link(staged, at)).and_then(|()| std::fs::remove_file(staged)),
+        false => with_dir(file, |at| std::fs::rename(staged, at)),
+    };
+    if placed.is_err() {
+        // Best effort: the placement's error is the one to report.
+        let _ = std::fs::remove_file(staged);
+    }
+    placed
 }
 
 /// Runs `make` on `file`, creating its directory and retrying once if it is
@@ -402,7 +422,8 @@ fn decode_record(log: &[u8], at: usize, generation: u64) -> Option<(u8, &[u8], &
 #[derive(Debug)]
 struct Committer {
     root: PathBuf,
-    log: File,
+    /// Shared so a batch can hold the lock on it while committing through `&mut self`.
+    log: Arc<File>,
     capacity: u64,
     /// The generation this writer last saw, and where its records ended.
     generation: u64,
@@ -432,7 +453,13 @@ impl Drop for Locked<'_> {
 impl Committer {
     fn open(root: &Path, boot: Option<&str>, capacity: u64, syncs: Arc<AtomicU64>) -> io::Result<Self> {
         let path = root.join(LOG_NAME);
-        let log = OpenOptions::new().read(true).write(true).create(true).open(&path)?;
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?
+            .into();
         let mut committer = Self {
             root: root.to_owned(),
             log,
@@ -442,7 +469,7 @@ impl Committer {
             syncs,
             poisoned: None,
         };
-        let log = committer.log.try_clone()?;
+        let log = committer.log.clone();
         let _locked = Locked::new(&log)?;
         let header = match committer.read_header()? {
             Some(header) => header,
@@ -543,7 +570,7 @@ impl Committer {
     }
 
     fn commit_locked(&mut self, writes: Vec<Write>) -> Result<Vec<io::Result<Outcome>>, BatchFailed> {
-        let log = self.log.try_clone().map_err(BatchFailed::retry)?;
+        let log = self.log.clone();
         let _locked = Locked::new(&log).map_err(BatchFailed::retry)?;
         let header = self.read_header().map_err(BatchFailed::retry)?;
         let header = header.ok_or_else(|| BatchFailed::retry(io::Error::other("the write log is empty")))?;
@@ -641,10 +668,11 @@ fn decide(writes: Vec<Write>) -> Vec<(Write, Decision)> {
                 Write::Delete { file } => (file, Some(true)),
                 Write::Noted { file, .. } => (file, None),
             };
-            if matches!(write, Write::Put { .. }) && file.is_dir() {
+            let found = std::fs::metadata(file).ok();
+            if matches!(write, Write::Put { .. }) && found.as_ref().is_some_and(std::fs::Metadata::is_dir) {
                 return (write, Decision::Refused);
             }
-            let now = *exists.entry(file.clone()).or_insert_with(|| file.exists());
+            let now = *exists.entry(file.clone()).or_insert(found.is_some());
             if wants.is_some_and(|wanted| wanted != now) {
                 return (write, Decision::Unneeded);
             }
@@ -689,22 +717,12 @@ fn apply_recorded(write: Write) -> io::Result<Outcome> {
         Write::Put {
             file, staged, create, ..
         } => {
-            let placed = match (&staged, create) {
-                (None, _) => with_dir(&file, |at| {
+            match &staged {
+                None => with_dir(&file, |at| {
                     OpenOptions::new().write(true).create_new(true).open(at).map(drop)
-                }),
-                (Some(staged), true) => {
-                    with_dir(&file, |at| std::fs::hard_link(staged, at)).and_then(|()| std::fs::remove_file(staged))
-                }
-                (Some(staged), false) => with_dir(&file, |at| std::fs::rename(staged, at)),
-            };
-            if placed.is_err()
-                && let Some(staged) = &staged
-            {
-                // Best effort: the placement's error is the one to report.
-                let _ = std::fs::remove_file(staged);
+                })?,
+                Some(staged) => place(&file, staged, create)?,
             }
-            placed?;
             Ok(Outcome::Written(super::durable::e_tag(&std::fs::metadata(&file)?)?))
         }
         Write::Delete { file } => std::fs::remove_file(file).map(|()| Outcome::Deleted),
