@@ -24,14 +24,15 @@
 //! flushes waiting at one time into one (`docs/BENCHMARKS.md`, *Peers*,
 //! measures it). Deletes made together share one sync per directory.
 //!
-//! With [`Durability::NoFsync`], a put of at most [`INLINE_PUT_BYTES`]
-//! (a journal entry, a marker) is made on the calling task, staged beside
-//! its key and linked or renamed onto it as object_store makes it: its
-//! half a dozen page-cache calls cost less than the trip to tokio's
-//! blocking pool object_store takes, whose two thread wake-ups are most of
-//! a sequential journaled step's time (`docs/BENCHMARKS.md`, *Journaled
+//! A put of at most [`INLINE_PUT_BYTES`] (a journal entry, a marker) is
+//! staged beside its key on the calling task: with [`Durability::NoFsync`]
+//! it is then linked or renamed onto the key there too, as object_store
+//! makes it; with [`Durability::Log`] it is queued to the log's committer.
+//! Half a dozen page-cache calls cost less than the trip to tokio's
+//! blocking pool object_store takes, whose two thread wake-ups were most
+//! of a sequential journaled step's time (`docs/BENCHMARKS.md`, *Journaled
 //! step throughput*). Larger puts, and every call that may wait for the
-//! disk, still go to the blocking pool.
+//! disk (a sync, a read), still go to the blocking pool.
 //!
 //! [`Durability::Log`] survives a power loss too, with fewer syncs: puts and
 //! deletes go through the root's write-ahead log ([`super::write_log`]),
@@ -79,7 +80,7 @@ pub enum Durability {
     Log,
 }
 
-/// The largest put [`Durability::NoFsync`] makes on the calling task: its
+/// The largest put staged on the calling task (see the module's docs): its
 /// bytes are copied into the page cache in a few microseconds.
 pub const INLINE_PUT_BYTES: usize = 64 << 10;
 
@@ -221,8 +222,9 @@ impl LocalStore {
     }
 
     /// A create-only (`create`) or overwriting put through the write log:
-    /// its bytes staged beside the key, then recorded, then placed, in one
-    /// trip to the blocking pool.
+    /// its bytes staged beside the key (on the calling task up to
+    /// [`INLINE_PUT_BYTES`], on the blocking pool above), then recorded and
+    /// placed by the log's committer.
     async fn logged_put(
         &self,
         log: &Arc<WriteLog>,
@@ -232,20 +234,25 @@ impl LocalStore {
     ) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let bytes = Bytes::from(payload);
+        let inline = bytes.len() <= INLINE_PUT_BYTES;
         let log = log.clone();
-        let written = blocking(move || {
+        let stage_and_submit = move || {
             let staged = match create && bytes.is_empty() {
                 true => None,
                 false => Some(write_log::stage(&file, &bytes)?),
             };
-            log.write(Write::Put {
+            log.submit(Write::Put {
                 file,
                 bytes,
                 staged,
                 create,
             })
-        });
-        let e_tag = match written.await? {
+        };
+        let pending = match inline {
+            true => stage_and_submit().map_err(store_error)?,
+            false => blocking(stage_and_submit).await?,
+        };
+        let e_tag = match pending.outcome().await.map_err(store_error)? {
             Outcome::Written(e_tag) => Some(e_tag),
             _ => None,
         };
@@ -256,8 +263,7 @@ impl LocalStore {
     /// outside the log.
     async fn note(&self, log: &Arc<WriteLog>, location: &Path, exists: bool) -> Result<()> {
         let file = self.inner.path_to_filesystem(location)?;
-        let log = log.clone();
-        blocking(move || log.write(Write::Noted { file, exists })).await?;
+        log.write(Write::Noted { file, exists }).await.map_err(store_error)?;
         Ok(())
     }
 
@@ -275,7 +281,7 @@ impl LocalStore {
                 async move {
                     let location = location?;
                     let file = files.path_to_filesystem(&location)?;
-                    match blocking(move || log.write(Write::Delete { file })).await? {
+                    match log.write(Write::Delete { file }).await.map_err(store_error)? {
                         Outcome::Deleted => Ok(location),
                         _ => Err(object_store::Error::NotFound {
                             path: location.to_string(),
@@ -574,8 +580,11 @@ impl MultipartUpload for LoggedUpload {
 
     async fn complete(&mut self) -> Result<PutResult> {
         let put = self.upload.complete().await?;
-        let (log, file) = (self.log.clone(), self.file.clone());
-        blocking(move || log.write(Write::Noted { file, exists: true })).await?;
+        let noted = Write::Noted {
+            file: self.file.clone(),
+            exists: true,
+        };
+        self.log.write(noted).await.map_err(store_error)?;
         Ok(put)
     }
 
@@ -820,41 +829,53 @@ mod tests {
         Ok(())
     }
 
-    /// Without syncs, a put up to [`INLINE_PUT_BYTES`] is made on the calling
-    /// task: it completes at its first poll while the blocking pool's only
+    /// A put up to [`INLINE_PUT_BYTES`] is staged (and, without syncs, made)
+    /// on the calling task: it completes while the blocking pool's only
     /// thread is held; a larger one waits for that thread. Both keep their
-    /// modes' meaning and leave no staging file.
+    /// modes' meaning and leave no staging file, with and without the log.
     #[test]
-    fn without_syncs_a_put_up_to_the_inline_bound_is_made_on_the_calling_task() -> TestResult {
+    fn a_put_up_to_the_inline_bound_needs_no_thread_of_the_blocking_pool() -> TestResult {
         use futures::FutureExt;
+        // Only guards against a hang: an inline put that waited for the
+        // held pool would never complete.
+        const HANG: std::time::Duration = std::time::Duration::from_secs(30);
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .max_blocking_threads(1)
             .build()?;
-        let dir = tempfile::tempdir()?;
-        let store = LocalStore::open(dir.path(), Durability::NoFsync)?;
-        let (largest, larger) = (Path::from("r/largest"), Path::from("r/larger"));
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        runtime.block_on(async {
-            let pool_held = tokio::task::spawn_blocking(move || held.recv());
-            let create = || PutOptions::from(PutMode::Create);
-            let inline = store.put_opts(&largest, vec![1; INLINE_PUT_BYTES].into(), create());
-            assert!(inline.now_or_never().ok_or("an inline put waited")?.is_ok());
-            let mut pooled = store.put_opts(&larger, vec![2; INLINE_PUT_BYTES + 1].into(), create());
-            assert!((&mut pooled).now_or_never().is_none(), "a larger put was made inline");
-            release.send(())?;
-            pool_held.await??;
-            pooled.await?;
-            assert_taken(store.put_opts(&largest, vec![3].into(), create()).await);
-            store.put(&largest, vec![4; 2].into()).await?;
-            assert_eq!(store.get(&largest).await?.bytes().await?, vec![4; 2]);
-            assert_eq!(store.get(&larger).await?.bytes().await?.len(), INLINE_PUT_BYTES + 1);
-            let mut left = std::fs::read_dir(dir.path().join("r"))?
-                .map(|entry| entry.map(|entry| entry.file_name()))
-                .collect::<io::Result<Vec<_>>>()?;
-            left.sort();
-            assert_eq!(left, ["larger", "largest"], "no staging file is left");
-            Ok(())
-        })
+        for durability in [Durability::NoFsync, Durability::Log] {
+            let dir = tempfile::tempdir()?;
+            let store = LocalStore::open(dir.path(), durability)?;
+            let (largest, larger) = (Path::from("r/largest"), Path::from("r/larger"));
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            runtime.block_on(async {
+                let pool_held = tokio::task::spawn_blocking(move || held.recv());
+                let create = || PutOptions::from(PutMode::Create);
+                let inline = store.put_opts(&largest, vec![1; INLINE_PUT_BYTES].into(), create());
+                tokio::time::timeout(HANG, inline)
+                    .await
+                    .map_err(|_| format!("{durability}: an inline put waited for the blocking pool"))??;
+                let mut pooled = store.put_opts(&larger, vec![2; INLINE_PUT_BYTES + 1].into(), create());
+                assert!(
+                    (&mut pooled).now_or_never().is_none(),
+                    "{durability}: a larger put was made inline"
+                );
+                release.send(())?;
+                pool_held.await??;
+                pooled.await?;
+                assert_taken(store.put_opts(&largest, vec![3].into(), create()).await);
+                store.put(&largest, vec![4; 2].into()).await?;
+                assert_eq!(store.get(&largest).await?.bytes().await?, vec![4; 2]);
+                assert_eq!(store.get(&larger).await?.bytes().await?.len(), INLINE_PUT_BYTES + 1);
+                let mut left = std::fs::read_dir(dir.path().join("r"))?
+                    .map(|entry| entry.map(|entry| entry.file_name()))
+                    .collect::<io::Result<Vec<_>>>()?;
+                left.sort();
+                assert_eq!(left, ["larger", "largest"], "{durability}: no staging file is left");
+                TestResult::Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     #[test]

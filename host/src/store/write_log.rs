@@ -6,6 +6,10 @@
 //! an append stands for the two syncs a synced put makes (its file, its
 //! directory), each of which the disk pays for separately.
 //!
+//! One thread per log, the committer, makes every batch: writers queue
+//! their writes (bytes already staged beside their keys) and await its
+//! answer, holding no thread while the log syncs.
+//!
 //! Invariants:
 //! - A write is applied to the files only once its record, which holds
 //!   its bytes, is on disk: after a power loss, a key that may name a torn
@@ -38,9 +42,10 @@ use std::os::unix::fs::FileExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, mpsc};
 
 use bytes::Bytes;
+use tokio::sync::oneshot;
 
 /// The log's file name in the root: object_store takes a name ending in
 /// `#` and digits for one of its staging files and lists it as no object.
@@ -93,55 +98,25 @@ pub enum Outcome {
     Noted,
 }
 
-/// The log of one store root. Writers commit each other's writes: one at
-/// a time leads, taking every write queued and committing them on its own
-/// thread, then hands the lead to the first writer queued since; the others
-/// wait for their outcome (group commit, with no thread of the log's own,
-/// so a writer alone makes no hand-off, and each wait ends with one wake-up).
+/// The log of one store root. Its own thread, the committer, takes every
+/// write queued since its last batch, commits them with one sync and
+/// answers each (group commit). A writer queues its write and awaits the
+/// answer without holding a thread: under load, one wake-up of the
+/// committer serves a whole batch, and the answers wake tasks, not threads.
 #[derive(Debug)]
 pub struct WriteLog {
-    queue: Mutex<Queue>,
-    committer: Mutex<Committer>,
+    queue: mpsc::Sender<(Write, oneshot::Sender<io::Result<Outcome>>)>,
     syncs: Arc<AtomicU64>,
 }
 
-/// Writes waiting for a batch, each with where its writer waits.
-#[derive(Debug, Default)]
-struct Queue {
-    waiting: Vec<(Write, Arc<Turn>)>,
-    /// A writer leads (or has been handed the lead).
-    leading: bool,
-}
+/// A queued write's answer, to await.
+#[derive(Debug)]
+pub struct Pending(oneshot::Receiver<io::Result<Outcome>>);
 
-/// Where one writer waits: for its outcome, or for the lead.
-#[derive(Debug, Default)]
-struct Turn {
-    state: Mutex<TurnState>,
-    changed: Condvar,
-}
-
-#[derive(Debug, Default)]
-enum TurnState {
-    #[default]
-    Waiting,
-    Lead,
-    Done(io::Result<Outcome>),
-}
-
-impl Turn {
-    fn set(&self, state: TurnState) {
-        if let Ok(mut current) = self.state.lock() {
-            *current = state;
-            self.changed.notify_one();
-        }
-    }
-
-    fn wait(&self) -> io::Result<TurnState> {
-        let mut state = self.state.lock().map_err(|_| stopped())?;
-        while matches!(*state, TurnState::Waiting) {
-            state = self.changed.wait(state).map_err(|_| stopped())?;
-        }
-        Ok(std::mem::take(&mut *state))
+impl Pending {
+    /// What the write did, once its record is on disk and it is applied.
+    pub async fn outcome(self) -> io::Result<Outcome> {
+        self.0.await.map_err(|_| stopped())?
     }
 }
 
@@ -158,11 +133,11 @@ impl WriteLog {
     pub(super) fn open_on(root: &Path, boot: Option<&str>, capacity: u64) -> io::Result<Self> {
         let syncs = Arc::new(AtomicU64::new(0));
         let committer = Committer::open(root, boot, capacity, syncs.clone())?;
-        Ok(Self {
-            queue: Mutex::default(),
-            committer: Mutex::new(committer),
-            syncs,
-        })
+        let (queue, queued) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("stepstone-write-log".into())
+            .spawn(move || committer.serve(queued))?;
+        Ok(Self { queue, syncs })
     }
 
     /// How many times the log was synced (batches and checkpoints).
@@ -170,53 +145,22 @@ impl WriteLog {
         self.syncs.load(Ordering::Relaxed)
     }
 
-    /// Records and applies `write`, once its record is on disk. Blocks the
-    /// thread (tokio's blocking pool, for an async caller).
-    pub fn write(&self, write: Write) -> io::Result<Outcome> {
-        let turn = Arc::new(Turn::default());
-        let leads = {
-            let mut queue = self.queue.lock().map_err(|_| stopped())?;
-            queue.waiting.push((write, turn.clone()));
-            !std::mem::replace(&mut queue.leading, true)
-        };
-        if !leads && let TurnState::Done(outcome) = turn.wait()? {
-            return outcome;
-        }
-        self.lead()?;
-        match turn.wait()? {
-            TurnState::Done(outcome) => outcome,
-            _ => Err(stopped()),
-        }
+    /// Queues `write` for the committer's next batch.
+    pub fn submit(&self, write: Write) -> io::Result<Pending> {
+        let (answer, answered) = oneshot::channel();
+        self.queue.send((write, answer)).map_err(|_| stopped())?;
+        Ok(Pending(answered))
     }
 
-    /// Commits every write queued (the leader's own among them), answers
-    /// each, and hands the lead on to the first writer queued since.
-    fn lead(&self) -> io::Result<()> {
-        let batch = std::mem::take(&mut self.queue.lock().map_err(|_| stopped())?.waiting);
-        let (writes, turns): (Vec<Write>, Vec<Arc<Turn>>) = batch.into_iter().unzip();
-        // A panic must not leave the others waiting for this batch forever.
-        let committed = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.committer.lock().map(|mut committer| committer.commit(writes))
-        }));
-        let outcomes = match committed {
-            Ok(Ok(outcomes)) => outcomes,
-            _ => turns.iter().map(|_| Err(stopped())).collect(),
-        };
-        for (turn, outcome) in turns.iter().zip(outcomes) {
-            turn.set(TurnState::Done(outcome));
-        }
-        let mut queue = self.queue.lock().map_err(|_| stopped())?;
-        match queue.waiting.first() {
-            Some((_, next)) => next.set(TurnState::Lead),
-            None => queue.leading = false,
-        }
-        Ok(())
+    /// Records and applies `write`, once its record is on disk.
+    pub async fn write(&self, write: Write) -> io::Result<Outcome> {
+        self.submit(write)?.outcome().await
     }
 }
 
-/// A writer panicked while it held the log.
+/// The committer is gone: it panicked, which poisons the log.
 fn stopped() -> io::Error {
-    io::Error::other("the write log stopped: a writer failed while committing; restart the host")
+    io::Error::other("the write log stopped: its committer failed; restart the host")
 }
 
 /// Writes `bytes` to a new staging file beside `file` (making its
@@ -548,6 +492,25 @@ impl Committer {
         Ok(())
     }
 
+    /// Commits the writes queued, a batch of all those waiting at a time,
+    /// until every writer is gone. A panic while committing poisons the
+    /// log: the batch's state on disk is unknown, so no later write may be
+    /// acknowledged on top of it.
+    fn serve(mut self, queued: mpsc::Receiver<(Write, oneshot::Sender<io::Result<Outcome>>)>) {
+        while let Ok(first) = queued.recv() {
+            let (writes, answers): (Vec<Write>, Vec<_>) = std::iter::once(first).chain(queued.try_iter()).unzip();
+            let count = writes.len();
+            let outcomes = std::panic::catch_unwind(AssertUnwindSafe(|| self.commit(writes))).unwrap_or_else(|_| {
+                self.poisoned = Some("a batch panicked while it was committed".into());
+                (0..count).map(|_| Err(stopped())).collect()
+            });
+            for (answer, outcome) in answers.into_iter().zip(outcomes) {
+                // A writer that stopped waiting needs no answer.
+                let _ = answer.send(outcome);
+            }
+        }
+    }
+
     /// Records `writes` in one sync, then applies them in order.
     fn commit(&mut self, writes: Vec<Write>) -> Vec<io::Result<Outcome>> {
         if let Some(why) = &self.poisoned {
@@ -759,6 +722,13 @@ fn sync_file_system(root: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    impl WriteLog {
+        /// Records and applies `write`, blocking this (non-async) thread.
+        fn write_now(&self, write: Write) -> io::Result<Outcome> {
+            self.submit(write)?.0.blocking_recv().map_err(|_| stopped())?
+        }
+    }
+
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     fn put(file: &Path, bytes: &'static [u8], create: bool) -> io::Result<Write> {
@@ -785,17 +755,23 @@ mod tests {
         let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let syncs = log.syncs();
         let file = root.path().join("runs/r1/journal/0");
-        assert!(matches!(log.write(put(&file, b"first", true)?)?, Outcome::Written(_)));
+        assert!(matches!(
+            log.write_now(put(&file, b"first", true)?)?,
+            Outcome::Written(_)
+        ));
         assert_eq!(std::fs::read(&file)?, b"first");
         assert_eq!(log.syncs(), syncs + 1, "one sync of the log, none of the file");
-        assert_eq!(log.write(put(&file, b"second", true)?)?, Outcome::Taken);
+        assert_eq!(log.write_now(put(&file, b"second", true)?)?, Outcome::Taken);
         assert_eq!(log.syncs(), syncs + 1, "a refused create records nothing");
-        assert!(matches!(log.write(put(&file, b"over", false)?)?, Outcome::Written(_)));
+        assert!(matches!(
+            log.write_now(put(&file, b"over", false)?)?,
+            Outcome::Written(_)
+        ));
         assert_eq!(std::fs::read(&file)?, b"over");
         let marker = root.path().join("unfinished/r1");
-        assert!(matches!(log.write(put(&marker, b"", true)?)?, Outcome::Written(_)));
-        assert_eq!(log.write(Write::Delete { file: marker.clone() })?, Outcome::Deleted);
-        assert_eq!(log.write(Write::Delete { file: marker.clone() })?, Outcome::Missing);
+        assert!(matches!(log.write_now(put(&marker, b"", true)?)?, Outcome::Written(_)));
+        assert_eq!(log.write_now(Write::Delete { file: marker.clone() })?, Outcome::Deleted);
+        assert_eq!(log.write_now(Write::Delete { file: marker.clone() })?, Outcome::Missing);
         let left: Vec<_> = std::fs::read_dir(root.path().join("runs/r1/journal"))?.collect::<Result<_, _>>()?;
         assert_eq!(left.len(), 1, "no staging file is left: {left:?}");
         Ok(())
@@ -841,9 +817,9 @@ mod tests {
                         (0..each)
                             .map(|i| {
                                 let own = put(&root.join(format!("own/{writer}/{i}")), b"mine", true)?;
-                                log.write(own)?;
+                                log.write_now(own)?;
                                 let contested = put(&root.join(format!("contested/{i}")), b"first", true)?;
-                                Ok((i, log.write(contested)?))
+                                Ok((i, log.write_now(contested)?))
                             })
                             .collect()
                     })
@@ -892,11 +868,11 @@ mod tests {
         );
         {
             let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
-            log.write(put(&kept, b"one", true)?)?;
-            log.write(put(&gone, b"two", true)?)?;
-            log.write(put(&kept, b"three", false)?)?;
-            log.write(Write::Delete { file: gone.clone() })?;
-            log.write(put(&marker, b"", true)?)?;
+            log.write_now(put(&kept, b"one", true)?)?;
+            log.write_now(put(&gone, b"two", true)?)?;
+            log.write_now(put(&kept, b"three", false)?)?;
+            log.write_now(Write::Delete { file: gone.clone() })?;
+            log.write_now(put(&marker, b"", true)?)?;
         }
         // What a power loss can leave of writes the disk had not yet got.
         std::fs::write(&kept, b"")?;
@@ -929,8 +905,8 @@ mod tests {
         let (first, second) = (root.path().join("first"), root.path().join("second"));
         {
             let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
-            log.write(put(&first, b"1", true)?)?;
-            log.write(put(&second, b"2", true)?)?;
+            log.write_now(put(&first, b"1", true)?)?;
+            log.write_now(put(&second, b"2", true)?)?;
         }
         let log_file = OpenOptions::new()
             .read(true)
@@ -952,11 +928,14 @@ mod tests {
         let one = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let other = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let file = root.path().join("runs/r/owners/1");
-        assert!(matches!(one.write(put(&file, b"host-1", true)?)?, Outcome::Written(_)));
-        assert_eq!(other.write(put(&file, b"host-2", true)?)?, Outcome::Taken);
-        assert_eq!(other.write(Write::Delete { file: file.clone() })?, Outcome::Deleted);
         assert!(matches!(
-            one.write(put(&file, b"host-1 again", true)?)?,
+            one.write_now(put(&file, b"host-1", true)?)?,
+            Outcome::Written(_)
+        ));
+        assert_eq!(other.write_now(put(&file, b"host-2", true)?)?, Outcome::Taken);
+        assert_eq!(other.write_now(Write::Delete { file: file.clone() })?, Outcome::Deleted);
+        assert!(matches!(
+            one.write_now(put(&file, b"host-1 again", true)?)?,
             Outcome::Written(_)
         ));
         drop((one, other));
@@ -971,7 +950,7 @@ mod tests {
         let root = tempfile::tempdir()?;
         let log = WriteLog::open_on(root.path(), Some("boot-a"), 4096)?;
         for i in 0..64 {
-            log.write(put(&root.path().join(format!("k/{i}")), &[7; 200], true)?)?;
+            log.write_now(put(&root.path().join(format!("k/{i}")), &[7; 200], true)?)?;
         }
         let header = header(root.path())?;
         assert!(header.generation > 1, "{header:?}");
@@ -987,7 +966,7 @@ mod tests {
         let root = tempfile::tempdir()?;
         let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
         let (kept, later) = (root.path().join("kept"), root.path().join("later"));
-        log.write(put(&kept, b"before", false)?)?;
+        log.write_now(put(&kept, b"before", false)?)?;
         drop(log);
         let generation = header(root.path())?.generation;
         let log_file = OpenOptions::new()
@@ -1004,7 +983,7 @@ mod tests {
             b"before",
             "the records before the garbage are replayed"
         );
-        log.write(put(&later, b"after", false)?)?;
+        log.write_now(put(&later, b"after", false)?)?;
         drop(log);
         std::fs::remove_file(&later)?;
         WriteLog::open_on(root.path(), Some("boot-c"), 1 << 20)?;
