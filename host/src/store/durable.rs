@@ -234,25 +234,21 @@ impl LocalStore {
     ) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let bytes = Bytes::from(payload);
-        let inline = bytes.len() <= INLINE_PUT_BYTES;
-        let log = log.clone();
-        let stage_and_submit = move || {
-            let staged = match create && bytes.is_empty() {
-                true => None,
-                false => Some(write_log::stage(&file, &bytes)?),
-            };
-            log.submit(Write::Put {
-                file,
-                bytes,
-                staged,
-                create,
-            })
+        let staged = if create && bytes.is_empty() {
+            None
+        } else if bytes.len() <= INLINE_PUT_BYTES {
+            Some(write_log::stage(&file, &bytes).map_err(store_error)?)
+        } else {
+            let (file, bytes) = (file.clone(), bytes.clone());
+            Some(blocking(move || write_log::stage(&file, &bytes)).await?)
         };
-        let pending = match inline {
-            true => stage_and_submit().map_err(store_error)?,
-            false => blocking(stage_and_submit).await?,
+        let put = Write::Put {
+            file,
+            bytes,
+            staged,
+            create,
         };
-        let e_tag = match pending.outcome().await.map_err(store_error)? {
+        let e_tag = match log.write(put).await.map_err(store_error)? {
             Outcome::Written(e_tag) => Some(e_tag),
             _ => None,
         };

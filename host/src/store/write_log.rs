@@ -41,11 +41,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// The log's file name in the root: object_store takes a name ending in
 /// `#` and digits for one of its staging files and lists it as no object.
@@ -98,6 +98,16 @@ pub enum Outcome {
     Noted,
 }
 
+/// Writes that may wait for the committer at once; a writer past them
+/// waits for room. The bound the design before the committer had (one
+/// waiting writer per thread of tokio's blocking pool, 512 by default):
+/// with a record's bytes up to [`MAX_RECORDED_BYTES`], what writers can
+/// hold in memory while the log syncs stays bounded.
+pub const QUEUED_WRITES: usize = 512;
+
+/// A write and where its writer waits for the answer.
+type Queued = (Write, oneshot::Sender<io::Result<Outcome>>);
+
 /// The log of one store root. Its own thread, the committer, takes every
 /// write queued since its last batch, commits them with one sync and
 /// answers each (group commit). A writer queues its write and awaits the
@@ -105,19 +115,8 @@ pub enum Outcome {
 /// committer serves a whole batch, and the answers wake tasks, not threads.
 #[derive(Debug)]
 pub struct WriteLog {
-    queue: mpsc::Sender<(Write, oneshot::Sender<io::Result<Outcome>>)>,
+    queue: mpsc::Sender<Queued>,
     syncs: Arc<AtomicU64>,
-}
-
-/// A queued write's answer, to await.
-#[derive(Debug)]
-pub struct Pending(oneshot::Receiver<io::Result<Outcome>>);
-
-impl Pending {
-    /// What the write did, once its record is on disk and it is applied.
-    pub async fn outcome(self) -> io::Result<Outcome> {
-        self.0.await.map_err(|_| stopped())?
-    }
 }
 
 impl WriteLog {
@@ -133,7 +132,7 @@ impl WriteLog {
     pub(super) fn open_on(root: &Path, boot: Option<&str>, capacity: u64) -> io::Result<Self> {
         let syncs = Arc::new(AtomicU64::new(0));
         let committer = Committer::open(root, boot, capacity, syncs.clone())?;
-        let (queue, queued) = mpsc::channel();
+        let (queue, queued) = mpsc::channel(QUEUED_WRITES);
         std::thread::Builder::new()
             .name("stepstone-write-log".into())
             .spawn(move || committer.serve(queued))?;
@@ -145,16 +144,12 @@ impl WriteLog {
         self.syncs.load(Ordering::Relaxed)
     }
 
-    /// Queues `write` for the committer's next batch.
-    pub fn submit(&self, write: Write) -> io::Result<Pending> {
-        let (answer, answered) = oneshot::channel();
-        self.queue.send((write, answer)).map_err(|_| stopped())?;
-        Ok(Pending(answered))
-    }
-
-    /// Records and applies `write`, once its record is on disk.
+    /// Records and applies `write` in the committer's next batch; answers
+    /// once its record is on disk and it is applied.
     pub async fn write(&self, write: Write) -> io::Result<Outcome> {
-        self.submit(write)?.outcome().await
+        let (answer, answered) = oneshot::channel();
+        self.queue.send((write, answer)).await.map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
     }
 }
 
@@ -496,9 +491,13 @@ impl Committer {
     /// until every writer is gone. A panic while committing poisons the
     /// log: the batch's state on disk is unknown, so no later write may be
     /// acknowledged on top of it.
-    fn serve(mut self, queued: mpsc::Receiver<(Write, oneshot::Sender<io::Result<Outcome>>)>) {
-        while let Ok(first) = queued.recv() {
-            let (writes, answers): (Vec<Write>, Vec<_>) = std::iter::once(first).chain(queued.try_iter()).unzip();
+    fn serve(mut self, mut queued: mpsc::Receiver<Queued>) {
+        while let Some(first) = queued.blocking_recv() {
+            let mut batch = vec![first];
+            while let Ok(next) = queued.try_recv() {
+                batch.push(next);
+            }
+            let (writes, answers): (Vec<Write>, Vec<_>) = batch.into_iter().unzip();
             let count = writes.len();
             let outcomes = std::panic::catch_unwind(AssertUnwindSafe(|| self.commit(writes))).unwrap_or_else(|_| {
                 self.poisoned = Some("a batch panicked while it was committed".into());
@@ -725,7 +724,7 @@ mod tests {
     impl WriteLog {
         /// Records and applies `write`, blocking this (non-async) thread.
         fn write_now(&self, write: Write) -> io::Result<Outcome> {
-            self.submit(write)?.0.blocking_recv().map_err(|_| stopped())?
+            futures::executor::block_on(self.write(write))
         }
     }
 
@@ -800,6 +799,45 @@ mod tests {
         assert_eq!(outcomes[4], Outcome::Missing);
         assert_eq!(syncs.load(Ordering::Relaxed), before + 1);
         assert_eq!(std::fs::read(&file)?, b"c");
+        Ok(())
+    }
+
+    /// While the committer cannot commit (another process holds the log's
+    /// lock), at most [`QUEUED_WRITES`] writes wait in its queue and the
+    /// writers past them wait outside it; all are made once it can.
+    #[test]
+    fn at_most_the_queue_bound_of_writes_wait_for_a_held_committer() -> TestResult {
+        let root = tempfile::tempdir()?;
+        let log = Arc::new(WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?);
+        let other_process = File::open(root.path().join(LOG_NAME))?;
+        other_process.lock()?;
+        // The committer takes at most a full queue into its first batch,
+        // then waits for the lock: this many writers overflow the queue.
+        let writers = 2 * QUEUED_WRITES + 1;
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        runtime.block_on(async {
+            let mut written = tokio::task::JoinSet::new();
+            for i in 0..writers {
+                let (log, file) = (log.clone(), root.path().join(format!("q/{i}")));
+                written.spawn(async move { log.write(put(&file, b"queued", true)?).await });
+            }
+            while log.queue.capacity() > 0 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(log.queue.max_capacity(), QUEUED_WRITES);
+            assert!(
+                written.try_join_next().is_none(),
+                "a write was answered while the log was locked"
+            );
+            other_process.unlock()?;
+            let outcomes = written.join_all().await;
+            assert_eq!(outcomes.len(), writers);
+            for outcome in outcomes {
+                assert!(matches!(outcome?, Outcome::Written(_)));
+            }
+            TestResult::Ok(())
+        })?;
+        assert_eq!(std::fs::read_dir(root.path().join("q"))?.count(), writers);
         Ok(())
     }
 
