@@ -208,7 +208,7 @@ impl LocalStore {
     }
 
     /// A small create-only (`create`) or overwriting put without syncs, on
-    /// the calling task (see the module's invariants).
+    /// the calling task (see the module's docs).
     fn put_inline(&self, location: &Path, payload: PutPayload, create: bool) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let placed = write_log::stage(&file, &Bytes::from(payload))

@@ -153,7 +153,8 @@ impl WriteLog {
     }
 }
 
-/// The committer is gone: it panicked, which poisons the log.
+/// The committer could not answer: a batch panicked (which poisons the
+/// log) or its thread is gone.
 fn stopped() -> io::Error {
     io::Error::other("the write log stopped: its committer failed; restart the host")
 }
