@@ -211,9 +211,8 @@ impl LocalStore {
     /// the calling task (see the module's docs).
     fn put_inline(&self, location: &Path, payload: PutPayload, create: bool) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
-        let placed = write_log::stage(&file, &Bytes::from(payload))
-            .and_then(|staged| write_log::place(&file, &staged, create))
-            .and_then(|()| e_tag(&std::fs::metadata(&file)?));
+        let placed =
+            write_log::stage(&file, &Bytes::from(payload)).and_then(|staged| write_log::place(&file, staged, create));
         match placed {
             Ok(e_tag) => put_answer(location, Some(e_tag)),
             Err(taken) if create && taken.kind() == io::ErrorKind::AlreadyExists => put_answer(location, None),
@@ -860,8 +859,10 @@ mod tests {
                 pool_held.await??;
                 pooled.await?;
                 assert_taken(store.put_opts(&largest, vec![3].into(), create()).await);
-                store.put(&largest, vec![4; 2].into()).await?;
+                let put = store.put(&largest, vec![4; 2].into()).await?;
                 assert_eq!(store.get(&largest).await?.bytes().await?, vec![4; 2]);
+                let stored = store.head(&largest).await?.e_tag;
+                assert_eq!(put.e_tag, stored, "{durability}: a put answers the ETag a read finds");
                 assert_eq!(store.get(&larger).await?.bytes().await?.len(), INLINE_PUT_BYTES + 1);
                 let mut left = std::fs::read_dir(dir.path().join("r"))?
                     .map(|entry| entry.map(|entry| entry.file_name()))

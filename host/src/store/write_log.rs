@@ -75,7 +75,7 @@ pub enum Write {
     Put {
         file: PathBuf,
         bytes: Bytes,
-        staged: Option<PathBuf>,
+        staged: Option<Staged>,
         create: bool,
     },
     /// Removes `file`.
@@ -159,22 +159,32 @@ fn stopped() -> io::Error {
     io::Error::other("the write log stopped: its committer failed; restart the host")
 }
 
+/// A staging file beside a key, holding a put's bytes.
+#[derive(Debug)]
+pub struct Staged {
+    pub path: PathBuf,
+    /// Its ETag as object_store reports it, read from the open file: it is
+    /// the key's once placed (a link or rename keeps the inode, size and
+    /// modification time), so no put stats its key again.
+    pub e_tag: String,
+}
+
 /// Writes `bytes` to a new staging file beside `file` (making its
 /// directory if need be), named as object_store names its own.
-pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<Staged> {
     for suffix in 1..=u32::MAX {
         let mut staging = file.as_os_str().to_owned();
         staging.push(format!("#{suffix}"));
         let staging = PathBuf::from(staging);
         match with_dir(&staging, |at| OpenOptions::new().write(true).create_new(true).open(at)) {
             Ok(mut created) => {
-                if let Err(unwritten) = created.write_all(bytes) {
+                let written = created.write_all(bytes).and_then(|()| e_tag_of(&created));
+                if written.is_err() {
                     // Best effort: a disk too full for the bytes must not
                     // also keep a staging file for each attempt.
                     let _ = std::fs::remove_file(&staging);
-                    return Err(unwritten);
                 }
-                return Ok(staging);
+                return written.map(|e_tag| Staged { path: staging, e_tag });
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -183,19 +193,26 @@ pub fn stage(file: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
     Err(io::Error::other("no free staging name"))
 }
 
-/// Moves the file `staged` beside `file` onto it: linked where nothing is
+/// Moves the `staged` file beside `file` onto it: linked where nothing is
 /// (`create`, refused with `AlreadyExists` where something is) or renamed
-/// over what is. The staging file is gone afterwards, whatever happened.
-pub fn place(file: &Path, staged: &Path, create: bool) -> io::Result<()> {
+/// over what is; answers the placed file's ETag. The staging file is gone
+/// afterwards, whatever happened.
+pub fn place(file: &Path, staged: Staged, create: bool) -> io::Result<String> {
+    let from = &staged.path;
     let placed = match create {
-        true => with_dir(file, |at| std::fs::hard_link(staged, at)).and_then(|()| std::fs::remove_file(staged)),
-        false => with_dir(file, |at| std::fs::rename(staged, at)),
+        true => with_dir(file, |at| std::fs::hard_link(from, at)).and_then(|()| std::fs::remove_file(from)),
+        false => with_dir(file, |at| std::fs::rename(from, at)),
     };
     if placed.is_err() {
         // Best effort: the placement's error is the one to report.
-        let _ = std::fs::remove_file(staged);
+        let _ = std::fs::remove_file(from);
     }
-    placed
+    placed.map(|()| staged.e_tag)
+}
+
+/// The ETag of an open file.
+fn e_tag_of(file: &File) -> io::Result<String> {
+    super::durable::e_tag(&file.metadata()?)
 }
 
 /// Runs `make` on `file`, creating its directory and retrying once if it is
@@ -493,12 +510,9 @@ impl Committer {
     /// log: the batch's state on disk is unknown, so no later write may be
     /// acknowledged on top of it.
     fn serve(mut self, mut queued: mpsc::Receiver<Queued>) {
-        while let Some(first) = queued.blocking_recv() {
-            let mut batch = vec![first];
-            while let Ok(next) = queued.try_recv() {
-                batch.push(next);
-            }
-            let (writes, answers): (Vec<Write>, Vec<_>) = batch.into_iter().unzip();
+        let mut batch = Vec::new();
+        while queued.blocking_recv_many(&mut batch, QUEUED_WRITES) > 0 {
+            let (writes, answers): (Vec<Write>, Vec<_>) = batch.drain(..).unzip();
             let count = writes.len();
             let outcomes = std::panic::catch_unwind(AssertUnwindSafe(|| self.commit(writes))).unwrap_or_else(|_| {
                 self.poisoned = Some("a batch panicked while it was committed".into());
@@ -606,7 +620,7 @@ fn discard(write: Write) {
     } = write
     {
         // Best effort: a staging file left behind is no object.
-        let _ = std::fs::remove_file(staged);
+        let _ = std::fs::remove_file(staged.path);
     }
 }
 
@@ -661,7 +675,7 @@ fn record(frames: &mut Vec<u8>, generation: u64, root: &Path, write: &Write) {
 fn apply(write: Write, decision: Decision) -> io::Result<Outcome> {
     match (write, decision) {
         (Write::Put { file, staged, .. }, unrecorded @ (Decision::Unneeded | Decision::Refused)) => {
-            staged.map_or(Ok(()), std::fs::remove_file)?;
+            staged.map_or(Ok(()), |staged| std::fs::remove_file(staged.path))?;
             match unrecorded {
                 Decision::Refused => Err(io::Error::new(
                     io::ErrorKind::IsADirectory,
@@ -680,13 +694,13 @@ fn apply_recorded(write: Write) -> io::Result<Outcome> {
         Write::Put {
             file, staged, create, ..
         } => {
-            match &staged {
-                None => with_dir(&file, |at| {
-                    OpenOptions::new().write(true).create_new(true).open(at).map(drop)
-                })?,
+            let e_tag = match staged {
+                None => e_tag_of(&with_dir(&file, |at| {
+                    OpenOptions::new().write(true).create_new(true).open(at)
+                })?)?,
                 Some(staged) => place(&file, staged, create)?,
-            }
-            Ok(Outcome::Written(super::durable::e_tag(&std::fs::metadata(&file)?)?))
+            };
+            Ok(Outcome::Written(e_tag))
         }
         Write::Delete { file } => std::fs::remove_file(file).map(|()| Outcome::Deleted),
         Write::Noted { .. } => Ok(Outcome::Noted),
@@ -700,8 +714,7 @@ fn restore(file: &Path, state: &State) -> io::Result<bool> {
             if std::fs::read(file).is_ok_and(|held| held == *bytes) {
                 return Ok(false);
             }
-            let staged = stage(file, bytes)?;
-            std::fs::rename(staged, file)?;
+            std::fs::rename(stage(file, bytes)?.path, file)?;
             Ok(true)
         }
         State::Absent => match std::fs::remove_file(file) {
