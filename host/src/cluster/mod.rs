@@ -55,6 +55,10 @@ pub struct Cluster {
     me: HostId,
     store: Scope,
     lease: Arc<Lease>,
+    /// Held around each write of the heartbeat, so that a renewal under
+    /// way when the host leaves lands before the leave's delete, never
+    /// after it (which would leave a live-looking heartbeat for a TTL).
+    heartbeat_writes: tokio::sync::Mutex<()>,
     /// How often this host looks for wake-ups other hosts left it.
     wakeup_poll: Duration,
     others: Mutex<Observations>,
@@ -79,6 +83,7 @@ impl Cluster {
             me: HostId::fresh(),
             store: storage.cluster(),
             lease: Arc::new(Lease::new(ttl)),
+            heartbeat_writes: tokio::sync::Mutex::new(()),
             wakeup_poll,
             others: Mutex::default(),
             held: Mutex::default(),
@@ -133,6 +138,7 @@ impl Cluster {
     /// out of the store, so its runs can be taken over at once: the last
     /// thing a host does before it exits.
     pub async fn leave(&self) {
+        let _writing = self.heartbeat_writes.lock().await;
         if !self.joined.initialized() || self.lease.has_left() {
             return;
         }
@@ -150,6 +156,7 @@ impl Cluster {
     }
 
     async fn renew(&self) -> Result<(), StoreError> {
+        let _writing = self.heartbeat_writes.lock().await;
         if self.lease.has_left() {
             return Ok(());
         }
@@ -239,4 +246,33 @@ async fn keep_alive(cluster: Weak<Cluster>) {
 
 fn heartbeat_key(host: &HostId) -> StoreKey {
     StoreKey::from_iter(["hosts", host.as_str()])
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+
+    use super::*;
+
+    /// A renewal under way when the host leaves (the keep-alive's, its put
+    /// slowed to a second) lands before the leave's delete: the heartbeat
+    /// is gone for good, and others may take the host's runs over at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_under_way_when_the_host_leaves_does_not_bring_its_heartbeat_back() -> Result<(), StoreError> {
+        let slow_puts = ThrottleConfig {
+            wait_put_per_call: Duration::from_secs(1),
+            ..ThrottleConfig::default()
+        };
+        let storage = Storage::new(Arc::new(ThrottledStore::new(InMemory::new(), slow_puts)));
+        let cluster = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        cluster.live().await?;
+        // The keep-alive, spawned by the join, starts its first renewal.
+        tokio::task::yield_now().await;
+        cluster.leave().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let heartbeat = cluster.store.version(&heartbeat_key(&cluster.me)).await?;
+        assert_eq!(heartbeat, None, "the heartbeat came back after the host left");
+        Ok(())
+    }
 }
