@@ -9,7 +9,8 @@
 //! wins), and only from a host it judged dead.
 //!
 //! Invariants:
-//! - A host writes its heartbeat before it claims or creates any run.
+//! - A host writes its heartbeat before it claims or creates any run, and
+//!   once it has left, no renewal writes it again.
 //! - A host judges another dead only by its own clock: the heartbeat stayed
 //!   the same for a whole TTL since it first saw that version, or is gone,
 //!   or the process is known to have exited on this machine. Since a
