@@ -17,23 +17,43 @@
 //! is the host's, bounded by the host's own limits, and not the guest's.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use wasmtime::Trap;
+
+use crate::shared_map::lock;
 
 /// How an abandoned call's [`Trap::Interrupt`] is worded, so a report can
 /// tell it from an interruption inside guest code.
 pub const INSIDE_HOST_CALL: &str =
     "wall-clock limit reached while the guest was inside a host call (a WASI wait or read)";
 
-/// When the guest code of one store must have stopped; `None` while paused.
-/// Cheap to clone: the epoch callback, the watchdog and the store data share
-/// one.
+/// When the guest code of one store must have stopped. Cheap to clone: the
+/// epoch callback, the watchdog and the store data share one.
 #[derive(Clone, Debug)]
-pub struct Deadline(Arc<watch::Sender<Option<Instant>>>);
+pub struct Deadline(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    times: Mutex<Times>,
+    /// Wakes the watchdogs to look at `times` again.
+    sooner: Notify,
+}
+
+/// Invariant: no watchdog sleeps past `watched` without being notified, so
+/// a new deadline before `watched` (or any, while it is `None`) must wake
+/// them, and one after it need not: a watchdog waking early looks again.
+#[derive(Debug)]
+struct Times {
+    /// The deadline; `None` while paused.
+    at: Option<Instant>,
+    /// The soonest instant a watchdog was last told; `None` when one waits
+    /// for any renewal.
+    watched: Option<Instant>,
+}
 
 /// The instant `duration` from now, or one so far ahead that it never comes,
 /// where `duration` is too large to add (a limit of `u64::MAX` ms).
@@ -46,58 +66,75 @@ pub fn instant_after(duration: Duration) -> Instant {
 impl Deadline {
     /// A deadline `duration` from now.
     pub fn after(duration: Duration) -> Self {
-        Self(Arc::new(watch::Sender::new(Some(instant_after(duration)))))
+        let times = Times {
+            at: Some(instant_after(duration)),
+            watched: None,
+        };
+        Self(Arc::new(Shared {
+            times: Mutex::new(times),
+            sooner: Notify::new(),
+        }))
     }
 
     /// Moves the deadline to `duration` from now (a new activation).
     ///
-    /// The watchdog ([`expired`](Self::expired)) wakes at the deadline it
-    /// last saw and looks again, so only a deadline that comes sooner than
-    /// the one it holds, or one after a pause, wakes it: a workflow renews
-    /// and pauses at every durable call, and waking the watchdog each time
-    /// was a tenth of a replay's cost.
+    /// Only a deadline sooner than the one the watchdog
+    /// ([`expired`](Self::expired)) sleeps until wakes it; it wakes at that
+    /// one anyway and looks again. A workflow pauses and renews at every
+    /// durable call, and waking the watchdog each time was a tenth of a
+    /// replay's cost, then, with `tokio::sync::watch`, still 6 %.
     pub fn renew(&self, duration: Duration) {
         let at = instant_after(duration);
-        self.0.send_if_modified(|current| {
-            let sooner = current.is_none_or(|held| at < held);
-            *current = Some(at);
-            sooner
-        });
+        let wake = {
+            let mut times = lock(&self.0.times);
+            times.at = Some(at);
+            let wake = times.watched.is_none_or(|watched| at < watched);
+            if wake {
+                times.watched = Some(at);
+            }
+            wake
+        };
+        if wake {
+            self.0.sooner.notify_waiters();
+        }
     }
 
     /// Stops the clock until the next [`renew`](Self::renew): the host is
     /// working on the guest's behalf. The watchdog is not woken: at the
     /// deadline it held it finds none and waits for the next renewal.
     pub fn pause(&self) {
-        self.0.send_if_modified(|current| {
-            *current = None;
-            false
-        });
+        lock(&self.0.times).at = None;
     }
 
     /// Whether the deadline has passed (never while paused).
     pub fn passed(&self) -> bool {
-        self.0.borrow().is_some_and(|at| Instant::now() >= at)
+        lock(&self.0.times).at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// The deadline a watchdog is to sleep until, recorded as watched.
+    fn watch(&self) -> Option<Instant> {
+        let mut times = lock(&self.0.times);
+        times.watched = times.at;
+        times.at
     }
 
     /// Resolves once the deadline has passed, following every renewal and
     /// pause made meanwhile.
     async fn expired(&self) {
-        let mut changes = self.0.subscribe();
         loop {
-            let current = *changes.borrow_and_update();
-            match current {
+            let sooner = self.0.sooner.notified();
+            tokio::pin!(sooner);
+            // Registered before the deadline is read, so a renewal made
+            // after the read is not missed.
+            sooner.as_mut().enable();
+            match self.watch() {
                 Some(at) => {
                     tokio::select! {
                         () = tokio::time::sleep_until(at) => if self.passed() { return },
-                        _ = changes.changed() => {}
+                        () = &mut sooner => {}
                     }
                 }
-                // The sender lives as long as `self`: `changed` only ends
-                // with a change.
-                None => {
-                    let _ = changes.changed().await;
-                }
+                None => sooner.await,
             }
         }
     }
@@ -183,6 +220,45 @@ mod tests {
             Ok("past the first deadline, within the renewed one")
         });
         assert!(later.await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watchdog_that_found_the_deadline_paused_wakes_at_the_next_renewal() {
+        let deadline = Deadline::after(Duration::from_millis(10));
+        let watchdog = deadline.clone();
+        let started = Instant::now();
+        let call = deadline.bound(async move {
+            watchdog.pause();
+            // Past the first deadline: the watchdog woke there, found the
+            // clock paused, and waits for a renewal.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Later than any deadline the watchdog was told of, yet it must
+            // wake for it.
+            watchdog.renew(Duration::from_secs(1));
+            tokio::time::sleep(BLOCKED).await;
+            Ok(())
+        });
+        assert!(call.await.is_err(), "the renewed deadline ends the call");
+        assert_eq!(started.elapsed(), Duration::from_millis(1050));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_that_come_later_leave_the_watchdog_at_the_deadline_they_end_at() {
+        let deadline = Deadline::after(Duration::from_millis(100));
+        let watchdog = deadline.clone();
+        let started = Instant::now();
+        let call = deadline.bound(async move {
+            for _ in 0..50 {
+                watchdog.pause();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                watchdog.renew(Duration::from_millis(100));
+            }
+            tokio::time::sleep(BLOCKED).await;
+            Ok(())
+        });
+        assert!(call.await.is_err());
+        // 50 pauses of 10 ms, then the last renewal's 100 ms.
+        assert_eq!(started.elapsed(), Duration::from_millis(600));
     }
 
     #[test]
