@@ -4,7 +4,7 @@
 //! are notes rather than calls: the cursor looks ahead for one without
 //! taking a seq, and passes over the markers a workflow no longer asks for.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use super::records::{Call, CallKind, Entry};
 
@@ -33,15 +33,28 @@ pub enum PatchMark {
 }
 
 /// Where a (re-)execution of a workflow stands in its journal.
+///
+/// Invariant: `ahead` holds the entries at `next_seq` and after, in seq
+/// order; an entry leaves it, to its caller, when its seq is taken, so a
+/// replayed call costs no lookup and no copy of its result.
 #[derive(Debug, Default)]
 pub struct Cursor {
-    entries: BTreeMap<u64, Entry>,
+    ahead: VecDeque<Entry>,
     next_seq: u64,
+    /// The journal's last seq, if it has any entry.
+    last_seq: Option<u64>,
 }
 
 impl Cursor {
-    pub fn new(entries: BTreeMap<u64, Entry>) -> Self {
-        Self { entries, next_seq: 0 }
+    /// A cursor at seq 0 of `entries`, given in seq order, one per seq (as
+    /// [`RunRecords::entries`](super::RunRecords::entries) reads them).
+    pub fn new(entries: Vec<Entry>) -> Self {
+        debug_assert!(entries.windows(2).all(|pair| pair[0].seq < pair[1].seq));
+        Self {
+            last_seq: entries.last().map(|entry| entry.seq),
+            ahead: entries.into(),
+            next_seq: 0,
+        }
     }
 
     /// Gives `call` the next seq and returns it with the recorded entry, if
@@ -49,17 +62,18 @@ impl Cursor {
     /// [`NonDeterminism`] error. Patch markers the call is not are passed
     /// over first: code that no longer asks `patched` (the patch retired)
     /// goes on as the run did.
-    pub fn next(&mut self, call: &Call) -> Result<(u64, Option<&Entry>), NonDeterminism> {
+    pub fn next(&mut self, call: &Call) -> Result<(u64, Option<Entry>), NonDeterminism> {
         self.pass_markers(|marker| marker != call);
         let seq = self.next_seq;
         self.next_seq += 1;
-        match self.entries.get(&seq) {
-            Some(entry) if entry.call != *call => Err(NonDeterminism {
+        match self.ahead.front() {
+            Some(entry) if entry.seq == seq && entry.call != *call => Err(NonDeterminism {
                 seq,
                 recorded: entry.call.clone(),
                 asked: call.clone(),
             }),
-            found => Ok((seq, found)),
+            Some(entry) if entry.seq == seq => Ok((seq, self.ahead.pop_front())),
+            _ => Ok((seq, None)),
         }
     }
 
@@ -67,13 +81,17 @@ impl Cursor {
     /// without taking a seq: an answer of [`PatchMark::Unmarked`] leaves
     /// the journal's next call for the code before the change to make.
     pub fn patch_mark(&self, change: &str) -> PatchMark {
-        let mut markers = (self.next_seq..).map_while(|seq| self.marker_at(seq));
+        let mut markers = self
+            .ahead
+            .iter()
+            .zip(self.next_seq..)
+            .map_while(|(entry, seq)| Self::marker(entry, seq));
         if markers.any(|marker| marker.name == change) {
             PatchMark::Marked
-        } else if self.entries.range(self.next_seq..).next().is_some() {
-            PatchMark::Unmarked
-        } else {
+        } else if self.ahead.is_empty() {
             PatchMark::Unrecorded
+        } else {
+            PatchMark::Unmarked
         }
     }
 
@@ -88,19 +106,28 @@ impl Cursor {
     /// Passes over the markers at the cursor that `unasked` says the
     /// workflow is not asking for.
     fn pass_markers(&mut self, unasked: impl Fn(&Call) -> bool) {
-        while self.marker_at(self.next_seq).is_some_and(&unasked) {
+        while let Some(entry) = self.ahead.front()
+            && Self::marker(entry, self.next_seq).is_some_and(&unasked)
+        {
+            self.ahead.pop_front();
             self.next_seq += 1;
         }
     }
 
-    /// The call of the patch marker at `seq`, if a marker is there.
-    fn marker_at(&self, seq: u64) -> Option<&Call> {
-        let entry = self.entries.get(&seq)?;
-        (entry.call.kind == CallKind::Patch).then_some(&entry.call)
+    /// The call of `entry` if it is a patch marker at `seq`.
+    fn marker(entry: &Entry, seq: u64) -> Option<&Call> {
+        (entry.seq == seq && entry.call.kind == CallKind::Patch).then_some(&entry.call)
     }
 
-    pub fn entries(&self) -> impl DoubleEndedIterator<Item = &Entry> {
-        self.entries.values()
+    /// The entries the workflow has not reached yet: at a new cursor, all.
+    pub fn ahead(&self) -> impl Iterator<Item = &Entry> {
+        self.ahead.iter()
+    }
+
+    /// Whether the workflow is still re-executing recorded calls: it has
+    /// not passed the journal's last seq.
+    pub fn replaying(&self) -> bool {
+        self.last_seq.is_some_and(|last| self.next_seq <= last)
     }
 
     /// How many seqs the workflow has taken so far.
@@ -129,7 +156,7 @@ mod tests {
     #[test]
     fn replays_matching_calls_then_runs_live() {
         let reserve = Call::new(CallKind::Step, "reserve", b"{}");
-        let mut cursor = Cursor::new(BTreeMap::from([(0, entry(0, reserve.clone()))]));
+        let mut cursor = Cursor::new(vec![entry(0, reserve.clone())]);
         let (seq, found) = cursor.next(&reserve).expect("valid in this test");
         assert_eq!((seq, found.is_some()), (0, true));
         let (seq, found) = cursor
@@ -145,18 +172,15 @@ mod tests {
             Call::new(CallKind::Step, "charge", b"{}"),
             Call::new(CallKind::Step, "reserve", b"[]"),
         ] {
-            let mut cursor = Cursor::new(BTreeMap::from([(0, entry(0, recorded.clone()))]));
+            let mut cursor = Cursor::new(vec![entry(0, recorded.clone())]);
             let err = cursor.next(&asked).unwrap_err();
             assert_eq!(err.seq, 0);
             assert!(err.to_string().contains("step `reserve`"), "{err}");
         }
     }
 
-    fn journal(calls: &[Call]) -> BTreeMap<u64, Entry> {
-        (0..)
-            .zip(calls)
-            .map(|(seq, call)| (seq, entry(seq, call.clone())))
-            .collect()
+    fn journal(calls: &[Call]) -> Vec<Entry> {
+        (0..).zip(calls).map(|(seq, call)| entry(seq, call.clone())).collect()
     }
 
     fn step(name: &str) -> Call {
@@ -189,9 +213,25 @@ mod tests {
     #[test]
     fn a_journal_with_a_gap_ahead_is_recorded_history_not_the_end() {
         let mut calls = journal(&[step("a"), step("b")]);
-        calls.remove(&0);
+        calls.remove(0);
         let cursor = Cursor::new(calls);
         assert_eq!(cursor.patch_mark("x"), PatchMark::Unmarked);
+    }
+
+    #[test]
+    fn a_seq_missing_inside_the_journal_runs_live_and_the_entries_after_it_replay() {
+        let mut calls = journal(&[step("a"), step("b"), step("c")]);
+        calls.remove(1);
+        let mut cursor = Cursor::new(calls);
+        assert!(cursor.replaying());
+        assert_eq!(cursor.next(&step("a")).expect("recorded").1.map(|e| e.seq), Some(0));
+        // Any call may take the gap: nothing recorded it.
+        assert_eq!(cursor.next(&step("other")).expect("unrecorded").1, None);
+        assert!(cursor.replaying(), "seq 2 is still ahead");
+        assert_eq!(cursor.next(&step("c")).expect("recorded").1.map(|e| e.seq), Some(2));
+        assert!(!cursor.replaying());
+        assert_eq!(cursor.next(&step("d")).expect("past the journal").1, None);
+        assert_eq!(cursor.ahead().count(), 0);
     }
 
     #[test]

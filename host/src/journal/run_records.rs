@@ -39,23 +39,35 @@ pub struct RunRecords {
     claim: Option<Claim>,
 }
 
-/// The journal as far as this handle has read or written it.
+/// The journal as far as this handle has read or written it, as stored.
 #[derive(Debug, Default)]
 struct SeenJournal {
-    /// Entries by seq, as stored.
-    entries: BTreeMap<u64, Bytes>,
+    /// Entries `0..n`, entry `seq` at index `seq`: what a snapshot covers.
+    gapless: Vec<Bytes>,
+    /// Entries past the first gap, by seq.
+    beyond: BTreeMap<u64, Bytes>,
     /// How many entries the newest snapshot known to exist covers.
     snapshot: u64,
 }
 
 impl SeenJournal {
-    /// How many entries from seq 0 on are known, without a gap.
-    fn gapless(&self) -> u64 {
-        self.entries
-            .keys()
-            .zip(0..)
-            .take_while(|(seq, expected)| *seq == expected)
-            .count() as u64
+    /// Keeps `stored` as the entry at `seq`, in place of any kept before.
+    fn insert(&mut self, seq: u64, stored: Bytes) {
+        let next = self.gapless.len() as u64;
+        if seq < next {
+            self.gapless[seq as usize] = stored;
+        } else if seq > next {
+            self.beyond.insert(seq, stored);
+        } else {
+            self.gapless.push(stored);
+            while let Some(closed) = self.beyond.remove(&(self.gapless.len() as u64)) {
+                self.gapless.push(closed);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.gapless.len() + self.beyond.len()
     }
 }
 
@@ -220,9 +232,10 @@ impl RunRecords {
         }
     }
 
-    /// Every journal entry, by seq: the newest sound snapshot's, then the
-    /// entries after it (an entry stored at a seq wins over a snapshot's).
-    pub async fn entries(&self) -> Result<BTreeMap<u64, Entry>, JournalError> {
+    /// Every journal entry, in seq order, one per seq: the newest sound
+    /// snapshot's, then the entries after it (an entry stored at a seq wins
+    /// over a snapshot's).
+    pub async fn entries(&self) -> Result<Vec<Entry>, JournalError> {
         let view = self.view().await?;
         let rest: Vec<(Entry, Bytes)> = futures::stream::iter(view.rest)
             .map(|key| async move {
@@ -234,15 +247,31 @@ impl RunRecords {
             .try_collect()
             .await?;
         let mut seen = lock(&self.seen);
-        let mut entries = BTreeMap::new();
-        let from_snapshot = view.snapshot.map(|snapshot| {
-            seen.snapshot = seen.snapshot.max(snapshot.covers());
-            snapshot.entries
-        });
-        for (entry, stored) in from_snapshot.into_iter().flatten().chain(rest) {
-            seen.entries.insert(entry.seq, stored);
-            entries.insert(entry.seq, entry);
+        let mut entries = match view.snapshot {
+            Some(snapshot) => {
+                seen.snapshot = seen.snapshot.max(snapshot.covers());
+                for (seq, stored) in (0..).zip(snapshot.stored) {
+                    seen.insert(seq, stored);
+                }
+                snapshot.entries
+            }
+            None => Vec::new(),
+        };
+        entries.reserve(rest.len());
+        for (entry, stored) in rest {
+            seen.insert(entry.seq, stored);
+            entries.push(entry);
         }
+        // Listings need not come in order. Stable, so of two entries
+        // claiming one seq the later read stays.
+        entries.sort_by_key(|entry| entry.seq);
+        entries.dedup_by(|later, earlier| {
+            let same = later.seq == earlier.seq;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
         Ok(entries)
     }
 
@@ -280,12 +309,15 @@ impl RunRecords {
         let mut snapshots = self.snapshots().await?;
         while let Some(covers) = snapshots.pop() {
             let (key, last) = (keys.snapshot(covers), keys.entry(covers - 1));
-            let (stored, boundary, rest) = futures::try_join!(
-                self.store.get(&key),
-                self.store.get(&last),
-                self.store.list_after(&journal, &last),
-            )?;
-            match stored.map(|bytes| snapshot::decode(&bytes, covers)) {
+            // Decoded as soon as it is read, while the listing, the longer
+            // read of a long journal, goes on on a thread of its own.
+            let decoded = async {
+                let stored = self.store.get(&key).await?;
+                Ok::<_, StoreError>(stored.map(|bytes| snapshot::decode(&bytes, covers)))
+            };
+            let (decoded, boundary, rest) =
+                futures::try_join!(decoded, self.store.get(&last), self.store.list_after(&journal, &last),)?;
+            match decoded {
                 Some(Ok(snapshot)) if boundary.as_ref() == snapshot.last_stored() => {
                     return Ok(JournalView {
                         snapshot: Some(snapshot),
@@ -313,7 +345,7 @@ impl RunRecords {
     /// For the handle that drove a run to its end, having read its journal
     /// first, that is every entry: the run's claim keeps other writers out.
     pub fn entries_known(&self) -> usize {
-        lock(&self.seen).entries.len()
+        lock(&self.seen).len()
     }
 
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
@@ -323,7 +355,7 @@ impl RunRecords {
         self.store
             .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
             .await?;
-        lock(&self.seen).entries.insert(entry.seq, stored);
+        lock(&self.seen).insert(entry.seq, stored);
         Ok(())
     }
 
@@ -335,11 +367,11 @@ impl RunRecords {
     pub async fn snapshot(&self, policy: &SnapshotPolicy) -> Option<u64> {
         let (covers, body) = {
             let seen = lock(&self.seen);
-            let covers = seen.gapless();
+            let covers = seen.gapless.len() as u64;
             if !policy.is_due(seen.snapshot, covers) {
                 return None;
             }
-            (covers, snapshot::encode(seen.entries.values().take(covers as usize)))
+            (covers, snapshot::encode(seen.gapless.iter()))
         };
         if self.check_claim().is_err() {
             return None;
@@ -449,7 +481,7 @@ impl RunRecords {
         let taken: std::collections::HashSet<String> = self
             .entries()
             .await?
-            .into_values()
+            .into_iter()
             .filter_map(|entry| match entry.recorded {
                 super::Recorded::Signal { key, .. } => key,
                 _ => None,
@@ -558,8 +590,7 @@ mod tests {
         let run = records();
         append_all(&run, [2, 0, 1]).await?;
         let entries = run.entries().await?;
-        assert_eq!(entries.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(entries[&1], entry(1));
+        assert_eq!(entries, [entry(0), entry(1), entry(2)]);
         let again = run.append(&entry(1)).await.unwrap_err();
         assert!(
             matches!(again, JournalError::Store(StoreError::AlreadyExists { .. })),
@@ -605,10 +636,7 @@ mod tests {
         let fresh = reopened(&run);
         let before = counts.operations();
         let entries = fresh.entries().await?;
-        assert_eq!(
-            entries,
-            (0..12).map(|seq| (seq, entry(seq))).collect::<BTreeMap<_, _>>()
-        );
+        assert_eq!(entries, (0..12).map(entry).collect::<Vec<_>>());
         // The snapshots listed, the snapshot, its last entry, the journal
         // after it listed, and the 2 entries after it: not 1 + 12.
         assert_eq!(counts.operations() - before, 6);

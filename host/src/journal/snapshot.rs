@@ -25,11 +25,12 @@ struct Body<'a> {
     entries: Vec<&'a serde_bytes::Bytes>,
 }
 
-/// A snapshot that passed its checks.
+/// A snapshot that passed its checks: entry `seq` at index `seq` of both.
 #[derive(Debug)]
 pub(super) struct Snapshot {
-    /// Entry `seq` at index `seq`: decoded, and as stored.
-    pub entries: Vec<(Entry, Bytes)>,
+    pub entries: Vec<Entry>,
+    /// As stored, sharing the snapshot's buffer.
+    pub stored: Vec<Bytes>,
 }
 
 impl Snapshot {
@@ -41,7 +42,7 @@ impl Snapshot {
     /// The stored bytes of its last entry, which must be those at the
     /// entry's own key.
     pub fn last_stored(&self) -> Option<&Bytes> {
-        self.entries.last().map(|(_, stored)| stored)
+        self.stored.last()
     }
 }
 
@@ -63,19 +64,21 @@ pub(super) fn decode(bytes: &Bytes, covers: u64) -> Result<Snapshot, String> {
             body.entries.len()
         ));
     }
-    let entries = body
-        .entries
-        .into_iter()
-        .enumerate()
-        .map(|(index, stored)| {
-            let entry: Entry = envelope::decode(stored).map_err(|reason| format!("entry {index}: {reason}"))?;
-            if entry.seq != index as u64 {
-                return Err(format!("entry {index} has seq {}", entry.seq));
-            }
-            Ok((entry, bytes.slice_ref(stored)))
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(Snapshot { entries })
+    // Sized once: a long journal's entries are most of a recovery's
+    // memory traffic, and growing the vectors moved them again and again.
+    let mut snapshot = Snapshot {
+        entries: Vec::with_capacity(body.entries.len()),
+        stored: Vec::with_capacity(body.entries.len()),
+    };
+    for (index, stored) in body.entries.into_iter().enumerate() {
+        let entry: Entry = envelope::decode(stored).map_err(|reason| format!("entry {index}: {reason}"))?;
+        if entry.seq != index as u64 {
+            return Err(format!("entry {index} has seq {}", entry.seq));
+        }
+        snapshot.entries.push(entry);
+        snapshot.stored.push(bytes.slice_ref(stored));
+    }
+    Ok(snapshot)
 }
 
 #[cfg(test)]
@@ -101,7 +104,7 @@ mod tests {
         let bytes = Bytes::from(encode(entries.iter()));
         let snapshot = decode(&bytes, 5).expect("valid in this test");
         assert_eq!(snapshot.covers(), 5);
-        for (seq, (entry, kept)) in snapshot.entries.iter().enumerate() {
+        for (seq, (entry, kept)) in snapshot.entries.iter().zip(&snapshot.stored).enumerate() {
             assert_eq!(entry.seq, seq as u64);
             assert_eq!(kept, &entries[seq]);
             // Borrowed from the snapshot's buffer, not copied.

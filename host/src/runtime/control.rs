@@ -286,7 +286,7 @@ impl Runtime {
             }
         };
         let children: Vec<RunId> = entries
-            .into_values()
+            .into_iter()
             .filter_map(|entry| match entry.recorded {
                 Recorded::Child { run: Ok(child) } => Some(child),
                 _ => None,

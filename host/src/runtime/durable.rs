@@ -82,7 +82,7 @@ impl WorkflowState {
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<(Recorded, u64)>), Interruption> {
         let limit = self.run.host.config.run.max_journal_entries;
         let (seq, entry) = self.cursor.next(call)?;
-        let recorded = entry.map(|entry| (entry.recorded.clone(), entry.finished_at_ms));
+        let recorded = entry.map(|entry| (entry.recorded, entry.finished_at_ms));
         // After `next`, which may have passed over patch markers.
         if seq >= limit {
             return Err(Interruption::HostLimit(format!(

@@ -560,7 +560,7 @@ impl Runtime {
         let ending = spans::Ending::of(&span);
         let progress = async {
             let entries = match stored {
-                Stored::RunRecordOnly => BTreeMap::new(),
+                Stored::RunRecordOnly => Vec::new(),
                 Stored::Read => context.records.entries().await?,
             };
             if entries.is_empty() {
@@ -573,9 +573,9 @@ impl Runtime {
             }
             if !entries.is_empty() {
                 self.host.metrics.replayed(tenant);
-                self.host.in_flight.forget_journaled(tenant, run, entries.keys().copied());
+                self.host.in_flight.forget_journaled(tenant, run, entries.iter().map(|entry| entry.seq));
             }
-            let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
+            let recorded_calls = entries.last().map_or(0, |last| last.seq + 1);
             let records = context.records.clone();
             let log = context.log.clone();
             let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;

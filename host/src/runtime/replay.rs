@@ -65,7 +65,7 @@ impl Runtime {
         };
         let recorded = context.records.outcome().await?;
         let entries = context.records.entries().await?;
-        let recorded_calls = entries.keys().next_back().map_or(0, |last| last + 1);
+        let recorded_calls = entries.last().map_or(0, |last| last.seq + 1);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let (ended, calls) = self

@@ -326,6 +326,6 @@ impl Runtime {
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
         }
-        Ok(records.entries().await?.into_values().collect())
+        Ok(records.entries().await?)
     }
 }

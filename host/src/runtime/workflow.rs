@@ -124,11 +124,9 @@ impl wasmtime_wasi_http::WasiHttpView for WorkflowState {
 
 impl WorkflowState {
     pub fn new(run: Arc<RunContext>, cursor: Cursor, mode: Mode, limits: WorkflowLimits) -> Self {
-        let cancellation_seen = cursor
-            .entries()
-            .any(|e| matches!(e.recorded, Recorded::Cancelled { .. }));
+        let cancellation_seen = cursor.ahead().any(|e| matches!(e.recorded, Recorded::Cancelled { .. }));
         let consumed_signals = cursor
-            .entries()
+            .ahead()
             .filter_map(|entry| match &entry.recorded {
                 Recorded::Signal { key: Some(key), .. } => Some(key.clone()),
                 _ => None,
@@ -180,10 +178,7 @@ impl WorkflowState {
     /// Whether the workflow is still re-executing recorded calls (so its
     /// logs were already written once).
     pub(super) fn replaying(&self) -> bool {
-        self.cursor
-            .entries()
-            .next_back()
-            .is_some_and(|last| self.cursor.position() <= last.seq)
+        self.cursor.replaying()
     }
 }
 
