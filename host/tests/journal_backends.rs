@@ -339,6 +339,38 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     );
 }
 
+/// A wait for a run this host drove to its end is answered from memory,
+/// also when it comes after the driving task let the run go (a client that
+/// starts a run, then waits for it): it needs no store, not even one that
+/// fails every read.
+#[tokio::test]
+async fn a_wait_just_after_a_run_ended_here_is_answered_without_the_store() {
+    let tenant = TenantId::default_tenant();
+    let (storage, faults) = Storage::in_memory().with_faults("errors=0".parse().unwrap());
+    let runtime = runtime(storage).await;
+    let hello = load(&runtime, "hello").await;
+    let submission = Submission::new(hello, "greet", r#"{"name":"Ada"}"#);
+    let run = runtime.submit(&tenant, submission).await.unwrap();
+    runtime.drive_in_background(&tenant, &run);
+    let ended = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    assert!(matches!(ended.state, RunState::Completed { .. }), "{ended:?}");
+    let let_go = async {
+        while runtime.active_runs(&tenant) > 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), let_go)
+        .await
+        .expect("the driving task ends");
+    faults.set_config("errors=1,on=reads".parse().unwrap());
+    let again = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(again, ended);
+    assert!(
+        runtime.status(&tenant, &run).await.is_err(),
+        "a status reads the store, which fails every read now"
+    );
+}
+
 /// What the code under test logs on this thread, as text.
 #[derive(Clone, Default)]
 struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);

@@ -3,8 +3,10 @@
 //! instance between activations, and through storage outages), and a way to
 //! wait for one to finish.
 //!
-//! A run that ends here hands its final status to those waiting for it, so a
-//! wait costs no store read. That status is what the store would project:
+//! A run that ends here hands its final status to those waiting for it, and
+//! keeps it a few seconds for those who come just after (see
+//! [`recently_ended`](super::recently_ended)), so a wait costs no store
+//! read. That status is what the store would project:
 //! built from the run record the driver ran, the entries its journal handle
 //! read and wrote (the claim keeps other writers out) and the outcome stored.
 //! Builds with debug assertions check the two agree at every wait.
@@ -17,6 +19,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::watch;
 
+use super::recently_ended::RecentlyEnded;
 use super::{Progress, RunError, RunState, RunStatus, Runtime};
 use crate::journal::Outcome;
 use crate::shared_map::lock;
@@ -36,6 +39,8 @@ pub struct Background {
     steps_in_flight: watch::Sender<usize>,
     /// Set when shutting down: no new step call starts.
     draining: AtomicBool,
+    /// The final statuses of runs driven here that ended lately.
+    pub(super) ended: RecentlyEnded,
 }
 
 /// Where the driving of a run in the background stands.
@@ -145,8 +150,11 @@ impl Runtime {
     /// Hands the final status of a run that just ended to those waiting
     /// for it, if a task of this host drives it.
     pub(super) fn ended_here(&self, tenant: &TenantId, run: &RunId, status: impl FnOnce() -> RunStatus) {
-        if let Some(driving) = lock(&self.host.background.running).get(&(tenant.clone(), run.clone())) {
-            driving.send_replace(Driving::Ended(Some(Arc::new(status()))));
+        let background = &self.host.background;
+        if let Some(driving) = lock(&background.running).get(&(tenant.clone(), run.clone())) {
+            let status = Arc::new(status());
+            background.ended.keep(tenant, status.clone());
+            driving.send_replace(Driving::Ended(Some(status)));
         }
     }
 
@@ -210,8 +218,9 @@ impl Runtime {
         let mut waited_here: Option<RunId> = None;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let mut handed_over = None;
-            if waited_here.as_ref() != Some(&latest)
+            let mut handed_over = self.host.background.ended.get(tenant, &latest);
+            if handed_over.is_none()
+                && waited_here.as_ref() != Some(&latest)
                 && let Some(driving) = self.driven_here(tenant, &latest)
             {
                 // Either it finished, or the time is up: the status says which.

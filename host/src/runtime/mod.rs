@@ -39,6 +39,7 @@ mod interruption;
 mod logs;
 mod moment;
 mod patches;
+mod recently_ended;
 mod replay;
 mod retention;
 mod retry;

@@ -87,6 +87,7 @@ impl Runtime {
                     break 'hours;
                 }
                 swept.objects += delete_run(&store, &run, finished_at_ms).await?;
+                self.host.background.ended.forget(tenant, &run);
                 store.delete(&marker).await?;
                 swept.runs += 1;
             }
