@@ -155,7 +155,7 @@ impl WorkflowState {
             }
             None if self.take_over(handle, seq, &call) => return Ok(Started::Live(handle)),
             None => {
-                let target = self.run.resolve_step(&step).await?;
+                let target = Box::pin(self.run.resolve_step(&step)).await?;
                 let asked = LimitRequest {
                     fuel: options.fuel,
                     timeout_ms: options.timeout_ms,
@@ -462,7 +462,10 @@ impl WorkflowState {
     ) -> Trappable<Result<String, StepError>> {
         let started = self.start(step, input, options, http, Launch::Awaited).await;
         let result = match started.map_err(Interruption::trap)? {
-            Started::Live(handle) => self.finish(handle).await,
+            // Boxed: the wait for a live step is most of this future's
+            // size, which the host call moves on every call, replayed ones
+            // included.
+            Started::Live(handle) => Box::pin(self.finish(handle)).await,
             Started::Replayed { done, .. } => self.received(Ok(done)),
         };
         result.map_err(Interruption::trap)
