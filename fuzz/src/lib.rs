@@ -208,7 +208,10 @@ fn decode_and_use<R: Serialize + DeserializeOwned + PartialEq + Debug>(bytes: &[
 fn replay_against(entry: &Entry) {
     let mut asked = entry.call.clone();
     asked.name.push('\'');
-    let mut cursor = Cursor::new(vec![Entry { seq: 0, ..entry.clone() }]);
+    let mut cursor = Cursor::new(vec![Entry {
+        seq: 0,
+        ..entry.clone()
+    }]);
     if let Err(mismatch) = cursor.next(&asked) {
         assert!(!mismatch.to_string().is_empty());
     }

@@ -71,6 +71,20 @@ impl SeenJournal {
     }
 }
 
+/// `entries` in seq order, the one read last kept of any that claim the
+/// same seq. Listings need not come in order; the sort is stable.
+fn one_per_seq(mut entries: Vec<Entry>) -> Vec<Entry> {
+    entries.sort_by_key(|entry| entry.seq);
+    entries.dedup_by(|later, earlier| {
+        let same = later.seq == earlier.seq;
+        if same {
+            std::mem::swap(later, earlier);
+        }
+        same
+    });
+    entries
+}
+
 /// Where a journal is read from: a sound snapshot, if any, and the keys of
 /// the entries it does not hold.
 struct JournalView {
@@ -262,17 +276,7 @@ impl RunRecords {
             seen.insert(entry.seq, stored);
             entries.push(entry);
         }
-        // Listings need not come in order. Stable, so of two entries
-        // claiming one seq the later read stays.
-        entries.sort_by_key(|entry| entry.seq);
-        entries.dedup_by(|later, earlier| {
-            let same = later.seq == earlier.seq;
-            if same {
-                std::mem::swap(later, earlier);
-            }
-            same
-        });
-        Ok(entries)
+        Ok(one_per_seq(entries))
     }
 
     /// The seqs the journal holds, without reading any entry: for questions
@@ -316,7 +320,7 @@ impl RunRecords {
                 Ok::<_, StoreError>(stored.map(|bytes| snapshot::decode(&bytes, covers)))
             };
             let (decoded, boundary, rest) =
-                futures::try_join!(decoded, self.store.get(&last), self.store.list_after(&journal, &last),)?;
+                futures::try_join!(decoded, self.store.get(&last), self.store.list_after(&journal, &last))?;
             match decoded {
                 Some(Ok(snapshot)) if boundary.as_ref() == snapshot.last_stored() => {
                     return Ok(JournalView {
@@ -583,6 +587,30 @@ mod tests {
     /// Another handle on `run`'s records, which has read and written nothing.
     fn reopened(run: &RunRecords) -> RunRecords {
         RunRecords::new(run.store().clone(), run.run_id().clone())
+    }
+
+    #[test]
+    fn the_seen_journal_closes_its_gaps_and_keeps_the_last_bytes_of_a_seq() {
+        let mut seen = SeenJournal::default();
+        for seq in [2, 0, 5] {
+            seen.insert(seq, Bytes::from(seq.to_string()));
+        }
+        assert_eq!((seen.gapless.len(), seen.len()), (1, 3));
+        seen.insert(1, Bytes::from_static(b"1"));
+        assert_eq!(seen.gapless, ["0", "1", "2"].map(|seq| Bytes::from(seq)));
+        assert_eq!(seen.beyond.keys().collect::<Vec<_>>(), [&5]);
+        seen.insert(1, Bytes::from_static(b"again"));
+        assert_eq!((seen.gapless[1].as_ref(), seen.len()), (&b"again"[..], 4));
+    }
+
+    #[test]
+    fn entries_come_in_seq_order_and_the_last_read_of_a_seq_stands() {
+        let later = Entry {
+            attempts: 2,
+            ..entry(1)
+        };
+        let sorted = one_per_seq(vec![entry(2), entry(1), entry(0), later.clone()]);
+        assert_eq!(sorted, [entry(0), later, entry(2)]);
     }
 
     #[tokio::test]
