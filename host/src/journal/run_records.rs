@@ -597,7 +597,7 @@ mod tests {
         }
         assert_eq!((seen.gapless.len(), seen.len()), (1, 3));
         seen.insert(1, Bytes::from_static(b"1"));
-        assert_eq!(seen.gapless, ["0", "1", "2"].map(|seq| Bytes::from(seq)));
+        assert_eq!(seen.gapless, ["0", "1", "2"].map(Bytes::from));
         assert_eq!(seen.beyond.keys().collect::<Vec<_>>(), [&5]);
         seen.insert(1, Bytes::from_static(b"again"));
         assert_eq!((seen.gapless[1].as_ref(), seen.len()), (&b"again"[..], 4));
