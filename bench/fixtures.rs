@@ -16,7 +16,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
@@ -139,9 +138,10 @@ pub enum Backend {
     NoJournal,
     /// In memory, counting the requests made of the store.
     Counted,
-    /// `LocalFileSystem` behind 20 ms of latency on every request
+    /// `InMemory` behind 20 ms of latency on every request
     /// (`ThrottledStore`): a remote object store's round trips, without its
-    /// variance.
+    /// variance. Not `LocalFileSystem`: `ThrottledStore` cannot pass on the
+    /// file a local read answers with (it panics, `unimplemented!`).
     LocalFsWith20ms,
     /// SeaweedFS over S3, on this machine.
     SeaweedFs,
@@ -189,7 +189,6 @@ impl Host {
             Backend::NoJournal => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), false))),
             Backend::Counted => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), true))),
             Backend::LocalFsWith20ms => {
-                let local = LocalFileSystem::new_with_prefix(scratch_dir(Backend::LocalFs)?)?;
                 let wait = INJECTED_LATENCY;
                 let latency = ThrottleConfig {
                     wait_put_per_call: wait,
@@ -199,7 +198,7 @@ impl Host {
                     wait_delete_per_call: wait,
                     ..ThrottleConfig::default()
                 };
-                let throttled = Arc::new(ThrottledStore::new(local, latency));
+                let throttled = Arc::new(ThrottledStore::new(InMemory::new(), latency));
                 Storage::new(Arc::new(probe(throttled, true)))
             }
             Backend::SeaweedFs => Storage::new(Arc::new(probe(stepstone_e2e::seaweedfs().object_store(), true))),

@@ -1,13 +1,16 @@
 //! Journaled steps on object storage, where each request takes a round
-//! trip: the local store behind 20 ms of injected latency per request
+//! trip: an in-memory store behind 20 ms of injected latency per request
 //! (object_store's `ThrottledStore`), and SeaweedFS over S3 on this
 //! machine, side by side; with the store requests a step and a run cost
 //! (object stores bill per request).
 
 use std::time::Duration;
 
+use stepstone::config::SnapshotPolicy;
+
 use crate::fixtures::{Backend, Host, INJECTED_LATENCY, served_config};
 use crate::measure::{Samples, rate, time};
+use crate::recovery::SuspendedRun;
 use crate::report::{Bound, Row, Section};
 
 /// Steps of the sequential run timed on each store.
@@ -17,10 +20,14 @@ const CONCURRENT_RUNS: usize = 100;
 const STEPS_PER_RUN: u32 = 20;
 /// Steps of the run whose requests are counted.
 const COUNTED_STEPS: u32 = 200;
+/// Steps of the suspended run that is woken.
+const WOKEN_STEPS: u32 = 3;
 
 /// What one store gave.
 struct Figures {
     step: Duration,
+    /// Waking a suspended run: replaying its journal to its wait.
+    wake: Duration,
     steps_per_second: f64,
     /// Puts, gets and lists per journaled step.
     per_step: [f64; 3],
@@ -58,8 +65,14 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
     let per_step = [0, 1, 2].map(|i| (counted[i] - before[i]) as f64 / f64::from(COUNTED_STEPS));
     host.run("three-steps", 0).await?;
     let after = host.requests.counts();
+    let suspended = SuspendedRun::new(backend, WOKEN_STEPS, SnapshotPolicy::default().every).await?;
+    let mut wakes = Samples::default();
+    for _ in 0..3 {
+        wakes.push(suspended.recover().await?);
+    }
     Ok(Figures {
         step,
+        wake: wakes.median(),
         steps_per_second: rate(CONCURRENT_RUNS * STEPS_PER_RUN as usize, together),
         per_step,
         per_run: [0, 1, 2].map(|i| after[i] - counted[i]),
@@ -74,7 +87,7 @@ pub async fn object_storage() -> anyhow::Result<Section> {
         "Journaled steps on object storage",
         format!(
             "The bench guest's `sequential` workflow (trivial `noop` steps, one after another, each \
-             journaled before the workflow sees its result) on two stores: the local FS store behind \
+             journaled before the workflow sees its result) on two stores: an in-memory store behind \
              {latency} ms of injected latency on every request (`ThrottledStore`), and SeaweedFS \
              4.48 over S3 on this machine (`weed mini`). Per step: the median of 3 runs of \
              {SEQUENTIAL_STEPS} steps, less the median of 3 runs of the `zero-steps` workflow (the \
@@ -82,7 +95,11 @@ pub async fn object_storage() -> anyhow::Result<Section> {
              at once. Requests: counted by a decorator under the host, over one run of \
              {COUNTED_STEPS} steps, and one run of the `three-steps` workflow (a run's fixed cost \
              included: its record and its outcome); the host's upkeep (its heartbeat, the other \
-             hosts', its wake-ups, under `cluster/`) apart, per second of that run.",
+             hosts', its wake-ups, under `cluster/`) apart, per second of that run. Waking: a run of \
+             `sequential-then-wait` over {WOKEN_STEPS} steps, suspended at its wait, driven again \
+             (`Runtime::drive`: its records read, the run claimed, its journal replayed to the wait, \
+             where it suspends again), median of 3; its ratio to one request's latency is how many \
+             round trips deep a wake-up is.",
             latency = INJECTED_LATENCY.as_millis()
         ),
     );
@@ -95,6 +112,14 @@ pub async fn object_storage() -> anyhow::Result<Section> {
     );
     section.rows.push(
         Row::new(
+            format!("wake a suspended run of {WOKEN_STEPS} steps, 20 ms per request"),
+            throttled.wake.as_secs_f64() * 1e3,
+            "ms",
+        )
+        .against("one request's latency", latency_ms),
+    );
+    section.rows.push(
+        Row::new(
             "journaled steps across concurrent runs, 20 ms per request",
             throttled.steps_per_second,
             "steps/s",
@@ -104,6 +129,11 @@ pub async fn object_storage() -> anyhow::Result<Section> {
     section.rows.push(Row::new(
         "one sequential step, SeaweedFS",
         seaweed.step.as_secs_f64() * 1e3,
+        "ms",
+    ));
+    section.rows.push(Row::new(
+        format!("wake a suspended run of {WOKEN_STEPS} steps, SeaweedFS"),
+        seaweed.wake.as_secs_f64() * 1e3,
         "ms",
     ));
     section.rows.push(

@@ -17,23 +17,23 @@ use crate::invocation::{OTHER_LANGUAGES, not_built};
 use crate::measure::{Samples, millis, time};
 use crate::report::{Bound, Row, Section};
 
-/// A suspended run of `sequential-then-wait` over `entries` steps on the
-/// local FS store, on a host that snapshots journals as `every` says.
-struct SuspendedRun {
+/// A suspended run of `sequential-then-wait` over `entries` steps on
+/// `backend`, on a host that snapshots journals as `every` says.
+pub struct SuspendedRun {
     host: Host,
     run: RunId,
     live: Duration,
 }
 
 impl SuspendedRun {
-    async fn new(entries: u32, every: u64) -> anyhow::Result<Self> {
+    pub async fn new(backend: Backend, entries: u32, every: u64) -> anyhow::Result<Self> {
         let mut config = served_config();
         // Suspend as soon as the workflow reaches its wait: what is measured
         // is getting there, not `serve`'s 250 ms in-instance wait for a
         // signal that is not coming.
         config.wait.eviction_threshold = Duration::ZERO;
         config.snapshots.every = every;
-        let host = Host::new(Backend::LocalFs, config).await?;
+        let host = Host::new(backend, config).await?;
         let input = format!(r#"{{"n":{entries}}}"#);
         let submission = Submission::new(host.bench.clone(), "sequential-then-wait", &input);
         let run = host.runtime.submit(&host.tenant, submission).await?;
@@ -45,7 +45,7 @@ impl SuspendedRun {
     }
 
     /// Wakes the run, which replays to its wait and suspends again.
-    async fn recover(&self) -> anyhow::Result<Duration> {
+    pub async fn recover(&self) -> anyhow::Result<Duration> {
         let (took, progress) = time(self.host.runtime.drive(&self.host.tenant, &self.run)).await;
         if !matches!(progress?, Progress::Suspended(_)) {
             bail!("the replayed run should wait for its signal again");
@@ -78,8 +78,8 @@ impl SuspendedRun {
 
 pub async fn replay() -> anyhow::Result<Section> {
     const ENTRIES: u32 = 10_000;
-    let snapshotted = SuspendedRun::new(ENTRIES, SnapshotPolicy::default().every).await?;
-    let unsnapshotted = SuspendedRun::new(ENTRIES, 0).await?;
+    let snapshotted = SuspendedRun::new(Backend::LocalFs, ENTRIES, SnapshotPolicy::default().every).await?;
+    let unsnapshotted = SuspendedRun::new(Backend::LocalFs, ENTRIES, 0).await?;
     let (mut recoveries, mut without) = (Samples::default(), Samples::default());
     let (mut reads, mut reads_without) = (Samples::default(), Samples::default());
     // The two hosts take turns, so the machine's load falls on both alike.
