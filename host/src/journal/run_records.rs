@@ -159,11 +159,15 @@ impl RunRecords {
     /// How the run was started, or `None` for an unknown run.
     /// The run record, on the build the run runs on now: the one an
     /// upgrade moved it to, if one did.
+    /// Both are read at once: on object storage each read is a round trip.
     pub async fn run(&self) -> Result<Option<RunRecord>, JournalError> {
-        let Some(mut record) = self.read::<RunRecord>(&keys_of(&self.run).run()).await? else {
+        let keys = keys_of(&self.run);
+        let (run, build) = (keys.run(), keys.build());
+        let (record, build) = futures::try_join!(self.read::<RunRecord>(&run), self.read::<BuildRecord>(&build))?;
+        let Some(mut record) = record else {
             return Ok(None);
         };
-        if let Some(build) = self.read::<BuildRecord>(&keys_of(&self.run).build()).await? {
+        if let Some(build) = build {
             record.component = build.component;
             record.earlier_builds = build.earlier;
         }

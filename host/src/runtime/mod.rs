@@ -526,17 +526,31 @@ impl Runtime {
     /// Executes a run until it finishes or suspends, if no other live host
     /// drives it.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
-        let (record, stored) = self.record(tenant, run).await?;
         let records = self.records(tenant, run);
-        if stored == Stored::Read
-            && let Some(outcome) = records.outcome().await?
-        {
-            return Ok(Progress::Finished(outcome));
-        }
+        let (record, stored) = match self.host.fresh.take(tenant, run) {
+            Some(record) => (record, Stored::RunRecordOnly),
+            None => {
+                // Read at once: on object storage each read is a round trip.
+                let (record, outcome) = futures::try_join!(records.run(), records.outcome())?;
+                let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+                if let Some(outcome) = outcome {
+                    return Ok(Progress::Finished(outcome));
+                }
+                (record, Stored::Read)
+            }
+        };
         let claim = self.claim(&records, &record).await?;
-        let context = self.context(records.driven_under(claim), &record, stored).await?;
+        let driven = records.driven_under(claim);
+        let cancel_request = async {
+            match stored {
+                Stored::Read => Ok(driven.cancel_request().await?),
+                Stored::RunRecordOnly => Ok(None),
+            }
+        };
+        let (context, cancel_request) =
+            futures::try_join!(self.context(driven.clone(), &record, stored), cancel_request)?;
         if stored == Stored::Read {
-            if context.records.cancel_request().await?.is_some() {
+            if cancel_request.is_some() {
                 // Cancelled while no instance ran: the workflow meets it at its
                 // next wait, and may compensate before it ends.
                 self.host.controls.cancel(tenant, run);
