@@ -526,19 +526,11 @@ impl Runtime {
     /// Executes a run until it finishes or suspends, if no other live host
     /// drives it.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
+        let (record, stored, outcome) = self.record(tenant, run).await?;
+        if let Some(outcome) = outcome {
+            return Ok(Progress::Finished(outcome));
+        }
         let records = self.records(tenant, run);
-        let (record, stored) = match self.host.fresh.take(tenant, run) {
-            Some(record) => (record, Stored::RunRecordOnly),
-            None => {
-                // Read at once: on object storage each read is a round trip.
-                let (record, outcome) = futures::try_join!(records.run(), records.outcome())?;
-                let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
-                if let Some(outcome) = outcome {
-                    return Ok(Progress::Finished(outcome));
-                }
-                (record, Stored::Read)
-            }
-        };
         let claim = self.claim(&records, &record).await?;
         let driven = records.driven_under(claim);
         let cancel_request = async {
@@ -845,16 +837,17 @@ impl Runtime {
         Ok(names.iter().filter_map(|name| RunId::new(name).ok()).collect())
     }
 
-    /// The run's record, and what the store is known to hold for the run.
-    async fn record(&self, tenant: &TenantId, run: &RunId) -> Result<(RunRecord, Stored), RunError> {
+    /// The run's record, what the store is known to hold for the run, and
+    /// the outcome stored, if any. The record and the outcome are read at
+    /// once: on object storage each read is a round trip.
+    async fn record(&self, tenant: &TenantId, run: &RunId) -> Result<(RunRecord, Stored, Option<Outcome>), RunError> {
         if let Some(record) = self.host.fresh.take(tenant, run) {
-            return Ok((record, Stored::RunRecordOnly));
+            return Ok((record, Stored::RunRecordOnly, None));
         }
-        let record = self.records(tenant, run).run().await?;
-        Ok((
-            record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?,
-            Stored::Read,
-        ))
+        let records = self.records(tenant, run);
+        let (record, outcome) = futures::try_join!(records.run(), records.outcome())?;
+        let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        Ok((record, Stored::Read, outcome))
     }
 
     /// Joins the hosts sharing the store, if this one has not yet, and

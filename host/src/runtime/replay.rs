@@ -37,7 +37,9 @@ impl Runtime {
         run: &RunId,
         component: Option<Arc<Loaded>>,
     ) -> Result<ReplayReport, RunError> {
-        let (record, stored) = self.record(tenant, run).await?;
+        // The outcome is read before the journal, so a run that ends
+        // meanwhile is at worst consistent so far.
+        let (record, stored, recorded) = self.record(tenant, run).await?;
         let context = self.context(self.records(tenant, run), &record, stored).await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
@@ -63,7 +65,6 @@ impl Runtime {
             }),
             None => context,
         };
-        let recorded = context.records.outcome().await?;
         let entries = context.records.entries().await?;
         let recorded_calls = entries.last().map_or(0, |last| last.seq + 1);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
