@@ -371,6 +371,41 @@ async fn a_wait_just_after_a_run_ended_here_is_answered_without_the_store() {
     );
 }
 
+/// A journal entry at the largest seq (a corrupt or foreign record, never
+/// one the host writes) is a journal longer than any workflow's, counted
+/// without overflowing: replay finds the run consistent so far, and a drive
+/// fails it as non-determinism, naming the count. Never a panic.
+#[tokio::test]
+async fn an_entry_at_the_largest_seq_fails_the_run_as_non_determinism() {
+    let tenant = TenantId::default_tenant();
+    let storage = Storage::in_memory();
+    let runtime = runtime(storage.clone()).await;
+    let hello = load(&runtime, "hello").await;
+    let run = runtime
+        .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
+        .await
+        .unwrap();
+    let stray = Entry {
+        seq: u64::MAX,
+        ..entry(0, 7)
+    };
+    RunRecords::new(storage.tenant(&tenant), run.clone())
+        .append(&stray)
+        .await
+        .unwrap();
+    let report = runtime.replay(&tenant, &run, None).await.unwrap();
+    assert!(matches!(report, ReplayReport::ConsistentSoFar { .. }), "{report:?}");
+    let progress = runtime.drive(&tenant, &run).await.unwrap();
+    let Progress::Finished(Outcome::Failed { kind, message }) = progress else {
+        panic!("{progress:?}")
+    };
+    assert_eq!(kind, "non-determinism");
+    assert!(
+        message.contains(&format!("the journal records {}", u64::MAX)),
+        "{message}"
+    );
+}
+
 /// What the code under test logs on this thread, as text.
 #[derive(Clone, Default)]
 struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);

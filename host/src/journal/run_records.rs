@@ -605,6 +605,9 @@ mod tests {
         assert_eq!(seen.beyond.keys().collect::<Vec<_>>(), [&5]);
         seen.insert(1, Bytes::from_static(b"again"));
         assert_eq!((seen.gapless[1].as_ref(), seen.len()), (&b"again"[..], 4));
+        // A foreign record's seq grows the map by one, never the vector.
+        seen.insert(u64::MAX, Bytes::new());
+        assert_eq!((seen.gapless.len(), seen.len()), (3, 5));
     }
 
     #[test]

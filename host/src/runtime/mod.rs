@@ -582,7 +582,7 @@ impl Runtime {
                 self.host.metrics.replayed(tenant);
                 self.host.in_flight.forget_journaled(tenant, run, entries.iter().map(|entry| entry.seq));
             }
-            let recorded_calls = entries.last().map_or(0, |last| last.seq + 1);
+            let recorded_calls = entries.last().map_or(0, |last| last.seq.saturating_add(1));
             let records = context.records.clone();
             let log = context.log.clone();
             let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;

@@ -66,7 +66,7 @@ impl Runtime {
             None => context,
         };
         let entries = context.records.entries().await?;
-        let recorded_calls = entries.last().map_or(0, |last| last.seq + 1);
+        let recorded_calls = entries.last().map_or(0, |last| last.seq.saturating_add(1));
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let (ended, calls) = self
