@@ -177,40 +177,45 @@ mod tests {
         assert!(deadline.passed());
     }
 
+    /// How long a call bound by a deadline `first` from now ran before it
+    /// was abandoned, while `meanwhile` worked the deadline (paused it,
+    /// renewed it) and the call then blocked past any deadline.
+    async fn abandoned_after<F: Future<Output = ()>>(
+        first: Duration,
+        meanwhile: impl FnOnce(Deadline) -> F,
+    ) -> Duration {
+        let deadline = Deadline::after(first);
+        let started = Instant::now();
+        let meanwhile = meanwhile(deadline.clone());
+        let call = deadline.bound(async move {
+            meanwhile.await;
+            tokio::time::sleep(BLOCKED).await;
+            Ok(())
+        });
+        assert!(call.await.is_err(), "the deadline ends the call");
+        started.elapsed()
+    }
+
     #[tokio::test]
     async fn paused_time_does_not_count_and_a_renewal_moves_the_deadline() {
-        let deadline = Deadline::after(Duration::from_millis(10));
-        let watchdog = deadline.clone();
-        let call = deadline.bound(async move {
+        let took = abandoned_after(Duration::from_millis(10), |watchdog| async move {
             watchdog.pause();
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert!(!watchdog.passed(), "paused time is the host's");
             watchdog.renew(Duration::from_millis(20));
-            tokio::time::sleep(BLOCKED).await;
-            Ok("not abandoned")
-        });
-        let started = Instant::now();
-        assert!(call.await.is_err());
-        assert!(
-            started.elapsed() >= Duration::from_millis(120),
-            "{:?}",
-            started.elapsed()
-        );
-        assert!(started.elapsed() < BLOCKED / 2);
+        })
+        .await;
+        assert!(took >= Duration::from_millis(120), "{took:?}");
+        assert!(took < BLOCKED / 2);
     }
 
     #[tokio::test]
     async fn a_sooner_renewal_wakes_the_watchdog_and_a_later_one_defers_it() {
-        let deadline = Deadline::after(BLOCKED);
-        let watchdog = deadline.clone();
-        let started = Instant::now();
-        let sooner = deadline.bound(async move {
+        let took = abandoned_after(BLOCKED, |watchdog| async move {
             watchdog.renew(Duration::from_millis(20));
-            tokio::time::sleep(BLOCKED).await;
-            Ok(())
-        });
-        assert!(sooner.await.is_err(), "the sooner deadline ends the call");
-        assert!(started.elapsed() < BLOCKED / 2, "{:?}", started.elapsed());
+        })
+        .await;
+        assert!(took < BLOCKED / 2, "the sooner deadline ends the call: {took:?}");
 
         let deadline = Deadline::after(Duration::from_millis(10));
         let watchdog = deadline.clone();
@@ -224,10 +229,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_watchdog_that_found_the_deadline_paused_wakes_at_the_next_renewal() {
-        let deadline = Deadline::after(Duration::from_millis(10));
-        let watchdog = deadline.clone();
-        let started = Instant::now();
-        let call = deadline.bound(async move {
+        let took = abandoned_after(Duration::from_millis(10), |watchdog| async move {
             watchdog.pause();
             // Past the first deadline: the watchdog woke there, found the
             // clock paused, and waits for a renewal.
@@ -235,30 +237,23 @@ mod tests {
             // Later than any deadline the watchdog was told of, yet it must
             // wake for it.
             watchdog.renew(Duration::from_secs(1));
-            tokio::time::sleep(BLOCKED).await;
-            Ok(())
-        });
-        assert!(call.await.is_err(), "the renewed deadline ends the call");
-        assert_eq!(started.elapsed(), Duration::from_millis(1050));
+        })
+        .await;
+        assert_eq!(took, Duration::from_millis(1050));
     }
 
     #[tokio::test(start_paused = true)]
     async fn renewals_that_come_later_leave_the_watchdog_at_the_deadline_they_end_at() {
-        let deadline = Deadline::after(Duration::from_millis(100));
-        let watchdog = deadline.clone();
-        let started = Instant::now();
-        let call = deadline.bound(async move {
+        let took = abandoned_after(Duration::from_millis(100), |watchdog| async move {
             for _ in 0..50 {
                 watchdog.pause();
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 watchdog.renew(Duration::from_millis(100));
             }
-            tokio::time::sleep(BLOCKED).await;
-            Ok(())
-        });
-        assert!(call.await.is_err());
+        })
+        .await;
         // 50 pauses of 10 ms, then the last renewal's 100 ms.
-        assert_eq!(started.elapsed(), Duration::from_millis(600));
+        assert_eq!(took, Duration::from_millis(600));
     }
 
     #[test]
