@@ -110,7 +110,9 @@ fn runs_sharing_a_key_execute_one_at_a_time_in_priority_order_even_across_a_rest
 #[test]
 fn a_key_lets_its_limit_run_at_once_and_a_cancelled_queued_run_ends_having_run_nothing() {
     let server = server();
-    // A limit without a key limits the workflow.
+    // A limit without a key limits the workflow. The runs are created one
+    // after another, often within one millisecond, and wait in that order,
+    // not their ids' ("fourth" sorts before "second").
     let limit = json!({"concurrency_limit": 2});
     for run in ["first", "second", "third", "fourth"] {
         server

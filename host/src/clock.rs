@@ -11,6 +11,7 @@
 //! thread reads the system's clock.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 thread_local! {
@@ -36,6 +37,39 @@ pub fn now_ms() -> u64 {
     }
 }
 
+/// Microseconds since the Unix epoch, from the same clock as [`now_ms`].
+pub fn now_us() -> u64 {
+    match VIRTUAL.with(Cell::get) {
+        Some(origin) => {
+            let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
+            origin.at_ms.saturating_mul(1_000).saturating_add(micros(elapsed))
+        }
+        None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, micros),
+    }
+}
+
+/// Creation instants that never repeat: each reading is [`now_us`], or one
+/// microsecond past the previous reading if the clock has not moved past
+/// it (two runs created within a microsecond, or a clock set back). So of
+/// two runs one host creates one after the other, the later always reads
+/// later, and a line ordered by creation is the order they were created in.
+#[derive(Debug, Default)]
+pub struct CreationClock(AtomicU64);
+
+impl CreationClock {
+    /// The next creation instant, in microseconds since the Unix epoch.
+    pub fn next_us(&self) -> u64 {
+        let now = now_us();
+        let previous = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(now.max(last.saturating_add(1)))
+            })
+            .unwrap_or_else(|last| last);
+        now.max(previous.saturating_add(1))
+    }
+}
+
 /// Whether this thread runs on virtual time.
 pub(crate) fn is_virtual() -> bool {
     VIRTUAL.with(Cell::get).is_some()
@@ -49,6 +83,10 @@ fn system_now_ms() -> u64 {
 /// records and log fields are counted in.
 pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Virtual time on this thread, from its creation until it is dropped.
@@ -92,12 +130,28 @@ mod tests {
             let _virtual = VirtualTime::start(1_000);
             assert!(is_virtual());
             assert_eq!(now_ms(), 1_000);
+            assert_eq!(now_us(), 1_000_000);
             tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
             assert_eq!(now_ms(), 1_000 + 24 * 3600 * 1000, "a day passed at once");
             let elsewhere = std::thread::spawn(now_ms).join().expect("the thread ends");
             assert!(elsewhere >= system, "another thread reads the system's clock");
         });
         assert!(!is_virtual(), "virtual time ends with its guard");
+    }
+
+    #[test]
+    fn creation_instants_strictly_increase_even_within_one_microsecond() {
+        let clock = CreationClock::default();
+        let readings: Vec<u64> = (0..10_000).map(|_| clock.next_us()).collect();
+        assert!(
+            readings.windows(2).all(|pair| pair[0] < pair[1]),
+            "not strictly increasing"
+        );
+        let system = now_us();
+        assert!(readings[0] <= system, "a reading is the clock's while it moves on");
+        let ahead = CreationClock(AtomicU64::new(u64::MAX - 1));
+        assert_eq!(ahead.next_us(), u64::MAX, "one past a clock set back");
+        assert_eq!(ahead.next_us(), u64::MAX, "saturates at the end of time");
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub struct RunRecord {
     pub input: String,
     pub input_digest: String,
     pub created_at_ms: u64,
+    /// When the run was created, in microseconds since the Unix epoch,
+    /// later than every run its host created before it (see
+    /// [`crate::clock::CreationClock`]); `None` in runs stored before it was
+    /// kept. Read through [`RunRecord::created_us`].
+    #[serde(default)]
+    pub created_at_us: Option<u64>,
     /// Step limits the run asked for, below its tenant's.
     #[serde(default)]
     pub limits: LimitRequest,
@@ -67,6 +73,15 @@ pub struct RunRecord {
     /// `None` for a run a client or a parent started (a chain's root).
     #[serde(default)]
     pub chain: Option<ChainLink>,
+}
+
+impl RunRecord {
+    /// When the run was created, in microseconds: what orders the runs
+    /// waiting in line for a concurrency key's place.
+    pub fn created_us(&self) -> u64 {
+        self.created_at_us
+            .unwrap_or_else(|| self.created_at_ms.saturating_mul(1_000))
+    }
 }
 
 /// Which build a run moved to by an upgrade, and those it ran on before.
@@ -123,6 +138,7 @@ impl RunRecord {
             input: "{}".into(),
             input_digest: String::new(),
             created_at_ms,
+            created_at_us: None,
             limits: LimitRequest::default(),
             parent: None,
             depth: 0,

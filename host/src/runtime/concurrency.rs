@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::{Progress, RunError, Runtime};
-use crate::journal::{JournalError, RunRecord, RunRecords};
+use crate::journal::{ConcurrencyLimit, JournalError, RunRecord, RunRecords};
 use crate::shared_map::lock;
 use crate::store::{
     ConcurrencyKey, RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of, parse_place_generation, parse_ticket,
@@ -104,7 +104,7 @@ impl Runtime {
         if holds_place(store, &concurrency.key, run).await?.is_some() {
             return Ok(None);
         }
-        let ticket = ticket(&concurrency.key, record.priority, record.created_at_ms, run);
+        let ticket = ticket_of(record, concurrency);
         create_once(store, &ticket, Bytes::new()).await?;
         let bell = self.host.place_bells.of(store.tenant(), &concurrency.key);
         let control = self.host.controls.of(store.tenant(), run);
@@ -125,13 +125,13 @@ impl Runtime {
             {
                 continue;
             }
-            if !open.is_empty() && first_in_line(store, &concurrency.key, run, open.len()).await? {
-                for place in open {
-                    if take(store, &concurrency.key, place, run).await? {
-                        store.delete(&ticket).await?;
-                        tracing::info!(key = %concurrency.key, slot = place.slot, "run took a place");
-                        return Ok(None);
-                    }
+            let takeable = match open.len() {
+                0 => Vec::new(),
+                seen_open => takeable_places(store, concurrency, run, seen_open).await?,
+            };
+            if !takeable.is_empty() {
+                if self.take_one(store, &concurrency.key, takeable, run, &ticket).await? {
+                    return Ok(None);
                 }
                 // Another run took them first: look again at once.
                 continue;
@@ -140,6 +140,46 @@ impl Runtime {
                 () = freed => {}
                 () = control.nap(PLACE_POLL) => {}
             }
+        }
+    }
+
+    /// Takes one of `places` for `run` and leaves the line (`ticket`);
+    /// whether it did (others may have taken them first).
+    async fn take_one(
+        &self,
+        store: &TenantStore,
+        key: &ConcurrencyKey,
+        places: Vec<Place>,
+        run: &RunId,
+        ticket: &StoreKey,
+    ) -> Result<bool, RunError> {
+        let more_open = places.len() > 1;
+        for place in places {
+            if take(store, key, place, run).await? {
+                store.delete(ticket).await?;
+                tracing::info!(%key, slot = place.slot, "run took a place");
+                if more_open {
+                    // A waiter that saw this run still in line ahead of it,
+                    // and so left an open place alone, looks again.
+                    self.host.place_bells.ring(store.tenant(), key);
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Puts a run that starts at once in its key's line as it is created,
+    /// so that runs created one after another wait in that order however
+    /// their executions race to [`Runtime::take_place`] (which takes the
+    /// ticket too, for a run whose host died before it took one here). A
+    /// failure is logged for that reason.
+    pub(super) async fn join_line(&self, store: &TenantStore, record: &RunRecord) {
+        let Some(concurrency) = record.concurrency.as_ref().filter(|_| record.start_at_ms.is_none()) else {
+            return;
+        };
+        if let Err(e) = create_once(store, &ticket_of(record, concurrency), Bytes::new()).await {
+            tracing::warn!(run = %record.run_id, key = %concurrency.key, "cannot put the run in its key's line; its execution does: {e}");
         }
     }
 
@@ -161,8 +201,7 @@ impl Runtime {
         };
         let run = &record.run_id;
         let left: Result<(), RunError> = async {
-            let ticket = ticket(&concurrency.key, record.priority, record.created_at_ms, run);
-            store.delete(&ticket).await?;
+            store.delete(&ticket_of(record, concurrency)).await?;
             if let Some(place) = holds_place(store, &concurrency.key, run).await? {
                 free(store, &concurrency.key, place).await?;
             }
@@ -176,6 +215,11 @@ impl Runtime {
             }
         }
     }
+}
+
+/// `record`'s ticket in the line of its key.
+fn ticket_of(record: &RunRecord, concurrency: &ConcurrencyLimit) -> StoreKey {
+    ticket(&concurrency.key, record.priority, record.created_us(), &record.run_id)
 }
 
 /// Creates `key` holding `bytes`, or finds it there already.
@@ -269,10 +313,41 @@ async fn free(store: &TenantStore, key: &ConcurrencyKey, place: Place) -> Result
     trim(store, key, place.slot).await.map(drop)
 }
 
-/// Whether `run` is among the first `open` runs in line for `key`. A ticket
-/// ahead of it whose run has ended is thrown away, so a run that ended
-/// while waiting (its host died before it took its ticket back) blocks no one.
-async fn first_in_line(store: &TenantStore, key: &ConcurrencyKey, run: &RunId, open: usize) -> Result<bool, RunError> {
+/// The open places of `concurrency`'s key that `run` may take now: all of
+/// them if fewer live runs are in line ahead of it, none otherwise.
+/// `seen_open` places were open at the caller's look. The places are read
+/// again after the line: a run that took one in between has left the line
+/// by then, and must not be counted as an open place too.
+async fn takeable_places(
+    store: &TenantStore,
+    concurrency: &ConcurrencyLimit,
+    run: &RunId,
+    seen_open: usize,
+) -> Result<Vec<Place>, RunError> {
+    let Some(ahead) = ahead_in_line(store, &concurrency.key, run, seen_open).await? else {
+        return Ok(Vec::new());
+    };
+    let open = open_places(&newest_generations(store, &concurrency.key).await?, concurrency.limit);
+    // `ahead` is exact below `seen_open` only; more places open since were
+    // freed, which rang this run's bell: it looks again.
+    Ok(if ahead < open.len().min(seen_open) {
+        open
+    } else {
+        Vec::new()
+    })
+}
+
+/// How many live runs are in line for `key` ahead of `run`, counted up to
+/// `at_most` (at least that many if it says so); `None` if `run` has no ticket (it was taken back by a run of
+/// the same id that ended). A ticket ahead of it whose run has ended is
+/// thrown away, so a run that ended while waiting (its host died before it
+/// took its ticket back) blocks no one.
+async fn ahead_in_line(
+    store: &TenantStore,
+    key: &ConcurrencyKey,
+    run: &RunId,
+    at_most: usize,
+) -> Result<Option<usize>, RunError> {
     let mut tickets = store.list(&tickets_key(key)).await?;
     tickets.sort();
     let mut ahead = 0;
@@ -281,19 +356,18 @@ async fn first_in_line(store: &TenantStore, key: &ConcurrencyKey, run: &RunId, o
             continue;
         };
         if &waiting == run {
-            return Ok(true);
+            return Ok(Some(ahead));
         }
         if ended_or_gone(store, Some(&waiting)).await? {
             store.delete(&ticket).await?;
             continue;
         }
         ahead += 1;
-        if ahead >= open {
-            return Ok(false);
+        if ahead >= at_most {
+            return Ok(Some(ahead));
         }
     }
-    // No ticket: it was taken back by a run of the same id that ended.
-    Ok(false)
+    Ok(None)
 }
 
 /// Takes `place` for `run`; whether it did (no other run made that
@@ -366,19 +440,28 @@ mod tests {
     }
 
     #[test]
-    fn tickets_sort_by_priority_then_creation() {
+    fn tickets_sort_by_priority_then_creation_to_the_microsecond() {
+        // "zeta" and "alpha" were created in the same millisecond, in that
+        // order: their microseconds, not their ids, put them in line.
+        let created = |id: &str, us: u64| RunRecord {
+            created_at_us: Some(us),
+            ..RunRecord::example(id, us / 1_000)
+        };
+        let stored_before_microseconds = RunRecord::example("early", 1);
         let tickets = [
-            ticket(&key(), 5, 1_000, &run("early")),
-            ticket(&key(), 1, 9_000, &run("urgent")),
-            ticket(&key(), 5, 20_000, &run("late")),
-        ];
+            (5, stored_before_microseconds),
+            (1, created("urgent", 9_000_000)),
+            (5, created("zeta", 20_000_100)),
+            (5, created("alpha", 20_000_200)),
+        ]
+        .map(|(priority, record)| ticket(&key(), priority, record.created_us(), &record.run_id));
         let mut sorted = tickets.to_vec();
         sorted.sort();
         let order: Vec<_> = sorted
             .iter()
             .filter_map(|t| t.filename().and_then(parse_ticket))
             .collect();
-        assert_eq!(order, [run("urgent"), run("early"), run("late")]);
+        assert_eq!(order, [run("urgent"), run("early"), run("zeta"), run("alpha")]);
     }
 
     async fn store() -> TenantStore {
@@ -421,6 +504,44 @@ mod tests {
             BTreeMap::from([(0, 2)])
         );
         assert_eq!(store.list(&places_key(&key())).await.expect("listed").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_may_take_a_place_only_while_fewer_live_runs_are_ahead_of_it_than_are_open() {
+        let store = store().await;
+        let limit = ConcurrencyLimit { key: key(), limit: 2 };
+        for (id, created) in [("second", 2), ("third", 3)] {
+            let record = RunRecord::example(id, created);
+            RunRecords::new(store.clone(), record.run_id.clone())
+                .create_run(&record)
+                .await
+                .expect("stored");
+            create_once(&store, &ticket_of(&record, &limit), Bytes::new())
+                .await
+                .expect("stored");
+        }
+        // "third" saw both places open; "first" (whose ticket is gone) has
+        // taken one since, so "second" alone is owed the other.
+        assert!(
+            take(&store, &key(), Place { slot: 0, generation: 1 }, &run("first"))
+                .await
+                .expect("stored")
+        );
+        let third = takeable_places(&store, &limit, &run("third"), 2).await.expect("read");
+        assert_eq!(third, [], "third would jump the line");
+        let second = takeable_places(&store, &limit, &run("second"), 2).await.expect("read");
+        assert_eq!(second, [Place { slot: 1, generation: 1 }]);
+        let unlisted = takeable_places(&store, &limit, &run("fourth"), 2).await.expect("read");
+        assert_eq!(unlisted, [], "a run without a ticket is in no line");
+        // A ticket whose run has ended is thrown away, and blocks no one.
+        let ended = RunRecords::new(store.clone(), run("second"));
+        ended
+            .finish(&crate::journal::Outcome::Cancelled { reason: "test".into() }, 9)
+            .await
+            .expect("stored");
+        let third = takeable_places(&store, &limit, &run("third"), 1).await.expect("read");
+        assert_eq!(third, [Place { slot: 1, generation: 1 }]);
+        assert_eq!(store.list(&tickets_key(&key())).await.expect("listed").len(), 1);
     }
 
     #[tokio::test]

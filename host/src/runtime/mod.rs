@@ -291,6 +291,8 @@ pub struct Host {
     hooks_bell: tokio::sync::Notify,
     /// Rung when a place of a concurrency key is freed here.
     place_bells: concurrency::PlaceBells,
+    /// When each run created here was created: never twice the same.
+    creation: crate::clock::CreationClock,
     controls: Controls,
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
@@ -412,6 +414,7 @@ impl Runtime {
             usage,
             hooks_bell: tokio::sync::Notify::new(),
             place_bells: concurrency::PlaceBells::default(),
+            creation: crate::clock::CreationClock::default(),
             controls: Controls::default(),
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),

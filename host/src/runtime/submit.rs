@@ -225,7 +225,8 @@ impl Runtime {
         for loaded in std::iter::once(component).chain(submission.links.values()) {
             self.host.components.store(&store, loaded).await?;
         }
-        let created_at_ms = now_ms();
+        let created_at_us = self.host.creation.next_us();
+        let created_at_ms = created_at_us / 1_000;
         let (start_at_ms, deadline_ms) = run_times(&submission, created_at_ms)?;
         if let Some(url) = &submission.notify {
             self.check_notify(tenant, url).await?;
@@ -258,6 +259,7 @@ impl Runtime {
             input_digest: digest(submission.input.as_bytes()),
             input: submission.input,
             created_at_ms,
+            created_at_us: Some(created_at_us),
             limits: submission.limits,
             depth: submission
                 .parent
@@ -291,6 +293,7 @@ impl Runtime {
                 };
                 self.host.usage.count(tenant, started);
                 self.host.cluster.hold(tenant, &run_id, generation, 0);
+                self.join_line(records.store(), &record).await;
                 self.host.fresh.created(tenant, record);
                 spans::link_to_run(tenant, &run_id);
                 Ok(run_id)

@@ -448,13 +448,13 @@ pub fn tickets_key(key: &ConcurrencyKey) -> Key {
 }
 
 /// `run`'s ticket in `key`'s queue: its name sorts by priority (lowest
-/// first), then by when the run was created.
-pub fn ticket(key: &ConcurrencyKey, priority: u8, created_at_ms: u64, run: &RunId) -> Key {
+/// first), then by when the run was created, in microseconds.
+pub fn ticket(key: &ConcurrencyKey, priority: u8, created_us: u64, run: &RunId) -> Key {
     Key::from_iter([
         "queues",
         key.as_str(),
         "waiting",
-        &format!("{priority}-{created_at_ms:016}-{run}"),
+        &format!("{priority}-{created_us:016}-{run}"),
     ])
 }
 
