@@ -542,8 +542,19 @@ impl Runtime {
                 Stored::RunRecordOnly => Ok(None),
             }
         };
-        let (context, cancel_request) =
-            futures::try_join!(self.context(driven.clone(), &record, stored), cancel_request)?;
+        // The journal is read with the rest, but a failure to read it is
+        // the execution's, told by its span like any other.
+        let journal = async {
+            match stored {
+                Stored::RunRecordOnly => Ok(Vec::new()),
+                Stored::Read => driven.entries().await,
+            }
+        };
+        let (prepared, journal) = futures::join!(
+            futures::future::try_join(self.context(driven.clone(), &record, stored), cancel_request),
+            journal
+        );
+        let (context, cancel_request) = prepared?;
         if stored == Stored::Read {
             if cancel_request.is_some() {
                 // Cancelled while no instance ran: the workflow meets it at its
@@ -569,10 +580,7 @@ impl Runtime {
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let ending = spans::Ending::of(&span);
         let progress = async {
-            let entries = match stored {
-                Stored::RunRecordOnly => Vec::new(),
-                Stored::Read => context.records.entries().await?,
-            };
+            let entries = journal?;
             if entries.is_empty() {
                 if let Some(waiting) = self.before_start(&context.records, &record).await? {
                     return Ok(waiting);
