@@ -93,7 +93,7 @@ impl ToSchema for Timeout {}
 const CURSOR_MS_DIGITS: usize = 19;
 
 /// Where a page of runs starts: the `next_cursor` of the previous page,
-/// `{created_at_ms}-{run_id}`.
+/// `{created_at_ms}-{run_id}` or `{created_at_ms}.{micros}-{run_id}`.
 pub struct Cursor(pub RunCursor);
 
 impl<'de> Deserialize<'de> for Cursor {
@@ -101,7 +101,8 @@ impl<'de> Deserialize<'de> for Cursor {
         let text = String::deserialize(deserializer)?;
         // `RunCursor` parses the creation time as a `u64`, which also takes
         // `+1` and 20 digits; the document promises only what is checked here.
-        let digits_only = text.split_once('-').is_some_and(|(ms, _)| {
+        let digits_only = text.split_once('-').is_some_and(|(created, _)| {
+            let ms = created.split_once('.').map_or(created, |(ms, _)| ms);
             (1..=CURSOR_MS_DIGITS).contains(&ms.len()) && ms.bytes().all(|b| b.is_ascii_digit())
         });
         let cursor = digits_only.then(|| text.parse::<RunCursor>());
@@ -120,7 +121,9 @@ impl PartialSchema for Cursor {
         let run_id = super::doc::name_pattern(super::doc::NAME_MAX);
         ObjectBuilder::new()
             .schema_type(Type::String)
-            .pattern(Some(format!("^[0-9]{{1,{CURSOR_MS_DIGITS}}}-{run_id}$")))
+            .pattern(Some(format!(
+                "^[0-9]{{1,{CURSOR_MS_DIGITS}}}(\\.[0-9]{{3}})?-{run_id}$"
+            )))
             .into()
     }
 }
@@ -214,7 +217,19 @@ mod tests {
     fn a_cursor_is_digits_a_dash_and_a_run_id() {
         let parse = |text: &str| serde_json::from_value::<Cursor>(text.into()).map(|Cursor(c)| c.to_string());
         assert_eq!(parse("12-run-1").expect("valid in this test"), "12-run-1");
-        for refused in ["12", "-run", "+12-run", "12345678901234567890-run", "12-.run"] {
+        assert_eq!(parse("12.007-run-1").expect("valid in this test"), "12.007-run-1");
+        for refused in [
+            "12",
+            "-run",
+            "+12-run",
+            "12345678901234567890-run",
+            "12-.run",
+            "12.7-run",
+            "12.1000-run",
+            "12.+07-run",
+            ".007-run",
+            "12.-run",
+        ] {
             assert!(parse(refused).is_err(), "{refused}");
         }
     }

@@ -3,9 +3,9 @@
 //! folder per hour, so a page reads the hours it needs, never every run.
 //!
 //! ```text
-//! index/all/{hour}/{created-at}-{run}
-//! index/workflow/{workflow}/{hour}/{created-at}-{run}
-//! index/component/{digest}/{hour}/{created-at}-{run}
+//! index/all/{hour}/{created-at}-{run}            created-at: {ms:016}.{µs:03}, or
+//! index/workflow/{workflow}/{hour}/{created-at}-{run}   {ms:016} for runs stored
+//! index/component/{digest}/{hour}/{created-at}-{run}    before records kept µs
 //! index/tag/{tag}/{hour}/{created-at}-{run}
 //! index/.complete                     every run stored before the index was kept has its markers
 //! ```
@@ -50,11 +50,8 @@ fn below(tree: &StoreKey, parts: impl IntoIterator<Item = String>) -> StoreKey {
 }
 
 fn marker(tree: StoreKey, record: &RunRecord) -> StoreKey {
-    let at = record.created_at_ms;
-    below(
-        &tree,
-        [format!("{:08}", at / HOUR_MS), format!("{at:016}-{}", record.run_id)],
-    )
+    let hour = format!("{:08}", record.created_at_ms / HOUR_MS);
+    below(&tree, [hour, RunCursor::of(record).marker_name()])
 }
 
 /// Every marker of `record`'s run.
@@ -265,6 +262,48 @@ mod tests {
                 None => return Ok(ids),
             }
         }
+    }
+
+    #[tokio::test]
+    async fn runs_created_within_one_millisecond_list_in_the_order_they_were_created() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let runtime = Runtime::new(HostConfig::new(), storage.clone(), CodeCache::disabled())?;
+        let store = storage.tenant(&tenant);
+        // Created in this order within millisecond 7, their ids the other
+        // way round; "zz-old" was stored before records kept microseconds.
+        let created = [
+            ("zz-old", None),
+            ("z", Some(7_005)),
+            ("m", Some(7_010)),
+            ("a", Some(7_999)),
+        ];
+        for (run, micros) in created {
+            let record = RunRecord {
+                created_at_us: micros,
+                ..RunRecord::example(run, 7)
+            };
+            index(&store, &record).await?;
+            RunRecords::new(store.clone(), record.run_id.clone())
+                .create_run(&record)
+                .await?;
+        }
+        let oldest = RunQuery {
+            limit: 1,
+            ..RunQuery::default()
+        };
+        assert_eq!(every_page(&runtime, &tenant, oldest).await?, ["zz-old", "z", "m", "a"]);
+        let newest = RunQuery {
+            limit: 3,
+            newest_first: true,
+            ..RunQuery::default()
+        };
+        assert_eq!(every_page(&runtime, &tenant, newest).await?, ["a", "m", "z", "zz-old"]);
+        for cursor in ["7.005-z", "7-zz-old", "18446744073709551615.999-a"] {
+            let parsed: RunCursor = cursor.parse().expect("a cursor");
+            assert_eq!(parsed.to_string(), cursor);
+        }
+        Ok(())
     }
 
     #[tokio::test]

@@ -206,15 +206,46 @@ impl Default for RunQuery {
 
 /// A run's place in a listing: ordered by creation time, then id, so a
 /// page always continues after the last run shown, whatever changed since.
+/// Written `{ms}-{run}`, or `{ms}.{µs}-{run}` for a run whose record keeps
+/// its creation's microseconds, which order the runs of one millisecond.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RunCursor {
     pub created_at_ms: u64,
+    /// The microsecond within `created_at_ms` (0 to 999); `None` for runs
+    /// stored before records kept it, which come first in their millisecond.
+    pub micros: Option<u16>,
     pub run_id: RunId,
+}
+
+impl RunCursor {
+    /// Where `record`'s run stands in a listing.
+    pub fn of(record: &RunRecord) -> Self {
+        Self {
+            created_at_ms: record.created_at_ms,
+            micros: record
+                .created_at_us
+                .map(|us| u16::try_from(us % 1_000).expect("below 1,000")),
+            run_id: record.run_id.clone(),
+        }
+    }
+
+    /// The name of the run's index markers: the cursor with its
+    /// milliseconds padded, so that names sort as cursors do (`-` sorts
+    /// before `.`, as `None` before `Some`).
+    pub fn marker_name(&self) -> String {
+        match self.micros {
+            Some(micros) => format!("{:016}.{micros:03}-{}", self.created_at_ms, self.run_id),
+            None => format!("{:016}-{}", self.created_at_ms, self.run_id),
+        }
+    }
 }
 
 impl std::fmt::Display for RunCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.created_at_ms, self.run_id)
+        match self.micros {
+            Some(micros) => write!(f, "{}.{micros:03}-{}", self.created_at_ms, self.run_id),
+            None => write!(f, "{}-{}", self.created_at_ms, self.run_id),
+        }
     }
 }
 
@@ -224,8 +255,16 @@ impl std::str::FromStr for RunCursor {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = || format!("`{text}` is not a cursor: pass the `next_cursor` of the previous page");
         let (created, run) = text.split_once('-').ok_or_else(invalid)?;
+        let (ms, micros) = match created.split_once('.') {
+            Some((ms, micros)) if micros.len() == 3 && micros.bytes().all(|b| b.is_ascii_digit()) => {
+                (ms, Some(micros.parse().map_err(|_| invalid())?))
+            }
+            Some(_) => return Err(invalid()),
+            None => (created, None),
+        };
         Ok(Self {
-            created_at_ms: created.parse().map_err(|_| invalid())?,
+            created_at_ms: ms.parse().map_err(|_| invalid())?,
+            micros,
             run_id: RunId::new(run).map_err(|_| invalid())?,
         })
     }
