@@ -264,12 +264,27 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn runs_created_within_one_millisecond_list_in_the_order_they_were_created() -> Result<(), RunError> {
+    /// A runtime on an empty in-memory store, with that store's default tenant.
+    fn runtime() -> Result<(Runtime, TenantId, TenantStore), RunError> {
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
-        let runtime = Runtime::new(HostConfig::new(), storage.clone(), CodeCache::disabled())?;
         let store = storage.tenant(&tenant);
+        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
+        Ok((runtime, tenant, store))
+    }
+
+    /// Stores `record`'s run as a submission does: its markers, then its record.
+    async fn store_run(store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
+        index(store, record).await?;
+        RunRecords::new(store.clone(), record.run_id.clone())
+            .create_run(record)
+            .await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn runs_created_within_one_millisecond_list_in_the_order_they_were_created() -> Result<(), RunError> {
+        let (runtime, tenant, store) = runtime()?;
         // Created in this order within millisecond 7, their ids the other
         // way round; "zz-old" was stored before records kept microseconds.
         let created = [
@@ -283,10 +298,7 @@ mod tests {
                 created_at_us: micros,
                 ..RunRecord::example(run, 7)
             };
-            index(&store, &record).await?;
-            RunRecords::new(store.clone(), record.run_id.clone())
-                .create_run(&record)
-                .await?;
+            store_run(&store, &record).await?;
         }
         let oldest = RunQuery {
             limit: 1,
@@ -308,10 +320,7 @@ mod tests {
 
     #[tokio::test]
     async fn newest_first_pages_walk_the_hours_backwards_within_the_time_range() -> Result<(), RunError> {
-        let storage = Storage::in_memory();
-        let tenant = TenantId::default_tenant();
-        let runtime = Runtime::new(HostConfig::new(), storage.clone(), CodeCache::disabled())?;
-        let store = storage.tenant(&tenant);
+        let (runtime, tenant, store) = runtime()?;
         let times = [
             ("a", 10),
             ("b", 20),
@@ -320,11 +329,7 @@ mod tests {
             ("e", 3 * HOUR_MS),
         ];
         for (run, at) in times {
-            let record = RunRecord::example(run, at);
-            index(&store, &record).await?;
-            RunRecords::new(store.clone(), RunId::new(run).expect("valid"))
-                .create_run(&record)
-                .await?;
+            store_run(&store, &RunRecord::example(run, at)).await?;
         }
         let newest = |limit| RunQuery {
             newest_first: true,
