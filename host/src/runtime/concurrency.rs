@@ -338,10 +338,11 @@ async fn takeable_places(
 }
 
 /// How many live runs are in line for `key` ahead of `run`, counted up to
-/// `at_most` (at least that many if it says so); `None` if `run` has no ticket (it was taken back by a run of
-/// the same id that ended). A ticket ahead of it whose run has ended is
-/// thrown away, so a run that ended while waiting (its host died before it
-/// took its ticket back) blocks no one.
+/// `at_most` (at least that many if it says so); `None` if `run` has no
+/// ticket (it was taken back by a run of the same id that ended). A ticket
+/// ahead of it whose run has ended is thrown away, so a run that ended
+/// while waiting (its host died before it took its ticket back) blocks no
+/// one.
 async fn ahead_in_line(
     store: &TenantStore,
     key: &ConcurrencyKey,
