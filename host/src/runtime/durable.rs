@@ -364,18 +364,20 @@ impl WorkflowState {
         name: SignalName,
         timeout_ms: u64,
     ) -> Result<Option<String>, Interruption> {
-        let timer = self
-            .run
-            .records
-            .timer(seq, now_ms(), timeout_ms, Some(name.as_str()))
-            .await?;
+        // The timer and the first look for a signal, at once: on object
+        // storage each is a round trip, and neither needs the other.
+        let timer = async {
+            let timer = self.run.records.timer(seq, now_ms(), timeout_ms, Some(name.as_str()));
+            Ok::<_, Interruption>(timer.await?)
+        };
+        let (timer, mut look) = futures::try_join!(timer, self.next_signal(&name))?;
         // The wait began when its timer was first written, perhaps before
         // an eviction: the entry says how long it really lasted.
         let started_at_ms = timer.started_at_ms;
         let waiting_since = Instant::now();
         let wait = self.run.host.config.wait;
         loop {
-            let (taken, next) = self.next_signal(&name).await?;
+            let (taken, next) = look;
             if let Some((key, payload)) = next {
                 self.consumed_signals.insert(key.clone());
                 let recorded = Recorded::Signal {
@@ -417,6 +419,7 @@ impl WorkflowState {
                 self.record_cancelled(seq, call, started_at_ms).await?;
                 return Ok(None);
             }
+            look = self.next_signal(&name).await?;
         }
     }
 
