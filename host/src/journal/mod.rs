@@ -21,7 +21,7 @@ pub use records::{
     AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
     FIRST_PRIORITY, LAST_PRIORITY, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
-pub use run_records::RunRecords;
+pub use run_records::{RunRecords, SnapshotListing};
 
 use crate::store::StoreError;
 

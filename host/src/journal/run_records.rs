@@ -85,6 +85,17 @@ fn one_per_seq(mut entries: Vec<Entry>) -> Vec<Entry> {
     entries
 }
 
+/// The snapshots of a run's journal, as listed by
+/// [`RunRecords::snapshots`]: listed beside other reads, they spare
+/// [`RunRecords::entries_from`] the round trip of listing them first.
+/// Snapshots are derived and never the only copy of an entry, so a listing
+/// made before the run was claimed is sound: a snapshot written since is
+/// passed over and the entries after the newest one listed are read, and
+/// one a newer snapshot replaced since is found gone, with a warning, and
+/// the entries read instead.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotListing(Vec<u64>);
+
 /// Where a journal is read from: a sound snapshot, if any, and the keys of
 /// the entries it does not hold.
 struct JournalView {
@@ -254,7 +265,12 @@ impl RunRecords {
     /// snapshot's, then the entries after it (an entry stored at a seq wins
     /// over a snapshot's).
     pub async fn entries(&self) -> Result<Vec<Entry>, JournalError> {
-        let view = self.view().await?;
+        self.entries_from(self.snapshots().await?).await
+    }
+
+    /// [`entries`](Self::entries), from the snapshots `listed` earlier.
+    pub async fn entries_from(&self, listed: SnapshotListing) -> Result<Vec<Entry>, JournalError> {
+        let view = self.view(listed).await?;
         let rest: Vec<(Entry, Bytes)> = futures::stream::iter(view.rest)
             .map(|key| async move {
                 self.read_stored::<Entry>(&key)
@@ -291,7 +307,7 @@ impl RunRecords {
     pub async fn entry_seqs(&self) -> Result<BTreeSet<u64>, JournalError> {
         let keys = keys_of(&self.run);
         let journal = keys.journal();
-        if let Some(covers) = self.snapshots().await?.pop() {
+        if let Some(covers) = self.snapshots().await?.0.pop() {
             let last = keys.entry(covers - 1);
             let (boundary, rest) = futures::try_join!(self.store.get(&last), self.store.list_after(&journal, &last))?;
             if boundary.is_some() {
@@ -302,19 +318,21 @@ impl RunRecords {
     }
 
     /// How many entries each stored snapshot covers, oldest first.
-    async fn snapshots(&self) -> Result<Vec<u64>, JournalError> {
+    pub async fn snapshots(&self) -> Result<SnapshotListing, JournalError> {
         let listed = self.store.list(&keys_of(&self.run).snapshots()).await?;
-        Ok(listed.iter().filter_map(seq_of).filter(|covers| *covers > 0).collect())
+        Ok(SnapshotListing(
+            listed.iter().filter_map(seq_of).filter(|covers| *covers > 0).collect(),
+        ))
     }
 
     /// The newest sound snapshot and the keys of the entries after it, or
     /// every entry's key when no snapshot is sound. A snapshot is passed
     /// over, with a warning, when it is gone, fails its checks, or its last
     /// entry is not the one stored at that seq.
-    async fn view(&self) -> Result<JournalView, JournalError> {
+    async fn view(&self, listed: SnapshotListing) -> Result<JournalView, JournalError> {
         let keys = keys_of(&self.run);
         let journal = keys.journal();
-        let mut snapshots = self.snapshots().await?;
+        let SnapshotListing(mut snapshots) = listed;
         while let Some(covers) = snapshots.pop() {
             let (key, last) = (keys.snapshot(covers), keys.entry(covers - 1));
             // Decoded as soon as it is read, while the listing, the longer

@@ -83,7 +83,7 @@ use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::guest_log::RunLog;
-use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords};
+use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
 use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::schedules::{ScheduleError, Schedules};
@@ -348,12 +348,18 @@ impl RunContext {
 }
 
 /// What a drive knows the store holds for its run.
-#[derive(Clone, Copy, PartialEq, Eq)]
 enum Stored {
     /// Only the run record, which this host created: the run is fresh.
     RunRecordOnly,
-    /// Whatever was read from the store.
-    Read,
+    /// Whatever was read from the store; its journal's snapshots were
+    /// listed with its records.
+    Read(SnapshotListing),
+}
+
+impl Stored {
+    fn is_fresh(&self) -> bool {
+        matches!(self, Self::RunRecordOnly)
+    }
 }
 
 /// How an execution of a workflow ended.
@@ -536,10 +542,11 @@ impl Runtime {
         let records = self.records(tenant, run);
         let claim = self.claim(&records, &record).await?;
         let driven = records.driven_under(claim);
+        let fresh = stored.is_fresh();
         let cancel_request = async {
-            match stored {
-                Stored::Read => Ok(driven.cancel_request().await?),
-                Stored::RunRecordOnly => Ok(None),
+            match fresh {
+                false => Ok(driven.cancel_request().await?),
+                true => Ok(None),
             }
         };
         // The journal is read with the rest, but a failure to read it is
@@ -547,15 +554,15 @@ impl Runtime {
         let journal = async {
             match stored {
                 Stored::RunRecordOnly => Ok(Vec::new()),
-                Stored::Read => driven.entries().await,
+                Stored::Read(snapshots) => driven.entries_from(snapshots).await,
             }
         };
         let (prepared, journal) = futures::join!(
-            futures::future::try_join(self.context(driven.clone(), &record, stored), cancel_request),
+            futures::future::try_join(self.context(driven.clone(), &record, fresh), cancel_request),
             journal
         );
         let (context, cancel_request) = prepared?;
-        if stored == Stored::Read {
+        if !fresh {
             if cancel_request.is_some() {
                 // Cancelled while no instance ran: the workflow meets it at its
                 // next wait, and may compensate before it ends.
@@ -856,9 +863,9 @@ impl Runtime {
             return Ok((record, Stored::RunRecordOnly, None));
         }
         let records = self.records(tenant, run);
-        let (record, outcome) = futures::try_join!(records.run(), records.outcome())?;
+        let (record, outcome, snapshots) = futures::try_join!(records.run(), records.outcome(), records.snapshots())?;
         let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
-        Ok((record, Stored::Read, outcome))
+        Ok((record, Stored::Read(snapshots), outcome))
     }
 
     /// Joins the hosts sharing the store, if this one has not yet, and
@@ -921,13 +928,9 @@ impl Runtime {
     }
 
     /// The components `record`'s run uses, loaded, and all else an
-    /// execution needs.
-    async fn context(
-        &self,
-        records: RunRecords,
-        record: &RunRecord,
-        stored: Stored,
-    ) -> Result<Arc<RunContext>, RunError> {
+    /// execution needs; `fresh` for a run of which only the run record is
+    /// stored.
+    async fn context(&self, records: RunRecords, record: &RunRecord, fresh: bool) -> Result<Arc<RunContext>, RunError> {
         let store = records.store().clone();
         let own = self.host.components.get(&store, &record.component).await?;
         let mut links = BTreeMap::new();
@@ -938,9 +941,10 @@ impl Runtime {
         let step_limits = self.step_limits(store.tenant()).lowered_by(&record.limits);
         let outbound = self.outbound(store.tenant());
         let secrets = self.host.secrets.for_steps(store.tenant()).await?;
-        let retried = match stored {
-            Stored::RunRecordOnly => HashSet::new(),
-            Stored::Read => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
+        // A fresh run has no failed attempts to list.
+        let retried = match fresh {
+            true => HashSet::new(),
+            false => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
         };
         let context = RunContext {
             host: self.host.clone(),

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::interruption::Interruption;
 use super::workflow::Mode;
-use super::{Ended, RunError, Runtime, failed};
+use super::{Ended, RunError, Runtime, Stored, failed};
 use crate::component::Loaded;
 use crate::journal::{Cursor, Outcome};
 use crate::sandbox::kind_name;
@@ -40,7 +40,9 @@ impl Runtime {
         // The outcome is read before the journal, so a run that ends
         // meanwhile is at worst consistent so far.
         let (record, stored, recorded) = self.record(tenant, run).await?;
-        let context = self.context(self.records(tenant, run), &record, stored).await?;
+        let context = self
+            .context(self.records(tenant, run), &record, stored.is_fresh())
+            .await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
                 return Ok(ReplayReport::Diverged {
@@ -65,7 +67,10 @@ impl Runtime {
             }),
             None => context,
         };
-        let entries = context.records.entries().await?;
+        let entries = match stored {
+            Stored::Read(snapshots) => context.records.entries_from(snapshots).await?,
+            Stored::RunRecordOnly => context.records.entries().await?,
+        };
         let recorded_calls = entries.last().map_or(0, |last| last.seq.saturating_add(1));
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
