@@ -66,6 +66,22 @@ async fn load(runtime: &Runtime, name: &str) -> Arc<Loaded> {
     runtime.validate(name, guest(name)).await.unwrap()
 }
 
+/// A run of `hello`'s `greet` whose journal holds `stray`, an entry no
+/// execution of it wrote.
+async fn greeting_with(runtime: &Runtime, storage: &Storage, stray: Entry) -> RunId {
+    let tenant = TenantId::default_tenant();
+    let hello = load(runtime, "hello").await;
+    let run = runtime
+        .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
+        .await
+        .unwrap();
+    RunRecords::new(storage.tenant(&tenant), run.clone())
+        .append(&stray)
+        .await
+        .unwrap();
+    run
+}
+
 /// Submits the order saga as run `id` and sends its approval: the run is
 /// ready to be driven to its end.
 async fn approved_order(runtime: &Runtime, id: &str) -> RunId {
@@ -380,19 +396,11 @@ async fn an_entry_at_the_largest_seq_fails_the_run_as_non_determinism() {
     let tenant = TenantId::default_tenant();
     let storage = Storage::in_memory();
     let runtime = runtime(storage.clone()).await;
-    let hello = load(&runtime, "hello").await;
-    let run = runtime
-        .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
-        .await
-        .unwrap();
     let stray = Entry {
         seq: u64::MAX,
         ..entry(0, 7)
     };
-    RunRecords::new(storage.tenant(&tenant), run.clone())
-        .append(&stray)
-        .await
-        .unwrap();
+    let run = greeting_with(&runtime, &storage, stray).await;
     let report = runtime.replay(&tenant, &run, None).await.unwrap();
     assert!(matches!(report, ReplayReport::ConsistentSoFar { .. }), "{report:?}");
     let progress = runtime.drive(&tenant, &run).await.unwrap();
@@ -619,11 +627,6 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
     let tenant = TenantId::default_tenant();
     for (backend, storage, _dir) in backends() {
         let submitting = runtime(storage.clone()).await;
-        let hello = load(&submitting, "hello").await;
-        let run = submitting
-            .submit(&tenant, Submission::new(hello, "greet", r#"{"name":"Ada"}"#))
-            .await
-            .unwrap();
         let stray = Entry {
             seq: 5,
             call: Call::new(CallKind::Step, "make-greeting", b"{}"),
@@ -633,10 +636,7 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
             finished_at_ms: 0,
             last_attempt_started_at_ms: None,
         };
-        RunRecords::new(storage.tenant(&tenant), run.clone())
-            .append(&stray)
-            .await
-            .unwrap();
+        let run = greeting_with(&submitting, &storage, stray).await;
         // Another host, which reads the journal back once the first is gone.
         submitting.leave().await;
         let driving = runtime(storage.clone()).await;

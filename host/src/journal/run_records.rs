@@ -93,7 +93,7 @@ fn one_per_seq(mut entries: Vec<Entry>) -> Vec<Entry> {
 /// passed over and the entries after the newest one listed are read, and
 /// one a newer snapshot replaced since is found gone, with a warning, and
 /// the entries read instead.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct SnapshotListing(Vec<u64>);
 
 /// Where a journal is read from: a sound snapshot, if any, and the keys of

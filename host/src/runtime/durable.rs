@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, TryFutureExt};
 
 use super::cancellation::cancelled_step;
 use super::in_flight::RunningStep;
@@ -366,10 +366,11 @@ impl WorkflowState {
     ) -> Result<Option<String>, Interruption> {
         // The timer and the first look for a signal, at once: on object
         // storage each is a round trip, and neither needs the other.
-        let timer = async {
-            let timer = self.run.records.timer(seq, now_ms(), timeout_ms, Some(name.as_str()));
-            Ok::<_, Interruption>(timer.await?)
-        };
+        let timer = self
+            .run
+            .records
+            .timer(seq, now_ms(), timeout_ms, Some(name.as_str()))
+            .err_into::<Interruption>();
         let (timer, mut look) = futures::try_join!(timer, self.next_signal(&name))?;
         // The wait began when its timer was first written, perhaps before
         // an eviction: the entry says how long it really lasted.

@@ -347,6 +347,12 @@ impl RunContext {
     }
 }
 
+/// How many durable calls `entries` (in seq order) record: one past the
+/// last seq, saturating for a foreign entry at `u64::MAX`.
+fn recorded_calls(entries: &[crate::journal::Entry]) -> u64 {
+    entries.last().map_or(0, |last| last.seq.saturating_add(1))
+}
+
 /// What a drive knows the store holds for its run.
 enum Stored {
     /// Only the run record, which this host created: the run is fresh.
@@ -600,7 +606,7 @@ impl Runtime {
                 self.host.metrics.replayed(tenant);
                 self.host.in_flight.forget_journaled(tenant, run, entries.iter().map(|entry| entry.seq));
             }
-            let recorded_calls = entries.last().map_or(0, |last| last.seq.saturating_add(1));
+            let recorded_calls = recorded_calls(&entries);
             let records = context.records.clone();
             let log = context.log.clone();
             let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;

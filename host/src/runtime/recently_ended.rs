@@ -29,6 +29,7 @@ pub const KEPT: usize = 4096;
 /// At most so many bytes of statuses are kept; a larger one is not.
 pub const KEPT_BYTES: usize = 8 << 20;
 
+/// The final statuses kept, within the bounds above.
 #[derive(Default)]
 pub struct RecentlyEnded(Mutex<Kept>);
 

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::interruption::Interruption;
 use super::workflow::Mode;
-use super::{Ended, RunError, Runtime, Stored, failed};
+use super::{Ended, RunError, Runtime, Stored, failed, recorded_calls};
 use crate::component::Loaded;
 use crate::journal::{Cursor, Outcome};
 use crate::sandbox::kind_name;
@@ -71,7 +71,7 @@ impl Runtime {
             Stored::Read(snapshots) => context.records.entries_from(snapshots).await?,
             Stored::RunRecordOnly => context.records.entries().await?,
         };
-        let recorded_calls = entries.last().map_or(0, |last| last.seq.saturating_add(1));
+        let recorded_calls = recorded_calls(&entries);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let (ended, calls) = self
