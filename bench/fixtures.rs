@@ -142,12 +142,12 @@ pub enum Backend {
     /// (`ThrottledStore`): a remote object store's round trips, without its
     /// variance. Not `LocalFileSystem`: `ThrottledStore` cannot pass on the
     /// file a local read answers with (it panics, `unimplemented!`).
-    LocalFsWith20ms,
+    InMemoryWith20ms,
     /// SeaweedFS over S3, on this machine.
     SeaweedFs,
 }
 
-/// The latency `LocalFsWith20ms` adds to every request.
+/// The latency `InMemoryWith20ms` adds to every request.
 pub const INJECTED_LATENCY: Duration = Duration::from_millis(20);
 
 impl fmt::Display for Backend {
@@ -158,7 +158,7 @@ impl fmt::Display for Backend {
             Backend::LocalFsInRam => "local FS on tmpfs",
             Backend::NoJournal => "journaling off",
             Backend::Counted => "in-memory, counted",
-            Backend::LocalFsWith20ms => "local FS + 20 ms per request",
+            Backend::InMemoryWith20ms => "in-memory + 20 ms per request",
             Backend::SeaweedFs => "SeaweedFS (S3)",
         })
     }
@@ -188,7 +188,7 @@ impl Host {
             Backend::LocalFs | Backend::LocalFsInRam => Storage::local(&scratch_dir(backend)?)?,
             Backend::NoJournal => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), false))),
             Backend::Counted => Storage::new(Arc::new(probe(Arc::new(InMemory::new()), true))),
-            Backend::LocalFsWith20ms => {
+            Backend::InMemoryWith20ms => {
                 let wait = INJECTED_LATENCY;
                 let latency = ThrottleConfig {
                     wait_put_per_call: wait,

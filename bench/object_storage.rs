@@ -81,7 +81,7 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
 }
 
 pub async fn object_storage() -> anyhow::Result<Section> {
-    let throttled = measure(Backend::LocalFsWith20ms).await?;
+    let throttled = measure(Backend::InMemoryWith20ms).await?;
     let seaweed = measure(Backend::SeaweedFs).await?;
     let mut section = Section::new(
         "Journaled steps on object storage",
