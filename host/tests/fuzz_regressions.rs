@@ -52,7 +52,16 @@ fn saved_journal_records_decode_or_are_refused_cleanly() {
         targets::journal_decode(input);
     });
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions/journal_decode");
-    for name in ["run", "outcome", "cancel", "entry", "attempt", "timer", "signal"] {
+    for name in [
+        "run",
+        "outcome",
+        "cancel",
+        "entry",
+        "entry-by-position",
+        "attempt",
+        "timer",
+        "signal",
+    ] {
         let record = std::fs::read(dir.join(format!("valid-{name}"))).unwrap();
         assert!(targets::journal_decode(&record), "valid-{name} no longer decodes");
     }
@@ -139,14 +148,16 @@ fn entry() -> impl Strategy<Value = Entry> {
 proptest! {
     #[test]
     fn every_journal_entry_round_trips(entry in entry()) {
+        prop_assert_eq!(decode::<Entry>(&entry.encode()), Ok(entry.clone()));
+        // As entries were stored before they were stored by position.
         prop_assert_eq!(decode::<Entry>(&encode(&entry)), Ok(entry.clone()));
         // What replay and `history` do with an entry read back.
-        prop_assert!(targets::journal_decode(&[&[0x83], &encode(&entry)[8..]].concat()));
+        prop_assert!(targets::journal_decode(&[&[0x83], &entry.encode()[8..]].concat()));
     }
 
     #[test]
     fn a_truncated_entry_is_refused(entry in entry(), cut in any::<prop::sample::Index>()) {
-        let bytes = encode(&entry);
+        let bytes = entry.encode();
         let cut = cut.index(bytes.len());
         prop_assert!(decode::<Entry>(&bytes[..cut]).is_err());
     }

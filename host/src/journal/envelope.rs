@@ -1,5 +1,11 @@
 //! The envelope around every stored record: `STP`, a format version byte, a
 //! CRC-32 of the body, then the body as MessagePack.
+//!
+//! A body holds a struct's fields by name, or, for journal entries, by
+//! position: entries are the bulk of what a recovery decodes, and their
+//! field names were most of the work (`bench/NOTES.md`, *Replay*). One
+//! decoder reads both layouts, so entries written by name before stay
+//! readable.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,13 +21,25 @@ const HEADER: usize = CHECKSUM.end;
 /// most: growing it from empty was ~3 % of an in-memory journaled step.
 const TYPICAL_RECORD: usize = 256;
 
-/// Encodes `record` in its envelope.
+/// Encodes `record` in its envelope, its fields by name: a field may be
+/// skipped, added or reordered without breaking records stored before.
 pub fn encode<R: Serialize>(record: &R) -> Vec<u8> {
+    enveloped(|body| rmp_serde::encode::write_named(body, record))
+}
+
+/// Encodes `record` in its envelope, its fields by position: smaller and
+/// faster to decode, for a type whose fields are only ever appended, each
+/// with a default, and skipped only at the end.
+pub fn encode_positional<R: Serialize>(record: &R) -> Vec<u8> {
+    enveloped(|body| rmp_serde::encode::write(body, record))
+}
+
+fn enveloped(write_body: impl FnOnce(&mut Vec<u8>) -> Result<(), rmp_serde::encode::Error>) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(TYPICAL_RECORD);
     bytes.extend_from_slice(MAGIC);
     bytes.push(FORMAT_VERSION);
     bytes.resize(HEADER, 0);
-    rmp_serde::encode::write_named(&mut bytes, record).expect("records are plain data and always encode");
+    write_body(&mut bytes).expect("records are plain data and always encode");
     let checksum = crc32fast::hash(&bytes[HEADER..]);
     bytes[CHECKSUM].copy_from_slice(&checksum.to_le_bytes());
     bytes
@@ -72,6 +90,19 @@ mod tests {
         assert_eq!(
             decode::<Sample>(&encode(&sample())).expect("valid in this test"),
             sample()
+        );
+    }
+
+    #[test]
+    fn one_decoder_reads_both_layouts_and_by_position_is_smaller() {
+        let (named, positional) = (encode(&sample()), encode_positional(&sample()));
+        assert_eq!(decode::<Sample>(&positional).expect("valid in this test"), sample());
+        assert_eq!(decode::<Sample>(&named).expect("valid in this test"), sample());
+        assert!(
+            positional.len() < named.len(),
+            "{} against {}",
+            positional.len(),
+            named.len()
         );
     }
 

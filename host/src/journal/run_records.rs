@@ -377,7 +377,7 @@ impl RunRecords {
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
     pub async fn append(&self, entry: &Entry) -> Result<(), JournalError> {
         self.check_claim()?;
-        let stored = Bytes::from(encode(entry));
+        let stored = Bytes::from(entry.encode());
         self.store
             .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
             .await?;

@@ -87,15 +87,18 @@ mod tests {
     use crate::journal::{Call, CallKind, Recorded};
 
     fn stored(seq: u64) -> Bytes {
-        Bytes::from(envelope::encode(&Entry {
-            seq,
-            call: Call::new(CallKind::Random, "", b""),
-            recorded: Recorded::Value(seq * 7),
-            attempts: 1,
-            started_at_ms: seq,
-            finished_at_ms: seq + 1,
-            last_attempt_started_at_ms: None,
-        }))
+        Bytes::from(
+            Entry {
+                seq,
+                call: Call::new(CallKind::Random, "", b""),
+                recorded: Recorded::Value(seq * 7),
+                attempts: 1,
+                started_at_ms: seq,
+                finished_at_ms: seq + 1,
+                last_attempt_started_at_ms: None,
+            }
+            .encode(),
+        )
     }
 
     #[test]
