@@ -342,7 +342,9 @@ pub enum Recorded {
 /// Stored with its fields by position ([`Entry::encode`]), and so are those
 /// of the [`Call`], [`Recorded`] and step error inside it: a new field goes
 /// at the end of its struct or variant, with a default, and only the last
-/// may be skipped when empty.
+/// may be skipped when empty. A build reads entries with fewer fields than
+/// it knows, not more: hosts sharing a bucket take a build with a new field
+/// before any of them writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub seq: u64,
