@@ -106,6 +106,25 @@ mod tests {
         );
     }
 
+    /// A build reads a record by position with fewer fields than it knows,
+    /// when those missing have defaults, but not one with more.
+    #[test]
+    fn a_record_by_position_with_a_field_this_build_does_not_know_is_refused() {
+        #[derive(serde::Serialize)]
+        struct Newer {
+            seq: u64,
+            name: String,
+            added: u32,
+        }
+        let newer = encode_positional(&Newer {
+            seq: 7,
+            name: "charge".into(),
+            added: 1,
+        });
+        let refused = decode::<Sample>(&newer).unwrap_err();
+        assert!(refused.starts_with("undecodable body"), "{refused}");
+    }
+
     #[test]
     fn every_flipped_byte_is_detected() {
         let good = encode(&sample());
