@@ -550,10 +550,10 @@ impl Runtime {
         let driven = records.driven_under(claim);
         let fresh = stored.is_fresh();
         let cancel_request = async {
-            match fresh {
-                false => Ok(driven.cancel_request().await?),
-                true => Ok(None),
+            if fresh {
+                return Ok(None);
             }
+            Ok::<_, RunError>(driven.cancel_request().await?)
         };
         // The journal is read with the rest, but a failure to read it is
         // the execution's, told by its span like any other.
@@ -948,9 +948,10 @@ impl Runtime {
         let outbound = self.outbound(store.tenant());
         let secrets = self.host.secrets.for_steps(store.tenant()).await?;
         // A fresh run has no failed attempts to list.
-        let retried = match fresh {
-            true => HashSet::new(),
-            false => records.retries().await?.into_iter().map(|(seq, _)| seq).collect(),
+        let retried = if fresh {
+            HashSet::new()
+        } else {
+            records.retries().await?.into_iter().map(|(seq, _)| seq).collect()
         };
         let context = RunContext {
             host: self.host.clone(),

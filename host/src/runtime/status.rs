@@ -233,19 +233,24 @@ impl RunCursor {
     /// milliseconds padded, so that names sort as cursors do (`-` sorts
     /// before `.`, as `None` before `Some`).
     pub fn marker_name(&self) -> String {
-        match self.micros {
-            Some(micros) => format!("{:016}.{micros:03}-{}", self.created_at_ms, self.run_id),
-            None => format!("{:016}-{}", self.created_at_ms, self.run_id),
+        let mut name = String::new();
+        self.write(&mut name, 16).expect("writing to a String never fails");
+        name
+    }
+
+    /// Writes the cursor, its milliseconds padded with zeros to `ms_width`.
+    fn write(&self, out: &mut impl std::fmt::Write, ms_width: usize) -> std::fmt::Result {
+        write!(out, "{:0ms_width$}", self.created_at_ms)?;
+        if let Some(micros) = self.micros {
+            write!(out, ".{micros:03}")?;
         }
+        write!(out, "-{}", self.run_id)
     }
 }
 
 impl std::fmt::Display for RunCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.micros {
-            Some(micros) => write!(f, "{}.{micros:03}-{}", self.created_at_ms, self.run_id),
-            None => write!(f, "{}-{}", self.created_at_ms, self.run_id),
-        }
+        self.write(f, 0)
     }
 }
 
