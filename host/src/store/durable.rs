@@ -27,8 +27,7 @@
 //! A put of at most [`INLINE_PUT_BYTES`] (a journal entry, a marker) is
 //! staged beside its key on the calling task: with [`Durability::NoFsync`]
 //! it is then linked or renamed onto the key there too, as object_store
-//! makes it; with [`Durability::Log`] it is queued to the log's committer
-//! first and staged while the committer records and syncs it.
+//! makes it; with [`Durability::Log`] it is queued to the log's committer.
 //! Half a dozen page-cache calls cost less than the trip to tokio's
 //! blocking pool object_store takes, whose two thread wake-ups were most
 //! of a sequential journaled step's time (`docs/BENCHMARKS.md`, *Journaled
@@ -52,7 +51,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::write_log::{self, Outcome, Staging, Write, WriteLog};
+use super::write_log::{self, Outcome, Write, WriteLog};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -221,11 +220,10 @@ impl LocalStore {
         }
     }
 
-    /// A create-only (`create`) or overwriting put through the write log,
-    /// recorded and placed by the log's committer. Its bytes are staged
-    /// beside the key on the calling task while the committer records and
-    /// syncs the put, up to [`INLINE_PUT_BYTES`]; above, on the blocking
-    /// pool before the put is queued.
+    /// A create-only (`create`) or overwriting put through the write log:
+    /// its bytes staged beside the key (on the calling task up to
+    /// [`INLINE_PUT_BYTES`], on the blocking pool above), then recorded and
+    /// placed by the log's committer.
     async fn logged_put(
         &self,
         log: &Arc<WriteLog>,
@@ -235,25 +233,21 @@ impl LocalStore {
     ) -> Result<PutResult> {
         let file = self.inner.path_to_filesystem(location)?;
         let bytes = Bytes::from(payload);
-        let put = |staged| Write::Put {
-            file: file.clone(),
-            bytes: bytes.clone(),
+        let staged = if create && bytes.is_empty() {
+            None
+        } else if bytes.len() <= INLINE_PUT_BYTES {
+            Some(write_log::stage(&file, &bytes).map_err(store_error)?)
+        } else {
+            let (file, bytes) = (file.clone(), bytes.clone());
+            Some(blocking(move || write_log::stage(&file, &bytes)).await?)
+        };
+        let put = Write::Put {
+            file,
+            bytes,
             staged,
             create,
         };
-        let written = if create && bytes.is_empty() {
-            log.write(put(None)).await
-        } else if bytes.len() <= INLINE_PUT_BYTES {
-            let (staging, sender) = Staging::pending();
-            let answer = log.queue(put(Some(staging))).await.map_err(store_error)?;
-            sender.send(write_log::stage(&file, &bytes));
-            answer.await
-        } else {
-            let (file, bytes) = (file.clone(), bytes.clone());
-            let staged = blocking(move || write_log::stage(&file, &bytes)).await?;
-            log.write(put(Some(Staging::ready(staged)))).await
-        };
-        let e_tag = match written.map_err(store_error)? {
+        let e_tag = match log.write(put).await.map_err(store_error)? {
             Outcome::Written(e_tag) => Some(e_tag),
             _ => None,
         };

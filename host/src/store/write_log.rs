@@ -7,18 +7,13 @@
 //! directory), each of which the disk pays for separately.
 //!
 //! One thread per log, the committer, makes every batch: writers queue
-//! their writes and await its answer, holding no thread while the log
-//! syncs. A small put's writer queues it first and stages its bytes beside
-//! the key while the committer records and syncs it ([`Staging`]): the
-//! file's creation, which costs more than the sync on a file system slow
-//! to allocate inodes, overlaps the sync instead of coming before it.
+//! their writes (bytes already staged beside their keys) and await its
+//! answer, holding no thread while the log syncs.
 //!
 //! Invariants:
 //! - A write is applied to the files only once its record, which holds
 //!   its bytes, is on disk: after a power loss, a key that may name a torn
-//!   or lost file has a record that rewrites it. A staging file is no
-//!   object (object_store lists none), so it may be written before or
-//!   after the record.
+//!   or lost file has a record that rewrites it.
 //! - Every process writing the root in this mode takes the log's lock
 //!   (`flock`) around a batch: the check a create-only put makes, the
 //!   record's place in the log and the write itself happen in one order
@@ -80,7 +75,7 @@ pub enum Write {
     Put {
         file: PathBuf,
         bytes: Bytes,
-        staged: Option<Staging>,
+        staged: Option<Staged>,
         create: bool,
     },
     /// Removes `file`.
@@ -152,16 +147,9 @@ impl WriteLog {
     /// Records and applies `write` in the committer's next batch; answers
     /// once its record is on disk and it is applied.
     pub async fn write(&self, write: Write) -> io::Result<Outcome> {
-        self.queue(write).await?.await
-    }
-
-    /// Queues `write` for the committer's next batch and returns at once
-    /// with the answer to await: what a writer does between the two (its
-    /// staging) overlaps the batch.
-    pub async fn queue(&self, write: Write) -> io::Result<impl Future<Output = io::Result<Outcome>> + use<>> {
         let (answer, answered) = oneshot::channel();
         self.queue.send((write, answer)).await.map_err(|_| stopped())?;
-        Ok(async move { answered.await.map_err(|_| stopped())? })
+        answered.await.map_err(|_| stopped())?
     }
 }
 
@@ -169,69 +157,6 @@ impl WriteLog {
 /// log) or its thread is gone.
 fn stopped() -> io::Error {
     io::Error::other("the write log stopped: its committer failed; restart the host")
-}
-
-/// A put's staging file, as the committer gets it: made before the put
-/// was queued, or on its way from the writer, who makes it while the
-/// committer records and syncs the put.
-///
-/// Whoever ends up holding the file removes it if the put is not made: the
-/// committer, once it has taken the file; the writer, when the committer
-/// no longer wants it. A writer that sends nothing (it failed to stage, or
-/// is gone) leaves the committer to stage the bytes itself.
-#[derive(Debug)]
-pub struct Staging(oneshot::Receiver<io::Result<Staged>>);
-
-/// The writer's end of a [`Staging`] it has yet to make.
-#[derive(Debug)]
-pub struct StagingSender(oneshot::Sender<io::Result<Staged>>);
-
-impl Staging {
-    /// A staging file already made.
-    pub fn ready(staged: Staged) -> Self {
-        let (sender, staging) = oneshot::channel();
-        // The receiver is right here: the send cannot fail.
-        let _ = sender.send(Ok(staged));
-        Self(staging)
-    }
-
-    /// A staging file the writer makes later, through the sender.
-    pub fn pending() -> (Self, StagingSender) {
-        let (sender, staging) = oneshot::channel();
-        (Self(staging), StagingSender(sender))
-    }
-
-    /// The staging file of the put of `bytes` at `file`, waiting for the
-    /// writer to make it, or made here if the writer could not. For the
-    /// committer's thread only: it blocks.
-    fn take(self, file: &Path, bytes: &[u8]) -> io::Result<Staged> {
-        match self.0.blocking_recv() {
-            Ok(Ok(staged)) => Ok(staged),
-            Ok(Err(_)) | Err(_) => stage(file, bytes),
-        }
-    }
-
-    /// Gives up the staging file of a put that will not be made: removes it
-    /// if the writer sent it already; a writer yet to send it is refused
-    /// and removes it itself.
-    fn discard(mut self) {
-        self.0.close();
-        if let Ok(Ok(staged)) = self.0.try_recv() {
-            // Best effort: a staging file left behind is no object.
-            let _ = std::fs::remove_file(staged.path);
-        }
-    }
-}
-
-impl StagingSender {
-    /// Hands `staged` to the committer, or removes it if the committer has
-    /// decided without it.
-    pub fn send(self, staged: io::Result<Staged>) {
-        if let Err(Ok(unwanted)) = self.0.send(staged) {
-            // Best effort, as above.
-            let _ = std::fs::remove_file(unwanted.path);
-        }
-    }
 }
 
 /// A staging file beside a key, holding a put's bytes.
@@ -688,13 +613,14 @@ impl BatchFailed {
     }
 }
 
-/// Gives up the staging file of a write that will not be made.
+/// Removes the staging file of a write that will not be made.
 fn discard(write: Write) {
     if let Write::Put {
-        staged: Some(staging), ..
+        staged: Some(staged), ..
     } = write
     {
-        staging.discard();
+        // Best effort: a staging file left behind is no object.
+        let _ = std::fs::remove_file(staged.path);
     }
 }
 
@@ -749,9 +675,7 @@ fn record(frames: &mut Vec<u8>, generation: u64, root: &Path, write: &Write) {
 fn apply(write: Write, decision: Decision) -> io::Result<Outcome> {
     match (write, decision) {
         (Write::Put { file, staged, .. }, unrecorded @ (Decision::Unneeded | Decision::Refused)) => {
-            if let Some(staging) = staged {
-                staging.discard();
-            }
+            staged.map_or(Ok(()), |staged| std::fs::remove_file(staged.path))?;
             match unrecorded {
                 Decision::Refused => Err(io::Error::new(
                     io::ErrorKind::IsADirectory,
@@ -768,16 +692,13 @@ fn apply(write: Write, decision: Decision) -> io::Result<Outcome> {
 fn apply_recorded(write: Write) -> io::Result<Outcome> {
     match write {
         Write::Put {
-            file,
-            bytes,
-            staged,
-            create,
+            file, staged, create, ..
         } => {
             let e_tag = match staged {
                 None => e_tag_of(&with_dir(&file, |at| {
                     OpenOptions::new().write(true).create_new(true).open(at)
                 })?)?,
-                Some(staging) => place(&file, staging.take(&file, &bytes)?, create)?,
+                Some(staged) => place(&file, staged, create)?,
             };
             Ok(Outcome::Written(e_tag))
         }
@@ -825,7 +746,7 @@ mod tests {
 
     fn put(file: &Path, bytes: &'static [u8], create: bool) -> io::Result<Write> {
         let staged = (!(bytes.is_empty() && create))
-            .then(|| stage(file, bytes).map(Staging::ready))
+            .then(|| stage(file, bytes))
             .transpose()?;
         Ok(Write::Put {
             file: file.to_owned(),
@@ -892,97 +813,6 @@ mod tests {
         assert_eq!(outcomes[4], Outcome::Missing);
         assert_eq!(syncs.load(Ordering::Relaxed), before + 1);
         assert_eq!(std::fs::read(&file)?, b"c");
-        Ok(())
-    }
-
-    fn pending_put(file: &Path, bytes: &'static [u8], create: bool) -> (Write, StagingSender) {
-        let (staging, sender) = Staging::pending();
-        let put = Write::Put {
-            file: file.to_owned(),
-            bytes: Bytes::from_static(bytes),
-            staged: Some(staging),
-            create,
-        };
-        (put, sender)
-    }
-
-    fn names_in(dir: &Path) -> io::Result<Vec<String>> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)?
-            .map(|entry| entry.map(|entry| entry.file_name().to_string_lossy().into_owned()))
-            .collect::<io::Result<_>>()?;
-        names.sort();
-        Ok(names)
-    }
-
-    /// The writer stages its bytes while the committer records and syncs
-    /// the put: the sync comes first, the put is placed once the staging
-    /// file is handed over.
-    #[test]
-    fn a_put_is_synced_before_its_staging_file_arrives_and_placed_after() -> TestResult {
-        let root = tempfile::tempdir()?;
-        let log = WriteLog::open_on(root.path(), Some("boot-a"), 1 << 20)?;
-        let before = log.syncs();
-        let file = root.path().join("runs/r1/journal/0");
-        let (put, sender) = pending_put(&file, b"entry", true);
-        let answer = futures::executor::block_on(log.queue(put))?;
-        let waited = std::time::Instant::now();
-        while log.syncs() == before {
-            assert!(
-                waited.elapsed() < std::time::Duration::from_secs(30),
-                "the log was not synced"
-            );
-            std::thread::yield_now();
-        }
-        assert!(!file.exists(), "placed before its staging file arrived");
-        sender.send(stage(&file, b"entry"));
-        assert!(matches!(futures::executor::block_on(answer)?, Outcome::Written(_)));
-        assert_eq!(std::fs::read(&file)?, b"entry");
-        assert_eq!(log.syncs(), before + 1);
-        assert_eq!(names_in(&root.path().join("runs/r1/journal"))?, ["0"]);
-        Ok(())
-    }
-
-    /// A writer that could not stage its bytes, or went away before it
-    /// did, leaves them to the committer, which has them in the record.
-    #[test]
-    fn the_committer_stages_the_bytes_of_a_writer_that_sends_no_file() -> TestResult {
-        let root = tempfile::tempdir()?;
-        let mut committer = Committer::open(root.path(), Some("boot-a"), 1 << 20, Arc::default())?;
-        let file = root.path().join("k");
-        let (gone, sender) = pending_put(&file, b"first", true);
-        drop(sender);
-        let (failed, sender) = pending_put(&file, b"second", false);
-        sender.send(Err(io::Error::other("the writer's disk was full")));
-        let outcomes: Vec<Outcome> = committer.commit(vec![gone]).into_iter().collect::<io::Result<_>>()?;
-        assert!(matches!(outcomes[..], [Outcome::Written(_)]));
-        assert_eq!(std::fs::read(&file)?, b"first");
-        let outcomes: Vec<Outcome> = committer.commit(vec![failed]).into_iter().collect::<io::Result<_>>()?;
-        assert!(matches!(outcomes[..], [Outcome::Written(_)]));
-        assert_eq!(std::fs::read(&file)?, b"second");
-        assert_eq!(names_in(root.path())?, ["k", LOG_NAME]);
-        Ok(())
-    }
-
-    /// A create that finds its key taken wants no staging file: the
-    /// committer removes one the writer sent before it decided, the writer
-    /// one it sends after.
-    #[test]
-    fn the_staging_file_of_a_refused_create_is_removed_whenever_it_is_sent() -> TestResult {
-        let root = tempfile::tempdir()?;
-        let mut committer = Committer::open(root.path(), Some("boot-a"), 1 << 20, Arc::default())?;
-        let file = root.path().join("k");
-        std::fs::write(&file, b"held")?;
-        let (early, sender) = pending_put(&file, b"early", true);
-        sender.send(stage(&file, b"early"));
-        let (late, late_sender) = pending_put(&file, b"late", true);
-        let outcomes: Vec<Outcome> = committer
-            .commit(vec![early, late])
-            .into_iter()
-            .collect::<io::Result<_>>()?;
-        assert_eq!(outcomes, [Outcome::Taken, Outcome::Taken]);
-        late_sender.send(stage(&file, b"late"));
-        assert_eq!(std::fs::read(&file)?, b"held");
-        assert_eq!(names_in(root.path())?, ["k", LOG_NAME]);
         Ok(())
     }
 
