@@ -551,9 +551,10 @@ impl Runtime {
         let fresh = stored.is_fresh();
         let cancel_request = async {
             if fresh {
-                return Ok(None);
+                Ok(None)
+            } else {
+                driven.cancel_request().await.map_err(RunError::from)
             }
-            Ok::<_, RunError>(driven.cancel_request().await?)
         };
         // The journal is read with the rest, but a failure to read it is
         // the execution's, told by its span like any other.
