@@ -13,8 +13,9 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use stepstone::component::{CodeCache, Components};
 use stepstone::config::{HostConfig, StepLimits};
+use stepstone::egress::Outbound;
 use stepstone::guest_log::RunLog;
-use stepstone::sandbox::{Engines, Outbound, Reach, StepProgram, run_attempt};
+use stepstone::sandbox::{Engines, Reach, StepProgram, run_attempt};
 
 use crate::fixtures::{guest, guests_dir};
 use crate::measure::{Samples, micros, millis};

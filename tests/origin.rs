@@ -4,6 +4,7 @@
 //!
 //! * `/ok`: 200, `hello`;
 //! * `/redirect`: 302 to `/ok` on `localhost` (an origin written otherwise);
+//! * `/moved/PORT/PATH`: 307 to `http://127.0.0.1:PORT/PATH` (another server);
 //! * `/big`: 200 announcing 1 GiB, streamed until the client goes;
 //! * `/hang`: never answers, holding the connection open;
 //! * `POST /charges`, `POST /refunds`: a payment service (see [`Ledger`]);
@@ -224,6 +225,11 @@ impl Origin {
                     answer(&mut writer, "302 Found", &[&location], b"")
                 }
                 "/big" => stream_a_gibibyte(&mut writer),
+                moved if moved.starts_with("/moved/") => {
+                    let target = moved.trim_start_matches("/moved/");
+                    let location = format!("Location: http://127.0.0.1:{target}");
+                    answer(&mut writer, "307 Temporary Redirect", &[&location], b"")
+                }
                 "/charges" | "/refunds" if request.method == "POST" => match self.pay(&request) {
                     Some((status, body)) => answer(
                         &mut writer,

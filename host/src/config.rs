@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::egress::EgressConfig;
+
 /// Bounds on any step call's retry policy, whatever its options ask: a
 /// guest asking for endless attempts with no wait between them gets at most
 /// `max_attempts`, at least `min_backoff` apart.
@@ -324,6 +326,8 @@ pub struct HostConfig {
     /// in memory, and again of workflow programs linked from them; the
     /// least used are dropped past it, and loaded again when next used.
     pub loaded_components_bytes: u64,
+    /// How tenants' requests leave the host.
+    pub egress: EgressConfig,
 }
 
 impl HostConfig {

@@ -4,7 +4,9 @@
 //! event in the span of the run and step that wrote it, and kept, with who
 //! wrote it and when, for the run's stored log (`runtime::logs`). Guest
 //! lines are cut to a bounded length and held to the execution's allowance,
-//! so a guest can flood neither the host's logs nor its memory.
+//! so a guest can flood neither the host's logs nor its memory; the host's
+//! text log escapes their control characters (see `telemetry`), so a line
+//! cannot forge another.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

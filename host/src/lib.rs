@@ -6,7 +6,8 @@
 //! journal on object storage ([`journal`], [`store`]), and replays that
 //! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
 //! Hosts sharing one store divide the runs between them by leases
-//! ([`cluster`]).
+//! ([`cluster`]). Whatever a tenant sends to the network leaves through
+//! [`egress`].
 
 #[cfg(feature = "mimalloc")]
 mod allocator;
@@ -19,6 +20,7 @@ pub mod componentize;
 pub mod config;
 mod console;
 pub mod contract;
+pub mod egress;
 pub mod guest_log;
 pub mod journal;
 pub mod metrics;

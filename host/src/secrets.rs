@@ -11,7 +11,10 @@
 //! only for the step attempts of its own tenant, never for a workflow, and
 //! never journaled or logged; listings give names, never values. A tenant
 //! holds at most [`MAX_SECRETS`] secrets (its own and its components'
-//! together) of at most [`MAX_SECRET_BYTES`] each.
+//! together) of at most [`MAX_SECRET_BYTES`] each: a host counts them under
+//! a lock of the tenant's, and counts again once a new one is written, so a
+//! new secret that a set on another host pushed past the limit at the same
+//! moment is taken back and refused.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -208,6 +211,9 @@ pub struct Secrets {
     key: Mutex<Option<Arc<SecretKey>>>,
     /// What each tenant's steps were last given, and when it was read.
     opened: Mutex<HashMap<TenantId, (Instant, Arc<StepSecrets>)>>,
+    /// Each tenant's sets on this host, one at a time, so that each counts
+    /// what the others added.
+    writes: Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Secrets {
@@ -216,6 +222,7 @@ impl Secrets {
             storage,
             key: Mutex::default(),
             opened: Mutex::default(),
+            writes: Mutex::default(),
         }
     }
 
@@ -253,15 +260,28 @@ impl Secrets {
             });
         }
         let key = self.key()?;
-        let store = self.storage.tenant(tenant);
-        let held = store.list(&folder(None)).await?.len() + store.list(&StoreKey::from(COMPONENTS_FOLDER)).await?.len();
-        if held >= MAX_SECRETS && !self.names(tenant, scope).await?.contains(name) {
+        let writes = lock(&self.writes).entry(tenant.clone()).or_default().clone();
+        let _one_at_a_time = writes.lock().await;
+        let new = !self.names(tenant, scope).await?.contains(name);
+        if new && self.held(tenant).await? >= MAX_SECRETS {
             return Err(SecretError::TooMany);
         }
         let sealed = key.seal(tenant, scope, name, value.as_bytes());
+        let store = self.storage.tenant(tenant);
         store.overwrite(&key_of(scope, name), Bytes::from(sealed)).await?;
         lock(&self.opened).remove(tenant);
+        if new && self.held(tenant).await? > MAX_SECRETS {
+            store.delete(&key_of(scope, name)).await?;
+            return Err(SecretError::TooMany);
+        }
         Ok(())
+    }
+
+    /// How many secrets `tenant` holds, its own and its components'.
+    async fn held(&self, tenant: &TenantId) -> Result<usize, SecretError> {
+        let store = self.storage.tenant(tenant);
+        let own = store.list(&folder(None)).await?.len();
+        Ok(own + store.list(&StoreKey::from(COMPONENTS_FOLDER)).await?.len())
     }
 
     /// The names of `tenant`'s secrets (or its component `scope`'s), sorted.
@@ -450,6 +470,36 @@ mod tests {
         assert!(!secrets.delete(&tenant, None, &name("edge")).await?);
         secrets.set(&tenant, None, &name("one-more"), "v").await?;
         assert_eq!(secrets.names(&tenant, None).await?.len(), MAX_SECRETS);
+        Ok(())
+    }
+
+    /// Sets racing for the last places, on one host and on two sharing a
+    /// store: the count never ends past the limit.
+    #[tokio::test]
+    async fn concurrent_sets_never_pass_the_count() -> Result<(), SecretError> {
+        // Every store call waits, so the racing sets interleave.
+        let slow = "latency=1ms".parse().expect("a fault setting");
+        let (storage, _) = Storage::in_memory().with_faults(slow);
+        let (one, other) = (keyed(storage.clone(), key()), keyed(storage, key()));
+        let tenant = TenantId::default_tenant();
+        for n in 2..MAX_SECRETS {
+            one.set(&tenant, None, &name(&format!("s{n}")), "v").await?;
+        }
+        let racing = (0..20).map(|n| {
+            let host = if n % 2 == 0 { &one } else { &other };
+            let tenant = &tenant;
+            async move { host.set(tenant, None, &name(&format!("new-{n}")), "v").await }
+        });
+        let sets = futures::future::join_all(racing).await;
+        let set = sets.iter().filter(|set| set.is_ok()).count();
+        assert!(
+            sets.iter().all(|set| matches!(set, Ok(()) | Err(SecretError::TooMany))),
+            "{sets:?}"
+        );
+        let held = one.names(&tenant, None).await?.len();
+        assert!(held <= MAX_SECRETS, "{held} secrets held");
+        assert_eq!(held, MAX_SECRETS - 2 + set, "a refused set left nothing behind");
+        assert!(set >= 1, "a place was free: someone got it");
         Ok(())
     }
 

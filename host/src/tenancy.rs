@@ -1,9 +1,13 @@
 //! Tenants of a shared host: who they are, how they authenticate, and their
-//! quotas, as read from `stepstone.toml`.
+//! quotas, as read from `stepstone.toml`, and read again when it changes.
 //!
-//! Invariant: tokens are never stored in clear. The file holds SHA-256
+//! Invariants: tokens are never stored in clear. The file holds SHA-256
 //! hashes; a token exists in clear only once, when `stepstone tenant add`
-//! prints it.
+//! prints it. A served file is read again on SIGHUP and within
+//! [`RELOAD_POLL`] of any change ([`LiveTenants::follow`]), so a token
+//! taken out of it stops authenticating within seconds on every host that
+//! serves it; a file that cannot be read, does not parse or lists no tenant
+//! is refused with an error in the log and the tenants read before stay.
 //!
 //! ```toml
 //! [[tenants]]
@@ -16,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::RngCore;
@@ -23,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::{HttpLimits, RetryLimits, StepLimits};
+use crate::egress::Outbound;
 use crate::runtime::RunQuotas;
-use crate::sandbox::Outbound;
 use crate::store::TenantId;
 
 /// What one tenant may use.
@@ -268,6 +273,100 @@ impl Tenants {
     /// Tenants by id, for lookups on every request.
     pub fn by_id(&self) -> HashMap<TenantId, Tenant> {
         self.tenants.iter().map(|t| (t.id.clone(), t.clone())).collect()
+    }
+}
+
+/// How often a followed tenants file is read for changes.
+pub const RELOAD_POLL: Duration = Duration::from_secs(1);
+
+/// The tenants a host serves now: those of its tenants file, as last read.
+/// Cheap to clone; every clone sees the same tenants.
+#[derive(Clone)]
+pub struct LiveTenants {
+    current: Arc<tokio::sync::watch::Sender<Arc<Tenants>>>,
+}
+
+impl From<Tenants> for LiveTenants {
+    fn from(tenants: Tenants) -> Self {
+        Self {
+            current: Arc::new(tokio::sync::watch::Sender::new(Arc::new(tenants))),
+        }
+    }
+}
+
+impl LiveTenants {
+    /// The tenants now.
+    pub fn current(&self) -> Arc<Tenants> {
+        self.current.borrow().clone()
+    }
+
+    /// Sees each change of the tenants.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<Tenants>> {
+        self.current.subscribe()
+    }
+
+    /// Takes `path` again, if it reads as a tenants file listing at least
+    /// one tenant and differs from the tenants now; says why not otherwise.
+    pub fn reload(&self, path: &Path) -> Result<bool, TenancyError> {
+        let tenants = Tenants::load(path)?;
+        if tenants.tenants.is_empty() {
+            return Err(TenancyError::Parse {
+                path: path.into(),
+                reason: "it lists no tenants (a file being written?)".into(),
+            });
+        }
+        Ok(self.current.send_if_modified(|current| {
+            let changed = **current != tenants;
+            if changed {
+                *current = Arc::new(tenants);
+            }
+            changed
+        }))
+    }
+
+    /// Reads `path` again on SIGHUP and whenever its bytes change (looked
+    /// at every [`RELOAD_POLL`]), from a background task, for as long as
+    /// the process lives.
+    pub fn follow(&self, path: PathBuf) {
+        let live = self.clone();
+        tokio::spawn(async move {
+            let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(hangups) => Some(hangups),
+                Err(e) => {
+                    tracing::warn!("cannot watch for SIGHUP; the tenants file is still read when it changes: {e}");
+                    None
+                }
+            };
+            let mut last = std::fs::read(&path).ok();
+            loop {
+                let hangup = async {
+                    match hangups.as_mut() {
+                        Some(hangups) => drop(hangups.recv().await),
+                        None => std::future::pending().await,
+                    }
+                };
+                let asked = tokio::select! {
+                    () = hangup => true,
+                    () = tokio::time::sleep(RELOAD_POLL) => false,
+                };
+                if asked {
+                    tracing::info!(path = %path.display(), "SIGHUP: reading the tenants file again");
+                }
+                let bytes = std::fs::read(&path).ok();
+                if !asked && bytes == last {
+                    continue;
+                }
+                last = bytes;
+                match live.reload(&path) {
+                    Ok(true) => {
+                        let count = live.current().tenants.len();
+                        tracing::info!(path = %path.display(), tenants = count, "read the tenants file again");
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::error!("keeping the tenants read before: {e}"),
+                }
+            }
+        });
     }
 }
 

@@ -22,9 +22,10 @@ impl FromRequestParts<ApiState> for Caller {
             .and_then(|value| value.strip_prefix("Bearer "))
             .ok_or_else(ApiError::unauthorized)?;
         let tenant = state
-            .tenants
+            .tenants()
             .authenticate(token.trim())
+            .cloned()
             .ok_or_else(ApiError::unauthorized)?;
-        Ok(Self(tenant.clone()))
+        Ok(Self(tenant))
     }
 }

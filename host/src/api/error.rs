@@ -131,7 +131,9 @@ impl From<RunError> for ApiError {
                 JournalError::StoodDown { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
-            RunError::Instance { .. } | RunError::Sandbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            RunError::Instance { .. } | RunError::Sandbox(_) | RunError::HostsFile(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             RunError::Secrets(e) => secret_status(e),
             RunError::Schedule(e) => schedule_status(e),
             // The chain's latest generation is found by asking again.

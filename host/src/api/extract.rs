@@ -4,7 +4,8 @@
 //!
 //! Invariant: the status stays axum's (400 for a malformed request, 413 for
 //! an oversized body, 415 for a wrong content type, 422 for JSON of the
-//! wrong shape) and the message is axum's, which names the offending field.
+//! wrong shape) and the message is axum's, which names the offending field
+//! (but for a 413, whose message names the limit).
 //! [`OptionalJson`], which is not axum's, answers the same statuses.
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
@@ -14,13 +15,20 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
+use super::body_limit::SMALL_BODY;
 use super::error::ApiError;
 
 macro_rules! rejection_as_api_error {
     ($($rejection:ty),*) => {$(
         impl From<$rejection> for ApiError {
             fn from(rejection: $rejection) -> Self {
-                ApiError::new(rejection.status(), rejection.body_text())
+                match rejection.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("the body is over this endpoint's limit of {SMALL_BODY} bytes: send less"),
+                    ),
+                    status => ApiError::new(status, rejection.body_text()),
+                }
             }
         }
     )*};

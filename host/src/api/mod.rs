@@ -7,11 +7,13 @@
 //! not exist.
 
 mod auth;
+mod body_limit;
 mod components;
 mod doc;
 mod error;
 mod extract;
 mod groups;
+mod listener;
 mod logs;
 mod params;
 mod runs;
@@ -32,13 +34,16 @@ use axum::routing::{get, post, put};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
+pub use body_limit::{Accepts, GROUP_RUN_FIELDS_BYTES, RUN_FIELDS_BYTES, SMALL_BODY};
 pub use error::ApiError;
+pub use listener::{HEADER_READ_TIMEOUT, serve};
 
 use crate::console::{self, Sessions};
 use crate::runtime::Runtime;
 use crate::shared_map::lock;
 use crate::store::TenantId;
-use crate::tenancy::Tenants;
+use crate::tenancy::{LiveTenants, Tenants};
+use body_limit::limited;
 
 /// Longest any request may take (the long-poll `wait` stays well below).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -52,25 +57,26 @@ const COMPILES_PER_TENANT: usize = 1;
 #[derive(Clone)]
 pub struct ApiState {
     runtime: Runtime,
-    tenants: Arc<Tenants>,
+    tenants: LiveTenants,
     compiles: Arc<Mutex<HashMap<TenantId, Arc<Semaphore>>>>,
     /// The console's sign-ins.
     sessions: Arc<Sessions>,
 }
 
 impl ApiState {
-    pub fn new(runtime: Runtime, tenants: Tenants) -> Self {
-        for tenant in tenants.iter() {
-            runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
-            runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
-            runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
-            runtime.set_retention(&tenant.id, tenant.quotas.retention());
-            runtime.set_fuel_budget(&tenant.id, tenant.quotas.fuel_per_day);
+    /// The API of `runtime` for `tenants`, whose quotas the runtime holds
+    /// them to from now on, and again each time they change (see
+    /// [`LiveTenants::follow`]).
+    pub fn new(runtime: Runtime, tenants: impl Into<LiveTenants>) -> Self {
+        let tenants = tenants.into();
+        apply_quotas(&runtime, &tenants.current());
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(apply_changes(runtime.clone(), tenants.subscribe()));
         }
         let sessions = Sessions::new(runtime.secrets().derived_key(SESSION_KEY_PURPOSE));
         Self {
             runtime,
-            tenants: Arc::new(tenants),
+            tenants,
             compiles: Arc::default(),
             sessions: Arc::new(sessions),
         }
@@ -80,8 +86,10 @@ impl ApiState {
         &self.runtime
     }
 
-    pub(crate) fn tenants(&self) -> &Tenants {
-        &self.tenants
+    /// The tenants now: a token taken out of the tenants file is gone
+    /// from here once the file is read again.
+    pub(crate) fn tenants(&self) -> Arc<Tenants> {
+        self.tenants.current()
     }
 
     pub(crate) fn sessions(&self) -> &Sessions {
@@ -95,14 +103,32 @@ impl ApiState {
             .clone();
         semaphore.acquire_owned().await.ok()
     }
+}
 
-    /// The largest body any tenant may send.
-    fn max_body(&self) -> usize {
-        self.tenants
-            .iter()
-            .map(|t| t.quotas.max_component_bytes.max(t.quotas.max_payload_bytes))
-            .max()
-            .unwrap_or(0)
+/// Holds `runtime` to each tenant's quotas.
+fn apply_quotas(runtime: &Runtime, tenants: &Tenants) {
+    for tenant in tenants.iter() {
+        runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
+        runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
+        runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
+        runtime.set_retention(&tenant.id, tenant.quotas.retention());
+        runtime.set_fuel_budget(&tenant.id, tenant.quotas.fuel_per_day);
+    }
+}
+
+/// Applies each change of the tenants: their quotas, and the runs of a
+/// tenant new to the host, recovered and served from now on.
+async fn apply_changes(runtime: Runtime, mut changes: tokio::sync::watch::Receiver<Arc<Tenants>>) {
+    while changes.changed().await.is_ok() {
+        let tenants = changes.borrow_and_update().clone();
+        apply_quotas(&runtime, &tenants);
+        let added = runtime.serve_tenants(tenants.iter().map(|tenant| tenant.id.clone()));
+        for tenant in added {
+            match runtime.recover(&tenant).await {
+                Ok(runs) => tracing::info!(%tenant, runs, "a new tenant: recovered its unfinished runs"),
+                Err(e) => tracing::error!(%tenant, "a new tenant: cannot recover its unfinished runs: {e}"),
+            }
+        }
     }
 }
 
@@ -120,33 +146,54 @@ pub fn operator_router(runtime: Runtime) -> Router {
 
 /// The API's routes.
 pub fn router(state: ApiState) -> Router {
-    let max_body = state.max_body();
+    let accepting = |route, accepts| limited(route, &state, accepts);
     let v1 = Router::new()
-        .route("/components", post(components::upload).get(components::list))
+        .route(
+            "/components",
+            accepting(post(components::upload), Accepts::Component).get(components::list),
+        )
         .route(
             "/components/{reference}",
             get(components::get).delete(components::delete),
         )
-        .route("/components/{reference}/upgrade", post(components::upgrade))
-        .route("/runs", post(runs::start).get(runs::list))
+        .route(
+            "/components/{reference}/upgrade",
+            accepting(post(components::upgrade), Accepts::Small),
+        )
+        .route("/runs", accepting(post(runs::start), Accepts::Run).get(runs::list))
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))
         .route("/runs/{id}/journal", get(runs::journal))
         .route("/runs/{id}/logs", get(logs::logs))
-        .route("/runs/{id}/signals/{name}", post(runs::signal))
-        .route("/runs/{id}/replay", post(runs::replay))
-        .route("/runs/{id}/cancel", post(runs::cancel))
-        .route("/groups", post(groups::start))
+        .route(
+            "/runs/{id}/signals/{name}",
+            accepting(post(runs::signal), Accepts::Payload),
+        )
+        .route("/runs/{id}/replay", accepting(post(runs::replay), Accepts::Small))
+        .route("/runs/{id}/cancel", accepting(post(runs::cancel), Accepts::Small))
+        .route("/groups", accepting(post(groups::start), Accepts::Group))
         .route("/groups/{id}", get(groups::status))
         .route("/groups/{id}/events", get(groups::events))
-        .route("/groups/{id}/cancel", post(groups::cancel))
-        .route("/schedules", post(schedules::add).get(schedules::list))
+        .route("/groups/{id}/cancel", accepting(post(groups::cancel), Accepts::Small))
+        .route(
+            "/schedules",
+            accepting(post(schedules::add), Accepts::Run).get(schedules::list),
+        )
         .route("/schedules/{name}", get(schedules::get).delete(schedules::delete))
-        .route("/schedules/{name}/pause", post(schedules::pause))
-        .route("/schedules/{name}/resume", post(schedules::resume))
+        .route(
+            "/schedules/{name}/pause",
+            accepting(post(schedules::pause), Accepts::Small),
+        )
+        .route(
+            "/schedules/{name}/resume",
+            accepting(post(schedules::resume), Accepts::Small),
+        )
         .route("/usage", get(usage::usage))
         .route("/secrets", get(secrets::list))
-        .route("/secrets/{name}", put(secrets::set).delete(secrets::delete))
+        .route(
+            "/secrets/{name}",
+            accepting(put(secrets::set), Accepts::Secret).delete(secrets::delete),
+        )
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
     Router::new()
         .nest("/v1", v1)
@@ -160,7 +207,7 @@ pub fn router(state: ApiState) -> Router {
                 "this endpoint does not take that method: see `Allow`",
             )
         })
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(SMALL_BODY))
         .layer(middleware::from_fn(time_limit))
         .layer(middleware::from_fn(crate::telemetry::spans::traced_request))
         .with_state(state)

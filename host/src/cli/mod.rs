@@ -19,8 +19,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
 use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
+use stepstone::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, Outbound};
 use stepstone::runtime::Runtime;
-use stepstone::sandbox::{AllowedOrigin, Outbound};
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
     ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
@@ -118,6 +118,12 @@ pub struct Cli {
         value_delimiter = ','
     )]
     allow_outbound: Vec<AllowedOrigin>,
+    /// Resolve the names steps and webhooks reach from this file (hosts(5)
+    /// format: ADDRESS NAME...) before asking the system's resolver. What
+    /// a name resolves to is checked like any address: one that is not
+    /// global is reached only if the allowlist names it as an IP literal.
+    #[arg(long, global = true, env = "STEPSTONE_HOSTS_FILE", value_name = "FILE")]
+    hosts_file: Option<PathBuf>,
     /// How log lines on stderr look: `text`, in words, or `json`, one
     /// JSON object a line for log shippers.
     #[arg(long, global = true, default_value = "text")]
@@ -369,6 +375,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     config.scratch_root = cli.data_dir.join("scratch");
     config.lease.ttl = cli.lease_ttl;
+    config.egress = EgressConfig {
+        hosts_file: cli.hosts_file,
+        setting: match cli.command {
+            Command::Serve { .. } => AllowlistSetting::TenantsFile,
+            _ => AllowlistSetting::Flag,
+        },
+    };
     if matches!(cli.command, Command::Serve { .. }) {
         // A server holds many runs: waiting ones give their instance back
         // sooner, and signals reach them through the API, so the store is

@@ -9,7 +9,7 @@ use anyhow::Context;
 use stepstone::api::{self, ApiState};
 use stepstone::runtime::Runtime;
 use stepstone::store::TenantId;
-use stepstone::tenancy::Tenants;
+use stepstone::tenancy::{LiveTenants, Tenants};
 
 /// How long a shutdown waits for step attempts in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -38,14 +38,17 @@ pub async fn serve(
     };
     // Joined before anything else, so that other hosts see this one alive.
     runtime.live().await?;
-    for tenant in tenants.iter() {
-        let recovered = runtime.recover(&tenant.id).await?;
-        tracing::info!(tenant = %tenant.id, runs = recovered, "recovered unfinished runs");
+    for tenant in runtime.serve_tenants(tenants.iter().map(|tenant| tenant.id.clone())) {
+        let recovered = runtime.recover(&tenant).await?;
+        tracing::info!(%tenant, runs = recovered, "recovered unfinished runs");
     }
-    let ids: Vec<TenantId> = tenants.iter().map(|tenant| tenant.id.clone()).collect();
-    runtime.take_over_from_dead_hosts(ids.clone());
-    runtime.fire_schedules(ids.clone());
-    runtime.deliver_notifications(ids);
+    runtime.take_over_from_dead_hosts();
+    runtime.fire_schedules();
+    runtime.deliver_notifications();
+    let tenants = LiveTenants::from(tenants);
+    if let Some(path) = config {
+        tenants.follow(path.to_owned());
+    }
     let listener = bind(listen).await?;
     let operator = match metrics_listen {
         Some(address) => Some(bind(address).await?),
@@ -63,17 +66,17 @@ pub async fn serve(
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.sweep_forever();
     runtime.keep_usage();
-    let api = axum::serve(listener, router).with_graceful_shutdown(shutdown());
+    let api = api::serve(listener, router, shutdown());
     match operator {
         Some(operator) => {
-            let metrics = axum::serve(operator, api::operator_router(runtime.clone()));
+            let metrics = api::serve(operator, api::operator_router(runtime.clone()), std::future::pending());
             // The metrics end with the API: their server is not waited for.
             tokio::select! {
-                served = api => served?,
-                served = metrics => served?,
+                () = api => {}
+                () = metrics => {}
             }
         }
-        None => api.await?,
+        None => api.await,
     }
     let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
     runtime.flush_usage().await;

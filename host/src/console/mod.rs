@@ -166,7 +166,7 @@ impl FromRequestParts<ApiState> for Signed {
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Response> {
         let session =
-            cookie(&parts.headers, COOKIE).and_then(|cookie| state.sessions().open(cookie, state.tenants(), now_ms()));
+            cookie(&parts.headers, COOKIE).and_then(|cookie| state.sessions().open(cookie, &state.tenants(), now_ms()));
         match session {
             Some(session) => Ok(Self(session)),
             None if parts.headers.contains_key(FRAGMENT_HEADER) => Err(StatusCode::UNAUTHORIZED.into_response()),
@@ -231,10 +231,16 @@ struct SignInForm {
     next: Option<String>,
 }
 
-/// Where a sign-in goes on to: a page of the console, never elsewhere.
+/// Where a sign-in goes on to: a page of the console, never elsewhere, and
+/// written in what a `Location` header may hold (visible ASCII).
 fn landing(next: Option<&str>) -> &str {
-    next.filter(|next| next.starts_with("/ui/") && !next.contains("//") && !next.contains('\\'))
-        .unwrap_or("/ui/runs")
+    next.filter(|next| {
+        next.starts_with("/ui/")
+            && !next.contains("//")
+            && !next.contains('\\')
+            && next.bytes().all(|byte| byte.is_ascii_graphic())
+    })
+    .unwrap_or("/ui/runs")
 }
 
 async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
@@ -261,7 +267,7 @@ fn sign_in_form(status: StatusCode, refusal: Option<&str>, next: Option<&str>) -
 async fn sign_in(State(state): State<ApiState>, headers: HeaderMap, Form(form): Form<SignInForm>) -> Response {
     let token = form.token.trim();
     let tenant = (token.len() <= MAX_TOKEN)
-        .then(|| state.tenants().authenticate(token))
+        .then(|| state.tenants().authenticate(token).cloned())
         .flatten();
     let Some(tenant) = tenant else {
         let refusal = "That token is not known to this host.";
@@ -271,7 +277,10 @@ async fn sign_in(State(state): State<ApiState>, headers: HeaderMap, Form(form): 
     let value = state.sessions().issue(&tenant.id, token, expires_ms);
     let cookie = session_cookie(&value, SESSION_LENGTH.as_secs(), over_tls(&headers));
     let mut response = Redirect::to(landing(form.next.as_deref())).into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+    // Only a sign-in that goes on carries its session.
+    if response.status().is_redirection()
+        && let Ok(cookie) = HeaderValue::from_str(&cookie)
+    {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
@@ -331,6 +340,10 @@ mod tests {
             "/ui/\\evil",
             "/v1/runs",
             "/ui//x",
+            "/ui/runs\n",
+            "/ui/runs?x=\r\nSet-Cookie:a=b",
+            "/ui/runs/é",
+            "/ui/runs x",
             "",
         ] {
             assert_eq!(landing(Some(elsewhere)), "/ui/runs", "{elsewhere}");

@@ -189,14 +189,15 @@ impl Runtime {
         Ok(listing.runs.len())
     }
 
-    /// From now on, drives the unfinished runs of `tenants` that no live
-    /// host drives each time a host is found dead, until this host leaves.
-    pub fn take_over_from_dead_hosts(&self, tenants: Vec<TenantId>) {
+    /// From now on, drives the unfinished runs of the served tenants that
+    /// no live host drives each time a host is found dead, until this host
+    /// leaves.
+    pub fn take_over_from_dead_hosts(&self) {
         let runtime = self.clone();
         let mut deaths = self.host.cluster.deaths();
         tokio::spawn(async move {
             while deaths.changed().await.is_ok() {
-                for tenant in &tenants {
+                for tenant in &runtime.served() {
                     match runtime.recover(tenant).await {
                         Ok(runs) => tracing::info!(%tenant, runs, "looked for runs of dead hosts among the unfinished"),
                         Err(e) => tracing::error!(%tenant, "cannot look for runs of dead hosts: {e}"),

@@ -8,19 +8,25 @@
 //! same bytes, and a receiver deduplicates on `Stepstone-Delivery` (the run
 //! id). An entry is deleted only after a 2xx answer, or after
 //! [`MAX_ATTEMPTS`]. The URL's origin must be on the tenant's outbound
-//! allowlist when the run is submitted and at every try.
+//! allowlist when the run is submitted and at every try, and every try
+//! leaves through the host's [`crate::egress`]: no address inside the
+//! host's network is reached unless the allowlist names it, and no
+//! redirect is followed (a 3xx is a failed try, logged with its
+//! `Location`).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
+use http_body_util::Full;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::{RunError, Runtime, now_ms};
 use crate::clock::millis;
+use crate::egress::{Refusal, SendError, Timeouts, origin_of};
 use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, SecretName, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
 
@@ -103,11 +109,13 @@ impl Runtime {
         }
         let uri: http::Uri = url
             .parse()
-            .map_err(|e| invalid(format!("the notify URL `{url}` is not a URL: {e}")))?;
+            .map_err(|e| invalid(format!("the notify URL is not a URL: {e}")))?;
         if !self.outbound(tenant).allows(&uri) {
-            return Err(invalid(
-                "the notify URL's origin is not among the tenant's allowed_outbound_hosts: add it there first".into(),
-            ));
+            let refusal = Refusal::Origin {
+                origin: origin_of(&uri),
+            };
+            let allow = self.host.egress.setting().how_to_allow(&refusal);
+            return Err(invalid(format!("the notify URL's origin: {refusal}: {allow} first")));
         }
         let key = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
         if self.host.secrets.value(tenant, &key).await?.is_none() {
@@ -160,24 +168,21 @@ impl Runtime {
         self.host.hooks_bell.notify_one();
     }
 
-    /// Sends the notifications of `tenants`' ended runs from a background
-    /// task, for as long as the process lives.
-    pub fn deliver_notifications(&self, tenants: Vec<TenantId>) {
+    /// Sends the notifications of the served tenants' ended runs from a
+    /// background task, for as long as the process lives.
+    pub fn deliver_notifications(&self) {
         let runtime = self.clone();
         tokio::spawn(async move {
-            let client = reqwest::Client::builder().timeout(SEND_TIMEOUT).build();
-            let client = match client {
-                Ok(client) => client,
-                Err(e) => return tracing::error!("cannot make the HTTP client of notifications; none is sent: {e}"),
-            };
             let mut known: HashMap<TenantId, Known> = HashMap::new();
             let mut checked_unended_at: Option<tokio::time::Instant> = None;
             loop {
                 let check_unended = checked_unended_at.is_none_or(|at| at.elapsed() >= CHECK_UNENDED_EVERY);
                 let mut wake = POLL;
+                let tenants = runtime.served();
+                known.retain(|tenant, _| tenants.contains(tenant));
                 for tenant in &tenants {
                     let known = known.entry(tenant.clone()).or_default();
-                    match runtime.deliver_due(&client, tenant, known, check_unended).await {
+                    match runtime.deliver_due(tenant, known, check_unended).await {
                         Ok(Some(next_ms)) => {
                             wake = wake.min(Duration::from_millis(next_ms.saturating_sub(now_ms())));
                         }
@@ -201,7 +206,6 @@ impl Runtime {
     /// are read.
     async fn deliver_due(
         &self,
-        client: &reqwest::Client,
         tenant: &TenantId,
         known: &mut Known,
         check_unended: bool,
@@ -236,7 +240,7 @@ impl Runtime {
                 continue;
             }
             known.remove(&key);
-            self.try_delivery(client, &store, &records, &key, entry).await?;
+            self.try_delivery(&store, &records, &key, entry).await?;
         }
         Ok(next)
     }
@@ -245,7 +249,6 @@ impl Runtime {
     /// [`MAX_ATTEMPTS`] times), else stores when to try again.
     async fn try_delivery(
         &self,
-        client: &reqwest::Client,
         store: &TenantStore,
         records: &RunRecords,
         key: &StoreKey,
@@ -262,7 +265,7 @@ impl Runtime {
             return Ok(store.delete(key).await?);
         }
         entry.attempts += 1;
-        let sent = self.send(client, tenant, &entry.url, &record, &outcome).await;
+        let sent = self.send(tenant, &entry.url, &record, &outcome).await;
         match sent {
             Ok(()) => {
                 tracing::info!(%tenant, %run, attempts = entry.attempts, "notification delivered");
@@ -284,19 +287,12 @@ impl Runtime {
         Ok(store.overwrite(key, Bytes::from(encode(&entry))).await?)
     }
 
-    /// One try: the message POSTed, signed; what went wrong, if anything.
-    async fn send(
-        &self,
-        client: &reqwest::Client,
-        tenant: &TenantId,
-        url: &str,
-        record: &RunRecord,
-        outcome: &Outcome,
-    ) -> Result<(), String> {
+    /// One try: the message POSTed, signed, through the host's egress; what
+    /// went wrong, if anything. A redirect is a failed try: it is never
+    /// followed.
+    async fn send(&self, tenant: &TenantId, url: &str, record: &RunRecord, outcome: &Outcome) -> Result<(), String> {
         let uri: http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
-        if !self.outbound(tenant).allows(&uri) {
-            return Err("its origin is no longer among the tenant's allowed_outbound_hosts".into());
-        }
+        let origin = origin_of(&uri);
         let name = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
         let key = match self.host.secrets.value(tenant, &name).await {
             Ok(Some(key)) => key,
@@ -304,19 +300,46 @@ impl Runtime {
             Err(e) => return Err(e.to_string()),
         };
         let body = message(record, outcome);
-        let answer = client
-            .post(url)
+        let request = http::Request::post(uri.clone())
+            .header(http::header::HOST, uri.authority().map_or("", |a| a.as_str()))
             .header("content-type", "application/json")
             .header("stepstone-delivery", record.run_id.as_str())
             .header("stepstone-signature", signature(key.as_bytes(), &body))
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("{e}"))?;
-        match answer.status() {
-            status if status.is_success() => Ok(()),
-            status => Err(format!("the receiver answered {status}")),
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("cannot make the request to {origin}: {e}"))?;
+        let timeouts = Timeouts {
+            connect: SEND_TIMEOUT,
+            first_byte: SEND_TIMEOUT,
+            between_bytes: SEND_TIMEOUT,
+        };
+        let allowed = self.outbound(tenant);
+        let sent = self.host.egress.send(&allowed, request, timeouts);
+        let (answer, _connection) = match tokio::time::timeout(SEND_TIMEOUT, sent).await {
+            Err(_) => return Err(format!("{origin} did not answer within {SEND_TIMEOUT:?}")),
+            Ok(Err(SendError::Refused(refusal))) => {
+                let allow = self.host.egress.setting().how_to_allow(&refusal);
+                return Err(format!("{refusal}: {allow}"));
+            }
+            Ok(Err(SendError::Http(e))) => return Err(format!("{origin}: {e}")),
+            Ok(Ok(answer)) => answer,
+        };
+        let status = answer.status();
+        if status.is_redirection() {
+            let location = answer.headers().get(http::header::LOCATION);
+            let location: String = location
+                .and_then(|l| l.to_str().ok())
+                .unwrap_or("nowhere")
+                .chars()
+                .take(MAX_URL_BYTES)
+                .collect();
+            return Err(format!(
+                "{origin} answered {status}, a redirect to {location:?}, which is not followed: give the receiver's final URL"
+            ));
         }
+        if !status.is_success() {
+            return Err(format!("{origin} answered {status}"));
+        }
+        Ok(())
     }
 }
 

@@ -53,7 +53,7 @@ mod upgrade;
 mod usage;
 mod workflow;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,10 +82,11 @@ use crate::byte_budget::ByteBudgetCache;
 use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
+use crate::egress::{Egress, HostsFileError, Outbound};
 use crate::guest_log::RunLog;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
-use crate::sandbox::{Engines, Outbound, Role, SandboxError, StepErrorKind, classify, kind_name};
+use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::schedules::{ScheduleError, Schedules};
 use crate::secrets::{SecretError, Secrets, StepSecrets};
 use crate::shared_map::lock;
@@ -143,6 +144,8 @@ pub enum RunError {
     Journal(Arc<JournalError>),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    HostsFile(#[from] HostsFileError),
     #[error("cannot open the tenant's secrets for its steps: {0}")]
     Secrets(#[from] SecretError),
     #[error("{0}")]
@@ -283,10 +286,15 @@ pub struct Host {
     tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
     /// The origins each tenant's steps may reach over HTTP (none if absent).
     outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
+    /// The way out for whatever tenants send: steps' requests, webhooks.
+    egress: Arc<Egress>,
     admission: admission::Admission,
     retention: retention::Retention,
     /// What each tenant used per day, and its fuel budget.
     usage: usage::Usage,
+    /// The tenants whose runs this host recovers, schedules it fires and
+    /// notifications it sends (see [`Runtime::serve_tenants`]).
+    served: tokio::sync::watch::Sender<BTreeSet<TenantId>>,
     /// Rung when a run with a `notify` URL ends.
     hooks_bell: tokio::sync::Notify,
     /// Rung when a place of a concurrency key is freed here.
@@ -404,6 +412,7 @@ impl Runtime {
         stand_in: Option<Arc<dyn StepStandIn>>,
     ) -> Result<Self, RunError> {
         let engines = Engines::new(&config)?;
+        let egress = Arc::new(Egress::new(&config.egress)?);
         let budget = config.loaded_components_bytes;
         let components = Components::within(engines, cache, budget);
         let cluster = Cluster::new(&storage, config.lease.ttl, config.wait.wakeup_poll_interval);
@@ -421,9 +430,11 @@ impl Runtime {
             programs: ByteBudgetCache::new(budget, 256),
             tenant_limits: Mutex::default(),
             outbound: Mutex::default(),
+            egress,
             admission: admission::Admission::default(),
             retention: retention::Retention::default(),
             usage,
+            served: tokio::sync::watch::Sender::default(),
             hooks_bell: tokio::sync::Notify::new(),
             place_bells: concurrency::PlaceBells::default(),
             creation: crate::clock::CreationClock::default(),
@@ -446,6 +457,32 @@ impl Runtime {
     /// driven afterwards use them.
     pub fn set_outbound(&self, tenant: &TenantId, outbound: Outbound) {
         lock(&self.host.outbound).insert(tenant.clone(), Arc::new(outbound));
+    }
+
+    /// Makes `tenants` the ones this host serves in the background (takes
+    /// over their runs from dead hosts, fires their schedules, sends their
+    /// notifications), from now on; answers those it did not serve before,
+    /// whose unfinished runs the caller recovers.
+    pub fn serve_tenants(&self, tenants: impl IntoIterator<Item = TenantId>) -> Vec<TenantId> {
+        let tenants: BTreeSet<TenantId> = tenants.into_iter().collect();
+        let mut added = Vec::new();
+        self.host.served.send_if_modified(|served| {
+            added = tenants.difference(served).cloned().collect();
+            let changed = *served != tenants;
+            *served = tenants;
+            changed
+        });
+        added
+    }
+
+    /// The tenants served now.
+    fn served(&self) -> Vec<TenantId> {
+        self.host.served.borrow().iter().cloned().collect()
+    }
+
+    /// Sees each change of the tenants served.
+    pub(crate) fn served_changes(&self) -> tokio::sync::watch::Receiver<BTreeSet<TenantId>> {
+        self.host.served.subscribe()
     }
 
     /// Tenants' secrets: set and list them here; steps read them.

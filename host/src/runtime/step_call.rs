@@ -14,12 +14,11 @@ use super::workflow::{StepDone, StepResult, StepUnfinished};
 use crate::clock::{millis, now_ms};
 use crate::config::StepLimits;
 use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
+use crate::egress::Outbound;
 use crate::guest_log::{Level, LogWriter, RunLog};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
 use crate::runtime::{DayUsage, Host};
-use crate::sandbox::{
-    AttemptFailure, Outbound, Reach, Role, Serving, StepProgram, checked_output, kind_name, run_attempt,
-};
+use crate::sandbox::{AttemptFailure, Reach, Role, Serving, StepProgram, checked_output, kind_name, run_attempt};
 use crate::secrets::OpenedSecrets;
 use crate::telemetry::spans;
 
@@ -254,6 +253,7 @@ impl RealStep {
         let reach = Reach {
             log: step.log.clone(),
             scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
+            egress: host.egress.clone(),
             outbound: step.outbound.clone(),
             secrets: step.secrets.clone(),
             serving: Serving {

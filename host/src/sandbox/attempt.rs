@@ -11,13 +11,14 @@ use super::StepErrorKind;
 use super::deadline::Deadline;
 use super::limiter::{MemoryGuard, Sandboxed, classify, new_store};
 use super::link::link;
-use super::outbound::{HttpHooks, HttpUsage, Outbound};
+use super::outbound::{HttpHooks, HttpUsage};
 use super::scratch::ScratchDir;
 use super::wasi::{GuestWasi, Stdio};
 use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
 use crate::contract::bindings::{LogLevel, StepFailure};
+use crate::egress::{Egress, Outbound};
 use crate::guest_log::{LogWriter, RunLog};
 use crate::secrets::OpenedSecrets;
 
@@ -56,7 +57,8 @@ pub struct Reach<'a> {
     /// Where the attempt's scratch directory is made, if its tenant grants
     /// one.
     pub scratch_root: Option<&'a Path>,
-    /// The origins its HTTP requests may go to.
+    /// The way out its HTTP requests take, and where they may go.
+    pub egress: Arc<Egress>,
     pub outbound: Arc<Outbound>,
     /// The call it serves.
     pub serving: Serving,
@@ -70,6 +72,7 @@ impl Reach<'_> {
         Self {
             log,
             scratch_root: None,
+            egress: Arc::default(),
             outbound: Arc::default(),
             serving: Serving::default(),
             secrets: Arc::default(),
@@ -151,7 +154,7 @@ impl StepProgram {
         let sandbox_error =
             |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}"));
         let log = LogWriter::step(reach.log.clone(), reach.serving.seq, &reach.serving.step, attempt);
-        let http = HttpHooks::for_step(reach.outbound.clone(), limits.http, log.clone());
+        let http = HttpHooks::for_step(reach.egress.clone(), reach.outbound.clone(), limits.http, log.clone());
         let usage = http.usage();
         let stdio = Stdio::logged(&log);
         let wasi = GuestWasi::for_step(stdio, scratch, http, reach.secrets.clone()).map_err(sandbox_error)?;
@@ -190,6 +193,18 @@ impl AttemptFailure {
     pub fn stopped<T: Sandboxed>(error: &wasmtime::Error, store: &mut Store<T>) -> Self {
         let (kind, message) = classify(error, store.data_mut().guard());
         Self::new(kind, message)
+    }
+
+    /// Says why the host refused a request of the attempt, if it did: the
+    /// author learns it from the failure, not only from the host's log.
+    fn naming_refusal(mut self, refusal: Option<String>) -> Self {
+        if let Some(refusal) = refusal {
+            self.message = format!(
+                "{} (the host refused a request of this attempt: {refusal})",
+                self.message
+            );
+        }
+        self
     }
 
     /// Names the limit a fuel or time failure ran into, so the message
@@ -269,6 +284,7 @@ pub async fn run_attempt(
         }),
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store).naming_limit(limits)),
     };
+    let result = result.map_err(|failure| failure.naming_refusal(http.first_refusal()));
     let fuel_used = match store.get_fuel() {
         Ok(left) => limits.fuel.saturating_sub(left),
         Err(_) => 0,

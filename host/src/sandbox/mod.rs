@@ -25,7 +25,7 @@ pub use describe::describe;
 pub use engine::{Engines, Role};
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
-pub use outbound::{AllowedOrigin, HttpUsage, InvalidOrigin, Outbound};
+pub use outbound::HttpUsage;
 pub use slots::Slot;
 pub use wasi::{Guest, GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 

@@ -1,10 +1,13 @@
-//! Outgoing HTTP (`wasi:http/outgoing-handler`): which origins a tenant's
-//! steps may reach, and the budget of one attempt's requests.
+//! Outgoing HTTP (`wasi:http/outgoing-handler`) of a guest: a step's
+//! requests, sent through the host's [`Egress`] within one attempt's
+//! budget; a workflow's, refused.
 //!
-//! Invariants: a request is checked before any connection is made, by its
-//! scheme, host and port as the guest wrote them (no DNS lookup decides);
-//! what is not allowed fails in the guest with `HTTP-request-denied`, and
-//! the run's log names the origin refused. Workflows never reach the
+//! Invariants: where a request may go is decided by [`Egress`] (its
+//! allowlist, then its address) before any connection is made; what is not
+//! allowed fails in the guest (`HTTP-request-denied` for an origin off the
+//! list, `destination-IP-prohibited` for an address), and the run's log
+//! names the origin refused and what to change to allow it, as does the
+//! attempt's failure if it fails. Workflows never reach the
 //! network: their replays must see what their first execution saw. Every
 //! request and response body is counted and cut off at its limit, and every
 //! wait has a timeout inside the attempt's own deadline. A request body the
@@ -12,8 +15,8 @@
 //! to its end, up to its limit, so the guest sees the request's error.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,155 +26,44 @@ use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::config::HttpLimits;
+use crate::egress::{Egress, Outbound, Refusal, SendError, Timeouts, origin_of};
 use crate::guest_log::{Level, LogWriter};
+use crate::shared_map::lock;
 
-/// An origin a tenant's steps may reach: `https://api.example.com`,
-/// `http://127.0.0.1:8099`, `https://*.example.com:443`. Without a port, the
-/// scheme's (443, 80); `*.` matches one or more labels before the rest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowedOrigin {
-    scheme: String,
-    host: HostPattern,
-    port: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum HostPattern {
-    Exactly(String),
-    /// `*.suffix`: any host ending in `.suffix`.
-    Below(String),
-}
-
-/// An entry of an allowlist that names no origin.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{entry}` is not an allowed origin: write SCHEME://HOST[:PORT] with scheme http or https, and no path (e.g. https://api.example.com, https://*.example.com:443)"
-)]
-pub struct InvalidOrigin {
-    entry: String,
-}
-
-impl std::str::FromStr for AllowedOrigin {
-    type Err = InvalidOrigin;
-
-    fn from_str(entry: &str) -> Result<Self, InvalidOrigin> {
-        let invalid = || InvalidOrigin {
-            entry: entry.to_owned(),
-        };
-        let uri: http::Uri = entry.parse().map_err(|_| invalid())?;
-        let default_port = match uri.scheme_str() {
-            Some("http") => 80,
-            Some("https") => 443,
-            _ => return Err(invalid()),
-        };
-        let bare = uri.path_and_query().is_none_or(|path| path.as_str() == "/");
-        let credentials = uri
-            .authority()
-            .is_some_and(|authority| authority.as_str().contains('@'));
-        let host = uri.host().filter(|host| bare && !credentials && !host.is_empty());
-        let host = host.ok_or_else(invalid)?;
-        let host_len = host.len();
-        let host = host.to_ascii_lowercase();
-        let host = match host.strip_prefix("*.") {
-            Some(suffix) if !suffix.is_empty() && !suffix.contains('*') => HostPattern::Below(suffix.to_owned()),
-            None if !host.contains('*') => HostPattern::Exactly(host),
-            _ => return Err(invalid()),
-        };
-        // Read from the text: `http` reads an out-of-range port as none.
-        let written = uri.authority().map_or("", |authority| authority.as_str());
-        let port = match written.get(host_len..).unwrap_or_default() {
-            "" => default_port,
-            port => port
-                .strip_prefix(':')
-                .and_then(|port| port.parse().ok())
-                .ok_or_else(invalid)?,
-        };
-        Ok(Self {
-            scheme: uri.scheme_str().unwrap_or_default().to_owned(),
-            host,
-            port,
-        })
-    }
-}
-
-impl AllowedOrigin {
-    fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
-        let host = host.to_ascii_lowercase();
-        let host_matches = match &self.host {
-            HostPattern::Exactly(allowed) => host == *allowed,
-            HostPattern::Below(suffix) => host
-                .strip_suffix(suffix.as_str())
-                .is_some_and(|labels| labels.len() > 1 && labels.ends_with('.')),
-        };
-        self.scheme == scheme && self.port == port && host_matches
-    }
-}
-
-impl std::fmt::Display for AllowedOrigin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let host = match &self.host {
-            HostPattern::Exactly(host) => host.clone(),
-            HostPattern::Below(suffix) => format!("*.{suffix}"),
-        };
-        write!(f, "{}://{host}:{}", self.scheme, self.port)
-    }
-}
-
-/// The origins a tenant's steps may reach; by default, none. In a tenants
-/// file, a list of origins (`allowed_outbound_hosts = ["https://api.example.com"]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(try_from = "Vec<String>", into = "Vec<String>")]
-pub struct Outbound {
-    origins: Vec<AllowedOrigin>,
-}
-
-impl From<Vec<AllowedOrigin>> for Outbound {
-    fn from(origins: Vec<AllowedOrigin>) -> Self {
-        Self { origins }
-    }
-}
-
-impl TryFrom<Vec<String>> for Outbound {
-    type Error = InvalidOrigin;
-
-    fn try_from(entries: Vec<String>) -> Result<Self, InvalidOrigin> {
-        Self::parse(&entries)
-    }
-}
-
-impl From<Outbound> for Vec<String> {
-    fn from(outbound: Outbound) -> Self {
-        outbound.origins.iter().map(ToString::to_string).collect()
-    }
-}
-
-impl Outbound {
-    /// Parses each entry, naming the first that is not an origin.
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, InvalidOrigin> {
-        let origins = entries
-            .iter()
-            .map(|entry| entry.as_ref().parse())
-            .collect::<Result<_, _>>()?;
-        Ok(Self { origins })
-    }
-
-    /// Whether a request to `uri` may be sent.
-    pub fn allows(&self, uri: &http::Uri) -> bool {
-        let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
-            return false;
-        };
-        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
-        self.origins.iter().any(|origin| origin.allows(scheme, host, port))
-    }
-}
-
-/// What an attempt's outgoing HTTP came to, for the tenant's metrics.
+/// What an attempt's outgoing HTTP came to: counts for the tenant's
+/// metrics, and the first request the host refused, for the attempt's
+/// failure.
 #[derive(Debug, Default)]
 pub struct HttpUsage {
     pub requests: AtomicU64,
     pub refused: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub bytes_received: AtomicU64,
+    first_refusal: Mutex<Option<String>>,
+}
+
+impl HttpUsage {
+    /// Why the host refused the attempt's first refused request, and what
+    /// to change to allow it.
+    pub fn first_refusal(&self) -> Option<String> {
+        lock(&self.first_refusal).clone()
+    }
+
+    /// Counts a refusal, says why in the host's and the run's logs, and
+    /// keeps it if it is the attempt's first.
+    fn refuse(&self, log: &LogWriter, why: String) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(target: crate::guest_log::TARGET, "{why}");
+        log.host(Level::Warn, why.clone());
+        lock(&self.first_refusal).get_or_insert(why);
+    }
+}
+
+/// Where a step's requests go: out through the host's egress, to what its
+/// tenant allows.
+struct StepReach {
+    egress: Arc<Egress>,
+    allowed: Arc<Outbound>,
 }
 
 /// The `wasi:http` hooks of one guest instance: a step's send what its
@@ -179,17 +71,18 @@ pub struct HttpUsage {
 /// component's describing itself) send nothing.
 pub struct HttpHooks {
     /// `None`: the instance is not a step, and may send nothing.
-    allowed: Option<Arc<Outbound>>,
+    reach: Option<StepReach>,
     limits: HttpLimits,
     usage: Arc<HttpUsage>,
     log: LogWriter,
 }
 
 impl HttpHooks {
-    /// The hooks of a step attempt.
-    pub fn for_step(allowed: Arc<Outbound>, limits: HttpLimits, log: LogWriter) -> Self {
+    /// The hooks of a step attempt, whose requests leave through `egress`
+    /// to what `allowed` lets them reach.
+    pub fn for_step(egress: Arc<Egress>, allowed: Arc<Outbound>, limits: HttpLimits, log: LogWriter) -> Self {
         Self {
-            allowed: Some(allowed),
+            reach: Some(StepReach { egress, allowed }),
             limits,
             usage: Arc::default(),
             log,
@@ -200,7 +93,7 @@ impl HttpHooks {
     /// into `log`.
     pub fn refusing(log: LogWriter) -> Self {
         Self {
-            allowed: None,
+            reach: None,
             limits: HttpLimits::default(),
             usage: Arc::default(),
             log,
@@ -211,24 +104,18 @@ impl HttpHooks {
         self.usage.clone()
     }
 
-    /// Why `request` may not be sent, if it may not.
+    /// Why a request to `uri` may not even be tried, if it may not.
     fn refusal(&self, uri: &http::Uri) -> Option<String> {
-        let Some(allowed) = &self.allowed else {
+        let origin = origin_of(uri);
+        if self.reach.is_none() {
             return Some(format!(
-                "a workflow may not make HTTP requests (its replays must see what it saw): {uri} was refused; make the request in a step"
-            ));
-        };
-        if !allowed.allows(uri) {
-            let origin = uri.authority().map_or_else(String::new, ToString::to_string);
-            let scheme = uri.scheme_str().unwrap_or("?");
-            return Some(format!(
-                "{scheme}://{origin} is not among the origins this tenant's steps may reach ({uri} was refused): the operator adds it to allowed_outbound_hosts"
+                "a workflow may not make HTTP requests (its replays must see what it saw): a request to {origin} was refused; make the request in a step"
             ));
         }
         let sent = self.usage.requests.load(Ordering::Relaxed);
         if sent >= u64::from(self.limits.max_requests) {
             return Some(format!(
-                "the attempt has made its limit of {} HTTP requests ({uri} was refused)",
+                "the attempt has made its limit of {} HTTP requests (a request to {origin} was refused)",
                 self.limits.max_requests
             ));
         }
@@ -236,13 +123,13 @@ impl HttpHooks {
     }
 
     /// The guest's timeouts, none longer than the tenant's.
-    fn options(&self, asked: Option<RequestOptions>) -> RequestOptions {
+    fn timeouts(&self, asked: Option<RequestOptions>) -> Timeouts {
         let asked = asked.unwrap_or_default();
-        let within = |asked: Option<Duration>, limit: Duration| Some(asked.map_or(limit, |asked| asked.min(limit)));
-        RequestOptions {
-            connect_timeout: within(asked.connect_timeout, self.limits.connect_timeout),
-            first_byte_timeout: within(asked.first_byte_timeout, self.limits.first_byte_timeout),
-            between_bytes_timeout: within(asked.between_bytes_timeout, self.limits.first_byte_timeout),
+        let within = |asked: Option<Duration>, limit: Duration| asked.map_or(limit, |asked| asked.min(limit));
+        Timeouts {
+            connect: within(asked.connect_timeout, self.limits.connect_timeout),
+            first_byte: within(asked.first_byte_timeout, self.limits.first_byte_timeout),
+            between_bytes: within(asked.between_bytes_timeout, self.limits.first_byte_timeout),
         }
     }
 }
@@ -254,18 +141,31 @@ impl WasiHttpHooks for HttpHooks {
     fn send_request(&mut self, request: http::Request<WasiBody>, options: Option<RequestOptions>, _: Sent) -> Answered {
         let limits = self.limits;
         let request = request.map(|body| DrainedOnDrop::wrap(body, limits.max_request_bytes));
-        if let Some(refusal) = self.refusal(request.uri()) {
-            self.usage.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(target: crate::guest_log::TARGET, "{refusal}");
-            self.log.host(Level::Warn, refusal);
-            return Box::new(std::future::ready(Err(HttpError::HttpRequestDenied)));
-        }
+        let reach = match (&self.reach, self.refusal(request.uri())) {
+            (Some(reach), None) => (reach.egress.clone(), reach.allowed.clone()),
+            (_, refusal) => {
+                self.usage.refuse(&self.log, refusal.unwrap_or_default());
+                return Box::new(std::future::ready(Err(HttpError::HttpRequestDenied)));
+            }
+        };
         self.usage.requests.fetch_add(1, Ordering::Relaxed);
-        let options = self.options(options);
+        let timeouts = self.timeouts(options);
         let request = request.map(|body| counted(body, limits.max_request_bytes, self.usage.clone(), Direction::Sent));
-        let usage = self.usage.clone();
+        let (usage, log) = (self.usage.clone(), self.log.clone());
         Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let (egress, allowed) = reach;
+            let (response, connection) = match egress.send(&allowed, request, timeouts).await {
+                Ok(sent) => sent,
+                Err(SendError::Http(error)) => return Err(error),
+                Err(SendError::Refused(refusal)) => {
+                    usage.requests.fetch_sub(1, Ordering::Relaxed);
+                    usage.refuse(&log, format!("{refusal}: {}", egress.setting().how_to_allow(&refusal)));
+                    return Err(match refusal {
+                        Refusal::Origin { .. } => HttpError::HttpRequestDenied,
+                        Refusal::Address { .. } => HttpError::DestinationIpProhibited,
+                    });
+                }
+            };
             let response = response.map(|body| {
                 counted(
                     body.boxed_unsync(),
@@ -274,7 +174,7 @@ impl WasiHttpHooks for HttpHooks {
                     Direction::Received,
                 )
             });
-            Ok((response, Box::new(io) as Sent))
+            Ok((response, Box::new(connection) as Sent))
         })
     }
 }
@@ -373,63 +273,6 @@ fn counted(body: WasiBody, limit: u64, usage: Arc<HttpUsage>, direction: Directi
 mod tests {
     use super::*;
 
-    fn outbound(entries: &[&str]) -> Outbound {
-        Outbound::parse(entries).expect("valid origins")
-    }
-
-    fn allows(outbound: &Outbound, url: &str) -> bool {
-        outbound.allows(&url.parse().expect("a valid URL"))
-    }
-
-    #[test]
-    fn origins_match_by_scheme_host_and_port_as_written() {
-        let list = outbound(&[
-            "https://api.example.com",
-            "http://127.0.0.1:8099",
-            "https://*.example.org:8443",
-        ]);
-        assert!(allows(&list, "https://api.example.com/v1/charges?x=1"));
-        assert!(allows(&list, "https://API.example.com:443/"));
-        assert!(!allows(&list, "http://api.example.com/"), "another scheme");
-        assert!(!allows(&list, "https://api.example.com:444/"), "another port");
-        assert!(
-            !allows(&list, "https://api.example.com.evil.net/"),
-            "a suffix is not the host"
-        );
-        assert!(allows(&list, "http://127.0.0.1:8099/pay"));
-        assert!(
-            !allows(&list, "http://localhost:8099/pay"),
-            "no lookup makes localhost 127.0.0.1"
-        );
-        assert!(allows(&list, "https://a.b.example.org:8443/"));
-        assert!(
-            !allows(&list, "https://example.org:8443/"),
-            "the wildcard needs a label"
-        );
-        assert!(!allows(&list, "https://evilexample.org:8443/"));
-        assert!(
-            !allows(&Outbound::default(), "https://api.example.com/"),
-            "nothing by default"
-        );
-    }
-
-    #[test]
-    fn entries_that_name_no_origin_are_refused_with_the_entry() {
-        for bad in [
-            "api.example.com",
-            "ftp://x.org",
-            "https://",
-            "https://x.org:99999",
-            "https://x.org/path",
-            "https://a b",
-            "https://user@x.org",
-            "https://*.*.x.org",
-        ] {
-            let error = bad.parse::<AllowedOrigin>().expect_err(bad).to_string();
-            assert!(error.contains(bad), "{error}");
-        }
-    }
-
     #[test]
     fn a_workflow_and_a_step_past_its_budget_send_nothing() {
         let log = LogWriter::nowhere();
@@ -440,7 +283,8 @@ mod tests {
             max_requests: 2,
             ..HttpLimits::default()
         };
-        let step = HttpHooks::for_step(Arc::new(outbound(&["http://127.0.0.1:8099"])), limits, log);
+        let allowed = Outbound::parse(&["http://127.0.0.1:8099"]).expect("valid origins");
+        let step = HttpHooks::for_step(Arc::default(), Arc::new(allowed), limits, log);
         assert_eq!(step.refusal(&uri), None);
         step.usage.requests.store(2, Ordering::Relaxed);
         assert!(
@@ -451,18 +295,20 @@ mod tests {
 
     #[test]
     fn a_guest_may_shorten_the_timeouts_never_lengthen_them() {
-        let hooks = HttpHooks::for_step(Arc::default(), HttpLimits::default(), LogWriter::nowhere());
+        let hooks = HttpHooks::for_step(
+            Arc::default(),
+            Arc::default(),
+            HttpLimits::default(),
+            LogWriter::nowhere(),
+        );
         let asked = RequestOptions {
             connect_timeout: Some(Duration::from_secs(3600)),
             first_byte_timeout: Some(Duration::from_millis(10)),
             between_bytes_timeout: None,
         };
-        let given = hooks.options(Some(asked));
-        assert_eq!(given.connect_timeout, Some(HttpLimits::default().connect_timeout));
-        assert_eq!(given.first_byte_timeout, Some(Duration::from_millis(10)));
-        assert_eq!(
-            given.between_bytes_timeout,
-            Some(HttpLimits::default().first_byte_timeout)
-        );
+        let given = hooks.timeouts(Some(asked));
+        assert_eq!(given.connect, HttpLimits::default().connect_timeout);
+        assert_eq!(given.first_byte, Duration::from_millis(10));
+        assert_eq!(given.between_bytes, HttpLimits::default().first_byte_timeout);
     }
 }

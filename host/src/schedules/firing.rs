@@ -36,18 +36,23 @@ struct Tracked {
 }
 
 impl Runtime {
-    /// Fires the schedules of `tenants` from a background task, for as long
-    /// as the process lives.
-    pub fn fire_schedules(&self, tenants: Vec<TenantId>) {
-        let runtime = self.clone();
-        let tenants = tenants.into_iter().map(|tenant| (tenant, BTreeMap::new())).collect();
-        tokio::spawn(fire_forever(runtime, tenants));
+    /// Fires the schedules of the served tenants from a background task,
+    /// for as long as the process lives.
+    pub fn fire_schedules(&self) {
+        tokio::spawn(fire_forever(self.clone()));
     }
 }
 
-async fn fire_forever(runtime: Runtime, mut tenants: BTreeMap<TenantId, BTreeMap<ScheduleName, Tracked>>) {
+async fn fire_forever(runtime: Runtime) {
     let schedules = runtime.schedules().clone();
+    let mut served = runtime.served_changes();
+    let mut tenants: BTreeMap<TenantId, BTreeMap<ScheduleName, Tracked>> = BTreeMap::new();
     loop {
+        let now_served = served.borrow_and_update().clone();
+        tenants.retain(|tenant, _| now_served.contains(tenant));
+        for tenant in now_served {
+            tenants.entry(tenant).or_default();
+        }
         for (tenant, tracked) in &mut tenants {
             if let Err(e) = reload(&schedules, tenant, tracked).await {
                 tracing::warn!(%tenant, "cannot read the schedules; firing those read before: {e}");
@@ -68,6 +73,7 @@ async fn fire_forever(runtime: Runtime, mut tenants: BTreeMap<TenantId, BTreeMap
             tokio::select! {
                 () = tokio::time::sleep(wake) => {}
                 () = schedules.changed.notified() => break,
+                Ok(()) = served.changed() => break,
             }
         }
     }

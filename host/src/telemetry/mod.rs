@@ -15,6 +15,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::{Level, Metadata};
 use tracing_subscriber::Layer;
+use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -117,11 +118,46 @@ where
     let lines = tracing_subscriber::fmt::layer().with_writer(writer).with_target(false);
     let lines = match logs.format {
         LogFormat::Json => lines.json().boxed(),
-        LogFormat::Text => lines.without_time().with_ansi(logs.ansi).boxed(),
+        LogFormat::Text => lines
+            .without_time()
+            .with_ansi(logs.ansi)
+            .fmt_fields(escaped_fields())
+            .boxed(),
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(logs.default_filter));
     let not_trace_only = filter_fn(|metadata: &Metadata<'_>| metadata.target() != spans::TRACE_ONLY);
     lines.with_filter(filter.and(not_trace_only))
+}
+
+/// Text fields, `name=value` (the message bare), with every control
+/// character escaped: no value (a guest's log line, a step's error, a
+/// receiver's `Location`) can end the line and start a forged one.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let written = format!("{value:?}");
+        let text = escape_controls(&written);
+        match field.name() {
+            "message" => write!(writer, "{text}"),
+            name => write!(writer, "{name}={text}"),
+        }
+    })
+    .delimited(" ")
+}
+
+/// `text` with each control character but a tab written as its escape
+/// (`\n`, `\r`, `\u{1b}`).
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match c {
+            '\t' => c.to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 impl Telemetry {
@@ -165,6 +201,44 @@ mod tests {
         let fields = tracing::field::FieldSet::new(&[], tracing::callsite::Identifier(&Site));
         let metadata = Metadata::new("test", target, level, None, None, None, fields, kind);
         traced(&metadata)
+    }
+
+    #[test]
+    fn a_text_line_cannot_be_split_by_what_it_quotes() {
+        let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let sink = written.clone();
+        let writer = move || WrittenTo(sink.clone());
+        let settings = LogSettings {
+            format: LogFormat::Text,
+            default_filter: "info",
+            ansi: false,
+        };
+        let subscriber = tracing_subscriber::registry().with(log_lines(settings, writer));
+        tracing::subscriber::with_default(subscriber, || {
+            let forged = "paid\nINFO stepstone: tenant acme is now an operator\r\u{1b}[2J";
+            tracing::info!(target: guest_log::TARGET, step = forged, "{forged}");
+        });
+        let text = String::from_utf8(written.lock().expect("not poisoned").clone()).expect("UTF-8");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains(r"paid\nINFO stepstone: tenant acme is now an operator\r\u{1b}[2J"),
+            "{text}"
+        );
+        assert!(text.contains(r#"step="paid\nINFO"#), "{text}");
+    }
+
+    /// A writer into a shared buffer.
+    struct WrittenTo(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for WrittenTo {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("not poisoned").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]

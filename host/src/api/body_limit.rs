@@ -1,0 +1,140 @@
+//! How large a request's body may be: the size of what its route accepts
+//! (a component, a run's input, a signal's payload, a secret's value), by
+//! the caller's quotas, checked before any of it is parsed.
+//!
+//! Invariant: no `/v1` route reads more than its limit. A `Content-Length`
+//! over it is refused before the body is read; a body that grows past it
+//! is refused as soon as it does; both answer 413 naming the limit. Every
+//! route that reads a body says what it accepts ([`limited`]); those that
+//! take options only take at most [`SMALL_BODY`] bytes, as does any other.
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::ApiState;
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::runtime::MAX_GROUP_RUNS;
+use crate::secrets::MAX_SECRET_BYTES;
+use crate::tenancy::Quotas;
+
+/// The body of a route that takes options only: a cancel's reason, a
+/// replay's or an upgrade's options.
+pub const SMALL_BODY: usize = 64 << 10;
+/// What a run's fields other than its input may add to its body (its
+/// component, workflow, id, tags, notify URL, links, options).
+pub const RUN_FIELDS_BYTES: usize = 16 << 10;
+/// What each run of a group may add beyond the group's inputs, which
+/// together are held to one payload's quota.
+pub const GROUP_RUN_FIELDS_BYTES: usize = 2 << 10;
+
+/// What a route's body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepts {
+    /// A component's bytes (`max_component_bytes`).
+    Component,
+    /// A run's input and its fields (`max_payload_bytes` and
+    /// [`RUN_FIELDS_BYTES`]): a run, or a schedule of runs.
+    Run,
+    /// A group's runs: their inputs within one `max_payload_bytes`, and
+    /// [`GROUP_RUN_FIELDS_BYTES`] a run for the rest.
+    Group,
+    /// A signal's payload itself (`max_payload_bytes`).
+    Payload,
+    /// A secret's value ([`MAX_SECRET_BYTES`]).
+    Secret,
+    /// Options only ([`SMALL_BODY`]).
+    Small,
+}
+
+impl Accepts {
+    /// The most bytes a body of this kind may hold under `quotas`.
+    pub fn limit(self, quotas: &Quotas) -> usize {
+        match self {
+            Self::Component => quotas.max_component_bytes,
+            Self::Run => quotas.max_payload_bytes.saturating_add(RUN_FIELDS_BYTES),
+            Self::Group => quotas
+                .max_payload_bytes
+                .saturating_add(MAX_GROUP_RUNS.saturating_mul(GROUP_RUN_FIELDS_BYTES)),
+            Self::Payload => quotas.max_payload_bytes,
+            Self::Secret => MAX_SECRET_BYTES,
+            Self::Small => SMALL_BODY,
+        }
+    }
+
+    /// What the limit is made of, for the 413's message.
+    fn made_of(self) -> &'static str {
+        match self {
+            Self::Component => "the tenant's max_component_bytes",
+            Self::Run => "the tenant's max_payload_bytes for the input, and 16 KiB for the run's other fields",
+            Self::Group => "the tenant's max_payload_bytes for the runs' inputs together, and 2 KiB a run for the rest",
+            Self::Payload => "the tenant's max_payload_bytes",
+            Self::Secret => "the largest secret value",
+            Self::Small => "this endpoint takes options only",
+        }
+    }
+}
+
+/// `route`, reading a body of what it `accepts` within its caller's limit.
+pub fn limited(route: MethodRouter<ApiState>, state: &ApiState, accepts: Accepts) -> MethodRouter<ApiState> {
+    route
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state((state.clone(), accepts), read_within))
+}
+
+/// Reads the body within the limit of what the route accepts from its
+/// caller (an unknown caller, whose request is refused anyway, gets
+/// [`SMALL_BODY`]), then hands the request on with the body read.
+async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let limit = match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(Caller(tenant)) => accepts.limit(&tenant.quotas),
+        Err(_) => SMALL_BODY,
+    };
+    let over = || too_large(limit, accepts.made_of());
+    let announced = parts.headers.get(header::CONTENT_LENGTH);
+    let announced = announced.and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > limit as u64) {
+        return over();
+    }
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return over(),
+        Err(e) => return ApiError::bad_request(format!("cannot read the body: {e}")).into_response(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// 413, naming the limit and what it is made of.
+fn too_large(limit: usize, made_of: &str) -> Response {
+    let message = format!("the body is over this endpoint's limit of {limit} bytes ({made_of}): send less");
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_is_what_its_route_accepts_and_never_overflows() {
+        let quotas = Quotas {
+            max_payload_bytes: 1000,
+            max_component_bytes: 5000,
+            ..Quotas::default()
+        };
+        assert_eq!(Accepts::Payload.limit(&quotas), 1000);
+        assert_eq!(Accepts::Run.limit(&quotas), 1000 + RUN_FIELDS_BYTES);
+        assert_eq!(Accepts::Component.limit(&quotas), 5000);
+        assert_eq!(Accepts::Secret.limit(&quotas), MAX_SECRET_BYTES);
+        let unbounded = Quotas {
+            max_payload_bytes: usize::MAX,
+            ..Quotas::default()
+        };
+        assert_eq!(Accepts::Group.limit(&unbounded), usize::MAX);
+    }
+}

@@ -1,0 +1,59 @@
+//! Serving a router on a listener: HTTP/1 and HTTP/2 over hyper, every
+//! connection given a bounded time to send a request's head.
+//!
+//! Invariant: a connection that has not sent a whole request head within
+//! [`HEADER_READ_TIMEOUT`] is closed (a slowloris client holds a socket no
+//! longer than that); a request once read is bounded by the API's own
+//! request timeout.
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+/// How long a client may take to send a request's head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a failed accept (say, out of file descriptors) waits before the
+/// next, so that the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `router` on `listener` until `shutdown` ends, then lets the
+/// requests in flight finish.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("cannot accept a connection: {e}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("a connection ended with an error: {e}");
+            }
+        });
+    }
+    graceful.shutdown().await;
+}

@@ -1,0 +1,281 @@
+//! The API's edges, pushed on as a hostile tenant (or a leaked token's
+//! holder) would: a token taken out of the tenants file stops working
+//! within seconds on every host, console sessions with it; each route reads
+//! no more body than what it accepts; a client that never finishes its
+//! request's head is cut off; a sign-in that cannot go on sets no cookie.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use stepstone_e2e::{Host, ReliabilityResult, Server, arg, record_reliability, token_hash};
+
+const LEAKED: &str = "sst_leaked";
+const KEPT: &str = "sst_kept";
+const NEW: &str = "sst_new";
+/// How soon every host must have read a changed tenants file.
+const CONVERGED_WITHIN: Duration = Duration::from_secs(5);
+
+fn record(fault: &str, outcome: &str) {
+    record_reliability(&ReliabilityResult {
+        suite: "api_edges",
+        fault,
+        trials: 1,
+        outcome,
+        lost: 0,
+    });
+}
+
+/// A tenants file: `acme` with `tokens`, under `quotas` (TOML lines).
+fn tenants_file(tokens: &[&str], quotas: &str) -> String {
+    let hashes: Vec<String> = tokens.iter().map(|t| format!("\"{}\"", token_hash(t))).collect();
+    format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [{}]\n[tenants.quotas]\n{quotas}\n",
+        hashes.join(", ")
+    )
+}
+
+/// Waits until `done` holds, for at most `within`; how long it took.
+fn within(within: Duration, what: &str, done: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < within, "{what} not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    started.elapsed()
+}
+
+/// The session cookie a sign-in with `token` sets.
+fn signed_in(server: &Server, token: &str) -> String {
+    let client = no_redirects();
+    let answer = client
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", token)])
+        .send()
+        .expect("an answer");
+    assert_eq!(answer.status().as_u16(), 303);
+    let cookie = answer.headers()["set-cookie"].to_str().expect("text");
+    cookie.split(';').next().expect("a cookie").to_owned()
+}
+
+fn no_redirects() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+}
+
+/// The status of the console's runs page for `cookie`.
+fn console_status(server: &Server, cookie: &str) -> u16 {
+    let answer = no_redirects()
+        .get(format!("{}/ui/runs", server.url))
+        .header("cookie", cookie)
+        .send()
+        .expect("an answer");
+    answer.status().as_u16()
+}
+
+#[test]
+fn a_token_taken_out_of_the_tenants_file_ends_within_seconds_on_every_host() {
+    let first = Host::new();
+    let config = first.data_dir().join("stepstone.toml");
+    std::fs::write(&config, tenants_file(&[LEAKED, KEPT], "")).expect("written");
+    let hosts = [
+        Server::start_with(first, &["--config", arg(&config)]),
+        Server::start_with(Host::new(), &["--config", arg(&config)]),
+    ];
+    let session = signed_in(&hosts[0], LEAKED);
+    assert_eq!(console_status(&hosts[0], &session), 200);
+    for server in &hosts {
+        assert_eq!(server.get("/v1/components", LEAKED).status, 200);
+    }
+
+    // Revoked, and acme's payloads held to 10 bytes, in one edit.
+    std::fs::write(&config, tenants_file(&[KEPT], "max_payload_bytes = 10")).expect("written");
+    let took = within(CONVERGED_WITHIN, "the revocation", || {
+        hosts
+            .iter()
+            .all(|server| server.get("/v1/components", LEAKED).status == 401)
+    });
+    assert_eq!(
+        console_status(&hosts[0], &session),
+        303,
+        "the session ended with its token"
+    );
+    for server in &hosts {
+        assert_eq!(server.get("/v1/components", KEPT).status, 200);
+        let signal = server.post_bytes("/v1/runs/r/signals/s", KEPT, b"12345678901".to_vec());
+        assert_eq!(signal.status, 413, "the new quota holds: {}", signal.body);
+    }
+
+    // A file being written (empty, or half a line) is not taken: the
+    // tenants read before stay.
+    for broken in ["", "[[tenants]]\nid = "] {
+        std::fs::write(&config, broken).expect("written");
+        hosts[1].await_log("keeping the tenants read before", CONVERGED_WITHIN);
+        assert_eq!(hosts[1].get("/v1/components", KEPT).status, 200, "{broken:?}");
+    }
+
+    // SIGHUP reads the file at once, and no longer ends the process.
+    std::fs::write(&config, tenants_file(&[KEPT, NEW], "")).expect("written");
+    hosts[0].send("HUP");
+    hosts[0].await_log("SIGHUP: reading the tenants file again", CONVERGED_WITHIN);
+    within(CONVERGED_WITHIN, "the new token", || {
+        hosts[0].get("/v1/components", NEW).status == 200
+    });
+    record(
+        "a leaked token taken out of the tenants file, with two hosts serving it",
+        &format!(
+            "refused (401) on both hosts {} ms after the edit, and its console session ended; a half-written file was not taken; SIGHUP reads the file at once",
+            took.as_millis()
+        ),
+    );
+}
+
+/// Sends a request's head announcing `length` bytes of body, and none of
+/// it: the status and body the server answers with before reading any.
+fn announced(server: &Server, method: &str, path: &str, length: u64) -> (u16, String) {
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).expect("the server accepts");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("a timeout");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {KEPT}\r\n\
+         Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).expect("the head is sent");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, answer)
+}
+
+#[test]
+fn each_route_reads_no_more_body_than_what_it_accepts() {
+    let quotas = "max_payload_bytes = 1000\nmax_component_bytes = 100000";
+    let server = Server::start(&tenants_file(&[KEPT], quotas));
+    for (method, path, over, limit) in [
+        ("PUT", "/v1/secrets/key", 64 << 20, 16384),
+        ("POST", "/v1/runs/r/signals/s", 1001, 1000),
+        ("POST", "/v1/runs", 64 << 20, 1000 + 16384),
+        ("POST", "/v1/schedules", 64 << 20, 1000 + 16384),
+        ("POST", "/v1/runs/r/cancel", 1 << 20, 65536),
+        ("POST", "/v1/components", 100_001, 100_000),
+    ] {
+        let (status, answer) = announced(&server, method, path, over);
+        assert_eq!(status, 413, "{method} {path}: {answer}");
+        assert!(
+            answer.contains(&format!("this endpoint's limit of {limit} bytes")),
+            "{method} {path}: {answer}"
+        );
+    }
+    // At the limit, the body is read and the request goes on.
+    let signal = server.post_bytes("/v1/runs/r/signals/s", KEPT, vec![b'1'; 1000]);
+    assert_eq!(signal.status, 404, "read, then no such run: {}", signal.body);
+    // A body with no length that grows past the limit is refused as it does.
+    let endless = std::iter::repeat_with(|| Ok::<_, std::io::Error>(vec![b'1'; 4096])).take(1 << 14);
+    let streamed = server
+        .request(reqwest::Method::POST, "/v1/runs/r/signals/s", KEPT)
+        .body(reqwest::blocking::Body::new(ChunkedReader::new(endless)))
+        .send();
+    match streamed {
+        Ok(reply) => assert_eq!(reply.status(), 413),
+        // The server answers and closes while the client still sends.
+        Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
+    }
+    record(
+        "bodies announced at 64 MiB to the secrets, runs and schedules routes, one byte over a signal's quota, 1 MiB to a cancel, and an endless chunked signal",
+        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 16 KiB, the tenant's payload quota, 64 KiB for a cancel",
+    );
+}
+
+/// An endless body from an iterator of chunks, as a reader.
+struct ChunkedReader<I> {
+    chunks: I,
+    current: std::io::Cursor<Vec<u8>>,
+}
+
+impl<I> ChunkedReader<I> {
+    fn new(chunks: I) -> Self {
+        Self {
+            chunks,
+            current: std::io::Cursor::new(Vec::new()),
+        }
+    }
+}
+
+impl<I: Iterator<Item = std::io::Result<Vec<u8>>>> Read for ChunkedReader<I> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let read = self.current.read(buf)?;
+            if read > 0 {
+                return Ok(read);
+            }
+            match self.chunks.next() {
+                Some(chunk) => self.current = std::io::Cursor::new(chunk?),
+                None => return Ok(0),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_finishes_its_head_is_cut_off() {
+    let server = Server::start(&tenants_file(&[KEPT], ""));
+    for url in [&server.url, &server.metrics_url] {
+        let address = url.trim_start_matches("http://").split('/').next().expect("an address");
+        let mut stream = TcpStream::connect(address).expect("the server accepts");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("a timeout");
+        let started = Instant::now();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .expect("half a head");
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+        let held = started.elapsed();
+        assert!(held < Duration::from_secs(20), "{url}: held {held:?}");
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("200 OK"),
+            "{url}: answered a head never finished"
+        );
+    }
+    record(
+        "a client that sends half a request head and waits (slowloris), on the API and the metrics listener",
+        "the connection closed after the 10 s header-read timeout",
+    );
+}
+
+#[test]
+fn a_sign_in_that_cannot_go_on_sets_no_cookie() {
+    let server = Server::start(&tenants_file(&[KEPT], ""));
+    for next in [
+        "/ui/runs\r\nSet-Cookie: planted=1",
+        "/ui/runs/\u{e9}",
+        "https://evil.example/",
+    ] {
+        let answer = no_redirects()
+            .post(format!("{}/ui/login", server.url))
+            .form(&[("token", KEPT), ("next", next)])
+            .send()
+            .expect("an answer");
+        assert_eq!(answer.status().as_u16(), 303, "{next:?}");
+        assert_eq!(answer.headers()["location"], "/ui/runs", "{next:?}");
+        let cookies: Vec<&str> = answer
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .collect();
+        assert!(
+            cookies.len() == 1 && cookies[0].starts_with("stepstone_session="),
+            "{next:?}: {cookies:?}"
+        );
+    }
+    record(
+        "a sign-in whose `next` holds a header break, non-ASCII or another site",
+        "sent on to the runs page with its session cookie and nothing else: no 500, no planted header",
+    );
+}
