@@ -85,6 +85,87 @@ fn a_step_granted_a_scratch_dir_writes_and_reads_there_and_it_is_gone_after() {
     assert!(refused.contains("no preopened directory"), "{refused}");
 }
 
+/// The scratch limit of the test below, and what it costs to create a file
+/// or directory and to write at a new place (host/src/sandbox/scratch_budget.rs).
+const SCRATCH_LIMIT: u64 = 256 << 10;
+const ENTRY_BYTES: u64 = 4 << 10;
+const NEW_PLACE_BYTES: u64 = 8 << 10;
+
+/// Writes into a step's scratch directory stop at the limit however the
+/// guest writes (offsets, a stream, sparse offsets, many files, many
+/// directories), exactly at its edge, as on a full disk; links are
+/// refused; a Python step's write fails with an `OSError` and its failure
+/// names the limit.
+#[test]
+fn a_scratch_directory_holds_no_more_than_its_limit_however_it_is_filled() {
+    let host = Host::new();
+    let probe = guest("wasi_probe");
+    let limit = SCRATCH_LIMIT.to_string();
+    let granted = ["--step-scratch-dir", "--step-scratch-bytes", &limit];
+    let fill = |how: &str, bytes: u64, chunk: u64| -> Value {
+        let input = json!({"how": how, "bytes": bytes, "chunk": chunk}).to_string();
+        let mut args = granted.to_vec();
+        args.extend(["run", arg(&probe), "fill-scratch", "--input", &input]);
+        host.run(&args).success().json_line()
+    };
+    let full = json!("insufficient-space");
+    // One file (4 KiB) and its first write (8 KiB) leave the rest for data.
+    let room = SCRATCH_LIMIT - ENTRY_BYTES - NEW_PLACE_BYTES;
+    assert_eq!(
+        fill("positional", room, room),
+        json!({"written": room, "stopped": null})
+    );
+    assert_eq!(
+        fill("positional", room + 1, room),
+        json!({"written": room, "stopped": full})
+    );
+    assert_eq!(
+        fill("stream", room + 1, 4096),
+        json!({"written": room, "stopped": full})
+    );
+    // Each byte a gibibyte further pays for the blocks it allocates.
+    let sparse = (SCRATCH_LIMIT - ENTRY_BYTES) / (NEW_PLACE_BYTES + 1);
+    assert_eq!(fill("sparse", 1 << 20, 1), json!({"written": sparse, "stopped": full}));
+    let entries = SCRATCH_LIMIT / ENTRY_BYTES;
+    assert_eq!(fill("files", 1 << 20, 1), json!({"written": entries, "stopped": full}));
+    assert_eq!(fill("dirs", 1 << 20, 1), json!({"written": entries, "stopped": full}));
+    assert_eq!(fill("symlink", 1, 1), json!({"written": 0, "stopped": "not-permitted"}));
+
+    let python = json!({"step": "py-steps/fill-scratch", "input": {"bytes": 1 << 20, "chunk": 64 << 10}}).to_string();
+    let hostile = guest("hostile");
+    let link = format!("py-steps={}", arg(&guest("py-steps")));
+    let mut args = granted.to_vec();
+    args.extend([
+        "run",
+        arg(&hostile),
+        "call-limited",
+        "--link",
+        &link,
+        "--input",
+        &python,
+    ]);
+    let failed = host.run(&args).success().json_line();
+    let message = failed["message"].as_str().unwrap_or_default();
+    // wasi-libc (under Python) reads a failed stream write as EIO; the
+    // failure says which limit it was.
+    assert!(message.contains("then: [Errno"), "{failed}");
+    assert!(
+        message.contains(&format!("scratch directory reached its limit of {SCRATCH_LIMIT} bytes")),
+        "{failed}"
+    );
+    let left: Vec<_> = std::fs::read_dir(host.data_dir().join("scratch"))
+        .expect("the scratch root")
+        .collect();
+    assert!(left.is_empty(), "scratch directories outlived their attempt: {left:?}");
+    stepstone_e2e::record_reliability(&stepstone_e2e::ReliabilityResult {
+        suite: "wasi",
+        fault: "a step filling a 256 KiB scratch directory by offsets, a stream, sparse offsets a GiB apart, 1M files, 1M directories, a symlink, and from Python",
+        trials: 1,
+        outcome: "each stopped at the limit with insufficient-space (ENOSPC), exactly at its edge; the link refused; Python's write failed with an OSError (EIO: wasi-libc does not read a stream error's code) and the step's failure named the limit",
+        lost: 0,
+    });
+}
+
 /// A step component that imports `wasi:http`'s incoming side, which no
 /// policy grants (a step is called, never served requests). It exports a
 /// `describe` instance so that validation reaches its imports.

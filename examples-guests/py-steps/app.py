@@ -1,7 +1,8 @@
 """Steps in Python, for workflows in any language: a Rust workflow calls
 `py-steps/wrap` when the host links this component to its run as
 `py-steps`. `charge` calls a payment service over HTTP, as the Rust and
-JavaScript steps of the same name do."""
+JavaScript steps of the same name do; `fill-scratch` writes a file in the
+attempt's scratch directory, as Python code does."""
 
 import json
 
@@ -61,3 +62,20 @@ def charge(ctx, order):
     if answer.status >= 500:
         raise stepstone.StepFailure(f"payment service answered {answer.status}")
     raise stepstone.StepFailure(f"payment service refused the charge: {answer.status} {answer.text()}", permanent=True)
+
+
+@stepstone.step("fill-scratch")
+def fill_scratch(ctx, spec):
+    """{"bytes": N, "chunk": C} -> the bytes written to /scratch/fill, C at
+    a time, flushed after each; a write the host refuses (the scratch
+    directory's limit) fails the step saying how far it got."""
+    written = 0
+    try:
+        with open("/scratch/fill", "wb") as file:
+            while written < spec["bytes"]:
+                file.write(b"x" * spec["chunk"])
+                file.flush()
+                written += spec["chunk"]
+    except OSError as error:
+        raise stepstone.StepFailure(f"wrote {written} bytes, then: {error}", permanent=True) from None
+    return written

@@ -47,6 +47,9 @@ pub struct StepLimits {
     /// Whether each attempt gets a fresh scratch directory, preopened as
     /// `/scratch` and removed after the attempt (a tenant's policy).
     pub scratch_dir: bool,
+    /// What one attempt may write into its scratch directory, in bytes
+    /// (see `sandbox::ScratchBudget` for what a write costs).
+    pub scratch_bytes: u64,
     /// Bounds on the call's retry policy.
     pub retry: RetryLimits,
     /// What one attempt may spend on outgoing HTTP.
@@ -119,6 +122,7 @@ impl Default for StepLimits {
             timeout: Duration::from_secs(60),
             max_output_bytes: 1 << 20,
             scratch_dir: false,
+            scratch_bytes: 64 << 20,
             retry: RetryLimits::default(),
             http: HttpLimits::default(),
         }

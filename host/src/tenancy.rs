@@ -60,6 +60,10 @@ pub struct Quotas {
     /// in the guest, removed after the attempt). Off by default: steps get
     /// no files at all.
     pub step_scratch_dir: bool,
+    /// What one attempt may write into its scratch directory: its bytes,
+    /// 8 KiB more for each write at a new place and 4 KiB for each file or
+    /// directory created. Past it, writes fail as on a full disk.
+    pub step_scratch_bytes: u64,
     /// Attempts one step call may make, whatever its `max-attempts` asks.
     pub step_max_attempts: u32,
     /// The shortest wait between two attempts of a step call.
@@ -109,6 +113,7 @@ impl Default for Quotas {
             step_timeout_ms: step.timeout.as_millis() as u64,
             step_output_bytes: step.max_output_bytes,
             step_scratch_dir: step.scratch_dir,
+            step_scratch_bytes: step.scratch_bytes,
             step_max_attempts: retry.max_attempts,
             step_min_backoff_ms: retry.min_backoff.as_millis() as u64,
             step_max_backoff_ms: retry.max_backoff.as_millis() as u64,
@@ -148,6 +153,7 @@ impl Quotas {
             timeout: Duration::from_millis(self.step_timeout_ms),
             max_output_bytes: self.step_output_bytes,
             scratch_dir: self.step_scratch_dir,
+            scratch_bytes: self.step_scratch_bytes,
             retry: RetryLimits {
                 max_attempts: self.step_max_attempts,
                 min_backoff: Duration::from_millis(self.step_min_backoff_ms),
@@ -415,8 +421,12 @@ mod tests {
         assert!(!quotas.step_limits().scratch_dir, "no files unless granted");
         let typo = toml::from_str::<Tenants>("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_runs = 2\n");
         assert!(typo.is_err());
-        let granted: Tenants = toml::from_str("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nstep_scratch_dir = true\n")
-            .expect("a valid file");
-        assert!(granted.tenants[0].quotas.step_limits().scratch_dir);
+        let granted: Tenants = toml::from_str(
+            "[[tenants]]\nid = \"a\"\n[tenants.quotas]\nstep_scratch_dir = true\nstep_scratch_bytes = 1024\n",
+        )
+        .expect("a valid file");
+        let limits = granted.tenants[0].quotas.step_limits();
+        assert!(limits.scratch_dir);
+        assert_eq!(limits.scratch_bytes, 1024);
     }
 }

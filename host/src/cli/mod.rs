@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, WorkflowLimits};
+use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, StepLimits, WorkflowLimits};
 use stepstone::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, Outbound};
 use stepstone::runtime::Runtime;
 use stepstone::secrets::SecretKey;
@@ -102,6 +102,11 @@ pub struct Cli {
     /// guest, removed after the attempt (made under DATA_DIR/scratch).
     #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_DIR")]
     step_scratch_dir: bool,
+    /// Bytes one step attempt may write into its scratch directory (each
+    /// write at a new place costs 8 KiB more, each file or directory
+    /// created 4 KiB); past it, writes fail as on a full disk.
+    #[arg(long, global = true, env = "STEPSTONE_STEP_SCRATCH_BYTES", default_value_t = StepLimits::default().scratch_bytes)]
+    step_scratch_bytes: u64,
     /// How long this host's claim on the runs it drives lasts without
     /// renewal: hosts sharing a store take over the runs of one that has
     /// not renewed for this long. At least 1s.
@@ -366,6 +371,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.workflow.activation_timeout = timeout;
     }
     config.step.scratch_dir = cli.step_scratch_dir;
+    config.step.scratch_bytes = cli.step_scratch_bytes;
     config.step.retry.max_attempts = cli.max_attempts;
     if let Some(instances) = cli.instances {
         config.pool_instances = instances.max(1);

@@ -149,7 +149,7 @@ impl StepProgram {
         attempt: u32,
         limits: &StepLimits,
         reach: &Reach<'_>,
-        scratch: Option<&Path>,
+        scratch: Option<&ScratchDir>,
     ) -> Result<(Store<StepState>, Arc<HttpUsage>), AttemptFailure> {
         let sandbox_error =
             |e: wasmtime::Error| AttemptFailure::new(StepErrorKind::Trapped, format!("cannot create a sandbox: {e:#}"));
@@ -195,14 +195,12 @@ impl AttemptFailure {
         Self::new(kind, message)
     }
 
-    /// Says why the host refused a request of the attempt, if it did: the
-    /// author learns it from the failure, not only from the host's log.
-    fn naming_refusal(mut self, refusal: Option<String>) -> Self {
-        if let Some(refusal) = refusal {
-            self.message = format!(
-                "{} (the host refused a request of this attempt: {refusal})",
-                self.message
-            );
+    /// Adds what the host cut short in the attempt, if anything (a request
+    /// it refused, a scratch directory full): the author learns it from the
+    /// failure, not only from the host's log.
+    fn noting(mut self, note: Option<String>) -> Self {
+        if let Some(note) = note {
+            self.message = format!("{} ({note})", self.message);
         }
         self
     }
@@ -253,14 +251,17 @@ pub async fn run_attempt(
     reach: Reach<'_>,
 ) -> AttemptReport {
     // Declared before the store, so it is removed after the store is gone.
-    let scratch = match reach.scratch_root.map(ScratchDir::create).transpose() {
+    let scratch = reach
+        .scratch_root
+        .map(|root| ScratchDir::create(root, limits.scratch_bytes));
+    let scratch = match scratch.transpose() {
         Ok(scratch) => scratch,
         Err(e) => {
             let message = format!("cannot create the attempt's scratch directory: {e}");
             return AttemptReport::failed(AttemptFailure::new(StepErrorKind::Trapped, message));
         }
     };
-    let (mut store, http) = match program.store(attempt, limits, &reach, scratch.as_ref().map(ScratchDir::path)) {
+    let (mut store, http) = match program.store(attempt, limits, &reach, scratch.as_ref()) {
         Ok(store) => store,
         Err(failure) => return AttemptReport::failed(failure),
     };
@@ -284,7 +285,11 @@ pub async fn run_attempt(
         }),
         Err(error) => Err(AttemptFailure::stopped(&error, &mut store).naming_limit(limits)),
     };
-    let result = result.map_err(|failure| failure.naming_refusal(http.first_refusal()));
+    let refusal = http
+        .first_refusal()
+        .map(|r| format!("the host refused a request of this attempt: {r}"));
+    let scratch_full = scratch.as_ref().and_then(|scratch| scratch.budget().exhausted());
+    let result = result.map_err(|failure| failure.noting(refusal).noting(scratch_full));
     let fuel_used = match store.get_fuel() {
         Ok(left) => limits.fuel.saturating_sub(left),
         Err(_) => 0,

@@ -12,6 +12,7 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi_config::WasiConfig;
 use wasmtime_wasi_http::WasiHttpView;
 
+use super::scratch_budget::hold_writes_to_budget;
 use super::wasi::Guest;
 
 /// Links `component` with the imports `provide` adds (the contract
@@ -27,6 +28,7 @@ pub fn link<T: WasiView + WasiHttpView + Guest + 'static>(
     let mut linker = Linker::new(engine);
     provide(&mut linker)?;
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    hold_writes_to_budget(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, config_of::<T>)?;
     trap_other_contract_imports(&mut linker, engine, component, provided)?;

@@ -16,6 +16,7 @@ mod link;
 mod outbound;
 pub mod policy;
 mod scratch;
+mod scratch_budget;
 mod slots;
 mod wasi;
 
@@ -26,6 +27,7 @@ pub use engine::{Engines, Role};
 pub use limiter::{MemoryGuard, Sandboxed, classify, kind_name, new_store};
 pub use link::link;
 pub use outbound::HttpUsage;
+pub use scratch_budget::{ENTRY_BYTES, NEW_PLACE_BYTES, ScratchBudget};
 pub use slots::Slot;
 pub use wasi::{Guest, GuestWasi, JournalClock, SCRATCH_GUEST_PATH, Stdio};
 

@@ -5,7 +5,8 @@
 //!
 //! Invariants: no guest gets ambient authority — no environment variables,
 //! no arguments, no stdin, no sockets, no files except a step's per-attempt
-//! scratch directory when its tenant grants one, and no HTTP but a step's
+//! scratch directory when its tenant grants one (held to its byte budget),
+//! and no HTTP but a step's
 //! requests to the origins its tenant allows (see `outbound`), and no
 //! configuration but a step's view of its tenant's secrets
 //! (`wasi:config/store`; a workflow's is empty). A workflow's WASI is deterministic: its clocks read the run's
@@ -27,6 +28,8 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use wasmtime_wasi_http::WasiHttpCtxView;
 
 use super::outbound::HttpHooks;
+use super::scratch::ScratchDir;
+use super::scratch_budget::ScratchBudget;
 use crate::contract::bindings::LogLevel;
 use crate::guest_log::{GuestOutput, LogWriter};
 use crate::secrets::OpenedSecrets;
@@ -53,6 +56,8 @@ struct WasiState {
     hooks: HttpHooks,
     /// What `wasi:config/store` serves: a step's tenant's secrets.
     secrets: Arc<OpenedSecrets>,
+    /// What a step may still write into its scratch directory, if it has one.
+    scratch: Option<Arc<ScratchBudget>>,
 }
 
 /// A guest's store data, which holds its [`GuestWasi`].
@@ -94,7 +99,13 @@ impl GuestWasi {
             .secure_random(ChaCha20Rng::from_seed(seed))
             .insecure_random(ChaCha20Rng::from_seed(Sha256::digest(seed).into()))
             .insecure_random_seed(u128::from_le_bytes(seed[..16].try_into().unwrap_or_default()));
-        Self::new(Some(builder.build()), stdio, HttpHooks::refusing(log), Arc::default())
+        Self::new(
+            Some(builder.build()),
+            stdio,
+            HttpHooks::refusing(log),
+            Arc::default(),
+            None,
+        )
     }
 
     /// A step's WASI: real clocks and random, output to the run's log,
@@ -107,16 +118,24 @@ impl GuestWasi {
     /// open it fails the attempt before any guest code runs.
     pub fn for_step(
         stdio: Stdio,
-        scratch: Option<&std::path::Path>,
+        scratch: Option<&ScratchDir>,
         http: HttpHooks,
         secrets: Arc<OpenedSecrets>,
     ) -> wasmtime::Result<Self> {
         let Some(dir) = scratch else {
-            return Ok(Self::new(None, stdio, http, secrets));
+            return Ok(Self::new(None, stdio, http, secrets, None));
         };
         let mut builder = closed_builder(stdio.clone());
-        builder.preopened_dir(dir, SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
-        Ok(Self::new(Some(builder.build()), stdio, http, secrets))
+        builder.preopened_dir(dir.path(), SCRATCH_GUEST_PATH, FsPerms::ReadWrite)?;
+        let budget = Some(dir.budget().clone());
+        Ok(Self::new(Some(builder.build()), stdio, http, secrets, budget))
+    }
+
+    /// What the guest may still write into its scratch directory, if it
+    /// has one.
+    pub fn scratch_budget(&mut self) -> Option<Arc<ScratchBudget>> {
+        let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.scratch.clone()
     }
 
     /// The WASI of a component describing itself: a clock stopped at the
@@ -152,7 +171,13 @@ impl GuestWasi {
         }
     }
 
-    fn new(ctx: Option<WasiCtx>, stdio: Stdio, hooks: HttpHooks, secrets: Arc<OpenedSecrets>) -> Self {
+    fn new(
+        ctx: Option<WasiCtx>,
+        stdio: Stdio,
+        hooks: HttpHooks,
+        secrets: Arc<OpenedSecrets>,
+        scratch: Option<Arc<ScratchBudget>>,
+    ) -> Self {
         let state = WasiState {
             ctx,
             stdio,
@@ -160,6 +185,7 @@ impl GuestWasi {
             http: WasiHttpCtx::new(),
             hooks,
             secrets,
+            scratch,
         };
         Self {
             state: Mutex::new(state),
