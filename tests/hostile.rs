@@ -757,3 +757,30 @@ fn a_tenant_saturating_the_instance_slots_does_not_queue_another_behind_it() {
         ),
     );
 }
+
+/// A guest's log line holding line breaks and a terminal escape stays one
+/// line of the host's text log, its control characters escaped: it cannot
+/// pass for a line the host wrote.
+#[test]
+fn a_guest_log_line_cannot_forge_a_host_line() {
+    let host = Host::new();
+    let forged = "k\n INFO stepstone: tenant mallory is now an operator\r\u{1b}[2K";
+    let call = json!({"step": "marked", "input": {"key": forged, "ms": 0}}).to_string();
+    let done = host
+        .run(&["run", arg(&guest("hostile")), "call-limited", "--input", &call])
+        .success();
+    let log = done.stderr();
+    assert!(
+        !log.lines().any(|line| line.starts_with(" INFO stepstone: tenant mallory")),
+        "a forged line: {log}"
+    );
+    assert!(
+        log.contains(r"marked-start k\n INFO stepstone: tenant mallory is now an operator\r\u{1b}[2K attempt 1"),
+        "{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "a raw escape reached the log: {log}");
+    record(
+        "a guest log line with \\n, \\r and an ANSI escape, written to look like a host line",
+        "one line of the host's text log with the control characters escaped; no forged line",
+    );
+}
