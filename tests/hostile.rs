@@ -771,7 +771,8 @@ fn a_guest_log_line_cannot_forge_a_host_line() {
         .success();
     let log = done.stderr();
     assert!(
-        !log.lines().any(|line| line.starts_with(" INFO stepstone: tenant mallory")),
+        !log.lines()
+            .any(|line| line.starts_with(" INFO stepstone: tenant mallory")),
         "a forged line: {log}"
     );
     assert!(

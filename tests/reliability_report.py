@@ -20,6 +20,9 @@ SUITES = {
     "storage_faults": "Storage faults (tests/storage_faults.rs): errors and latency injected into the object store",
     "cluster": "Many hosts on one bucket (tests/cluster.rs): hosts killed, restarted and paused under load",
     "outbound": "Steps' outgoing HTTP (tests/outbound.rs, secrets.rs, payments.rs): requests a tenant's steps must not get through",
+    "egress": "No way into the host's network (tests/egress.rs): names a tenant points inside, redirects, in every language and for webhooks",
+    "api_edges": "The API's edges (tests/api_edges.rs): revoked tokens, oversized bodies, slow clients, hostile sign-ins",
+    "wasi": "WASI for guests (tests/wasi.rs): a step's scratch directory filled every way",
     "lifecycle": "The run lifecycle (tests/lifecycle.rs): scheduled runs across a host's death",
     "fuzz": "Fuzzing (`make fuzz`, regression seeds in `make test`)",
 }

@@ -37,11 +37,10 @@ const V4_RANGES: &[([u8; 4], u8, &str)] = &[
 ];
 
 fn non_global_v4(address: Ipv4Addr) -> Option<&'static str> {
-    let bits = u32::from(address);
-    V4_RANGES.iter().find_map(|(network, prefix, why)| {
-        let mask = u32::MAX.checked_shl(32 - u32::from(*prefix)).unwrap_or(0);
-        (bits & mask == u32::from_be_bytes(*network)).then_some(*why)
-    })
+    let ranges = V4_RANGES
+        .iter()
+        .map(|(network, prefix, why)| (u128::from(u32::from_be_bytes(*network)), *prefix, *why));
+    first_holding(u128::from(u32::from(address)), 32, ranges)
 }
 
 /// IPv6 ranges that are not global and embed no IPv4 address.
@@ -67,11 +66,20 @@ fn non_global_v6(address: Ipv6Addr) -> Option<&'static str> {
     if let Some(v4) = embedded_v4(address) {
         return non_global_v4(v4);
     }
-    let bits = u128::from(address);
-    V6_RANGES.iter().find_map(|(network, prefix, why)| {
-        let mask = u128::MAX.checked_shl(128 - u32::from(*prefix)).unwrap_or(0);
-        (bits & mask == *network).then_some(*why)
-    })
+    first_holding(u128::from(address), 128, V6_RANGES.iter().copied())
+}
+
+/// Why the first of `ranges` (network, prefix length, why) that holds
+/// `address`, of `width` bits, is not global.
+fn first_holding(
+    address: u128,
+    width: u32,
+    ranges: impl IntoIterator<Item = (u128, u8, &'static str)>,
+) -> Option<&'static str> {
+    let network_of = |bits: u128, prefix: u8| bits.checked_shr(width - u32::from(prefix)).unwrap_or(0);
+    ranges
+        .into_iter()
+        .find_map(|(network, prefix, why)| (network_of(address, prefix) == network_of(network, prefix)).then_some(why))
 }
 
 /// The IPv4 address an IPv6 address stands for, if it stands for one:

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime::component::{Linker, LinkerInstance, Resource, ResourceTable};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
@@ -119,7 +119,14 @@ type Streamed = wasmtime::Result<(Result<Resource<DynOutputStream>, ErrorCode>,)
 /// descriptor to call them on; these functions then do what they did.
 pub fn hold_writes_to_budget<T: WasiView + Guest + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let mut types = linker.instance(FILESYSTEM_TYPES)?;
+    let held = hold(&mut linker.instance(FILESYSTEM_TYPES)?);
+    linker.allow_shadowing(false);
+    held
+}
+
+/// Defines each function of `types` that adds bytes or entries anew, over
+/// wasmtime-wasi's, which it calls once the budget paid.
+fn hold<T: WasiView + Guest + 'static>(types: &mut LinkerInstance<'_, T>) -> wasmtime::Result<()> {
     types.func_wrap_async(
         "[method]descriptor.write",
         |mut store: StoreContextMut<'_, T>, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
@@ -203,10 +210,7 @@ pub fn hold_writes_to_budget<T: WasiView + Guest + 'static>(linker: &mut Linker<
         |_: StoreContextMut<'_, T>, _: (Resource<Descriptor>, PathFlags, String, Resource<Descriptor>, String)| {
             Box::new(async { Created::Ok((Err(ErrorCode::NotPermitted),)) })
         },
-    )?;
-    drop(types);
-    linker.allow_shadowing(false);
-    Ok(())
+    )
 }
 
 /// The budget a new stream's writes are held to, if the instance has one,
