@@ -70,6 +70,45 @@ impl CreationClock {
     }
 }
 
+/// A reading of the clock hosts' leases are measured by: the time since
+/// boot *including* the time the machine was suspended (`CLOCK_BOOTTIME`).
+/// `Instant`'s clock (`CLOCK_MONOTONIC`) stops while the machine sleeps, so
+/// a host woken from a suspend longer than its lease would still think the
+/// lease held, while its peers, whose clocks ran, took its runs over. On a
+/// thread on virtual time, the scenario's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BootInstant(Duration);
+
+impl BootInstant {
+    pub fn now() -> Self {
+        if let Some(origin) = VIRTUAL.with(Cell::get) {
+            let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
+            return Self(Duration::from_millis(origin.at_ms).saturating_add(elapsed));
+        }
+        let since_boot = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        let (seconds, nanos) = (since_boot.tv_sec, since_boot.tv_nsec);
+        Self(Duration::new(
+            u64::try_from(seconds).unwrap_or(0),
+            u32::try_from(nanos).unwrap_or(0),
+        ))
+    }
+
+    /// How long ago this reading was taken (zero for a later one).
+    pub fn elapsed(self) -> Duration {
+        Self::now().duration_since(self)
+    }
+
+    /// How long after `earlier` this reading was taken (zero if before).
+    pub fn duration_since(self, earlier: Self) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// The reading `duration` later.
+    pub fn after(self, duration: Duration) -> Self {
+        Self(self.0.saturating_add(duration))
+    }
+}
+
 /// Whether this thread runs on virtual time.
 pub(crate) fn is_virtual() -> bool {
     VIRTUAL.with(Cell::get).is_some()
@@ -137,6 +176,26 @@ mod tests {
             assert!(elsewhere >= system, "another thread reads the system's clock");
         });
         assert!(!is_virtual(), "virtual time ends with its guard");
+    }
+
+    #[test]
+    fn the_boot_clock_moves_with_the_monotonic_one_and_never_back() {
+        let (boot, monotonic) = (BootInstant::now(), std::time::Instant::now());
+        std::thread::sleep(Duration::from_millis(20));
+        let (boot_elapsed, monotonic_elapsed) = (boot.elapsed(), monotonic.elapsed());
+        assert!(boot_elapsed >= Duration::from_millis(20), "{boot_elapsed:?}");
+        // Without a suspend in between, the two clocks agree closely.
+        let apart = boot_elapsed.abs_diff(monotonic_elapsed);
+        assert!(
+            apart < Duration::from_millis(5),
+            "{boot_elapsed:?} against {monotonic_elapsed:?}"
+        );
+        assert_eq!(
+            boot.duration_since(BootInstant::now()),
+            Duration::ZERO,
+            "never negative"
+        );
+        assert_eq!(boot.after(Duration::MAX).duration_since(boot), Duration::MAX - boot.0);
     }
 
     #[test]

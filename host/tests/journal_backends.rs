@@ -12,7 +12,9 @@ use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
 use stepstone::journal::{AttemptRecord, Call, CallKind, Entry, Outcome, Recorded, RunRecords};
-use stepstone::runtime::{Progress, ReplayReport, RunError, RunState, Runtime, Submission};
+use stepstone::runtime::{
+    AttemptCall, Progress, ReplayReport, RunError, RunState, Runtime, StandIn, StepStandIn, Submission,
+};
 use stepstone::store::{
     Durability, FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of, unfinished_key,
     unfinished_marker,
@@ -749,4 +751,86 @@ fn step_attempts(runtime: &Runtime) -> f64 {
         .filter(|line| line.contains("step_attempt_seconds_count"))
         .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
+}
+
+/// Holds a run's first step attempt until the test lets it go, and counts
+/// the attempts it was asked about.
+struct HeldFirstAttempt {
+    started: tokio::sync::mpsc::UnboundedSender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    attempts: std::sync::atomic::AtomicU32,
+}
+
+impl StepStandIn for HeldFirstAttempt {
+    fn attempt(&self, _: &AttemptCall<'_>) -> StandIn {
+        let seen = self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if seen == 0 {
+            let _ = self.started.send(());
+            // The worker hands its other tasks on while it waits.
+            let _ = tokio::task::block_in_place(|| self.go.lock().unwrap().recv());
+        }
+        StandIn {
+            answer: Some(Ok("0".into())),
+            takes: Duration::ZERO,
+        }
+    }
+}
+
+/// A host wrongly judged dead while it drives a run (another took the run
+/// over at the next epoch during its step) journals the step it had
+/// started, which the create-only journal keeps consistent, and then starts
+/// no further attempt: it reads the newer claim before each attempt, and
+/// stands down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_run_was_taken_over_starts_no_further_attempt() {
+    let tenant = TenantId::default_tenant();
+    for (backend, storage, _dir) in backends() {
+        let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let stand_in = Arc::new(HeldFirstAttempt {
+            started,
+            go: std::sync::Mutex::new(go_rx),
+            attempts: std::sync::atomic::AtomicU32::new(0),
+        });
+        let config = HostConfig::new();
+        let host =
+            Runtime::with_step_stand_in(config, storage.clone(), CodeCache::disabled(), stand_in.clone()).unwrap();
+        let bench = load(&host, "bench").await;
+        let run = host
+            .submit(&tenant, Submission::new(bench, "sequential", r#"{"n":3}"#))
+            .await
+            .unwrap();
+        let driving = {
+            let (host, tenant, run) = (host.clone(), tenant.clone(), run.clone());
+            tokio::spawn(async move { host.run_to_end(&tenant, &run, None).await })
+        };
+        let mut driving = driving;
+        tokio::select! {
+            started = started_rx.recv() => started.expect("the first attempt starts"),
+            ended = &mut driving => panic!("{backend}: the run ended before its first attempt: {ended:?}"),
+        }
+        let takeover = Bytes::from("elsewhere.1.abc");
+        storage
+            .tenant(&tenant)
+            .create(&keys_of(&run).owner(1), takeover)
+            .await
+            .unwrap();
+        go.send(()).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), driving)
+            .await
+            .unwrap_or_else(|_| panic!("{backend}: the run neither ended nor stood down"))
+            .unwrap();
+        assert!(
+            matches!(&ended, Err(e) if e.is_stood_down() && e.to_string().contains("at epoch 1")),
+            "{backend}: {ended:?}"
+        );
+        let attempts = stand_in.attempts.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(attempts, 1, "{backend}: an attempt started after the takeover");
+        let journal = RunRecords::new(storage.tenant(&tenant), run).entries().await.unwrap();
+        assert_eq!(
+            journal.len(),
+            1,
+            "{backend}: the step started before the takeover is journaled, no other"
+        );
+    }
 }

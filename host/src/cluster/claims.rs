@@ -31,10 +31,31 @@ pub struct Claim {
 }
 
 impl Claim {
-    /// Whether the claim still holds: check before every write for the run.
-    pub fn check(&self) -> Result<(), LeaseLapsed> {
-        self.lease.check(self.generation)
+    /// Whether the claim still holds by this host's own lease: check before
+    /// every write for the run.
+    pub fn check(&self) -> Result<(), ClaimLost> {
+        Ok(self.lease.check(self.generation)?)
     }
+
+    /// Whether another host has claimed the run since this claim was made,
+    /// which it does only once it judged this host dead: one read of the
+    /// next epoch's claim (epochs are made one after another, so any later
+    /// one means that one exists). Read before work another host could be
+    /// starting too: a step attempt.
+    pub async fn overtaken(&self, store: &TenantStore, run: &RunId) -> Result<Option<ClaimLost>, StoreError> {
+        let next = self.epoch.saturating_add(1);
+        let claimed = store.version(&keys_of(run).owner(next)).await?;
+        Ok(claimed.map(|_| ClaimLost::Overtaken { epoch: next }))
+    }
+}
+
+/// Why a claim no longer holds.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClaimLost {
+    #[error(transparent)]
+    Lapsed(#[from] LeaseLapsed),
+    #[error("another host claimed the run at epoch {epoch}, after this host's claim (it judged this host dead)")]
+    Overtaken { epoch: u64 },
 }
 
 /// Why this host may not drive a run.

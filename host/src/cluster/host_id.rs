@@ -39,12 +39,23 @@ impl HostId {
     pub fn process_gone(&self) -> bool {
         let mut parts = self.0.split('.');
         match (parts.next(), parts.next()) {
-            (Some(its_machine), Some(pid)) if its_machine == machine() => {
+            (Some(its_machine), Some(pid)) if its_machine == machine() && proc_is_ours() => {
                 !std::path::Path::new("/proc").join(pid).exists()
             }
             _ => false,
         }
     }
+}
+
+/// Whether `/proc` shows this process's own pid namespace: `/proc/self` is
+/// this process. A `/proc` mounted from another namespace (a container
+/// given the host's) lists other processes under the same numbers, so no
+/// liveness may be read from it.
+fn proc_is_ours() -> bool {
+    static OURS: OnceLock<bool> = OnceLock::new();
+    *OURS.get_or_init(|| {
+        std::fs::read_link("/proc/self").is_ok_and(|me| me.as_os_str() == std::process::id().to_string().as_str())
+    })
 }
 
 /// This boot of this machine in this pid namespace, from Linux's boot id

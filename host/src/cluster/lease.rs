@@ -1,10 +1,22 @@
 //! This host's own lease: when it last renewed its heartbeat, and whether
 //! it went a whole TTL without, since when every claim it made is void.
+//!
+//! Invariants: the lease is measured on the boot clock ([`BootInstant`]),
+//! which counts a suspend, so a host woken from one finds its lease run
+//! out as its peers do. Claims hold only for [`USABLE_SHARE`] of the TTL
+//! after the renewal was sent: the gap between a check and the write or
+//! attempt it guards, and the drift between two hosts' clock rates, stay
+//! inside the rest, before any peer can judge this host dead.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::clock::BootInstant;
 use crate::shared_map::lock;
+
+/// The share of its TTL a lease holds for claims, in tenths: a host starts
+/// no attempt and makes no write past 0.8 TTL without a renewal.
+pub const USABLE_SHARE: u32 = 8;
 
 /// The host's lease, which every claim it holds refers to.
 #[derive(Debug)]
@@ -15,9 +27,9 @@ pub struct Lease {
 
 #[derive(Debug, Default)]
 struct State {
-    /// When the last renewal that succeeded was sent: the lease holds for a
-    /// TTL from then (not from its reply, which came later).
-    renewed: Option<Instant>,
+    /// When the last renewal that succeeded was sent: the lease holds from
+    /// then (not from its reply, which came later).
+    renewed: Option<BootInstant>,
     /// Bumped at each lapse; a claim made in an earlier generation is void.
     generation: u64,
     /// Renewals sent, so that each heartbeat differs from the last.
@@ -47,10 +59,15 @@ impl Lease {
         self.ttl
     }
 
-    /// The generation of the lease if it holds now.
+    /// How long after a renewal was sent claims made under it hold.
+    pub fn usable(&self) -> Duration {
+        self.ttl * USABLE_SHARE / 10
+    }
+
+    /// The generation of the lease if it holds now for claims.
     pub fn current(&self) -> Option<u64> {
         let state = lock(&self.state);
-        let holds = !state.left && state.renewed.is_some_and(|renewed| renewed.elapsed() < self.ttl);
+        let holds = !state.left && state.renewed.is_some_and(|renewed| renewed.elapsed() < self.usable());
         holds.then_some(state.generation)
     }
 
@@ -77,7 +94,7 @@ impl Lease {
     /// Records a renewal sent at `sent` and stored by `stored`. If the lease
     /// ran out before it was stored, others may have judged this host dead
     /// in between: the lease starts a new generation, voiding every claim.
-    pub fn renewed(&self, sent: Instant, stored: Instant) {
+    pub fn renewed(&self, sent: BootInstant, stored: BootInstant) {
         let mut state = lock(&self.state);
         if let Some(previous) = state.renewed
             && stored.duration_since(previous) >= self.ttl
@@ -89,6 +106,13 @@ impl Lease {
             );
         }
         state.renewed = Some(sent);
+    }
+
+    /// Starts a new generation at once, voiding every claim: the heartbeat
+    /// was found changed by another writer (a clone of this host, or a peer
+    /// that took it for dead), so peers may have judged this host dead.
+    pub fn void(&self) {
+        lock(&self.state).generation += 1;
     }
 
     /// Ends the lease for good: the host drives nothing more.
@@ -106,39 +130,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_holds_for_a_ttl_from_the_renewal_sent() {
+    fn a_lease_holds_claims_for_eight_tenths_of_a_ttl_from_the_renewal_sent() {
         let lease = Lease::new(Duration::from_secs(10));
         assert_eq!(lease.current(), None, "no renewal yet");
-        let sent = Instant::now();
-        lease.renewed(sent, sent + Duration::from_millis(5));
+        let sent = BootInstant::now();
+        lease.renewed(sent, sent.after(Duration::from_millis(5)));
         assert_eq!(lease.current(), Some(0));
         assert!(lease.check(0).is_ok());
         assert!(lease.check(1).is_err());
+        let lease = Lease::new(Duration::from_millis(100));
+        let nearly_spent = BootInstant::now();
+        lease.renewed(nearly_spent, nearly_spent);
+        std::thread::sleep(lease.usable());
+        assert!(lease.check(0).is_err(), "past 0.8 TTL a claim no longer holds");
+        assert_eq!(lease.usable(), Duration::from_millis(80));
     }
 
     #[test]
     fn a_renewal_stored_a_ttl_after_the_last_voids_every_claim() {
-        let lease = Lease::new(Duration::from_millis(100));
-        let start = Instant::now();
+        let lease = Lease::new(Duration::from_secs(100));
+        let start = BootInstant::now();
         lease.renewed(start, start);
-        let late = start + Duration::from_millis(100);
+        let late = start.after(Duration::from_secs(100));
         lease.renewed(late, late);
         assert!(lease.check(0).is_err(), "a claim from before the lapse must not hold");
-        let just_in_time = late + Duration::from_millis(99);
+        assert_eq!(lease.generation(), 1);
+        let just_in_time = late.after(Duration::from_millis(99_999));
         lease.renewed(just_in_time, just_in_time);
-        assert_eq!(lease.current(), Some(1));
+        assert_eq!(lease.generation(), 1);
+        lease.void();
+        assert_eq!(
+            lease.generation(),
+            2,
+            "a heartbeat changed by another writer voids the claims"
+        );
     }
 
     #[test]
     fn a_lease_runs_out_without_renewal_and_after_leaving() {
-        let lease = Lease::new(Duration::from_secs(1));
-        let long_ago = Instant::now()
-            .checked_sub(Duration::from_secs(2))
-            .expect("the clock is past 2 s");
-        lease.renewed(long_ago, long_ago);
+        let lease = Lease::new(Duration::from_millis(10));
+        let now = BootInstant::now();
+        lease.renewed(now, now);
+        std::thread::sleep(Duration::from_millis(10));
         assert_eq!(lease.current(), None);
         let lease = Lease::new(Duration::from_secs(10));
-        lease.renewed(Instant::now(), Instant::now());
+        lease.renewed(BootInstant::now(), BootInstant::now());
         lease.leave();
         assert!(lease.check(0).is_err());
     }

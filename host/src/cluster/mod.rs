@@ -11,15 +11,22 @@
 //! Invariants:
 //! - A host writes its heartbeat before it claims or creates any run, and
 //!   once it has left, no renewal writes it again.
-//! - A host judges another dead only by its own clock: the heartbeat stayed
-//!   the same for a whole TTL since it first saw that version, or is gone,
-//!   or the process is known to have exited on this machine. Since a
-//!   version is seen only after it was written, no host is judged dead
-//!   before its own lease (a TTL from sending that renewal) ran out.
-//! - A claim holds only while the lease it was made under does; a host that
-//!   went a TTL without renewing voids every claim it made (a new
-//!   generation) and must claim again, at a new epoch, before it writes
-//!   for a run again. Every write of a run's driver checks its claim.
+//! - A host judges another dead only by its own boot clock: the heartbeat
+//!   stayed the same (missing counts as a state too) for a whole TTL since
+//!   it first saw it so, or the host left (`left/{host}`), or its process
+//!   is known to have exited on this machine. Since a version is seen only
+//!   after it was written, no host is judged dead before its own lease (a
+//!   TTL from sending that renewal) ran out.
+//! - A claim holds only while the lease it was made under does, and only
+//!   for 0.8 of its TTL (see `lease`); a host that went a TTL without
+//!   renewing, or found its heartbeat written by another, voids every
+//!   claim it made (a new generation) and must claim again, at a new
+//!   epoch, before it writes for a run again. Every write of a run's driver
+//!   checks its claim, and before every step attempt the driver also reads
+//!   whether a later epoch exists ([`Claim::overtaken`]): a host wrongly
+//!   judged dead stops starting attempts as soon as it could know.
+//! - A heartbeat is deleted only by its host leaving, or by a peer that
+//!   found it at the very version it judged dead by.
 //! - The create-only journal stays the last fence: a write that passed its
 //!   check just before the lease ran out lands only if no other host wrote
 //!   that seq, so it never contradicts the journal.
@@ -32,16 +39,17 @@ mod wakeups;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
-pub use claims::{Claim, ClaimError, Owner};
+pub use claims::{Claim, ClaimError, ClaimLost, Owner};
 pub use host_id::{HostId, InvalidHostId};
 pub use lease::LeaseLapsed;
 pub use wakeups::Wakeup;
 
+use crate::clock::BootInstant;
 use crate::shared_map::lock;
 use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
 use lease::Lease;
@@ -67,6 +75,9 @@ pub struct Cluster {
     held: Mutex<HashMap<(TenantId, RunId), Claim>>,
     /// Set once the first heartbeat is written and the renewals run.
     joined: OnceCell<()>,
+    /// The version of the heartbeat this host last wrote: found otherwise
+    /// at the next renewal, another wrote or deleted it.
+    written: Mutex<Option<String>>,
     /// How many hosts this one has found dead: a change is the signal to
     /// look for their runs.
     deaths: watch::Sender<u64>,
@@ -89,6 +100,7 @@ impl Cluster {
             others: Mutex::default(),
             held: Mutex::default(),
             joined: OnceCell::new(),
+            written: Mutex::default(),
             deaths: watch::Sender::new(0),
             wakeups,
             wakeup_queue: Mutex::new(Some(queue)),
@@ -145,6 +157,7 @@ impl Cluster {
         }
         self.lease.leave();
         let gone = async {
+            self.store.overwrite(&left_key(&self.me), Bytes::new()).await?;
             self.store.delete(&heartbeat_key(&self.me)).await?;
             wakeups::clear(&self.store, &self.me).await
         };
@@ -156,20 +169,35 @@ impl Cluster {
         }
     }
 
+    /// Writes the next heartbeat. One found otherwise than this host left
+    /// it (another process writes it: a clone with the same id; or a peer
+    /// deleted it) voids every claim first: peers may have judged this
+    /// host dead meanwhile.
     async fn renew(&self) -> Result<(), StoreError> {
         let _writing = self.heartbeat_writes.lock().await;
         if self.lease.has_left() {
             return Ok(());
         }
-        let sent = Instant::now();
+        let sent = BootInstant::now();
+        let key = heartbeat_key(&self.me);
+        let expected = lock(&self.written).clone();
+        if expected.is_some() {
+            let found = self.store.version(&key).await?;
+            if found != expected {
+                tracing::error!(
+                    host = %self.me,
+                    "this host's heartbeat was written or deleted by another (a second process with this host's id, or a peer that took it for dead): voiding every claim it holds"
+                );
+                self.lease.void();
+            }
+        }
         let heartbeat = serde_json::json!({
             "renewal": self.lease.next_renewal(),
             "ttl_ms": u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX),
         });
-        self.store
-            .overwrite(&heartbeat_key(&self.me), Bytes::from(heartbeat.to_string()))
-            .await?;
-        self.lease.renewed(sent, Instant::now());
+        self.store.overwrite(&key, Bytes::from(heartbeat.to_string())).await?;
+        self.lease.renewed(sent, BootInstant::now());
+        *lock(&self.written) = self.store.version(&key).await?;
         Ok(())
     }
 
@@ -182,17 +210,30 @@ impl Cluster {
             return Ok(true);
         }
         let version = self.store.version(&heartbeat_key(host)).await?;
-        Ok(lock(&self.others).observe(host, version, self.ttl(), Instant::now()))
+        if version.is_none() && self.store.version(&left_key(host)).await?.is_some() {
+            lock(&self.others).left(host, BootInstant::now());
+            return Ok(true);
+        }
+        Ok(lock(&self.others).observe(host, version, self.ttl(), BootInstant::now()))
     }
 
     /// Reads every heartbeat: notes the hosts newly found dead, and takes
     /// out of the store those dead for a TTL already.
     async fn look_around(&self) -> Result<(), StoreError> {
         let listed = self.store.versions(&StoreKey::from("hosts")).await?;
-        let now = Instant::now();
+        let left = self.store.list(&StoreKey::from("left")).await?;
+        let now = BootInstant::now();
         let mut newly_dead = 0;
-        let (hosts, long_dead) = {
+        let long_dead = {
             let mut others = lock(&self.others);
+            for key in &left {
+                let Some(host) = key.filename().and_then(|name| HostId::try_from(name.to_owned()).ok()) else {
+                    continue;
+                };
+                if host != self.me && others.left(&host, now) {
+                    newly_dead += 1;
+                }
+            }
             let mut hosts = Vec::with_capacity(listed.len());
             for (key, version) in listed {
                 let Some(host) = key.filename().and_then(|name| HostId::try_from(name.to_owned()).ok()) else {
@@ -206,22 +247,40 @@ impl Cluster {
                 }
                 hosts.push(host);
             }
-            let vanished: Vec<HostId> = others.vanished(&hosts).collect();
-            for host in vanished {
-                others.observe(&host, None, self.ttl(), now);
-                newly_dead += 1;
+            let unlisted: Vec<HostId> = others.unlisted(&hosts).collect();
+            for host in unlisted {
+                // Missing counts as a state of its own: dead a TTL after it
+                // was first missed.
+                if others.observe(&host, None, self.ttl(), now) {
+                    newly_dead += 1;
+                }
             }
-            (hosts, others.forget_dead(self.ttl(), now))
+            others.forget_dead(self.ttl(), now)
         };
         if newly_dead > 0 {
             tracing::info!(hosts = newly_dead, "found hosts dead; taking their runs over");
             self.deaths.send_modify(|deaths| *deaths += newly_dead);
         }
-        for host in long_dead.iter().filter(|host| hosts.contains(host)) {
-            self.store.delete(&heartbeat_key(host)).await?;
-            wakeups::clear(&self.store, host).await?;
+        for (host, judged_by) in long_dead {
+            self.clean_up(&host, judged_by).await?;
         }
         Ok(())
+    }
+
+    /// Takes a host long dead out of the store: its heartbeat only if it is
+    /// still the version it was judged dead by (a host that came back
+    /// wrote another), its leaving mark and its wake-ups.
+    async fn clean_up(&self, host: &HostId, judged_by: Option<String>) -> Result<(), StoreError> {
+        let key = heartbeat_key(host);
+        let now = self.store.version(&key).await?;
+        if now.is_some() && now != judged_by {
+            return Ok(());
+        }
+        if now.is_some() {
+            self.store.delete(&key).await?;
+        }
+        self.store.delete(&left_key(host)).await?;
+        wakeups::clear(&self.store, host).await
     }
 }
 
@@ -247,6 +306,11 @@ async fn keep_alive(cluster: Weak<Cluster>) {
 
 fn heartbeat_key(host: &HostId) -> StoreKey {
     StoreKey::from_iter(["hosts", host.as_str()])
+}
+
+/// Where a host that left says so: it is dead at once to its peers.
+fn left_key(host: &HostId) -> StoreKey {
+    StoreKey::from_iter(["left", host.as_str()])
 }
 
 #[cfg(test)]

@@ -36,11 +36,12 @@ pub enum JournalError {
     /// cancelled); nothing was recorded, so the step runs again on replay.
     #[error("a step task ended without recording a result: {0}")]
     TaskFailed(String),
-    /// This host's claim on the run lapsed, so it wrote nothing more: the
-    /// run goes on on whichever host claims it next.
-    #[error("this host stood down from run `{run}`, writing nothing: {lapsed}")]
+    /// This host's claim on the run no longer holds, so it wrote nothing
+    /// more and started no attempt: the run goes on on whichever host
+    /// holds the newest claim.
+    #[error("this host stood down from run `{run}`, writing nothing and starting no attempt: {why}")]
     StoodDown {
         run: crate::store::RunId,
-        lapsed: crate::cluster::LeaseLapsed,
+        why: crate::cluster::ClaimLost,
     },
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use super::records::{AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
-use crate::cluster::Claim;
+use crate::cluster::{Claim, ClaimLost};
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
 use crate::store::{
@@ -126,15 +126,33 @@ impl RunRecords {
     /// Fails, and says so in the log, if the claim this handle writes
     /// under has lapsed.
     pub fn check_claim(&self) -> Result<(), JournalError> {
-        let Some(Err(lapsed)) = self.claim.as_ref().map(Claim::check) else {
+        match self.claim.as_ref().map(Claim::check) {
+            Some(Err(why)) => Err(self.stood_down(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails as [`check_claim`](Self::check_claim) does, and also if
+    /// another host has claimed the run since (one read of the store):
+    /// call right before starting what that host could be starting too.
+    pub async fn confirm_claim(&self) -> Result<(), JournalError> {
+        self.check_claim()?;
+        let Some(claim) = &self.claim else {
             return Ok(());
         };
+        match claim.overtaken(&self.store, &self.run).await? {
+            Some(why) => Err(self.stood_down(why)),
+            None => Ok(()),
+        }
+    }
+
+    fn stood_down(&self, why: ClaimLost) -> JournalError {
         let refused = JournalError::StoodDown {
             run: self.run.clone(),
-            lapsed,
+            why,
         };
         tracing::warn!(run = %self.run, "{refused}");
-        Err(refused)
+        refused
     }
 
     pub fn run_id(&self) -> &RunId {

@@ -126,7 +126,9 @@ pub enum RunError {
     SignalRefused { run: RunId, signal: String, reason: String },
     #[error("run `{run}` has already finished")]
     Finished { run: RunId },
-    #[error("run `{run}` is being driven by another host, which wrote its journal first; this host stood down")]
+    #[error(
+        "another host wrote run `{run}`'s journal first: this host reads the run's newest claim again, and goes on from the journal if the claim is still its own, else leaves the run to its holder"
+    )]
     Conflict { run: RunId },
     #[error(
         "run `{run}` is driven by host {host}, which is alive: it goes on there (another host takes it over only once that host's lease runs out)"
@@ -193,7 +195,8 @@ impl RunError {
         match self {
             Self::Journal(error) => matches!(&**error, JournalError::Store(StoreError::Unavailable { .. })),
             Self::Component(ComponentError::Store(StoreError::Unavailable { .. }))
-            | Self::Schedule(ScheduleError::Store(StoreError::Unavailable { .. })) => true,
+            | Self::Schedule(ScheduleError::Store(StoreError::Unavailable { .. }))
+            | Self::Secrets(SecretError::Store(StoreError::Unavailable { .. })) => true,
             _ => false,
         }
     }

@@ -142,15 +142,21 @@ async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) 
             attempts,
             last_started_at_ms: started_at_ms,
         };
-        let stand_in = host.stand_in.as_ref().map_or_else(StandIn::real, |stand_in| {
-            stand_in.attempt(&AttemptCall {
-                run: records.run_id().as_str(),
-                step: &step.call.name,
-                seq: step.seq,
-                input: &step.input,
-                attempt,
-            })
-        });
+        let stand_in = match &host.stand_in {
+            // A stand-in's answer is the attempt: the claim is confirmed
+            // before it is asked, as before a real attempt starts.
+            Some(stand_in) => {
+                records.confirm_claim().await.map_err(journal)?;
+                stand_in.attempt(&AttemptCall {
+                    run: records.run_id().as_str(),
+                    step: &step.call.name,
+                    seq: step.seq,
+                    input: &step.input,
+                    attempt,
+                })
+            }
+            None => StandIn::real(),
+        };
         let result = match stand_in.answer {
             Some(answer) => {
                 taking(stand_in.takes).await;
@@ -164,7 +170,7 @@ async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) 
                         Err(unreachable) => return Ok(ended(Err(unreachable), attempt - 1)),
                     },
                 };
-                let result = real.attempt(host, records, step, attempt).await;
+                let result = real.attempt(host, records, step, attempt).await?;
                 taking(stand_in.takes).await;
                 result
             }
@@ -228,14 +234,17 @@ impl RealStep {
     }
 
     /// Runs attempt number `attempt` in a fresh sandbox, in an instance
-    /// slot held for the attempt only, and counts what it used.
+    /// slot held for the attempt only, and counts what it used. Once its
+    /// waits are over (the fuel of the day, a slot), the claim on the run
+    /// is confirmed against the store: a host that lost it meanwhile starts
+    /// nothing.
     async fn attempt(
         &self,
         host: &Host,
         records: &RunRecords,
         step: &StepCall,
         attempt: u32,
-    ) -> Result<String, AttemptFailure> {
+    ) -> Result<Result<String, AttemptFailure>, StepUnfinished> {
         let tenant = records.store().tenant();
         let span = tracing::info_span!(
             "attempt",
@@ -248,6 +257,7 @@ impl RealStep {
         // No slot is held through a wait for the next day's fuel.
         host.usage.await_fuel(tenant).await;
         let slot = host.components.engines().slot(Role::Step, tenant, step.priority).await;
+        records.confirm_claim().await.map_err(journal)?;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(tenant);
         let reach = Reach {
@@ -286,7 +296,7 @@ impl RealStep {
             ..DayUsage::default()
         };
         host.usage.count(tenant, used);
-        report.result
+        Ok(report.result)
     }
 }
 

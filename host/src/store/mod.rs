@@ -459,10 +459,16 @@ impl Scope {
     }
 }
 
+/// A key's version as one string whatever the store: its ETag without the
+/// quotes and weak marker some stores add and others leave out (Azure
+/// lists ETags bare and answers a HEAD with them quoted: compared as
+/// given, a version would never be seen again), or, without one, its
+/// modification time and size.
 fn version_of(meta: &object_store::ObjectMeta) -> String {
-    meta.e_tag
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", meta.last_modified.timestamp_micros(), meta.size))
+    match &meta.e_tag {
+        Some(tag) => tag.trim_start_matches("W/").trim_matches('"').to_owned(),
+        None => format!("{}-{}", meta.last_modified.timestamp_micros(), meta.size),
+    }
 }
 
 #[cfg(test)]
@@ -470,6 +476,23 @@ mod tests {
     use super::*;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn an_etag_reads_the_same_quoted_bare_or_weak() {
+        let meta = |tag: Option<&str>| object_store::ObjectMeta {
+            location: Key::from("k"),
+            last_modified: chrono::DateTime::from_timestamp_micros(1_700_000_000_000_000).expect("a time"),
+            size: 7,
+            e_tag: tag.map(str::to_owned),
+            version: None,
+        };
+        let versions: Vec<String> = ["\"0x8DC\"", "0x8DC", "W/\"0x8DC\""]
+            .into_iter()
+            .map(|tag| version_of(&meta(Some(tag))))
+            .collect();
+        assert_eq!(versions, ["0x8DC", "0x8DC", "0x8DC"]);
+        assert_eq!(version_of(&meta(None)), "1700000000000000-7");
+    }
 
     fn tenant(name: &str) -> TenantId {
         TenantId::new(name).expect("a valid tenant id")
