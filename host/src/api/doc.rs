@@ -111,10 +111,14 @@ refusals! {
     Malformed {
         BAD_REQUEST => "a parameter or the body is malformed or breaks this document's constraints (the error says which)",
     }
+    /// What an operation that reads a body answers when the body is larger
+    /// than the route accepts (`body_limit` refuses it before reading it).
+    Oversized {
+        PAYLOAD_TOO_LARGE => "the body, or a part of it, is over this endpoint's limit or the tenant's size quota (the error names the limit)",
+    }
     /// What an operation taking a JSON body answers when it is not what the
     /// schema describes.
     JsonBody {
-        PAYLOAD_TOO_LARGE => "the body is over the tenant's size quota",
         UNPROCESSABLE_ENTITY => "the body is JSON, but not of the schema's shape (the error names the field)",
     }
     /// What an operation on a run answers when there is no such run.
@@ -194,5 +198,24 @@ mod tests {
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
         let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
+    }
+
+    /// Every `POST` and `PUT` route reads its body within a limit
+    /// (`body_limit`), refusing a larger one and one that cannot be read.
+    #[test]
+    fn every_operation_that_reads_a_body_documents_its_refusals() {
+        let doc = ApiDoc::openapi();
+        for (path, item) in doc.paths.paths {
+            for (method, operation) in [("POST", item.post), ("PUT", item.put)] {
+                let Some(operation) = operation else { continue };
+                let answers = operation.responses.responses;
+                for status in ["400", "413"] {
+                    assert!(
+                        answers.contains_key(status),
+                        "{method} {path} does not document {status}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Refusals, Throttled, UnknownRun};
+use super::doc::{JsonBody, Malformed, Oversized, Refusals, Throttled, UnknownRun};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
@@ -162,7 +162,7 @@ pub struct StartParams {
     (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
     (status = 409, body = ErrorBody, description = "the run id exists with another input"),
     (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
-    Malformed, JsonBody, Throttled, Refusals,
+    Malformed, Oversized, JsonBody, Throttled, Refusals,
 ))]
 pub async fn start(
     State(state): State<ApiState>,
@@ -495,7 +495,7 @@ pub struct CancelRun {
     responses(
         (status = 202, description = "the cancellation is recorded; the run ends `cancelled`"),
         (status = 409, body = ErrorBody, description = "the run has finished"),
-        Malformed, JsonBody, UnknownRun, Refusals,
+        Malformed, Oversized, JsonBody, UnknownRun, Refusals,
     ))]
 pub async fn cancel(
     State(state): State<ApiState>,
@@ -523,7 +523,7 @@ pub struct ReplayRun {
     responses(
         (status = 200, body = ReplayReport),
         (status = 404, body = ErrorBody, description = "no such run, or no such component"),
-        Malformed, JsonBody, Refusals,
+        Malformed, Oversized, JsonBody, Refusals,
     ))]
 pub async fn replay(
     State(state): State<ApiState>,
