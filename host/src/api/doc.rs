@@ -18,7 +18,7 @@ use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 use super::error::ErrorBody;
 use super::{components, groups, logs, runs, schedules, secrets, usage};
 use crate::store::{
-    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
+    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName, WorkflowName,
 };
 
 /// The API's OpenAPI document.
@@ -180,6 +180,7 @@ name_schemas! {
     ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
     RunTag: TAG_MAX, "A tag given to a run at submission, to search runs by.";
     ConcurrencyKey: NAME_MAX, "What runs share to be limited together, e.g. a customer's id.";
+    WorkflowName: NAME_MAX, "A workflow a component declares.";
     GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
 }
 
@@ -198,6 +199,8 @@ mod tests {
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
         let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
+        let [fits, over] = longest(NAME_MAX);
+        assert!(WorkflowName::new(&fits).is_ok() && WorkflowName::new(&over).is_err());
     }
 
     /// Every `POST` and `PUT` route reads its body within a limit

@@ -21,7 +21,7 @@ use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::journal::Entry;
 use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
-use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName};
+use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
 /// Longest a `wait` may hold a request.
@@ -56,7 +56,7 @@ pub struct StartRun {
     #[schema(value_type = Option<u64>, minimum = 1, maximum = 4_294_967_295u64)]
     pub version: Option<WholeNumber>,
     /// One of the component's workflows (404 if it has none of this name).
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// The workflow's input (any JSON).
     pub input: Value,
     /// An idempotency key: the same id with the same input returns the same
@@ -193,7 +193,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
         }
         None => state.runtime.component(&tenant.id, start.component.as_str()).await?,
     };
-    let mut submission = Submission::new(component, &start.workflow, &input);
+    let mut submission = Submission::new(component, start.workflow.as_str(), &input);
     submission.run_id = start.run_id;
     submission.limits = start.options.into();
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
@@ -219,7 +219,8 @@ pub struct ListParams {
     #[param(inline)]
     status: Option<StateFilter>,
     /// Only runs of this workflow.
-    workflow: Option<String>,
+    #[param(inline)]
+    workflow: Option<WorkflowName>,
     /// Only runs of this component (a name: the build it points at now; or a digest).
     #[param(inline)]
     component: Option<ComponentName>,
@@ -325,7 +326,7 @@ pub async fn list(
         None => None,
     };
     let query = RunQuery {
-        workflow: params.workflow,
+        workflow: params.workflow.map(String::from),
         component,
         tag: params.tag,
         created_from_ms: params

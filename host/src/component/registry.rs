@@ -19,8 +19,8 @@ use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
 use crate::shared_map::lock;
 use crate::store::{
-    ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
-    components_key,
+    ComponentName, StoreError, TenantId, TenantStore, WorkflowName, component_key, component_name_key,
+    component_names_key, components_key,
 };
 
 /// A validated component, compiled lazily for each role it is used in.
@@ -317,6 +317,9 @@ impl Components {
             kind: failure.kind,
             message: failure.message,
         })?;
+        if let Some(reason) = manifest.workflows.iter().find_map(|name| WorkflowName::new(name).err()) {
+            return Err(ComponentError::WorkflowName { digest, reason });
+        }
         if !manifest.workflows.is_empty() && !exports_workflows {
             return Err(missing(&contract::interface("workflow"), "workflows"));
         }

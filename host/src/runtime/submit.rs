@@ -329,9 +329,9 @@ impl Runtime {
         let input = new.input.to_string();
         self.check_json("the schedule's input", &input)?;
         let component = self.component(tenant, new.component.as_str()).await?;
-        if !component.has_workflow(&new.workflow) {
+        if !component.has_workflow(new.workflow.as_str()) {
             return Err(RunError::UnknownWorkflow {
-                workflow: new.workflow,
+                workflow: new.workflow.into(),
                 digest: component.digest.clone(),
                 available: component.manifest.workflows.join(", "),
             });
@@ -339,7 +339,7 @@ impl Runtime {
         let schedule = Schedule {
             name: new.name,
             component: new.component,
-            workflow: new.workflow,
+            workflow: new.workflow.into(),
             input,
             cron: new.cron,
             overlap: new.overlap,

@@ -21,7 +21,7 @@
 //! let nightly = NewSchedule {
 //!     name: "nightly".parse()?,
 //!     component: "reports".parse()?,
-//!     workflow: "summarise".into(),
+//!     workflow: "summarise".parse()?,
 //!     input: serde_json::json!({"days": 1}),
 //!     cron: "0 2 * * *".into(),
 //!     overlap: Overlap::Skip,
@@ -52,7 +52,8 @@ pub use state::{Fire, ScheduleState};
 use crate::journal::{decode, encode};
 use crate::runtime::{now_ms, rfc3339};
 use crate::store::{
-    ComponentName, RunId, ScheduleName, Storage, StoreError, StoreKey, TenantId, schedule_key, schedules_key,
+    ComponentName, RunId, ScheduleName, Storage, StoreError, StoreKey, TenantId, WorkflowName, schedule_key,
+    schedules_key,
 };
 
 /// Schedules one tenant may hold.
@@ -86,7 +87,7 @@ pub struct NewSchedule {
     #[schema(example = "reports")]
     pub component: ComponentName,
     /// One of the component's workflows.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// Each run's input (any JSON).
     pub input: serde_json::Value,
     /// A cron pattern in UTC: five fields (`minute hour day month weekday`),
