@@ -19,6 +19,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
+use crate::durations::DurationText;
 use crate::journal::Entry;
 use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
@@ -75,7 +76,7 @@ pub struct StartRun {
     #[schema(example = "2026-12-24T18:00:00Z", format = DateTime)]
     pub start_at: Option<String>,
     /// Or how long from now to start it, e.g. `4s` or `1h 30m`.
-    #[schema(example = "4s")]
+    #[schema(value_type = Option<DurationText>)]
     pub delay: Option<String>,
     /// When the run must have ended (RFC 3339): past it, the run is
     /// cancelled (its children too, its workflow compensating as on a
@@ -83,7 +84,7 @@ pub struct StartRun {
     #[schema(example = "2026-12-24T19:00:00Z", format = DateTime)]
     pub deadline: Option<String>,
     /// Or how long after its start the run must have ended, e.g. `1h`.
-    #[schema(example = "1h")]
+    #[schema(value_type = Option<DurationText>)]
     pub timeout: Option<String>,
     /// A URL to POST the run's end to once it ends (`{id, run_id,
     /// workflow, state, output | error | reason}`), at least once, signed

@@ -66,10 +66,10 @@ impl Moment {
                     fields.time
                 )),
             },
-            (None, Some(duration)) => match humantime::parse_duration(duration) {
-                Ok(duration) => Ok(Self::After(duration)),
-                Err(e) => invalid(format!(
-                    "{} `{duration}` is not a duration such as 4s or 1h 30m: {e}",
+            (None, Some(duration)) => match crate::durations::parse(duration) {
+                Some(duration) => Ok(Self::After(duration)),
+                None => invalid(format!(
+                    "{} `{duration}` is not a duration such as 4s or 1h 30m (numbers and units, parts joined by single spaces)",
                     fields.duration
                 )),
             },

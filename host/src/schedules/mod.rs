@@ -49,6 +49,7 @@ pub use cron::{CronPattern, MAX_PATTERN_BYTES, fire_stamp};
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
 
+use crate::durations::DurationText;
 use crate::journal::{decode, encode};
 use crate::runtime::{now_ms, rfc3339};
 use crate::store::{
@@ -98,7 +99,7 @@ pub struct NewSchedule {
     pub overlap: Overlap,
     /// How far back fires missed while no host ran are made up (at most 10
     /// of them, the latest), e.g. `1h` (the default), `0s` for none, at most `7days`.
-    #[schema(example = "1h")]
+    #[schema(value_type = Option<DurationText>)]
     pub catch_up: Option<String>,
 }
 
@@ -217,8 +218,8 @@ pub fn catch_up_window(given: Option<&str>) -> Result<Duration, ScheduleError> {
         given: given.chars().take(64).collect(),
         reason,
     };
-    let window =
-        humantime::parse_duration(given).map_err(|e| invalid(format!("{e}; write a duration such as `1h` or `0s`")))?;
+    let window = crate::durations::parse(given)
+        .ok_or_else(|| invalid("it is not a duration: write one such as `1h`, `0s` or `1h 30m`".into()))?;
     if window > MAX_CATCH_UP {
         return Err(invalid(format!(
             "it is over {}, the longest",
