@@ -1,14 +1,75 @@
 //! Cron patterns, in UTC: parsed by croner (the five standard fields, or
-//! six with seconds first), and the fire times they give between moments.
+//! six with seconds first, or seven with a year last), and the fire times
+//! they give between moments.
+//!
+//! Invariant: a pattern is parsed only if it has the form [`form_pattern`]
+//! states (fields of numbers, names and croner's signs, joined by single
+//! spaces, or a nickname), so the API's document says which texts are
+//! refused for their form; croner then refuses values out of range.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, TimeZone, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::ScheduleError;
 
 /// The longest pattern taken: standard ones are a few dozen characters.
 pub const MAX_PATTERN_BYTES: usize = 256;
+/// The nicknames taken for whole patterns, after an `@`.
+const NICKNAMES: [&str; 6] = ["yearly", "annually", "monthly", "weekly", "daily", "hourly"];
+/// What a field is made of besides ASCII letters and digits (numbers,
+/// names such as `MON` and `JAN`, croner's `L` and `W`): croner's signs,
+/// `-` last so that they make a regular expression's class as they are.
+const SIGNS: &str = "*/,?#+-";
+/// How many fields a pattern has.
+const FIELDS: std::ops::RangeInclusive<usize> = 5..=7;
+
+/// The regular expression of a pattern's form.
+pub fn form_pattern() -> String {
+    let field = format!("[0-9A-Za-z{SIGNS}]+");
+    let (least, most) = (FIELDS.start() - 1, FIELDS.end() - 1);
+    let nicknames = NICKNAMES.join("|");
+    format!("^(@({nicknames})|{field}( {field}){{{least},{most}}})$")
+}
+
+/// Whether `pattern` has the form [`form_pattern`] states.
+fn has_form(pattern: &str) -> bool {
+    if let Some(nickname) = pattern.strip_prefix('@') {
+        return NICKNAMES.contains(&nickname);
+    }
+    let fields: Vec<&str> = pattern.split(' ').collect();
+    let in_field = |c: char| c.is_ascii_alphanumeric() || SIGNS.contains(c);
+    FIELDS.contains(&fields.len())
+        && fields
+            .iter()
+            .all(|field| !field.is_empty() && field.chars().all(in_field))
+}
+
+/// A cron pattern in the API's document: a text of the form
+/// [`form_pattern`] states, at most [`MAX_PATTERN_BYTES`] long.
+pub struct CronText;
+
+impl PartialSchema for CronText {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(MAX_PATTERN_BYTES))
+            .pattern(Some(form_pattern()))
+            .examples(["0 2 * * *", "*/10 * * * * *", "@hourly"])
+            .into()
+    }
+}
+
+impl ToSchema for CronText {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Cron")
+    }
+}
 
 /// A cron pattern that fires at least once more.
 #[derive(Clone, Debug)]
@@ -25,6 +86,11 @@ impl CronPattern {
         };
         if pattern.len() > MAX_PATTERN_BYTES {
             return Err(invalid(format!("it is over {MAX_PATTERN_BYTES} bytes")));
+        }
+        if !has_form(pattern) {
+            return Err(invalid(
+                "fields are numbers, names and `* / , - ? # + L W`, joined by single spaces".into(),
+            ));
         }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
@@ -106,7 +172,11 @@ mod tests {
     fn invalid_and_never_firing_patterns_are_refused_with_the_reason() {
         for (bad, reason) in [
             ("61 * * * *", "out of bounds"),
-            ("", "empty"),
+            ("", "joined by single spaces"),
+            ("0  2 * * *", "joined by single spaces"),
+            (" 0 2 * * *", "joined by single spaces"),
+            ("0 2 * * * * * *", "joined by single spaces"),
+            ("@DAILY", "joined by single spaces"),
             ("0 0 31 2 *", "matches no time"),
             (&"* ".repeat(200), "over 256 bytes"),
         ] {

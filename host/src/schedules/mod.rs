@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use utoipa::ToSchema;
 
-pub use cron::{CronPattern, MAX_PATTERN_BYTES, fire_stamp};
+pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES, fire_stamp};
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
 
@@ -92,8 +92,9 @@ pub struct NewSchedule {
     /// Each run's input (any JSON).
     pub input: serde_json::Value,
     /// A cron pattern in UTC: five fields (`minute hour day month weekday`),
-    /// or six with seconds first; `@hourly`, `@daily` and the like too.
-    #[schema(example = "0 2 * * *", min_length = 1, max_length = 256)]
+    /// six with seconds first, or seven with a year last; `@hourly`,
+    /// `@daily` and the like too.
+    #[schema(value_type = CronText)]
     pub cron: String,
     #[serde(default)]
     pub overlap: Overlap,
