@@ -21,7 +21,9 @@ use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
-use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
+use crate::runtime::{
+    DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun, parse_time,
+};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
@@ -356,12 +358,12 @@ pub async fn list(
 
 /// `at` (RFC 3339) in milliseconds since 1970, for the listing's `what`.
 fn created(what: &str, at: &str) -> Result<u64, ApiError> {
-    let time = chrono::DateTime::parse_from_rfc3339(at).map_err(|e| {
+    let at_ms = parse_time(at).map_err(|e| {
         ApiError::bad_request(format!(
             "{what} `{at}` is not an RFC 3339 time ({e}): write e.g. 2026-12-01T00:00:00Z"
         ))
     })?;
-    Ok(u64::try_from(time.timestamp_millis()).unwrap_or(0))
+    Ok(u64::try_from(at_ms).unwrap_or(0))
 }
 
 /// Where a run stands. For a run that continued as new (any generation's
