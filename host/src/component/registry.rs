@@ -115,6 +115,14 @@ impl Components {
         bytes: Bytes,
     ) -> Result<Arc<Loaded>, ComponentError> {
         let loaded = self.check(tenant, what, bytes, Urgency::Upload).await?;
+        // At upload only: a component stored before names were checked loads on.
+        let workflows = &loaded.manifest.workflows;
+        if let Some(reason) = workflows.iter().find_map(|name| WorkflowName::new(name).err()) {
+            return Err(ComponentError::WorkflowName {
+                digest: loaded.digest,
+                reason,
+            });
+        }
         if !loaded.manifest.steps.is_empty() {
             self.step_program(&loaded, Urgency::Upload).await?;
         }
@@ -317,9 +325,6 @@ impl Components {
             kind: failure.kind,
             message: failure.message,
         })?;
-        if let Some(reason) = manifest.workflows.iter().find_map(|name| WorkflowName::new(name).err()) {
-            return Err(ComponentError::WorkflowName { digest, reason });
-        }
         if !manifest.workflows.is_empty() && !exports_workflows {
             return Err(missing(&contract::interface("workflow"), "workflows"));
         }

@@ -324,7 +324,7 @@ impl Runtime {
     /// Adding the same schedule again answers the one stored.
     pub async fn add_schedule(&self, tenant: &TenantId, new: NewSchedule) -> Result<ScheduleView, RunError> {
         let created_at_ms = now_ms();
-        CronPattern::parse(&new.cron, created_at_ms)?;
+        CronPattern::parse_new(&new.cron, created_at_ms)?;
         let catch_up = catch_up_window(new.catch_up.as_deref())?;
         let input = new.input.to_string();
         self.check_json("the schedule's input", &input)?;

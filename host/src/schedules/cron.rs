@@ -2,10 +2,12 @@
 //! six with seconds first, or seven with a year last), and the fire times
 //! they give between moments.
 //!
-//! Invariant: a pattern is parsed only if it has the form [`form_pattern`]
-//! states (fields of numbers, names and croner's signs, joined by single
-//! spaces, or a nickname), so the API's document says which texts are
-//! refused for their form; croner then refuses values out of range.
+//! Invariant: a new schedule's pattern is taken only if it has the form
+//! [`form_pattern`] states (fields of numbers, names and croner's signs,
+//! joined by single spaces, or a nickname), so the API's document says
+//! which texts are refused for their form; croner then refuses values out
+//! of range. A stored pattern is read as croner reads it, so a schedule
+//! added before the form was checked fires on.
 
 use std::borrow::Cow;
 
@@ -76,30 +78,31 @@ impl ToSchema for CronText {
 pub struct CronPattern(Cron);
 
 impl CronPattern {
+    /// Parses a new schedule's `pattern`: of the form [`form_pattern`]
+    /// states, then as [`parse`](Self::parse) does.
+    pub fn parse_new(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
+        if pattern.len() <= MAX_PATTERN_BYTES && !has_form(pattern) {
+            let reason = "fields are numbers, names and `* / , - ? # + L W`, joined by single spaces";
+            return Err(invalid(pattern, reason.into()));
+        }
+        Self::parse(pattern, now_ms)
+    }
+
     /// Parses `pattern`, refusing one that never fires after `now_ms` (such
     /// as `0 0 31 2 *`): a schedule of it would be a standing order for
     /// nothing.
     pub fn parse(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
-        let invalid = |reason: String| ScheduleError::InvalidCron {
-            pattern: pattern.chars().take(MAX_PATTERN_BYTES).collect(),
-            reason,
-        };
         if pattern.len() > MAX_PATTERN_BYTES {
-            return Err(invalid(format!("it is over {MAX_PATTERN_BYTES} bytes")));
-        }
-        if !has_form(pattern) {
-            return Err(invalid(
-                "fields are numbers, names and `* / , - ? # + L W`, joined by single spaces".into(),
-            ));
+            return Err(invalid(pattern, format!("it is over {MAX_PATTERN_BYTES} bytes")));
         }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
             .parse(pattern)
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| invalid(pattern, e.to_string()))?;
         let parsed = Self(cron);
         if parsed.next_after(now_ms).is_none() {
-            return Err(invalid("it matches no time to come".into()));
+            return Err(invalid(pattern, "it matches no time to come".into()));
         }
         Ok(parsed)
     }
@@ -133,6 +136,13 @@ impl CronPattern {
         }
         fires.reverse();
         fires
+    }
+}
+
+fn invalid(pattern: &str, reason: String) -> ScheduleError {
+    ScheduleError::InvalidCron {
+        pattern: pattern.chars().take(MAX_PATTERN_BYTES).collect(),
+        reason,
     }
 }
 
@@ -180,9 +190,15 @@ mod tests {
             ("0 0 31 2 *", "matches no time"),
             (&"* ".repeat(200), "over 256 bytes"),
         ] {
-            let error = CronPattern::parse(bad, NOW).unwrap_err().to_string();
+            let error = CronPattern::parse_new(bad, NOW).unwrap_err().to_string();
             assert!(error.contains(reason), "{bad:?}: {error}");
         }
+    }
+
+    #[test]
+    fn a_stored_pattern_of_another_form_is_read_as_croner_reads_it() {
+        let spaced = CronPattern::parse("0  2 * * *", NOW).expect("croner takes it");
+        assert_eq!(spaced.next_after(NOW), pattern("0 2 * * *").next_after(NOW));
     }
 
     #[test]
