@@ -156,7 +156,7 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
     let quotas = "max_payload_bytes = 1000\nmax_component_bytes = 100000";
     let server = Server::start(&tenants_file(&[KEPT], quotas));
     for (method, path, over, limit) in [
-        ("PUT", "/v1/secrets/key", 64 << 20, 16384),
+        ("PUT", "/v1/secrets/key", 64 << 20, 65536),
         ("POST", "/v1/runs/r/signals/s", 1001, 1000),
         ("POST", "/v1/runs", 64 << 20, 1000 + 16384),
         ("POST", "/v1/schedules", 64 << 20, 1000 + 16384),
@@ -186,7 +186,7 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
     }
     record(
         "bodies announced at 64 MiB to the secrets, runs and schedules routes, one byte over a signal's quota, 1 MiB to a cancel, and an endless chunked signal",
-        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 16 KiB, the tenant's payload quota, 64 KiB for a cancel",
+        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 64 KiB (16384 characters of 4 bytes), the tenant's payload quota, 64 KiB for a cancel",
     );
 }
 

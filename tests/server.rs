@@ -241,7 +241,7 @@ fn quotas_refuse_with_413_and_429_and_cap_step_fuel() {
         .post_bytes("/v1/components?name=order", ACME, too_big)
         .expect(413);
     assert!(
-        refused["error"].as_str().unwrap().contains("at most 50000"),
+        refused["error"].as_str().unwrap().contains("limit of 50000 bytes"),
         "{refused}"
     );
     server.upload(ACME, "wat-step");

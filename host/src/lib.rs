@@ -20,6 +20,7 @@ pub mod componentize;
 pub mod config;
 mod console;
 pub mod contract;
+pub mod durations;
 pub mod egress;
 pub mod guest_log;
 pub mod journal;

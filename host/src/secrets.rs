@@ -11,7 +11,7 @@
 //! only for the step attempts of its own tenant, never for a workflow, and
 //! never journaled or logged; listings give names, never values. A tenant
 //! holds at most [`MAX_SECRETS`] secrets (its own and its components'
-//! together) of at most [`MAX_SECRET_BYTES`] each: a host counts them under
+//! together) of at most [`MAX_SECRET_CHARS`] each: a host counts them under
 //! a lock of the tenant's, and counts again once a new one is written, so a
 //! new secret that a set on another host pushed past the limit at the same
 //! moment is taken back and refused.
@@ -37,8 +37,9 @@ pub const SECRET_KEY_VAR: &str = "STEPSTONE_SECRET_KEY";
 /// Secrets one tenant may hold.
 pub const MAX_SECRETS: usize = 100;
 
-/// Bytes of one secret's value.
-pub const MAX_SECRET_BYTES: usize = 16 << 10;
+/// Characters of one secret's value: counted as JSON Schema's `maxLength`
+/// counts them, so the API's document states the limit exactly.
+pub const MAX_SECRET_CHARS: usize = 16 << 10;
 
 /// How long the secrets opened for a tenant's steps are reused before they
 /// are read again (a secret set on another host reaches this one by then).
@@ -55,8 +56,8 @@ pub enum SecretError {
     NoKey,
     #[error("{SECRET_KEY_VAR} is not a key: {reason}; it must be 64 hex digits")]
     BadKey { reason: String },
-    #[error("secret `{name}` is {size} bytes, over the limit of {MAX_SECRET_BYTES} bytes")]
-    TooLarge { name: SecretName, size: usize },
+    #[error("secret `{name}` is {length} characters, over the limit of {MAX_SECRET_CHARS}")]
+    TooLarge { name: SecretName, length: usize },
     #[error("the tenant already holds {MAX_SECRETS} secrets, the limit: delete one first")]
     TooMany,
     #[error("secret `{name}` has an empty value: give the value (the request body, or the command's standard input)")]
@@ -253,10 +254,11 @@ impl Secrets {
         if value.is_empty() {
             return Err(SecretError::Empty { name: name.clone() });
         }
-        if value.len() > MAX_SECRET_BYTES {
+        let length = value.chars().count();
+        if length > MAX_SECRET_CHARS {
             return Err(SecretError::TooLarge {
                 name: name.clone(),
-                size: value.len(),
+                length,
             });
         }
         let key = self.key()?;
@@ -454,10 +456,10 @@ mod tests {
         let secrets = keyed(Storage::in_memory(), key());
         let tenant = TenantId::default_tenant();
         secrets
-            .set(&tenant, None, &name("edge"), &"x".repeat(MAX_SECRET_BYTES))
+            .set(&tenant, None, &name("edge"), &"é".repeat(MAX_SECRET_CHARS))
             .await?;
         let large = secrets
-            .set(&tenant, None, &name("over"), &"x".repeat(MAX_SECRET_BYTES + 1))
+            .set(&tenant, None, &name("over"), &"x".repeat(MAX_SECRET_CHARS + 1))
             .await;
         assert!(matches!(large, Err(SecretError::TooLarge { .. })));
         for n in 1..MAX_SECRETS {

@@ -20,7 +20,7 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::runtime::MAX_GROUP_RUNS;
-use crate::secrets::MAX_SECRET_BYTES;
+use crate::secrets::MAX_SECRET_CHARS;
 use crate::tenancy::Quotas;
 
 /// The body of a route that takes options only: a cancel's reason, a
@@ -46,7 +46,7 @@ pub enum Accepts {
     Group,
     /// A signal's payload itself (`max_payload_bytes`).
     Payload,
-    /// A secret's value ([`MAX_SECRET_BYTES`]).
+    /// A secret's value ([`MAX_SECRET_CHARS`] characters of UTF-8).
     Secret,
     /// Options only ([`SMALL_BODY`]).
     Small,
@@ -62,7 +62,7 @@ impl Accepts {
                 .max_payload_bytes
                 .saturating_add(MAX_GROUP_RUNS.saturating_mul(GROUP_RUN_FIELDS_BYTES)),
             Self::Payload => quotas.max_payload_bytes,
-            Self::Secret => MAX_SECRET_BYTES,
+            Self::Secret => MAX_SECRET_CHARS * char::MAX_LEN_UTF8,
             Self::Small => SMALL_BODY,
         }
     }
@@ -74,7 +74,7 @@ impl Accepts {
             Self::Run => "the tenant's max_payload_bytes for the input, and 16 KiB for the run's other fields",
             Self::Group => "the tenant's max_payload_bytes for the runs' inputs together, and 2 KiB a run for the rest",
             Self::Payload => "the tenant's max_payload_bytes",
-            Self::Secret => "the largest secret value",
+            Self::Secret => "the longest secret value, its characters taken at 4 bytes",
             Self::Small => "this endpoint takes options only",
         }
     }
@@ -130,7 +130,7 @@ mod tests {
         assert_eq!(Accepts::Payload.limit(&quotas), 1000);
         assert_eq!(Accepts::Run.limit(&quotas), 1000 + RUN_FIELDS_BYTES);
         assert_eq!(Accepts::Component.limit(&quotas), 5000);
-        assert_eq!(Accepts::Secret.limit(&quotas), MAX_SECRET_BYTES);
+        assert_eq!(Accepts::Secret.limit(&quotas), 4 * MAX_SECRET_CHARS);
         let unbounded = Quotas {
             max_payload_bytes: usize::MAX,
             ..Quotas::default()

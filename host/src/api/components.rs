@@ -13,7 +13,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Refusals};
+use super::doc::{JsonBody, Malformed, Oversized, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, Path, Query};
 use crate::component::{ComponentVersion, Loaded, digest_of};
@@ -231,7 +231,7 @@ pub struct Upgrade {
         (status = 200, body = UpgradeReport),
         (status = 404, body = ErrorBody, description = "no such component to move to"),
         (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
-        Malformed, JsonBody, Refusals,
+        Malformed, Oversized, JsonBody, Refusals,
     ))]
 pub async fn upgrade(
     State(state): State<ApiState>,

@@ -18,7 +18,7 @@ use utoipa::{IntoResponses, OpenApi, PartialSchema, ToSchema};
 use super::error::ErrorBody;
 use super::{components, groups, logs, runs, schedules, secrets, usage};
 use crate::store::{
-    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
+    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName, WorkflowName,
 };
 
 /// The API's OpenAPI document.
@@ -111,10 +111,14 @@ refusals! {
     Malformed {
         BAD_REQUEST => "a parameter or the body is malformed or breaks this document's constraints (the error says which)",
     }
+    /// What an operation that reads a body answers when the body is larger
+    /// than the route accepts (`body_limit` refuses it before reading it).
+    Oversized {
+        PAYLOAD_TOO_LARGE => "the body, or a part of it, is over this endpoint's limit or the tenant's size quota (the error names the limit)",
+    }
     /// What an operation taking a JSON body answers when it is not what the
     /// schema describes.
     JsonBody {
-        PAYLOAD_TOO_LARGE => "the body is over the tenant's size quota",
         UNPROCESSABLE_ENTITY => "the body is JSON, but not of the schema's shape (the error names the field)",
     }
     /// What an operation on a run answers when there is no such run.
@@ -176,6 +180,7 @@ name_schemas! {
     ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
     RunTag: TAG_MAX, "A tag given to a run at submission, to search runs by.";
     ConcurrencyKey: NAME_MAX, "What runs share to be limited together, e.g. a customer's id.";
+    WorkflowName: NAME_MAX, "A workflow a component declares.";
     GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
 }
 
@@ -194,5 +199,26 @@ mod tests {
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
         let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
+        let [fits, over] = longest(NAME_MAX);
+        assert!(WorkflowName::new(&fits).is_ok() && WorkflowName::new(&over).is_err());
+    }
+
+    /// Every `POST` and `PUT` route reads its body within a limit
+    /// (`body_limit`), refusing a larger one and one that cannot be read.
+    #[test]
+    fn every_operation_that_reads_a_body_documents_its_refusals() {
+        let doc = ApiDoc::openapi();
+        for (path, item) in doc.paths.paths {
+            for (method, operation) in [("POST", item.post), ("PUT", item.put)] {
+                let Some(operation) = operation else { continue };
+                let answers = operation.responses.responses;
+                for status in ["400", "413"] {
+                    assert!(
+                        answers.contains_key(status),
+                        "{method} {path} does not document {status}"
+                    );
+                }
+            }
+        }
     }
 }

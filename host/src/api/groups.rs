@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Refusals, Throttled};
+use super::doc::{JsonBody, Malformed, Oversized, Refusals, Throttled};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, OptionalJson, Path};
 use super::runs::{CancelRun, StartRun, submission_of};
@@ -80,7 +80,7 @@ pub struct GroupPath {
     (status = 404, body = ErrorBody, description = "a run names no such component, or no such workflow in it: no run was started"),
     (status = 409, body = ErrorBody, description = "the group id, or a run id, exists with other runs or input"),
     (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
-    Malformed, JsonBody, Throttled, Refusals,
+    Malformed, Oversized, JsonBody, Throttled, Refusals,
 ))]
 pub async fn start(
     State(state): State<ApiState>,
@@ -160,7 +160,7 @@ fn run_event(ended: Result<RunStatus, crate::runtime::RunError>) -> Event {
     responses(
         (status = 202, description = "every unfinished run of the group is being cancelled"),
         (status = 404, body = ErrorBody, description = "no such group"),
-        Malformed, JsonBody, Refusals,
+        Malformed, Oversized, JsonBody, Refusals,
     ))]
 pub async fn cancel(
     State(state): State<ApiState>,

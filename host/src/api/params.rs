@@ -1,6 +1,7 @@
 //! Values the API parses itself, each with the schema that describes
-//! exactly what it accepts: a wait's timeout, a page's cursor and limit, a
-//! log page's cursor, and the whole numbers of a run's options.
+//! exactly what it accepts: a wait's timeout (and any duration), a page's
+//! cursor and limit, a log page's cursor, and the whole numbers of a run's
+//! options.
 //!
 //! Invariant: a value matches its schema if and only if it parses, so a
 //! client that follows the document is never refused for its form, and one
@@ -16,60 +17,14 @@ use utoipa::{PartialSchema, ToSchema};
 
 use crate::runtime::{LogCursor, RunCursor};
 
-/// The units of a [`Timeout`], as `humantime::format_duration` writes them
-/// (the CLI's `--server` client sends its output).
-const UNITS: [(&str, Duration); 14] = [
-    ("ns", Duration::from_nanos(1)),
-    ("us", Duration::from_micros(1)),
-    ("ms", Duration::from_millis(1)),
-    ("s", Duration::from_secs(1)),
-    ("m", Duration::from_secs(60)),
-    ("h", Duration::from_secs(3600)),
-    ("day", Duration::from_secs(86_400)),
-    ("days", Duration::from_secs(86_400)),
-    ("week", Duration::from_secs(7 * 86_400)),
-    ("weeks", Duration::from_secs(7 * 86_400)),
-    ("month", Duration::from_secs(2_630_016)),
-    ("months", Duration::from_secs(2_630_016)),
-    ("year", Duration::from_secs(31_557_600)),
-    ("years", Duration::from_secs(31_557_600)),
-];
-/// A timeout has at most this many parts (one per unit, like
-/// `format_duration`'s), each of at most `MAX_DIGITS` digits: the sum never
-/// overflows.
-const MAX_PARTS: usize = 10;
-const MAX_DIGITS: usize = 9;
-
-/// How long a `wait` may wait: parts `<digits><unit>` joined by single
-/// spaces, e.g. `30s` or `1m 30s`.
+/// How long a `wait` may wait, written as [`crate::durations`] reads it,
+/// e.g. `30s` or `1m 30s`.
 pub struct Timeout(pub Duration);
-
-impl Timeout {
-    fn parse(text: &str) -> Option<Duration> {
-        let parts: Vec<&str> = text.split(' ').collect();
-        if parts.len() > MAX_PARTS {
-            return None;
-        }
-        parts
-            .into_iter()
-            .try_fold(Duration::ZERO, |sum, part| Some(sum + Self::part(part)?))
-    }
-
-    fn part(text: &str) -> Option<Duration> {
-        let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-        let (number, unit) = text.split_at(digits);
-        if !(1..=MAX_DIGITS).contains(&number.len()) {
-            return None;
-        }
-        let (_, length) = UNITS.iter().find(|(name, _)| *name == unit)?;
-        Some(*length * number.parse::<u32>().ok()?)
-    }
-}
 
 impl<'de> Deserialize<'de> for Timeout {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        Self::parse(&text)
+        crate::durations::parse(&text)
             .map(Self)
             .ok_or_else(|| D::Error::custom(format!("`{text}` is not a duration such as `30s` or `1m 30s`")))
     }
@@ -77,13 +32,7 @@ impl<'de> Deserialize<'de> for Timeout {
 
 impl PartialSchema for Timeout {
     fn schema() -> RefOr<Schema> {
-        let units: Vec<&str> = UNITS.iter().map(|(name, _)| *name).collect();
-        let part = format!("[0-9]{{1,{MAX_DIGITS}}}({})", units.join("|"));
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some(format!("^{part}( {part}){{0,{}}}$", MAX_PARTS - 1)))
-            .examples(["30s", "1m 30s"])
-            .into()
+        crate::durations::DurationText::schema()
     }
 }
 
@@ -200,18 +149,6 @@ impl ToSchema for WholeNumber {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_timeout_is_what_format_duration_writes() {
-        for duration in [0, 1, 1_500, 90_000, 3_600_000, 100_000_000_000] {
-            let duration = Duration::from_millis(duration);
-            let text = humantime::format_duration(duration).to_string();
-            assert_eq!(Timeout::parse(&text), Some(duration), "{text}");
-        }
-        for refused in ["", "30", "s", "30 s", "30s ", "1.5s", "+1s", "1000000000s", "1sec"] {
-            assert_eq!(Timeout::parse(refused), None, "{refused:?}");
-        }
-    }
 
     #[test]
     fn a_cursor_is_digits_a_dash_and_a_run_id() {

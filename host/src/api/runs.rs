@@ -14,14 +14,17 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Refusals, Throttled, UnknownRun};
+use super::doc::{JsonBody, Malformed, Oversized, Refusals, Throttled, UnknownRun};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
 use crate::config::LimitRequest;
+use crate::durations::DurationText;
 use crate::journal::Entry;
-use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
-use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName};
+use crate::runtime::{
+    DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun, parse_time,
+};
+use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
 /// Longest a `wait` may hold a request.
@@ -56,7 +59,7 @@ pub struct StartRun {
     #[schema(value_type = Option<u64>, minimum = 1, maximum = 4_294_967_295u64)]
     pub version: Option<WholeNumber>,
     /// One of the component's workflows (404 if it has none of this name).
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// The workflow's input (any JSON).
     pub input: Value,
     /// An idempotency key: the same id with the same input returns the same
@@ -75,7 +78,7 @@ pub struct StartRun {
     #[schema(example = "2026-12-24T18:00:00Z", format = DateTime)]
     pub start_at: Option<String>,
     /// Or how long from now to start it, e.g. `4s` or `1h 30m`.
-    #[schema(example = "4s")]
+    #[schema(value_type = Option<DurationText>)]
     pub delay: Option<String>,
     /// When the run must have ended (RFC 3339): past it, the run is
     /// cancelled (its children too, its workflow compensating as on a
@@ -83,7 +86,7 @@ pub struct StartRun {
     #[schema(example = "2026-12-24T19:00:00Z", format = DateTime)]
     pub deadline: Option<String>,
     /// Or how long after its start the run must have ended, e.g. `1h`.
-    #[schema(example = "1h")]
+    #[schema(value_type = Option<DurationText>)]
     pub timeout: Option<String>,
     /// A URL to POST the run's end to once it ends (`{id, run_id,
     /// workflow, state, output | error | reason}`), at least once, signed
@@ -162,7 +165,7 @@ pub struct StartParams {
     (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
     (status = 409, body = ErrorBody, description = "the run id exists with another input"),
     (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
-    Malformed, JsonBody, Throttled, Refusals,
+    Malformed, Oversized, JsonBody, Throttled, Refusals,
 ))]
 pub async fn start(
     State(state): State<ApiState>,
@@ -193,7 +196,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
         }
         None => state.runtime.component(&tenant.id, start.component.as_str()).await?,
     };
-    let mut submission = Submission::new(component, &start.workflow, &input);
+    let mut submission = Submission::new(component, start.workflow.as_str(), &input);
     submission.run_id = start.run_id;
     submission.limits = start.options.into();
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
@@ -219,7 +222,8 @@ pub struct ListParams {
     #[param(inline)]
     status: Option<StateFilter>,
     /// Only runs of this workflow.
-    workflow: Option<String>,
+    #[param(inline)]
+    workflow: Option<WorkflowName>,
     /// Only runs of this component (a name: the build it points at now; or a digest).
     #[param(inline)]
     component: Option<ComponentName>,
@@ -325,7 +329,7 @@ pub async fn list(
         None => None,
     };
     let query = RunQuery {
-        workflow: params.workflow,
+        workflow: params.workflow.map(String::from),
         component,
         tag: params.tag,
         created_from_ms: params
@@ -354,12 +358,12 @@ pub async fn list(
 
 /// `at` (RFC 3339) in milliseconds since 1970, for the listing's `what`.
 fn created(what: &str, at: &str) -> Result<u64, ApiError> {
-    let time = chrono::DateTime::parse_from_rfc3339(at).map_err(|e| {
+    let at_ms = parse_time(at).map_err(|e| {
         ApiError::bad_request(format!(
             "{what} `{at}` is not an RFC 3339 time ({e}): write e.g. 2026-12-01T00:00:00Z"
         ))
     })?;
-    Ok(u64::try_from(time.timestamp_millis()).unwrap_or(0))
+    Ok(u64::try_from(at_ms).unwrap_or(0))
 }
 
 /// Where a run stands. For a run that continued as new (any generation's
@@ -495,7 +499,7 @@ pub struct CancelRun {
     responses(
         (status = 202, description = "the cancellation is recorded; the run ends `cancelled`"),
         (status = 409, body = ErrorBody, description = "the run has finished"),
-        Malformed, JsonBody, UnknownRun, Refusals,
+        Malformed, Oversized, JsonBody, UnknownRun, Refusals,
     ))]
 pub async fn cancel(
     State(state): State<ApiState>,
@@ -523,7 +527,7 @@ pub struct ReplayRun {
     responses(
         (status = 200, body = ReplayReport),
         (status = 404, body = ErrorBody, description = "no such run, or no such component"),
-        Malformed, JsonBody, Refusals,
+        Malformed, Oversized, JsonBody, Refusals,
     ))]
 pub async fn replay(
     State(state): State<ApiState>,

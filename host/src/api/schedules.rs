@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Refusals};
+use super::doc::{JsonBody, Malformed, Oversized, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Path};
 use crate::schedules::{NewSchedule, ScheduleView};
@@ -36,7 +36,7 @@ pub struct ScheduleList {
     (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
     (status = 409, body = ErrorBody, description = "a schedule of that name orders other runs"),
     (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
-    Malformed, JsonBody, Refusals,
+    Malformed, Oversized, JsonBody, Refusals,
 ))]
 pub async fn add(
     State(state): State<ApiState>,
@@ -77,7 +77,7 @@ pub async fn get(
 #[utoipa::path(post, path = "/v1/schedules/{name}/pause", params(SchedulePath), responses(
     (status = 200, body = ScheduleView),
     (status = 404, body = ErrorBody, description = "no such schedule"),
-    Malformed, Refusals,
+    Malformed, Oversized, Refusals,
 ))]
 pub async fn pause(
     State(state): State<ApiState>,
@@ -93,7 +93,7 @@ pub async fn pause(
 #[utoipa::path(post, path = "/v1/schedules/{name}/resume", params(SchedulePath), responses(
     (status = 200, body = ScheduleView),
     (status = 404, body = ErrorBody, description = "no such schedule"),
-    Malformed, Refusals,
+    Malformed, Oversized, Refusals,
 ))]
 pub async fn resume(
     State(state): State<ApiState>,

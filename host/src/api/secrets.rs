@@ -14,10 +14,10 @@ use super::auth::Caller;
 use super::doc::{Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Path, Query};
-use crate::secrets::MAX_SECRET_BYTES;
+use crate::secrets::MAX_SECRET_CHARS;
 use crate::store::{ComponentName, SecretName};
 
-/// A secret's value: UTF-8 text, not empty, at most 16 KiB.
+/// A secret's value: UTF-8 text, 1 to 16384 characters.
 pub struct SecretValue;
 
 impl PartialSchema for SecretValue {
@@ -25,7 +25,7 @@ impl PartialSchema for SecretValue {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .min_length(Some(1))
-            .max_length(Some(MAX_SECRET_BYTES))
+            .max_length(Some(MAX_SECRET_CHARS))
             .into()
     }
 }
@@ -57,12 +57,14 @@ pub struct SecretNames {
 
 /// Set a secret (the body is its value, UTF-8 text); steps read it through `wasi:config/store`.
 #[utoipa::path(put, path = "/v1/secrets/{name}", params(SecretPath, ScopeParams),
-    request_body(content = inline(SecretValue), content_type = "text/plain", description = "the value, at most 16 KiB"),
+    request_body(content = inline(SecretValue), content_type = "text/plain", description = "the value, at most 16384 characters"),
     responses(
         (status = 204, description = "set, sealed with the host key"),
         (status = 403, body = ErrorBody, description = "the tenant holds 100 secrets, the limit"),
-        (status = 413, body = ErrorBody, description = "the value is over 16 KiB (bytes of UTF-8)"),
+        (status = 413, body = ErrorBody, description = "the value is over 16384 characters"),
         Malformed, Refusals,
+        // After `Refusals`, whose 503 it replaces.
+        (status = 503, body = ErrorBody, description = "the host has no secret key (`STEPSTONE_SECRET_KEY`, the operator's to set), or the store is unavailable: retry later"),
     ))]
 pub async fn set(
     State(state): State<ApiState>,

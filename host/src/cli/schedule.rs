@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use stepstone::runtime::Runtime;
 use stepstone::schedules::{NewSchedule, Overlap};
-use stepstone::store::{ComponentName, ScheduleName, TenantId};
+use stepstone::store::{ComponentName, ScheduleName, TenantId, WorkflowName};
 
 use super::remote::Remote;
 
@@ -34,7 +34,7 @@ pub struct AddArgs {
     name: ScheduleName,
     /// A component name (each fire runs the build it points at then) or digest.
     component: ComponentName,
-    workflow: String,
+    workflow: WorkflowName,
     /// Five fields (`minute hour day month weekday`) or six with seconds first, e.g. "0 2 * * *".
     #[arg(long)]
     cron: String,

@@ -18,7 +18,7 @@ pub use registry::{Components, Loaded, STORED_FRESH, digest_of};
 pub use versions::ComponentVersion;
 
 use crate::sandbox::Role;
-use crate::store::StoreError;
+use crate::store::{InvalidName, StoreError};
 
 /// Whether `reference` is written as a component digest (64 hex digits):
 /// it then means that build, never a name, so no name is looked up for it.
@@ -53,6 +53,8 @@ pub enum ComponentError {
         kind: crate::sandbox::StepErrorKind,
         message: String,
     },
+    #[error("component {digest} declares a workflow no run could be searched by: {reason}")]
+    WorkflowName { digest: String, reason: InvalidName },
     #[error("component {digest} declares signal schemas (`stepstone:signal-schemas`) that cannot be used: {reason}")]
     SignalSchemas { digest: String, reason: String },
     #[error("component {digest} is in use by {by}: it can be deleted once nothing refers to it")]

@@ -19,8 +19,8 @@ use crate::contract::{self, bindings::Manifest};
 use crate::sandbox::{self, Engines, Role, StepProgram};
 use crate::shared_map::lock;
 use crate::store::{
-    ComponentName, StoreError, TenantId, TenantStore, component_key, component_name_key, component_names_key,
-    components_key,
+    ComponentName, StoreError, TenantId, TenantStore, WorkflowName, component_key, component_name_key,
+    component_names_key, components_key,
 };
 
 /// A validated component, compiled lazily for each role it is used in.
@@ -115,6 +115,14 @@ impl Components {
         bytes: Bytes,
     ) -> Result<Arc<Loaded>, ComponentError> {
         let loaded = self.check(tenant, what, bytes, Urgency::Upload).await?;
+        // At upload only: a component stored before names were checked loads on.
+        let workflows = &loaded.manifest.workflows;
+        if let Some(reason) = workflows.iter().find_map(|name| WorkflowName::new(name).err()) {
+            return Err(ComponentError::WorkflowName {
+                digest: loaded.digest,
+                reason,
+            });
+        }
         if !loaded.manifest.steps.is_empty() {
             self.step_program(&loaded, Urgency::Upload).await?;
         }

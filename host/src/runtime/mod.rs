@@ -67,7 +67,7 @@ pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, MAX_LOG_PAGE, PagedLine};
-pub use moment::{DEADLINE, Moment, START, rfc3339};
+pub use moment::{DEADLINE, Moment, START, parse_time, rfc3339};
 pub use replay::ReplayReport;
 pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;

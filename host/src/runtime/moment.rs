@@ -19,6 +19,18 @@ pub fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
+/// `text` as milliseconds since the Unix epoch, if it is an RFC 3339
+/// `date-time` (as the API's document calls it), or why not. chrono also
+/// takes a space between the date and the time, which the RFC's grammar
+/// does not.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    if text.as_bytes().get(10) == Some(&b' ') {
+        return Err("the date and the time are joined by `T`".into());
+    }
+    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| e.to_string())?;
+    Ok(time.timestamp_millis())
+}
+
 /// A moment given as a time or as a duration from another moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Moment {
@@ -59,17 +71,17 @@ impl Moment {
                 "give the run a {} or a {}, not both",
                 fields.time, fields.duration
             )),
-            (Some(time), None) => match chrono::DateTime::parse_from_rfc3339(time) {
-                Ok(time) => Ok(Self::At(time.timestamp_millis())),
+            (Some(time), None) => match parse_time(time) {
+                Ok(at_ms) => Ok(Self::At(at_ms)),
                 Err(e) => invalid(format!(
                     "{} `{time}` is not an RFC 3339 time such as 2026-12-24T18:00:00Z: {e}",
                     fields.time
                 )),
             },
-            (None, Some(duration)) => match humantime::parse_duration(duration) {
-                Ok(duration) => Ok(Self::After(duration)),
-                Err(e) => invalid(format!(
-                    "{} `{duration}` is not a duration such as 4s or 1h 30m: {e}",
+            (None, Some(duration)) => match crate::durations::parse(duration) {
+                Some(duration) => Ok(Self::After(duration)),
+                None => invalid(format!(
+                    "{} `{duration}` is not a duration such as 4s or 1h 30m (numbers and units, parts joined by single spaces)",
                     fields.duration
                 )),
             },
@@ -156,6 +168,8 @@ mod tests {
     fn nonsense_is_refused_naming_the_field() {
         let both = resolved(Some("2026-12-24T18:00:00Z"), Some("4s")).unwrap_err();
         assert!(both.contains("a start_at or a delay, not both"), "{both}");
+        let spaced = resolved(Some("2026-12-24 18:00:00Z"), None).unwrap_err();
+        assert!(spaced.contains("joined by `T`"), "{spaced}");
         let time = resolved(Some("tomorrow"), None).unwrap_err();
         assert!(time.contains("start_at `tomorrow` is not an RFC 3339 time"), "{time}");
         let delay = resolved(None, Some("soon")).unwrap_err();

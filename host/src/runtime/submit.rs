@@ -324,14 +324,14 @@ impl Runtime {
     /// Adding the same schedule again answers the one stored.
     pub async fn add_schedule(&self, tenant: &TenantId, new: NewSchedule) -> Result<ScheduleView, RunError> {
         let created_at_ms = now_ms();
-        CronPattern::parse(&new.cron, created_at_ms)?;
+        CronPattern::parse_new(&new.cron, created_at_ms)?;
         let catch_up = catch_up_window(new.catch_up.as_deref())?;
         let input = new.input.to_string();
         self.check_json("the schedule's input", &input)?;
         let component = self.component(tenant, new.component.as_str()).await?;
-        if !component.has_workflow(&new.workflow) {
+        if !component.has_workflow(new.workflow.as_str()) {
             return Err(RunError::UnknownWorkflow {
-                workflow: new.workflow,
+                workflow: new.workflow.into(),
                 digest: component.digest.clone(),
                 available: component.manifest.workflows.join(", "),
             });
@@ -339,7 +339,7 @@ impl Runtime {
         let schedule = Schedule {
             name: new.name,
             component: new.component,
-            workflow: new.workflow,
+            workflow: new.workflow.into(),
             input,
             cron: new.cron,
             overlap: new.overlap,

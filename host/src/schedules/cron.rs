@@ -1,39 +1,108 @@
 //! Cron patterns, in UTC: parsed by croner (the five standard fields, or
-//! six with seconds first), and the fire times they give between moments.
+//! six with seconds first, or seven with a year last), and the fire times
+//! they give between moments.
+//!
+//! Invariant: a new schedule's pattern is taken only if it has the form
+//! [`form_pattern`] states (fields of numbers, names and croner's signs,
+//! joined by single spaces, or a nickname), so the API's document says
+//! which texts are refused for their form; croner then refuses values out
+//! of range. A stored pattern is read as croner reads it, so a schedule
+//! added before the form was checked fires on.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, TimeZone, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::ScheduleError;
 
 /// The longest pattern taken: standard ones are a few dozen characters.
 pub const MAX_PATTERN_BYTES: usize = 256;
+/// The nicknames taken for whole patterns, after an `@`.
+const NICKNAMES: [&str; 6] = ["yearly", "annually", "monthly", "weekly", "daily", "hourly"];
+/// What a field is made of besides ASCII letters and digits (numbers,
+/// names such as `MON` and `JAN`, croner's `L` and `W`): croner's signs,
+/// `-` last so that they make a regular expression's class as they are.
+const SIGNS: &str = "*/,?#+-";
+/// How many fields a pattern has.
+const FIELDS: std::ops::RangeInclusive<usize> = 5..=7;
+
+/// The regular expression of a pattern's form.
+pub fn form_pattern() -> String {
+    let field = format!("[0-9A-Za-z{SIGNS}]+");
+    let (least, most) = (FIELDS.start() - 1, FIELDS.end() - 1);
+    let nicknames = NICKNAMES.join("|");
+    format!("^(@({nicknames})|{field}( {field}){{{least},{most}}})$")
+}
+
+/// Whether `pattern` has the form [`form_pattern`] states.
+fn has_form(pattern: &str) -> bool {
+    if let Some(nickname) = pattern.strip_prefix('@') {
+        return NICKNAMES.contains(&nickname);
+    }
+    let fields: Vec<&str> = pattern.split(' ').collect();
+    let in_field = |c: char| c.is_ascii_alphanumeric() || SIGNS.contains(c);
+    FIELDS.contains(&fields.len())
+        && fields
+            .iter()
+            .all(|field| !field.is_empty() && field.chars().all(in_field))
+}
+
+/// A cron pattern in the API's document: a text of the form
+/// [`form_pattern`] states, at most [`MAX_PATTERN_BYTES`] long.
+pub struct CronText;
+
+impl PartialSchema for CronText {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(MAX_PATTERN_BYTES))
+            .pattern(Some(form_pattern()))
+            .examples(["0 2 * * *", "*/10 * * * * *", "@hourly"])
+            .into()
+    }
+}
+
+impl ToSchema for CronText {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Cron")
+    }
+}
 
 /// A cron pattern that fires at least once more.
 #[derive(Clone, Debug)]
 pub struct CronPattern(Cron);
 
 impl CronPattern {
+    /// Parses a new schedule's `pattern`: of the form [`form_pattern`]
+    /// states, then as [`parse`](Self::parse) does.
+    pub fn parse_new(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
+        if pattern.len() <= MAX_PATTERN_BYTES && !has_form(pattern) {
+            let reason = "fields are numbers, names and `* / , - ? # + L W`, joined by single spaces";
+            return Err(invalid(pattern, reason.into()));
+        }
+        Self::parse(pattern, now_ms)
+    }
+
     /// Parses `pattern`, refusing one that never fires after `now_ms` (such
     /// as `0 0 31 2 *`): a schedule of it would be a standing order for
     /// nothing.
     pub fn parse(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
-        let invalid = |reason: String| ScheduleError::InvalidCron {
-            pattern: pattern.chars().take(MAX_PATTERN_BYTES).collect(),
-            reason,
-        };
         if pattern.len() > MAX_PATTERN_BYTES {
-            return Err(invalid(format!("it is over {MAX_PATTERN_BYTES} bytes")));
+            return Err(invalid(pattern, format!("it is over {MAX_PATTERN_BYTES} bytes")));
         }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
             .parse(pattern)
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| invalid(pattern, e.to_string()))?;
         let parsed = Self(cron);
         if parsed.next_after(now_ms).is_none() {
-            return Err(invalid("it matches no time to come".into()));
+            return Err(invalid(pattern, "it matches no time to come".into()));
         }
         Ok(parsed)
     }
@@ -67,6 +136,13 @@ impl CronPattern {
         }
         fires.reverse();
         fires
+    }
+}
+
+fn invalid(pattern: &str, reason: String) -> ScheduleError {
+    ScheduleError::InvalidCron {
+        pattern: pattern.chars().take(MAX_PATTERN_BYTES).collect(),
+        reason,
     }
 }
 
@@ -106,13 +182,23 @@ mod tests {
     fn invalid_and_never_firing_patterns_are_refused_with_the_reason() {
         for (bad, reason) in [
             ("61 * * * *", "out of bounds"),
-            ("", "empty"),
+            ("", "joined by single spaces"),
+            ("0  2 * * *", "joined by single spaces"),
+            (" 0 2 * * *", "joined by single spaces"),
+            ("0 2 * * * * * *", "joined by single spaces"),
+            ("@DAILY", "joined by single spaces"),
             ("0 0 31 2 *", "matches no time"),
             (&"* ".repeat(200), "over 256 bytes"),
         ] {
-            let error = CronPattern::parse(bad, NOW).unwrap_err().to_string();
+            let error = CronPattern::parse_new(bad, NOW).unwrap_err().to_string();
             assert!(error.contains(reason), "{bad:?}: {error}");
         }
+    }
+
+    #[test]
+    fn a_stored_pattern_of_another_form_is_read_as_croner_reads_it() {
+        let spaced = CronPattern::parse("0  2 * * *", NOW).expect("croner takes it");
+        assert_eq!(spaced.next_after(NOW), pattern("0 2 * * *").next_after(NOW));
     }
 
     #[test]

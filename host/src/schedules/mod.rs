@@ -21,7 +21,7 @@
 //! let nightly = NewSchedule {
 //!     name: "nightly".parse()?,
 //!     component: "reports".parse()?,
-//!     workflow: "summarise".into(),
+//!     workflow: "summarise".parse()?,
 //!     input: serde_json::json!({"days": 1}),
 //!     cron: "0 2 * * *".into(),
 //!     overlap: Overlap::Skip,
@@ -45,14 +45,16 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use utoipa::ToSchema;
 
-pub use cron::{CronPattern, MAX_PATTERN_BYTES, fire_stamp};
+pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES, fire_stamp};
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
 
+use crate::durations::DurationText;
 use crate::journal::{decode, encode};
 use crate::runtime::{now_ms, rfc3339};
 use crate::store::{
-    ComponentName, RunId, ScheduleName, Storage, StoreError, StoreKey, TenantId, schedule_key, schedules_key,
+    ComponentName, RunId, ScheduleName, Storage, StoreError, StoreKey, TenantId, WorkflowName, schedule_key,
+    schedules_key,
 };
 
 /// Schedules one tenant may hold.
@@ -86,18 +88,19 @@ pub struct NewSchedule {
     #[schema(example = "reports")]
     pub component: ComponentName,
     /// One of the component's workflows.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// Each run's input (any JSON).
     pub input: serde_json::Value,
     /// A cron pattern in UTC: five fields (`minute hour day month weekday`),
-    /// or six with seconds first; `@hourly`, `@daily` and the like too.
-    #[schema(example = "0 2 * * *", min_length = 1, max_length = 256)]
+    /// six with seconds first, or seven with a year last; `@hourly`,
+    /// `@daily` and the like too.
+    #[schema(value_type = CronText)]
     pub cron: String,
     #[serde(default)]
     pub overlap: Overlap,
     /// How far back fires missed while no host ran are made up (at most 10
     /// of them, the latest), e.g. `1h` (the default), `0s` for none, at most `7days`.
-    #[schema(example = "1h")]
+    #[schema(value_type = Option<DurationText>)]
     pub catch_up: Option<String>,
 }
 
@@ -216,8 +219,8 @@ pub fn catch_up_window(given: Option<&str>) -> Result<Duration, ScheduleError> {
         given: given.chars().take(64).collect(),
         reason,
     };
-    let window =
-        humantime::parse_duration(given).map_err(|e| invalid(format!("{e}; write a duration such as `1h` or `0s`")))?;
+    let window = crate::durations::parse(given)
+        .ok_or_else(|| invalid("it is not a duration: write one such as `1h`, `0s` or `1h 30m`".into()))?;
     if window > MAX_CATCH_UP {
         return Err(invalid(format!(
             "it is over {}, the longest",

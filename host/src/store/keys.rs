@@ -166,6 +166,12 @@ impl RunId {
 }
 
 name_type!(
+    /// A workflow's name, as its component declares it: runs are searched
+    /// by it (`index/workflow/{name}`), so it is held to a name's rules.
+    WorkflowName, "workflow name", 128
+);
+
+name_type!(
     /// A tag given to a run at submission, to search runs by.
     RunTag, "run tag", 64
 );
