@@ -1,8 +1,8 @@
 //! Durations as clients write them to the host: a run's `delay` and
 //! `timeout`, a schedule's `catch_up`, a wait's `timeout`. Parts
-//! `<digits><unit>` joined by single spaces, e.g. `30s`, `1h 30m` or
-//! `7days`, with humantime's unit names (`humantime::format_duration`
-//! writes them so).
+//! `<digits><unit>`, one after another or with a single space between,
+//! e.g. `30s`, `1h 30m`, `1h30m` or `7days`, with humantime's unit names
+//! (`humantime::format_duration` writes them so).
 //!
 //! Invariant: [`parse`] takes a text if and only if [`pattern`] matches it,
 //! so the API's document ([`DurationText`]) states exactly what is taken. A number too large
@@ -35,10 +35,24 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 pub fn parse(text: &str) -> Option<Duration> {
     let nanos = text
         .split(' ')
-        .try_fold(0u128, |sum, part| Some(sum.saturating_add(part_nanos(part)?)))?;
+        .try_fold(0u128, |sum, group| Some(sum.saturating_add(group_nanos(group)?)))?;
     let subsec = u32::try_from(nanos % NANOS_PER_SEC).unwrap_or(0);
     let duration = u64::try_from(nanos / NANOS_PER_SEC).map_or(Duration::MAX, |secs| Duration::new(secs, subsec));
     Some(duration)
+}
+
+/// The length of parts written one after another (`1h30m`): each its
+/// digits, then the letters up to the next digit, a unit's name.
+fn group_nanos(mut group: &str) -> Option<u128> {
+    let mut nanos = None::<u128>;
+    while !group.is_empty() {
+        let digits = group.bytes().take_while(u8::is_ascii_digit).count();
+        let letters = group[digits..].bytes().take_while(|b| !b.is_ascii_digit()).count();
+        let (part, rest) = group.split_at(digits + letters);
+        nanos = Some(nanos.unwrap_or(0).saturating_add(part_nanos(part)?));
+        group = rest;
+    }
+    nanos
 }
 
 fn part_nanos(part: &str) -> Option<u128> {
@@ -56,7 +70,7 @@ fn part_nanos(part: &str) -> Option<u128> {
 pub fn pattern() -> String {
     let units: Vec<&str> = UNITS.iter().flat_map(|(names, _)| names.iter().copied()).collect();
     let part = format!("[0-9]+({})", units.join("|"));
-    format!("^{part}( {part})*$")
+    format!("^{part}( ?{part})*$")
 }
 
 /// A duration in the API's document: a string that [`parse`] takes.
@@ -95,12 +109,14 @@ mod tests {
         assert_eq!(parse("7days"), Some(Duration::from_secs(7 * 86_400)));
         assert_eq!(parse("1hour 30min"), Some(Duration::from_secs(5_400)));
         assert_eq!(parse("2M"), Some(Duration::from_secs(2 * 2_630_016)));
+        assert_eq!(parse("1h30m"), parse("1h 30m"), "parts one after another");
+        assert_eq!(parse("1d2h 3m4s"), Some(Duration::from_secs(86_400 + 7_200 + 184)));
     }
 
     #[test]
     fn other_writings_are_refused() {
         for refused in [
-            "", " ", "30", "s", "30 s", "30s ", " 30s", "1h  30m", "1h30m", "1.5s", "+1s", "-1s", "1sek", "1S",
+            "", " ", "30", "s", "30 s", "30s ", " 30s", "1h  30m", "1h30", "1.5s", "+1s", "-1s", "1sek", "1S",
         ] {
             assert_eq!(parse(refused), None, "{refused:?}");
         }
@@ -112,5 +128,15 @@ mod tests {
         assert_eq!(parse("18446744073709551616s"), Some(longest));
         assert_eq!(parse(&format!("{}y", "9".repeat(400))), Some(longest));
         assert_eq!(parse(&["99999999999y"; 30].join(" ")), Some(longest));
+    }
+
+    proptest::proptest! {
+        /// The document states exactly what is taken: the parser and the
+        /// pattern agree on every text of digits, unit letters and spaces.
+        #[test]
+        fn the_parser_takes_what_the_pattern_matches(text in "[0-9 smhdwyMSnueiorckat]{0,14}") {
+            let pattern = regex::Regex::new(&pattern()).expect("the pattern compiles");
+            proptest::prop_assert_eq!(parse(&text).is_some(), pattern.is_match(&text), "{:?}", text);
+        }
     }
 }
