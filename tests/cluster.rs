@@ -183,7 +183,7 @@ fn a_paused_owner_stands_down_once_another_host_took_its_run_over() {
     );
     assert_contiguous(taker, "paused-1");
     assert!(
-        !taker.log().contains("wrote its journal first"),
+        !taker.log().contains("wrote run `paused-1`'s journal first"),
         "the paused host's entry reached the journal before the new owner's"
     );
     let starts = |server: &Server| announced(server, "marked-start k").len();
