@@ -34,10 +34,16 @@ fn cluster(count: usize, args: &[&str]) -> Vec<Server> {
 
 /// `stepstone ARGS serve` with the one tenant's token, logging JSON.
 fn start(host: Host, args: &[&str]) -> Server {
+    start_allowing(host, args, &[])
+}
+
+/// `start`, the tenant's steps allowed to reach `origins`.
+fn start_allowing(host: Host, args: &[&str], origins: &[String]) -> Server {
     let config = host.data_dir().join("stepstone.toml");
     let tenants = format!(
-        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n",
-        token_hash(TOKEN)
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nallowed_outbound_hosts = {:?}\n",
+        token_hash(TOKEN),
+        origins
     );
     std::fs::write(&config, tenants).expect("the tenants file is written");
     let mut full = vec!["--log-format", "json", "--config", arg(&config)];
@@ -192,6 +198,57 @@ fn a_paused_owner_stands_down_once_another_host_took_its_run_over() {
         (1, 1),
         "each host started the step once"
     );
+}
+
+/// The fencing token closes what no lease can: an attempt a host started
+/// before it was paused acts after its run was taken over. The paused
+/// host's step waits inside a host call, is stopped, and sends its write
+/// only after the new owner's attempt sent the same write: the service,
+/// keeping the highest token it saw for the idempotency key, refuses the
+/// late one. Without the token it would have done the write twice, the
+/// second undoing the first.
+#[test]
+fn a_paused_hosts_late_write_is_fenced_off_by_its_token() {
+    let _turn = one_at_a_time();
+    let origin = stepstone_e2e::Origin::start();
+    let first = Host::on_s3();
+    let second = Host::sharing_store_with(&first);
+    let allowed = [origin.url()];
+    let args = ["--lease-ttl", "2s"];
+    let paused = start_allowing(first, &args, &allowed);
+    let taker = start_allowing(second, &args, &allowed);
+    let (paused, taker) = (&paused, &taker);
+    paused.upload(TOKEN, "fetcher");
+    let write = json!({"url": format!("{}/fenced-write", origin.url()), "method": "POST",
+        "idempotent": true, "fenced": true, "wait_ms": 3000});
+    begin(paused, "fetcher", "fetch-once", &json!({"fetch": write}), "fenced-1");
+    paused.await_log("fetch waiting 3000 ms, attempt 1", Duration::from_secs(30));
+    paused.send("STOP");
+    taker.await_log("fetch waiting 3000 ms, attempt 1", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while origin.fenced_writes().is_empty() {
+        assert!(Instant::now() < deadline, "the new owner's write never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    paused.send("CONT");
+    while origin.fenced_writes().len() < 2 {
+        assert!(Instant::now() < deadline, "the paused host's late write never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let writes = origin.fenced_writes();
+    let tokens: Vec<(u64, bool)> = writes.iter().map(|w| (w.fencing_token, w.accepted)).collect();
+    assert_eq!(tokens, [(1, true), (0, false)], "{writes:?}");
+    assert!(writes.iter().all(|w| w.idempotency_key == "acme/fenced-1/0"), "{writes:?}");
+    let finished = await_state(taker, "fenced-1", "completed", Duration::from_secs(60));
+    assert_eq!(finished["output"]["status"], 200, "{finished}");
+    assert_contiguous(taker, "fenced-1");
+    record_reliability(&ReliabilityResult {
+        suite: "cluster",
+        fault: "an owner SIGSTOPped inside a step attempt, resumed after the new owner's attempt wrote to a service",
+        trials: 1,
+        outcome: "the late write carried fencing token 0 after the new owner's 1, and the service refused it; one write done, the run completed once",
+        lost: 0,
+    });
 }
 
 /// The shapes of the load, each with the output an uninterrupted run of it

@@ -13,7 +13,7 @@ mod seaweedfs;
 pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 
 mod origin;
-pub use origin::{Charge, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
+pub use origin::{Charge, FencedWrite, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
 
 mod collector;
 pub use collector::{Collector, ReceivedSpan};

@@ -10,6 +10,9 @@
 //! * `POST /charges`, `POST /refunds`: a payment service (see [`Ledger`]);
 //! * `POST /hooks`: a receiver of completion notifications, which answers
 //!   the first of each `stepstone-delivery` 503 and the next 200;
+//! * `POST /fenced-write`: a write fenced by its `fencing-token` (see
+//!   [`FencedWrite`]): 200, or 409 for a token lower than one seen for its
+//!   `idempotency-key`;
 //! * anything else: 404.
 
 use std::collections::HashSet;
@@ -56,9 +59,19 @@ impl Charge {
     }
 }
 
+/// A write to `/fenced-write`, as the service took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedWrite {
+    pub idempotency_key: String,
+    pub fencing_token: u64,
+    /// Whether it was done: its token was at least the highest seen for its key.
+    pub accepted: bool,
+}
+
 /// The payment service's books. Like a real one it needs the API key and an
 /// `idempotency-key`, and answers a key it has charged under with that
-/// charge again. Unlike one, it answers the first request of every key 503
+/// charge again; it refuses a `fencing-token` lower than one it saw for the
+/// key, as a service does to fence off a host that lost the run. Unlike one, it answers the first request of every key 503
 /// without charging, so every charge takes a retry; and while `holding`, it
 /// makes a new charge but never answers, as when a host dies mid-request.
 #[derive(Default)]
@@ -68,6 +81,27 @@ struct Ledger {
     holding: bool,
     /// The deliveries of notifications answered 200, by id.
     delivered: Vec<String>,
+    /// The highest fencing token seen for each idempotency key.
+    tokens: std::collections::HashMap<String, u64>,
+    fenced_writes: Vec<FencedWrite>,
+}
+
+impl Ledger {
+    /// Whether `request` may act: its fencing token (if it has one and an
+    /// idempotency key) is at least the highest seen for its key.
+    fn admits(&mut self, request: &Received) -> bool {
+        let key = request.header("idempotency-key");
+        let token = request.header("fencing-token").and_then(|token| token.parse::<u64>().ok());
+        let (Some(key), Some(token)) = (key, token) else {
+            return true;
+        };
+        let highest = self.tokens.entry(key.to_owned()).or_insert(token);
+        if token < *highest {
+            return false;
+        }
+        *highest = token;
+        true
+    }
 }
 
 /// The server; it lives as long as the test process.
@@ -120,6 +154,11 @@ impl Origin {
         self.ledger().charges.clone()
     }
 
+    /// The writes to `/fenced-write` so far, in the order they came.
+    pub fn fenced_writes(&self) -> Vec<FencedWrite> {
+        self.ledger().fenced_writes.clone()
+    }
+
     /// The notifications answered 200, by `stepstone-delivery` id.
     pub fn delivered(&self) -> Vec<String> {
         self.ledger().delivered.clone()
@@ -163,6 +202,10 @@ impl Origin {
             return Some(("400 Bad Request", json!({"error": "the body is not JSON"})));
         };
         let mut ledger = self.ledger();
+        if !ledger.admits(request) {
+            let fenced = json!({"error": "fenced: a later fencing token was seen for this idempotency key"});
+            return Some(("409 Conflict", fenced));
+        }
         if request.path == "/refunds" {
             let id = body["charge_id"].as_str().unwrap_or_default();
             let Some(charge) = ledger.charges.iter_mut().find(|c| c.id == id) else {
@@ -193,6 +236,20 @@ impl Origin {
         ledger.charges.push(charge.clone());
         self.ledger.1.notify_all();
         (!ledger.holding).then(|| ("200 OK", charge.to_json()))
+    }
+
+    /// Takes a write to `/fenced-write`; whether it was done.
+    fn write_fenced(&self, request: &Received) -> bool {
+        let mut ledger = self.ledger();
+        let accepted = ledger.admits(request);
+        let write = FencedWrite {
+            idempotency_key: request.header("idempotency-key").unwrap_or_default().to_owned(),
+            fencing_token: request.header("fencing-token").and_then(|t| t.parse().ok()).unwrap_or(0),
+            accepted,
+        };
+        ledger.fenced_writes.push(write);
+        self.ledger.1.notify_all();
+        accepted
     }
 
     /// The notification receiver's answer to `request`, or `None` to hold it.
@@ -242,6 +299,10 @@ impl Origin {
                         return;
                     }
                 },
+                "/fenced-write" if request.method == "POST" => {
+                    let status = if self.write_fenced(&request) { "200 OK" } else { "409 Conflict" };
+                    answer(&mut writer, status, &[], b"")
+                }
                 "/hooks" if request.method == "POST" => match self.receive_hook(&request) {
                     Some(status) => answer(&mut writer, status, &[], b""),
                     None => {

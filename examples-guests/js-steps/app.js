@@ -46,6 +46,7 @@ const component = steps({
         headers: {
           authorization: `Bearer ${key}`,
           'idempotency-key': ctx.idempotencyKey,
+          'fencing-token': String(ctx.fencingToken),
           'content-type': 'application/json',
         },
         body: JSON.stringify({ order_id, amount_cents }),

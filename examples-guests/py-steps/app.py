@@ -51,6 +51,7 @@ def charge(ctx, order):
             headers={
                 "authorization": f"Bearer {api_key}",
                 "idempotency-key": ctx.idempotency_key,
+                "fencing-token": str(ctx.fencing_token),
                 "content-type": "application/json",
             },
             body=json.dumps({"order_id": order["order_id"], "amount_cents": order["amount_cents"]}),

@@ -8,6 +8,8 @@
 
 uint32_t stepstone_attempt(void) { return stepstone_workflow_step_support_attempt(); }
 
+uint64_t stepstone_fencing_token(void) { return stepstone_workflow_step_support_fencing_token(); }
+
 void stepstone_log(stepstone_level level, const char *message) {
   steps_string_t text = {(uint8_t *)message, strlen(message)};
   stepstone_workflow_step_support_log((stepstone_workflow_step_support_log_level_t)level, &text);

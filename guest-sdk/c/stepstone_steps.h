@@ -19,4 +19,9 @@ extern const stepstone_step STEPSTONE_STEPS[];
 // Which attempt this is, starting at 1.
 uint32_t stepstone_attempt(void);
 
+// A number that only rises as the run passes from host to host: send it
+// with the call's idempotency key (say as `Fencing-Token`) to a service
+// that keeps the highest it saw for each key and refuses a lower one.
+uint64_t stepstone_fencing_token(void);
+
 #endif

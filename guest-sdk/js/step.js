@@ -12,7 +12,7 @@
 // here wraps it.
 
 import { get } from 'wasi:config/store@0.2.0-rc.1';
-import { attempt, context, log } from 'stepstone:workflow/step-support@0.1.0';
+import { attempt, context, fencingToken, log } from 'stepstone:workflow/step-support@0.1.0';
 import { describeExport, describeThrown } from './describe.js';
 
 // Thrown by a step that fails on its own terms. A permanent failure is not
@@ -49,6 +49,14 @@ export class StepContext {
   // request an earlier attempt got through is not done twice.
   get idempotencyKey() {
     return context().idempotencyKey;
+  }
+
+  // A number that only rises as the run passes from host to host: send it
+  // with the idempotency key (say as `Fencing-Token`) to a service that
+  // keeps the highest it saw for each key and refuses a lower one, so an
+  // attempt of a host that lost the run cannot act after the new owner's.
+  get fencingToken() {
+    return Number(fencingToken());
   }
 
   // The tenant's secret `name` (set with `stepstone secret set NAME`), or

@@ -276,6 +276,15 @@ class StepContext(_Logging):
         earlier attempt sent (its answer lost) does the work only once."""
         return self._context.idempotency_key
 
+    @property
+    def fencing_token(self):
+        """A number that only rises as the run passes from host to host:
+        send it with the idempotency key (say as `Fencing-Token`) to a
+        service that keeps the highest it saw for each key and refuses a
+        lower one, so an attempt of a host that lost the run cannot act
+        after the new owner's."""
+        return step_support.fencing_token()
+
     def secret(self, name):
         """The tenant's secret `name` (set with `stepstone secret set NAME`),
         or None if it has none. Raises RuntimeError if the store fails: no

@@ -46,6 +46,15 @@ impl Step {
         step_support::context().idempotency_key
     }
 
+    /// A number that only rises as the run passes from host to host: send
+    /// it with the idempotency key (say as `Fencing-Token`) to a service
+    /// that keeps the highest it saw for each key and refuses a lower one,
+    /// so an attempt of a host that lost the run cannot act after the new
+    /// owner's.
+    pub fn fencing_token(&self) -> u64 {
+        step_support::fencing_token()
+    }
+
     /// The tenant's secret `name` (set with `stepstone secret set`), or
     /// `None` when it has none. Never journaled or logged by the host; keep
     /// it out of the step's output and log lines too.

@@ -114,7 +114,10 @@ fn refund(ctx: &Step, request: RefundRequest) -> Result<Value, StepFailure> {
     answer(response, "refund")
 }
 
-/// POSTs `body` with the tenant's API key and this call's idempotency key.
+/// POSTs `body` with the tenant's API key, this call's idempotency key and
+/// the attempt's fencing token (a service refuses a token lower than one
+/// it saw for the key: a host that lost the run cannot act after its new
+/// owner).
 fn post(ctx: &Step, url: &str, body: &Value) -> Result<Response, StepFailure> {
     let api_key = ctx.secret(API_KEY_SECRET)?.ok_or_else(|| {
         StepFailure::permanent(format!(
@@ -125,6 +128,7 @@ fn post(ctx: &Step, url: &str, body: &Value) -> Result<Response, StepFailure> {
     Ok(Request::post(url)
         .header("authorization", format!("Bearer {api_key}"))
         .header("idempotency-key", ctx.idempotency_key())
+        .header("fencing-token", ctx.fencing_token().to_string())
         .json(body)?
         .send()?)
 }

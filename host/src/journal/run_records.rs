@@ -146,6 +146,12 @@ impl RunRecords {
         }
     }
 
+    /// The epoch of the claim this handle writes under (0 for none: the
+    /// run's creator drives it at epoch 0 too).
+    pub fn epoch(&self) -> u64 {
+        self.claim.as_ref().map_or(0, |claim| claim.epoch)
+    }
+
     fn stood_down(&self, why: ClaimLost) -> JournalError {
         let refused = JournalError::StoodDown {
             run: self.run.clone(),

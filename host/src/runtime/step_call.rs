@@ -271,6 +271,7 @@ impl RealStep {
                 run: records.run_id().to_string(),
                 seq: step.seq,
                 step: step.call.name.clone(),
+                epoch: records.epoch(),
             },
         };
         let report = run_attempt(&self.program, &self.name, &step.input, attempt, &step.limits, reach)

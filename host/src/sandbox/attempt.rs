@@ -102,6 +102,10 @@ impl step_support::Host for StepState {
         Ok(self.attempt)
     }
 
+    async fn fencing_token(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.serving.epoch)
+    }
+
     async fn context(&mut self) -> wasmtime::Result<step_support::StepContext> {
         let Serving { tenant, run, seq, .. } = &self.serving;
         Ok(step_support::StepContext {
@@ -122,6 +126,9 @@ pub struct Serving {
     pub seq: u64,
     /// The step's name as the workflow called it (`component/step` too).
     pub step: String,
+    /// The epoch of the claim the run is driven under: the attempt's
+    /// fencing token.
+    pub epoch: u64,
 }
 
 /// A step component, linked and type-checked once, ready to instantiate for

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use stepstone_guest::{Error, Step, StepFailure, StepOptions, Workflow, export};
 
+use stepstone_guest::bindings::wasi::clocks::monotonic_clock;
 use stepstone_guest::bindings::wasi::config::store;
 use stepstone_guest::http::{HttpError, Request};
 
@@ -31,6 +32,13 @@ struct Fetch {
     /// Send the call's idempotency key as `Idempotency-Key`.
     #[serde(default)]
     idempotent: bool,
+    /// Send the attempt's fencing token as `Fencing-Token`.
+    #[serde(default)]
+    fenced: bool,
+    /// Wait this long (on the host's clock, inside a host call) before
+    /// sending, having said so in the log: a test pauses the host then.
+    #[serde(default)]
+    wait_ms: Option<u64>,
     /// Fail the first attempt once its requests are answered.
     #[serde(default)]
     fail_first: bool,
@@ -61,6 +69,13 @@ fn fetch(ctx: &Step, mut fetch: Fetch) -> Result<Fetched, StepFailure> {
     }
     if fetch.idempotent {
         fetch.headers.push(("Idempotency-Key".into(), ctx.idempotency_key()));
+    }
+    if fetch.fenced {
+        fetch.headers.push(("Fencing-Token".into(), ctx.fencing_token().to_string()));
+    }
+    if let Some(ms) = fetch.wait_ms {
+        ctx.info(&format!("fetch waiting {ms} ms, attempt {}", ctx.attempt()));
+        monotonic_clock::subscribe_duration(ms.saturating_mul(1_000_000)).block();
     }
     if let Some((header, secret)) = fetch.secret_header.take() {
         let value = ctx
