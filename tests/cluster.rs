@@ -238,7 +238,10 @@ fn a_paused_hosts_late_write_is_fenced_off_by_its_token() {
     let writes = origin.fenced_writes();
     let tokens: Vec<(u64, bool)> = writes.iter().map(|w| (w.fencing_token, w.accepted)).collect();
     assert_eq!(tokens, [(1, true), (0, false)], "{writes:?}");
-    assert!(writes.iter().all(|w| w.idempotency_key == "acme/fenced-1/0"), "{writes:?}");
+    assert!(
+        writes.iter().all(|w| w.idempotency_key == "acme/fenced-1/0"),
+        "{writes:?}"
+    );
     let finished = await_state(taker, "fenced-1", "completed", Duration::from_secs(60));
     assert_eq!(finished["output"]["status"], 200, "{finished}");
     assert_contiguous(taker, "fenced-1");

@@ -91,7 +91,9 @@ impl Ledger {
     /// idempotency key) is at least the highest seen for its key.
     fn admits(&mut self, request: &Received) -> bool {
         let key = request.header("idempotency-key");
-        let token = request.header("fencing-token").and_then(|token| token.parse::<u64>().ok());
+        let token = request
+            .header("fencing-token")
+            .and_then(|token| token.parse::<u64>().ok());
         let (Some(key), Some(token)) = (key, token) else {
             return true;
         };
@@ -244,7 +246,10 @@ impl Origin {
         let accepted = ledger.admits(request);
         let write = FencedWrite {
             idempotency_key: request.header("idempotency-key").unwrap_or_default().to_owned(),
-            fencing_token: request.header("fencing-token").and_then(|t| t.parse().ok()).unwrap_or(0),
+            fencing_token: request
+                .header("fencing-token")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0),
             accepted,
         };
         ledger.fenced_writes.push(write);
@@ -300,7 +305,11 @@ impl Origin {
                     }
                 },
                 "/fenced-write" if request.method == "POST" => {
-                    let status = if self.write_fenced(&request) { "200 OK" } else { "409 Conflict" };
+                    let status = if self.write_fenced(&request) {
+                        "200 OK"
+                    } else {
+                        "409 Conflict"
+                    };
                     answer(&mut writer, status, &[], b"")
                 }
                 "/hooks" if request.method == "POST" => match self.receive_hook(&request) {

@@ -9,8 +9,10 @@
 //! The run record goes first (the run then answers "no such run") and the
 //! marker last, so a sweep cut short is finished by the next. Deleting is
 //! idempotent: hosts sweeping the same tenant at once only repeat deletes.
-//! A component is deleted only while no name, schedule or stored run
-//! refers to it, and stored again if a run another host started meanwhile
+//! A finished child run (or a generation of a chain a parent started) is
+//! kept while its parent is unfinished: the parent may await it any time,
+//! and would otherwise wait for ever. A component is deleted only while no
+//! name, schedule or stored run refers to it, and stored again if a run another host started meanwhile
 //! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
 use std::collections::HashMap;
@@ -86,7 +88,10 @@ impl Runtime {
                 if finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                     break 'hours;
                 }
-                swept.objects += delete_run(&store, &run, finished_at_ms).await?;
+                let Some(objects) = delete_run(&store, &run, finished_at_ms).await? else {
+                    continue;
+                };
+                swept.objects += objects;
                 self.host.background.ended.forget(tenant, &run);
                 store.delete(&marker).await?;
                 swept.runs += 1;
@@ -160,14 +165,20 @@ impl Runtime {
 }
 
 /// Deletes the objects of `run`, which finished at `finished_at_ms`, and
-/// says how many there were. A run started anew under the id since (its
-/// record younger than the marker) is another run, and is left alone.
-async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Result<u64, RunError> {
+/// says how many there were; `None` if it is kept for now, its parent
+/// being unfinished. A run started anew under the id since (its record
+/// younger than the marker) is another run, and is left alone.
+async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Result<Option<u64>, RunError> {
     let keys = keys_of(run);
     let record = RunRecords::new(store.clone(), run.clone()).run().await?;
     if let Some(record) = &record {
         if record.created_at_ms > finished_at_ms {
-            return Ok(0);
+            return Ok(Some(0));
+        }
+        if let Some(parent) = &record.parent
+            && is_unfinished(store, parent).await?
+        {
+            return Ok(None);
         }
         store.delete_all(&super::search::markers(record)).await?;
         // A chain's last generation takes the chain's pointer with it;
@@ -184,7 +195,13 @@ async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Re
     store.delete(&keys.run()).await?;
     let rest = store.list(&keys.root()).await?;
     store.delete_all(&rest).await?;
-    Ok(rest.len() as u64 + 1)
+    Ok(Some(rest.len() as u64 + 1))
+}
+
+/// Whether `run` is stored and has not ended.
+async fn is_unfinished(store: &TenantStore, run: &RunId) -> Result<bool, RunError> {
+    let records = RunRecords::new(store.clone(), run.clone());
+    Ok(records.run().await?.is_some() && records.outcome().await?.is_none())
 }
 
 #[cfg(test)]
@@ -194,6 +211,7 @@ mod tests {
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
+    use crate::journal::RunRecord;
     use crate::store::{Storage, finished_marker};
 
     fn runtime(storage: Storage) -> Runtime {
@@ -246,6 +264,40 @@ mod tests {
             "a run within retention stays"
         );
         assert_eq!(store.list(&finished_key()).await?.len(), 1);
+        Ok(())
+    }
+
+    /// A parent may await its child long after the child ended: a finished
+    /// child past retention is kept while its parent is unfinished, and
+    /// swept once the parent has ended.
+    #[tokio::test]
+    async fn a_finished_child_is_kept_while_its_parent_is_unfinished() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let long_ago = now_ms() - 7_200_000;
+        let parent = RunRecords::new(store.clone(), run(1));
+        parent.create_run(&RunRecord::example("r0001", long_ago)).await?;
+        let mut child_record = RunRecord::example("r0001.0", long_ago);
+        child_record.parent = Some(run(1));
+        child_record.depth = 1;
+        let child = RunRecords::new(store.clone(), child_record.run_id.clone());
+        child.create_run(&child_record).await?;
+        let ended = Outcome::Completed { output: "1".into() };
+        child.finish(&ended, long_ago).await?;
+        let runtime = runtime(storage);
+        let hour = Duration::from_secs(3600);
+
+        assert_eq!(runtime.sweep(&tenant, hour).await?, Swept::default());
+        assert_eq!(
+            child.outcome().await?,
+            Some(ended.clone()),
+            "the child its parent may await"
+        );
+        parent.finish(&ended, long_ago + 1).await?;
+        assert_eq!(runtime.sweep(&tenant, hour).await?.runs, 2);
+        assert_eq!(child.outcome().await?, None);
+        assert_eq!(parent.run().await?, None);
         Ok(())
     }
 }
