@@ -145,8 +145,25 @@ fn announced(server: &Server, method: &str, path: &str, length: u64) -> (u16, St
          Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(head.as_bytes()).expect("the head is sent");
+    // The answer only: the server keeps the connection a while, reading
+    // what a client may still send of a refused body.
+    let mut reader = std::io::BufReader::new(stream);
     let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("an answer");
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().expect("a length");
+        }
+        answer.push_str(&line);
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).expect("the answer's body");
+    answer.push_str(&String::from_utf8_lossy(&body));
     let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, answer)
 }

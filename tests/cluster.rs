@@ -200,6 +200,56 @@ fn a_paused_owner_stands_down_once_another_host_took_its_run_over() {
     );
 }
 
+/// An owner paused for 2.5 TTLs while two other hosts run: its run is
+/// taken over once; its heartbeat, judged dead, is cleaned up by a peer
+/// about when it resumes; and a run it starts once resumed stays its own:
+/// no peer takes it for gone (a heartbeat missing counts as dead only a
+/// TTL after it was first missed, and the host writes it again well
+/// before).
+#[test]
+fn an_owner_paused_for_two_and_a_half_ttls_keeps_the_runs_it_starts_after() {
+    let _turn = one_at_a_time();
+    let servers = cluster(3, &["--lease-ttl", "2s"]);
+    let paused = &servers[0];
+    paused.upload(TOKEN, "hello");
+    begin(paused, "hello", "await-go", &json!({}), "before");
+    await_state(paused, "before", "awaiting-signal", Duration::from_secs(30));
+    paused.send("STOP");
+    // The fault itself: 2.5 TTLs of silence, then the host runs again.
+    std::thread::sleep(Duration::from_secs(5));
+    paused.send("CONT");
+    begin(paused, "hello", "await-go", &json!({}), "after");
+    await_state(paused, "after", "awaiting-signal", Duration::from_secs(30));
+    // Three TTLs in which a peer that took it for gone would claim it.
+    std::thread::sleep(Duration::from_secs(6));
+    for (server, run) in [(&servers[1], "before"), (&servers[2], "after")] {
+        signal(server, run, "go", &json!({"from": run}));
+    }
+    for run in ["before", "after"] {
+        let done = await_state(&servers[1], run, "completed", Duration::from_secs(30));
+        assert_eq!(done["output"], json!({"from": run}), "{done}");
+    }
+    let claimed_after = |server: &Server| {
+        server
+            .log()
+            .lines()
+            .filter(|line| line.contains("claimed the run") && line.contains("\"after\""))
+            .count()
+    };
+    assert_eq!(
+        servers.iter().map(claimed_after).sum::<usize>(),
+        0,
+        "a peer took the resumed host's new run for a dead host's"
+    );
+    record_reliability(&ReliabilityResult {
+        suite: "cluster",
+        fault: "an owner SIGSTOPped for 2.5 lease TTLs beside two other hosts, then resumed",
+        trials: 1,
+        outcome: "its run taken over once and completed; a run it started once resumed stayed its own (no claim on it) and completed",
+        lost: 0,
+    });
+}
+
 /// The fencing token closes what no lease can: an attempt a host started
 /// before it was paused acts after its run was taken over. The paused
 /// host's step waits inside a host call, is stopped, and sends its write

@@ -8,13 +8,17 @@
 //! route that reads a body says what it accepts ([`limited`]); those that
 //! take options only take at most [`SMALL_BODY`] bytes, as does any other.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use bytes::{Bytes, BytesMut};
+use http_body::Frame;
+use http_body_util::BodyExt;
 
 use super::ApiState;
 use super::auth::Caller;
@@ -29,6 +33,10 @@ pub const SMALL_BODY: usize = 64 << 10;
 /// What a run's fields other than its input may add to its body (its
 /// component, workflow, id, tags, notify URL, links, options).
 pub const RUN_FIELDS_BYTES: usize = 16 << 10;
+/// How much of a refused body is read and dropped, at most, so that its
+/// client reads the refusal; and for how long.
+const LINGER_BYTES: usize = 16 << 20;
+const LINGER: Duration = Duration::from_secs(10);
 /// What each run of a group may add beyond the group's inputs, which
 /// together are held to one payload's quota.
 pub const GROUP_RUN_FIELDS_BYTES: usize = 2 << 10;
@@ -100,14 +108,45 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
     let announced = parts.headers.get(header::CONTENT_LENGTH);
     let announced = announced.and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
     if announced.is_some_and(|length| length > limit as u64) {
-        return over();
+        return refused(body, over());
     }
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return over(),
-        Err(e) => return ApiError::bad_request(format!("cannot read the body: {e}")).into_response(),
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    let mut body = body;
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let data = match frame.map(Frame::into_data) {
+            Ok(Ok(data)) => data,
+            Ok(Err(_trailers)) => continue,
+            Err(e) => return ApiError::bad_request(format!("cannot read the body: {e}")).into_response(),
+        };
+        if read.len().saturating_add(data.len()) > limit {
+            return refused(body, over());
+        }
+        read.extend_from_slice(&data);
+    }
+    next.run(Request::from_parts(parts, Body::from(read.freeze()))).await
+}
+
+/// The refusal `response`, with the connection closed after it and the
+/// rest of `body` read and dropped meanwhile (at most [`LINGER_BYTES`],
+/// for at most [`LINGER`], as a server's lingering close does): a client
+/// still sending the body then reads the answer, not a reset.
+fn refused(mut body: Body, mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    tokio::spawn(async move {
+        let discard = async {
+            let mut left = LINGER_BYTES;
+            while let Some(Ok(frame)) = body.frame().await {
+                left = left.saturating_sub(frame.data_ref().map_or(0, Bytes::len));
+                if left == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, discard).await;
+    });
+    response
 }
 
 /// 413, naming the limit and what it is made of.

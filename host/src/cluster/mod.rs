@@ -340,4 +340,62 @@ mod tests {
         assert_eq!(heartbeat, None, "the heartbeat came back after the host left");
         Ok(())
     }
+
+    /// A second process writing this host's heartbeat (a cloned machine with
+    /// the same id), or a peer deleting it, is found at the next renewal:
+    /// every claim made before is void, since peers may have judged this
+    /// host dead meanwhile.
+    #[tokio::test]
+    async fn a_heartbeat_written_or_deleted_by_another_voids_the_claims() -> Result<(), StoreError> {
+        let storage = Storage::in_memory();
+        let cluster = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        let first = cluster.live().await?;
+        cluster.renew().await?;
+        assert_eq!(cluster.lease.generation(), first, "its own renewals change nothing");
+        let key = heartbeat_key(&cluster.me);
+        cluster
+            .store
+            .overwrite(&key, Bytes::from_static(b"{\"renewal\":1}"))
+            .await?;
+        cluster.renew().await?;
+        let after_clone = cluster.lease.generation();
+        assert_eq!(after_clone, first + 1, "a clone's write voids the claims");
+        cluster.store.delete(&key).await?;
+        cluster.renew().await?;
+        assert_eq!(cluster.lease.generation(), after_clone + 1, "a peer's delete too");
+        assert!(
+            cluster.store.version(&key).await?.is_some(),
+            "the renewal wrote it again"
+        );
+        Ok(())
+    }
+
+    /// Hole 3 of the cluster review: a peer cleaning up a host it judged
+    /// dead deletes its heartbeat only at the version it judged it dead by,
+    /// so a host that came back and renewed keeps its heartbeat.
+    #[tokio::test]
+    async fn a_dead_hosts_heartbeat_is_cleaned_up_only_at_the_version_it_was_judged_dead_by() -> Result<(), StoreError>
+    {
+        let storage = Storage::in_memory();
+        let cleaner = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        let back = HostId::try_from("elsewhere.7.abc".to_owned()).expect("a valid id");
+        let key = heartbeat_key(&back);
+        cleaner.store.overwrite(&key, Bytes::from_static(b"old")).await?;
+        let judged_by = cleaner.store.version(&key).await?;
+        cleaner.store.overwrite(&key, Bytes::from_static(b"renewed")).await?;
+        cleaner.clean_up(&back, judged_by.clone()).await?;
+        assert_eq!(
+            cleaner.store.get(&key).await?,
+            Some(Bytes::from_static(b"renewed")),
+            "a fresh heartbeat stays"
+        );
+        let now = cleaner.store.version(&key).await?;
+        cleaner.clean_up(&back, now).await?;
+        assert_eq!(
+            cleaner.store.get(&key).await?,
+            None,
+            "a heartbeat still at its dead version goes"
+        );
+        Ok(())
+    }
 }

@@ -1153,3 +1153,25 @@ fn activation_message(kind: StepErrorKind, detail: &str, limits: &WorkflowLimits
         "the workflow ran past its budget of {budget} between two durable calls ({detail}): a workflow must not loop without calling the host; move long work into a step"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run stopped by a store outage is driven again once the store is
+    /// back; opening the tenant's secrets is a store call like any other.
+    #[test]
+    fn a_store_outage_while_opening_secrets_is_a_storage_failure() {
+        let outage = || StoreError::Unavailable {
+            key: "secrets".into(),
+            attempts: 3,
+            cause: object_store::Error::NotFound {
+                path: "secrets".into(),
+                source: "gone".into(),
+            },
+        };
+        assert!(RunError::Secrets(SecretError::Store(outage())).is_storage_failure());
+        assert!(RunError::from(outage()).is_storage_failure());
+        assert!(!RunError::Secrets(SecretError::NoKey).is_storage_failure());
+    }
+}
