@@ -316,7 +316,9 @@ async fn a_run_folder_without_its_record_is_no_run() {
 /// store holds only the run record this host wrote. The same run driven by
 /// another host reads the record (and the build record an upgrade may have
 /// left), the outcome, the cancel request, and lists the journal's
-/// snapshots, the journal and the failed attempts before it starts.
+/// snapshots, the journal and the failed attempts before it starts, and
+/// looks for each step's entry before its attempt (its last owner's late
+/// write).
 #[tokio::test]
 async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     let tenant = TenantId::default_tenant();
@@ -352,8 +354,8 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     };
     assert_eq!(
         read_back - fresh,
-        9,
-        "a fresh run skips 4 reads and 3 listings, and a takeover costs a listing of the claims and a claim: {fresh} store calls fresh, {read_back} taken over"
+        10,
+        "a fresh run skips 4 reads and 3 listings, and a takeover costs a listing of the claims, a claim and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
     );
 }
 
@@ -833,4 +835,40 @@ async fn a_host_whose_run_was_taken_over_starts_no_further_attempt() {
             "{backend}: the step started before the takeover is journaled, no other"
         );
     }
+}
+
+/// Steps that answer after half a second, one after the other.
+struct Slow;
+
+impl StepStandIn for Slow {
+    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
+        StandIn {
+            answer: Some(Ok(call.input.to_owned())),
+            takes: Duration::from_millis(500),
+        }
+    }
+}
+
+/// A run awaiting steps it started together, which outlive the eviction
+/// threshold, is suspended and woken when they end (it waited for ever
+/// when the steps ran on tasks of their own: found by the simulation).
+#[tokio::test]
+async fn a_run_evicted_while_awaiting_steps_it_started_together_finishes() {
+    let tenant = TenantId::default_tenant();
+    let mut config = HostConfig::new();
+    config.wait.step_eviction_threshold = Duration::from_millis(100);
+    let host =
+        Runtime::with_step_stand_in(config, Storage::in_memory(), CodeCache::disabled(), Arc::new(Slow)).unwrap();
+    let bench = load(&host, "bench").await;
+    let run = host
+        .submit(&tenant, Submission::new(bench, "parallel", r#"{"n":3}"#))
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), host.run_to_end(&tenant, &run, None))
+        .await
+        .expect("the run ends");
+    assert!(
+        matches!(&ended, Ok(Progress::Finished(Outcome::Completed { output })) if output == "3"),
+        "{ended:?}"
+    );
 }

@@ -65,12 +65,14 @@ impl InFlightSteps {
         }
     }
 
-    /// Whether the step at `seq` of the run is still running here.
+    /// Whether the step at `seq` of the run is still running here: by its
+    /// task, not its shared result, which holds a value only once someone
+    /// polled it (no one does while the run waits, evicted, for the step).
     pub fn is_running(&self, tenant: &TenantId, run: &RunId, seq: u64) -> bool {
         lock(&self.runs)
             .get(&(tenant.clone(), run.clone()))
             .and_then(|steps| steps.get(&seq))
-            .is_some_and(|step| step.result.peek().is_none())
+            .is_some_and(|step| !step.task.is_finished())
     }
 
     /// Forgets the steps at `journaled` seqs: their results are in the
