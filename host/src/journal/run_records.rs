@@ -132,18 +132,31 @@ impl RunRecords {
         }
     }
 
-    /// Fails as [`check_claim`](Self::check_claim) does, and also if
-    /// another host has claimed the run since (one read of the store):
-    /// call right before starting what that host could be starting too.
-    pub async fn confirm_claim(&self) -> Result<(), JournalError> {
-        self.check_claim()?;
+    /// Whether an attempt of the call at `seq` may start now: fails as
+    /// [`check_claim`](Self::check_claim) does, and also if another host
+    /// has claimed the run since (one read of the store), or, on a run this
+    /// host took over, if the call's entry is stored after all (its last
+    /// owner's write, checked before that host was paused, landed after
+    /// this host read the journal): then as a conflicting write does, so
+    /// the run is driven again from the journal. The lease is checked
+    /// after the reads, not before: a host paused while they were under
+    /// way finds its lease lapsed when it wakes, whatever they said then.
+    pub async fn confirm_start(&self, seq: u64) -> Result<(), JournalError> {
         let Some(claim) = &self.claim else {
             return Ok(());
         };
-        match claim.overtaken(&self.store, &self.run).await? {
-            Some(why) => Err(self.stood_down(why)),
-            None => Ok(()),
+        if let Some(why) = claim.overtaken(&self.store, &self.run).await? {
+            return Err(self.stood_down(why));
         }
+        // Read last, right before the attempt: a late write landing while
+        // the other read was under way is still seen.
+        let entry = keys_of(&self.run).entry(seq);
+        if claim.epoch > 0 && self.store.version(&entry).await?.is_some() {
+            let key = entry.to_string();
+            tracing::warn!(run = %self.run, seq, "the call's entry was written by the run's last owner after this host read the journal; driving the run again from it");
+            return Err(JournalError::Store(StoreError::AlreadyExists { key }));
+        }
+        self.check_claim()
     }
 
     /// The epoch of the claim this handle writes under (0 for none: the

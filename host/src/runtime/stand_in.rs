@@ -31,6 +31,9 @@ pub struct AttemptCall<'a> {
     pub input: &'a str,
     /// The attempt's number, from 1.
     pub attempt: u32,
+    /// The attempt's fencing token: the epoch of the claim its run is
+    /// driven under (see `step-support.fencing-token`).
+    pub fencing_token: u64,
 }
 
 /// What a stand-in makes of an attempt.

@@ -146,13 +146,14 @@ async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) 
             // A stand-in's answer is the attempt: the claim is confirmed
             // before it is asked, as before a real attempt starts.
             Some(stand_in) => {
-                records.confirm_claim().await.map_err(journal)?;
+                records.confirm_start(step.seq).await.map_err(journal)?;
                 stand_in.attempt(&AttemptCall {
                     run: records.run_id().as_str(),
                     step: &step.call.name,
                     seq: step.seq,
                     input: &step.input,
                     attempt,
+                    fencing_token: records.epoch(),
                 })
             }
             None => StandIn::real(),
@@ -257,7 +258,7 @@ impl RealStep {
         // No slot is held through a wait for the next day's fuel.
         host.usage.await_fuel(tenant).await;
         let slot = host.components.engines().slot(Role::Step, tenant, step.priority).await;
-        records.confirm_claim().await.map_err(journal)?;
+        records.confirm_start(step.seq).await.map_err(journal)?;
         let started = std::time::Instant::now();
         let running = host.metrics.attempt_running(tenant);
         let reach = Reach {

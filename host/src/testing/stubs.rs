@@ -97,6 +97,7 @@ mod tests {
             seq,
             input: "{\"n\":1}",
             attempt,
+            fencing_token: 0,
         }
     }
 
