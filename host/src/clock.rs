@@ -128,14 +128,15 @@ fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// Virtual time on this thread, from its creation until it is dropped.
-pub(crate) struct VirtualTime(());
+/// Virtual time on this thread, from its creation until it is dropped:
+/// for the scenario harness, and for a simulation of many hosts.
+pub struct VirtualTime(());
 
 impl VirtualTime {
     /// Starts virtual time on this thread at `at_ms`. Call it inside a
     /// current-thread tokio runtime whose clock is paused (`start_paused`):
     /// only then does tokio's clock, and so this one, move virtually.
-    pub(crate) fn start(at_ms: u64) -> Self {
+    pub fn start(at_ms: u64) -> Self {
         let origin = Origin {
             at_ms,
             instant: tokio::time::Instant::now(),

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cluster::HostId;
 use crate::egress::EgressConfig;
 
 /// Bounds on any step call's retry policy, whatever its options ask: a
@@ -332,6 +333,16 @@ pub struct HostConfig {
     pub loaded_components_bytes: u64,
     /// How tenants' requests leave the host.
     pub egress: EgressConfig,
+    /// This host's id among the hosts sharing the store; `None`: a fresh
+    /// one naming this process (see `cluster::HostId`). A simulation of
+    /// many hosts in one process names each of them.
+    pub host_id: Option<HostId>,
+    /// Run guest code without the epoch ticker, a thread that advances the
+    /// engines' epochs every 5 ms of wall-clock time: guests are bounded
+    /// by their fuel alone, never time out and never yield mid-code. For
+    /// a simulation on virtual time, where a tick of the wall clock would
+    /// make one seed play two ways; never for a host serving tenants.
+    pub untimed_guests: bool,
 }
 
 impl HostConfig {

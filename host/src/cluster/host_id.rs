@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 /// boot of this machine's kernel and its process-id namespace (so two
 /// containers on one machine never read each other's pids), and `nonce`
 /// tells apart two processes that got the same pid.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct HostId(String);
 

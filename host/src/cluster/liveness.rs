@@ -10,16 +10,17 @@
 //! at its next renewal, well within the TTL. A host that leaves says so
 //! (see `Cluster::leave`), and is dead at once.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::HostId;
 use crate::clock::BootInstant;
 
-/// What this host has seen of the others' heartbeats.
+/// What this host has seen of the others' heartbeats, by host in order:
+/// what is done about them is done in one order, run after run.
 #[derive(Debug, Default)]
 pub struct Observations {
-    hosts: HashMap<HostId, Observation>,
+    hosts: BTreeMap<HostId, Observation>,
 }
 
 #[derive(Debug)]

@@ -87,12 +87,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// This host, not yet joined: it joins (writes its first heartbeat)
+    /// Host `me`, not yet joined: it joins (writes its first heartbeat)
     /// when it first claims a run.
-    pub fn new(storage: &Storage, ttl: Duration, wakeup_poll: Duration) -> Arc<Self> {
+    pub fn new(storage: &Storage, me: HostId, ttl: Duration, wakeup_poll: Duration) -> Arc<Self> {
         let (wakeups, queue) = mpsc::channel(WAKEUP_QUEUE);
         Arc::new(Self {
-            me: HostId::fresh(),
+            me,
             store: storage.cluster(),
             lease: Arc::new(Lease::new(ttl)),
             heartbeat_writes: tokio::sync::Mutex::new(()),
@@ -330,7 +330,12 @@ mod tests {
             ..ThrottleConfig::default()
         };
         let storage = Storage::new(Arc::new(ThrottledStore::new(InMemory::new(), slow_puts)));
-        let cluster = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        let cluster = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        );
         cluster.live().await?;
         // The keep-alive, spawned by the join, starts its first renewal.
         tokio::task::yield_now().await;
@@ -348,7 +353,12 @@ mod tests {
     #[tokio::test]
     async fn a_heartbeat_written_or_deleted_by_another_voids_the_claims() -> Result<(), StoreError> {
         let storage = Storage::in_memory();
-        let cluster = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        let cluster = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        );
         let first = cluster.live().await?;
         cluster.renew().await?;
         assert_eq!(cluster.lease.generation(), first, "its own renewals change nothing");
@@ -377,7 +387,12 @@ mod tests {
     async fn a_dead_hosts_heartbeat_is_cleaned_up_only_at_the_version_it_was_judged_dead_by() -> Result<(), StoreError>
     {
         let storage = Storage::in_memory();
-        let cleaner = Cluster::new(&storage, Duration::from_secs(10), Duration::from_secs(60));
+        let cleaner = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        );
         let back = HostId::try_from("elsewhere.7.abc".to_owned()).expect("a valid id");
         let key = heartbeat_key(&back);
         cleaner.store.overwrite(&key, Bytes::from_static(b"old")).await?;

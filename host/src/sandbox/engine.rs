@@ -46,15 +46,20 @@ pub struct Engines {
     workflow_slots: Arc<FairSlots>,
     step_slots: Arc<FairSlots>,
     unmetered_steps: bool,
-    _ticker: Arc<EpochTicker>,
+    /// `None` for untimed guests (see `HostConfig::untimed_guests`).
+    _ticker: Option<Arc<EpochTicker>>,
 }
 
 impl Engines {
     pub fn new(config: &HostConfig) -> Result<Self, SandboxError> {
         let workflow = build_engine(Role::Workflow, config)?;
         let step = build_engine(Role::Step, config)?;
-        let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()])
-            .map_err(|e| SandboxError::Ticker(e.to_string()))?;
+        let ticker = if config.untimed_guests {
+            None
+        } else {
+            let ticker = EpochTicker::start(vec![workflow.clone(), step.clone()]);
+            Some(Arc::new(ticker.map_err(|e| SandboxError::Ticker(e.to_string()))?))
+        };
         let slots = || FairSlots::new(config.pool_instances as usize);
         Ok(Self {
             workflow,
@@ -62,7 +67,7 @@ impl Engines {
             workflow_slots: slots(),
             step_slots: slots(),
             unmetered_steps: config.unmetered_steps,
-            _ticker: Arc::new(ticker),
+            _ticker: ticker,
         })
     }
 
