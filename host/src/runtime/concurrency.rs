@@ -120,6 +120,13 @@ impl Runtime {
                 return Ok(Some(self.end_unstarted(records, record, &request).await?));
             }
             let places = newest_generations(store, &concurrency.key).await?;
+            // An earlier execution of the run (on a host that since lost
+            // it, or before a stand-down here) may have taken its place.
+            if let Some(place) = noted_place(store, run).await?
+                && names_run(store, &concurrency.key, run, place, &places).await?
+            {
+                return Ok(None);
+            }
             let open = open_places(&places, concurrency.limit);
             if open.is_empty() && looks % STALE_CHECK_EVERY == 1 && free_stale(store, &concurrency.key, &places).await?
             {
@@ -130,6 +137,8 @@ impl Runtime {
                 seen_open => takeable_places(store, concurrency, run, seen_open).await?,
             };
             if !takeable.is_empty() {
+                // A host that lost the run while it waited takes nothing.
+                records.check_claim()?;
                 if self.take_one(store, &concurrency.key, takeable, run, &ticket).await? {
                     return Ok(None);
                 }
@@ -233,20 +242,40 @@ async fn create_once(store: &TenantStore, key: &StoreKey, bytes: Bytes) -> Resul
 /// The place `run` holds of `key`, if any: the one its records note, if
 /// that generation names it and is its place's newest.
 async fn holds_place(store: &TenantStore, key: &ConcurrencyKey, run: &RunId) -> Result<Option<Place>, RunError> {
+    let Some(place) = noted_place(store, run).await? else {
+        return Ok(None);
+    };
+    let newest = newest_generations(store, key).await?;
+    Ok(names_run(store, key, run, place, &newest).await?.then_some(place))
+}
+
+/// The place `run` noted it was taking, if it noted one.
+async fn noted_place(store: &TenantStore, run: &RunId) -> Result<Option<Place>, RunError> {
     let noted = keys_of(run).place();
     let Some(bytes) = store.get(&noted).await? else {
         return Ok(None);
     };
-    let place: Place = serde_json::from_slice(&bytes).map_err(|e| JournalError::Corrupt {
+    let place = serde_json::from_slice(&bytes).map_err(|e| JournalError::Corrupt {
         key: noted.to_string(),
         reason: e.to_string(),
     })?;
-    let generation = place_generation(key, place.slot, place.generation);
-    if store.get(&generation).await?.as_deref() != Some(run.as_str().as_bytes()) {
-        return Ok(None);
+    Ok(Some(place))
+}
+
+/// Whether `place` is its slot's newest generation (of `newest`), taken
+/// by `run`.
+async fn names_run(
+    store: &TenantStore,
+    key: &ConcurrencyKey,
+    run: &RunId,
+    place: Place,
+    newest: &BTreeMap<u32, u64>,
+) -> Result<bool, StoreError> {
+    if newest.get(&place.slot) != Some(&place.generation) {
+        return Ok(false);
     }
-    let newest = newest_generations(store, key).await?.get(&place.slot).copied();
-    Ok((newest == Some(place.generation)).then_some(place))
+    let generation = place_generation(key, place.slot, place.generation);
+    Ok(store.get(&generation).await?.as_deref() == Some(run.as_str().as_bytes()))
 }
 
 /// The newest generation of every place of `key` ever taken, by slot.
