@@ -267,6 +267,21 @@ impl WaitPolicy {
     }
 }
 
+impl WaitPolicy {
+    /// How `stepstone serve` waits: a server holds many runs, so waiting
+    /// ones give their instance back sooner, and signals reach them
+    /// through the API (or a wake-up another host leaves), so the store is
+    /// polled only as a backstop.
+    pub fn serving() -> Self {
+        Self {
+            eviction_threshold: Duration::from_millis(250),
+            step_eviction_threshold: Duration::from_secs(1),
+            signal_poll_interval: Duration::from_secs(30),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for WaitPolicy {
     fn default() -> Self {
         Self {

@@ -18,7 +18,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stepstone::component::CodeCache;
-use stepstone::config::{HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, StepLimits, WorkflowLimits};
+use stepstone::config::{
+    HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, StepLimits, WaitPolicy, WorkflowLimits,
+};
 use stepstone::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, Outbound};
 use stepstone::runtime::Runtime;
 use stepstone::secrets::SecretKey;
@@ -350,10 +352,6 @@ fn lease_ttl(text: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
-const SERVE_EVICT_AFTER: Duration = Duration::from_millis(250);
-const SERVE_EVICT_AWAITING_STEP_AFTER: Duration = Duration::from_secs(1);
-const SERVE_POLL: Duration = Duration::from_secs(30);
-
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(server) = &cli.server {
         return remote::execute(remote::Remote::new(server, cli.token)?, cli.command).await;
@@ -389,12 +387,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         },
     };
     if matches!(cli.command, Command::Serve { .. }) {
-        // A server holds many runs: waiting ones give their instance back
-        // sooner, and signals reach them through the API, so the store is
-        // polled only as a backstop.
-        config.wait.eviction_threshold = SERVE_EVICT_AFTER;
-        config.wait.step_eviction_threshold = SERVE_EVICT_AWAITING_STEP_AFTER;
-        config.wait.signal_poll_interval = SERVE_POLL;
+        config.wait = WaitPolicy::serving();
     }
     if let Some(evict_after) = cli.evict_after {
         config.wait.eviction_threshold = evict_after;
