@@ -10,7 +10,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser
+.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser sim
 
 all: host guests
 
@@ -56,19 +56,31 @@ demo-cluster: host guests seaweedfs
 # from this run's results and the last fuzz run's.
 RELIABILITY_RESULTS := target/reliability
 FUZZ_RESULTS := target/fuzz-results
+SIM_RESULTS := target/sim-results
 
 # The console's end-to-end tests (tests/console.rs) drive Debian's headless
 # Chromium through its WebDriver.
 browser:
 	$(call apt-install-missing,Chromium and its WebDriver for the console's tests,/usr/bin/chromium /usr/bin/chromedriver,chromium chromium-driver,)
 
+# The simulation of many hosts (sim/): `make sim SEEDS=N` plays N seeds
+# and files its figures in target/sim-results/; `make test` plays as many
+# as SIM_BUDGET allows.
+SEEDS ?= 10000
+SIM_BUDGET ?= 4m
+SIM := $(CARGO) run --quiet -p stepstone-sim --
+
 test: host guests guest-sdk-test schemathesis seaweedfs browser
 	@rm -rf $(RELIABILITY_RESULTS)
 	$(CARGO) test --workspace
+	$(SIM) --seeds 1000000 --budget $(SIM_BUDGET) --record $(RELIABILITY_RESULTS)/sim.json
 	@$(MAKE) --no-print-directory reliability
 
+sim: host guests
+	$(SIM) --seeds $(SEEDS) --record $(SIM_RESULTS)/sim-$(SEEDS).json
+
 reliability:
-	python3 tests/reliability_report.py docs/RELIABILITY.md $(RELIABILITY_RESULTS) $(FUZZ_RESULTS)
+	python3 tests/reliability_report.py docs/RELIABILITY.md $(RELIABILITY_RESULTS) $(FUZZ_RESULTS) $(SIM_RESULTS)
 
 # The benchmarks (bench/) write docs/BENCHMARKS.md. By default they reuse
 # the dev profile's dependencies, already optimised (opt-level 3) for the

@@ -1,13 +1,14 @@
 //! The shapes `make bench` measures (host/benches): workflows of 0, 1, 3 and
 //! N sequential trivial steps, N steps started together, a run that waits
 //! for a signal, and a CPU-bound step. Every step's logic is also written
-//! natively in the benchmark, as the baseline.
+//! natively in the benchmark, as the baseline. `relay` is the simulation's
+//! (sim/): every durable call there is in one run.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use stepstone_guest::http::Request;
-use stepstone_guest::{Error, Step, StepFailure, Workflow, export};
+use stepstone_guest::{Error, Step, StepFailure, StepOptions, Workflow, export};
 
 #[derive(Deserialize)]
 struct Count {
@@ -100,6 +101,36 @@ fn sequential_then_wait(ctx: &Workflow, count: Count) -> Result<u32, Error> {
     Ok(sum.wrapping_add(wait_for_go(ctx, Count { n: 0 })?))
 }
 
+/// Where a relay is: `n` legs to go, the sum so far, and how long each leg
+/// sleeps (a minute unless said).
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct Leg {
+    n: u32,
+    #[serde(default)]
+    sum: u32,
+    #[serde(default = "a_minute")]
+    nap_s: u64,
+}
+
+fn a_minute() -> u64 {
+    60
+}
+
+/// Each leg runs a step that may fail (retried), sleeps `nap_s` on a
+/// durable timer, runs a child of `n` sequential steps, and continues as
+/// new with one leg less; the last generation returns the sum of every
+/// leg's step and child.
+fn relay(ctx: &Workflow, leg: Leg) -> Result<u32, Error> {
+    if leg.n == 0 {
+        return Ok(leg.sum);
+    }
+    let retried = StepOptions::new().max_attempts(3).initial_backoff(Duration::from_secs(1));
+    let mut sum = leg.sum.wrapping_add(ctx.step_with::<_, u32>("flaky", &leg.n, retried)?);
+    ctx.sleep(Duration::from_secs(leg.nap_s));
+    sum = sum.wrapping_add(ctx.child::<_, u32>("sequential", &Leg { n: leg.n, ..leg })?);
+    ctx.continue_as_new(&Leg { n: leg.n - 1, sum, ..leg })
+}
+
 export! {
     workflows: {
         "zero-steps" => zero_steps,
@@ -109,9 +140,11 @@ export! {
         "parallel" => parallel,
         "wait-for-go" => wait_for_go,
         "sequential-then-wait" => sequential_then_wait,
+        "relay" => relay,
     },
     steps: {
         "noop" => noop,
+        "flaky" => noop,
         "sha256" => sha256,
         "sha256-portable" => sha256_portable,
         "fetch" => fetch,

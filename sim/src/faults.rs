@@ -1,0 +1,272 @@
+//! The simulator's fault language: what a seed's store does to every call
+//! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
+//! and what its hosts suffer
+//! (`--faults kills=1,pauses=2,restarts=1`), the times drawn from the seed.
+//!
+//! Invariant: a setting is read whole or refused with its name and why
+//! (an unknown name, a number out of range, a rate outside 0 to 1); no
+//! input makes the simulator panic.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chacha20::ChaCha20Rng;
+use chacha20::rand_core::Rng;
+
+use crate::network::StoreFaults;
+
+/// The most of one host fault a seed may plan.
+pub const MAX_FAULTS: u32 = 1_000;
+/// The longest a call may be made to wait.
+pub const MAX_LATENCY: Duration = Duration::from_secs(60);
+
+/// What a host suffers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HostFault {
+    /// Stops for so many lease TTLs, then runs on.
+    Pause(f64),
+    /// Dies for good.
+    Kill,
+    /// Dies and starts again, as a new host or with its old id.
+    Restart { same_id: bool },
+}
+
+/// How many of each fault a seed plans.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostFaults {
+    pub kills: u32,
+    pub pauses: u32,
+    pub restarts: u32,
+}
+
+/// The faults a seed suffered, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub kills: u64,
+    pub pauses: u64,
+    pub restarts: u64,
+}
+
+impl std::ops::AddAssign for FaultCounts {
+    fn add_assign(&mut self, other: Self) {
+        self.kills += other.kills;
+        self.pauses += other.pauses;
+        self.restarts += other.restarts;
+    }
+}
+
+/// Pauses last this many TTLs: shorter than the lease, longer, and past
+/// the point where peers clean the host's heartbeat up.
+const PAUSES: [f64; 3] = [0.5, 1.2, 2.5];
+
+impl HostFaults {
+    /// The faults, each at a time within `span` and on one of `hosts`.
+    pub fn draw(&self, rng: &mut ChaCha20Rng, hosts: usize, span: Duration) -> Vec<(Duration, usize, HostFault)> {
+        let span_ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX).max(1);
+        let at = |rng: &mut ChaCha20Rng| Duration::from_millis(rng.next_u64() % span_ms);
+        let mut faults = Vec::new();
+        let hosts = hosts.max(1) as u64;
+        for _ in 0..self.kills {
+            faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Kill));
+        }
+        for _ in 0..self.pauses {
+            let ttls = PAUSES[(rng.next_u64() % PAUSES.len() as u64) as usize];
+            faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Pause(ttls)));
+        }
+        for _ in 0..self.restarts {
+            let same_id = rng.next_u64().is_multiple_of(2);
+            faults.push((
+                at(rng),
+                (rng.next_u64() % hosts) as usize,
+                HostFault::Restart { same_id },
+            ));
+        }
+        faults
+    }
+}
+
+/// A setting that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{setting}`: {reason}")]
+pub struct BadSetting {
+    setting: String,
+    reason: String,
+}
+
+fn settings(text: &str) -> impl Iterator<Item = Result<(&str, &str), BadSetting>> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|setting| {
+        setting.split_once('=').ok_or_else(|| BadSetting {
+            setting: setting.to_owned(),
+            reason: "write NAME=VALUE".into(),
+        })
+    })
+}
+
+fn bad(name: &str, value: &str, reason: &str) -> BadSetting {
+    BadSetting {
+        setting: format!("{name}={value}"),
+        reason: reason.to_owned(),
+    }
+}
+
+impl FromStr for HostFaults {
+    type Err = BadSetting;
+
+    fn from_str(text: &str) -> Result<Self, BadSetting> {
+        let mut faults = Self::default();
+        for setting in settings(text) {
+            let (name, value) = setting?;
+            let count = value
+                .parse::<u32>()
+                .ok()
+                .filter(|count| *count <= MAX_FAULTS)
+                .ok_or_else(|| bad(name, value, &format!("a count from 0 to {MAX_FAULTS}")))?;
+            match name {
+                "kills" => faults.kills = count,
+                "pauses" => faults.pauses = count,
+                "restarts" => faults.restarts = count,
+                _ => return Err(bad(name, value, "no such fault: kills, pauses or restarts")),
+            }
+        }
+        Ok(faults)
+    }
+}
+
+impl FromStr for StoreFaults {
+    type Err = BadSetting;
+
+    fn from_str(text: &str) -> Result<Self, BadSetting> {
+        let mut faults = StoreFaults {
+            max_latency: Duration::ZERO,
+            error_rate: 0.0,
+            lost_reply_rate: 0.0,
+            stale: Duration::ZERO,
+            stale_rate: 0.0,
+        };
+        for setting in settings(text) {
+            let (name, value) = setting?;
+            let rate = || {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|rate| (0.0..=1.0).contains(rate))
+                    .ok_or_else(|| bad(name, value, "a rate from 0 to 1"))
+            };
+            match name {
+                "latency" => {
+                    faults.max_latency = stepstone::durations::parse(value)
+                        .filter(|latency| *latency <= MAX_LATENCY)
+                        .ok_or_else(|| bad(name, value, "a duration up to 60s, e.g. 20ms"))?;
+                }
+                "stale" => {
+                    faults.stale = stepstone::durations::parse(value)
+                        .filter(|stale| *stale <= MAX_LATENCY)
+                        .ok_or_else(|| bad(name, value, "a duration up to 60s, e.g. 3s"))?;
+                }
+                "errors" => faults.error_rate = rate()?,
+                "lost" => faults.lost_reply_rate = rate()?,
+                "stale-rate" => faults.stale_rate = rate()?,
+                _ => {
+                    let known = "latency, errors, lost, stale or stale-rate";
+                    return Err(bad(name, value, &format!("no such setting: {known}")));
+                }
+            }
+        }
+        Ok(faults)
+    }
+}
+
+/// Everything a seed is played with.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    pub hosts: usize,
+    pub runs: usize,
+    /// The hosts' lease TTL.
+    pub ttl: Duration,
+    /// Runs start, and faults strike, within this span from the start.
+    pub span: Duration,
+    /// How long after the plan the runs have to end.
+    pub until: Duration,
+    pub store: StoreFaults,
+    pub faults: HostFaults,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_is_read_at_its_edges() {
+        let faults: HostFaults = "kills=0, pauses=1000,restarts=7".parse().expect("valid");
+        assert_eq!((faults.kills, faults.pauses, faults.restarts), (0, 1000, 7));
+        assert_eq!("".parse::<HostFaults>(), Ok(HostFaults::default()));
+        let store: StoreFaults = "latency=60s,errors=1,lost=0,stale=60s,stale-rate=1"
+            .parse()
+            .expect("valid");
+        assert_eq!(store.max_latency, Duration::from_secs(60));
+        assert_eq!(store.error_rate, 1.0);
+        assert_eq!((store.stale, store.stale_rate), (Duration::from_secs(60), 1.0));
+        let store: StoreFaults = "errors=0".parse().expect("valid");
+        assert_eq!((store.error_rate, store.max_latency), (0.0, Duration::ZERO));
+    }
+
+    #[test]
+    fn a_bad_setting_is_refused_with_its_name_and_why() {
+        for (bad, says) in [
+            ("kills=1001", "from 0 to 1000"),
+            ("kills=-1", "from 0 to 1000"),
+            ("kills=1.5", "from 0 to 1000"),
+            ("kills=99999999999999999999", "from 0 to 1000"),
+            ("floods=1", "no such fault"),
+            ("kills", "NAME=VALUE"),
+        ] {
+            let refused = bad.parse::<HostFaults>().expect_err(bad).to_string();
+            assert!(refused.contains(says), "{bad}: {refused}");
+        }
+        for (bad, says) in [
+            ("errors=1.01", "from 0 to 1"),
+            ("errors=NaN", "from 0 to 1"),
+            ("lost=-0.1", "from 0 to 1"),
+            ("lost=inf", "from 0 to 1"),
+            ("latency=61s", "up to 60s"),
+            ("latency=fast", "up to 60s"),
+            ("latency=99999999999999999999y", "up to 60s"),
+            ("stale=1m1s", "up to 60s"),
+            ("stale-rate=2", "from 0 to 1"),
+            ("jitter=1", "no such setting"),
+        ] {
+            let refused = bad.parse::<StoreFaults>().expect_err(bad).to_string();
+            assert!(refused.contains(says), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn faults_are_drawn_within_the_span_on_the_hosts_there_are() {
+        use chacha20::rand_core::SeedableRng;
+        let faults = HostFaults {
+            kills: 50,
+            pauses: 50,
+            restarts: 50,
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));
+        assert_eq!(drawn.len(), 150);
+        assert!(
+            drawn
+                .iter()
+                .all(|(at, host, _)| *at < Duration::from_secs(10) && *host < 3)
+        );
+        let mut again = ChaCha20Rng::seed_from_u64(7);
+        assert_eq!(
+            faults.draw(&mut again, 3, Duration::from_secs(10)),
+            drawn,
+            "the same seed, the same faults"
+        );
+        assert!(
+            faults
+                .draw(&mut rng, 0, Duration::ZERO)
+                .iter()
+                .all(|(at, host, _)| at.is_zero() && *host == 0)
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! A deterministic simulation of many Stepstone hosts on one store: real
+//! runtimes and a real workflow guest, on one seeded generator and virtual
+//! time, over a store that delays, fails and loses replies ([`network`]),
+//! with hosts killed, paused and restarted ([`faults`]); after each seed the
+//! invariants are checked ([`check`]). The same seed plays the same way,
+//! so a failing seed is a bug to replay.
+
+pub mod check;
+pub mod faults;
+pub mod network;
+pub mod steps;
+pub mod world;
+
+pub use faults::{FaultCounts, HostFaults, SimConfig};
+pub use network::StoreFaults;
+pub use world::{SeedReport, run_seed};

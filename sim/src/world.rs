@@ -1,0 +1,547 @@
+//! One seed of the simulation: hosts started on the shared store, a plan of
+//! runs and faults drawn from the seed and played on virtual time, then the
+//! checks.
+//!
+//! What is simulated rather than run for real, and why it stays
+//! deterministic: the hosts are real `Runtime`s with the real workflow
+//! guest (`bench`), on one current-thread tokio runtime whose clock is
+//! paused (every sleep, timeout, lease and retry runs on virtual time, and
+//! tasks run in the order they are woken); the host's clock reads
+//! (`now_ms`, the boot clock of leases) follow that time; retry jitter
+//! draws from this thread's seeded generator; steps are stand-ins whose
+//! timing depends on the call alone (see `steps`); the store is `network`.
+//! Guests run untimed (`HostConfig::untimed_guests`): wasmtime's epoch
+//! thread, which ticks on the wall clock, would make a workflow yield at
+//! a moment no seed decides; its fuel still bounds it.
+//! A killed host cannot be made to stop its tasks, so it is cut off from
+//! the store for good instead: it writes nothing more, and its steps
+//! start nothing more, as a dead process's would. A paused host's store
+//! calls wait until it runs again, which is where a paused process's work
+//! would stop too. The first seed of a batch is played twice, and its
+//! traces compared, to show a seed plays one way.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chacha20::ChaCha20Rng;
+use chacha20::rand_core::{Rng, SeedableRng};
+use sha2::{Digest, Sha256};
+use stepstone::clock::VirtualTime;
+use stepstone::cluster::HostId;
+use stepstone::component::{CodeCache, Loaded};
+use stepstone::config::{HostConfig, WaitPolicy};
+use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
+use stepstone::runtime::{RunError, Runtime, Submission};
+use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
+use tokio::time::Instant;
+
+use crate::check;
+use crate::faults::{FaultCounts, HostFault, SimConfig};
+use crate::network::{Network, Reach, StoreCounts};
+use crate::steps::{HostSteps, Service};
+
+/// Where virtual time starts: a fixed moment, the same for every seed.
+const START_MS: u64 = 1_800_000_000_000;
+
+/// How long a tenant keeps its finished runs in the simulation: short, so
+/// retention sweeps while children and generations are still awaited.
+const RETENTION: Duration = Duration::from_secs(20);
+
+/// A planned run: its id, workflow, input, the signal it is sent if it
+/// awaits one, its concurrency key (limit 1), and what it must end with.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    pub id: RunId,
+    pub workflow: &'static str,
+    pub n: u32,
+    /// How long each leg of a relay sleeps, in seconds.
+    pub nap_s: u64,
+    pub go: Option<u32>,
+    pub key: Option<ConcurrencyKey>,
+    pub expected: String,
+    /// The durable calls its journal holds at its end; `None` for a
+    /// relay, whose journal is spread over its generations.
+    pub calls: Option<u64>,
+}
+
+/// How a run ended: its last generation's outcome, and the seqs its
+/// journal held when it ended (read then: retention deletes it later).
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub outcome: Outcome,
+    pub seqs: Result<Vec<u64>, String>,
+}
+
+/// What one seed came to.
+#[derive(Debug, Clone, Default)]
+pub struct SeedReport {
+    pub seed: u64,
+    /// Each invariant broken, named, with what broke it.
+    pub violations: Vec<String>,
+    /// Virtual seconds each host ran, summed.
+    pub host_seconds: f64,
+    pub faults: FaultCounts,
+    pub store: StoreCounts,
+    /// A digest of what happened, in order: the same seed gives the same.
+    pub trace: String,
+    /// The events, readable, for the first violation's report.
+    pub events: Vec<String>,
+}
+
+/// A host of the simulation.
+struct SimHost {
+    id: HostId,
+    /// `None` once it was killed.
+    runtime: Option<Runtime>,
+    /// The workflow guest, loaded on this host.
+    bench: Arc<Loaded>,
+    started: Instant,
+    stopped: Option<Instant>,
+}
+
+/// What is played, in order of time.
+#[derive(Debug, Clone)]
+enum Event {
+    Submit {
+        run: usize,
+        host: usize,
+    },
+    /// The run's `go` signal, sent through a host that may not drive it.
+    Signal {
+        run: usize,
+        host: usize,
+    },
+    Fault {
+        host: usize,
+        fault: HostFault,
+    },
+}
+
+/// Runs one seed on a runtime of its own, on virtual time.
+pub fn run_seed(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u64) -> anyhow::Result<SeedReport> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()?;
+    let report = runtime.block_on(simulate(config, guest, cache, seed));
+    // The hosts' tasks (a killed host's, blocked for good) go with it.
+    runtime.shutdown_background();
+    report
+}
+
+async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u64) -> anyhow::Result<SeedReport> {
+    let _time = VirtualTime::start(START_MS);
+    fastrand::seed(seed);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed.rotate_left(17) ^ 0x5eed_5eed);
+    let network = Network::new(seed, config.store);
+    let service = Service::new();
+    let tenant = TenantId::default_tenant();
+    let mut world = World {
+        config,
+        guest,
+        cache,
+        network: network.clone(),
+        service: service.clone(),
+        tenant: tenant.clone(),
+        hosts: Vec::new(),
+        events: Vec::new(),
+        faults: FaultCounts::default(),
+        seed,
+    };
+    for _ in 0..config.hosts {
+        world.start_host(None).await?;
+    }
+    let (runs, plan) = draw_plan(&mut rng, config);
+    let origin = Instant::now();
+    let until = origin + config.span + config.until;
+    let watcher = tokio::spawn(watch_ends(
+        Storage::new(network.store()),
+        tenant.clone(),
+        runs.clone(),
+        until,
+    ));
+    for (at, event) in plan {
+        tokio::time::sleep_until(origin + at).await;
+        world.play(&runs, event).await?;
+    }
+    let watched = watcher.await?;
+    world.events.extend(watched.events);
+    let ended = watched.ended;
+    let mut report = SeedReport {
+        seed,
+        faults: world.faults,
+        store: network.counts(),
+        ..SeedReport::default()
+    };
+    let end = Instant::now();
+    report.host_seconds = world
+        .hosts
+        .iter()
+        .map(|host| host.stopped.unwrap_or(end).duration_since(host.started).as_secs_f64())
+        .sum();
+    let checked = check::Checked {
+        runs: &runs,
+        ended: &ended,
+        started: service.started(),
+    };
+    report.violations = checked.violations();
+    world.events.extend(service.started().iter().map(|s| {
+        format!(
+            "{:>9.3}s host {} started {} seq {} attempt {} token {}",
+            s.at.as_secs_f64(),
+            s.host,
+            s.run,
+            s.seq,
+            s.attempt,
+            s.fencing_token
+        )
+    }));
+    report.trace = digest(&world.events, &ended);
+    report.events = world.events;
+    Ok(report)
+}
+
+struct World<'a> {
+    config: &'a SimConfig,
+    guest: &'a Bytes,
+    cache: &'a CodeCache,
+    network: Arc<Network>,
+    service: Arc<Service>,
+    tenant: TenantId,
+    hosts: Vec<SimHost>,
+    events: Vec<String>,
+    faults: FaultCounts,
+    seed: u64,
+}
+
+impl World<'_> {
+    fn log(&mut self, what: String) {
+        self.events.push(at_now(what));
+    }
+
+    /// Starts a host (named `id`, or fresh) as `serve` does: joined, its
+    /// tenants' unfinished runs recovered, ready to take over the dead's.
+    async fn start_host(&mut self, id: Option<HostId>) -> anyhow::Result<usize> {
+        let (store, index) = self.network.join();
+        let id = match id {
+            Some(id) => id,
+            None => HostId::try_from(format!("sim.{}.s{}h{index}", index + 1, self.seed))?,
+        };
+        let mut config = HostConfig::new();
+        config.pooling = false;
+        config.untimed_guests = true;
+        config.lease.ttl = self.config.ttl;
+        config.wait = WaitPolicy::serving();
+        config.host_id = Some(id.clone());
+        let steps = HostSteps {
+            host: index,
+            service: self.service.clone(),
+            store: self.network.store(),
+            tenant: self.tenant.clone(),
+        };
+        let storage = Storage::new(Arc::new(store));
+        let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
+        let bench = load_while_the_world_stands_still(&runtime, self.guest)?;
+        runtime.live().await?;
+        for tenant in runtime.serve_tenants([self.tenant.clone()]) {
+            runtime.recover(&tenant).await?;
+        }
+        runtime.take_over_from_dead_hosts();
+        runtime.set_retention(&self.tenant, Some(RETENTION));
+        runtime.sweep_forever();
+        self.hosts.push(SimHost {
+            id: id.clone(),
+            runtime: Some(runtime),
+            bench,
+            started: Instant::now(),
+            stopped: None,
+        });
+        self.log(format!("host {index} started as {id}"));
+        Ok(index)
+    }
+
+    /// A host running now, the one asked for or the next after it; while
+    /// none is (all paused), the client waits, as a client retrying would.
+    async fn running(&self, asked: usize) -> Option<usize> {
+        let count = self.hosts.len();
+        loop {
+            let alive = (0..count).map(|offset| (asked + offset) % count);
+            let mut alive = alive.filter(|&host| self.hosts[host].runtime.is_some()).peekable();
+            alive.peek()?;
+            if let Some(host) = alive.find(|&host| self.network.is_up(host)) {
+                return Some(host);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn play(&mut self, runs: &[PlannedRun], event: Event) -> anyhow::Result<()> {
+        match event {
+            Event::Submit { run, host } => {
+                let Some(host) = self.running(host).await else {
+                    return Ok(());
+                };
+                let planned = &runs[run];
+                let runtime = self.hosts[host].runtime.clone().expect("a running host");
+                let component = self.hosts[host].bench.clone();
+                let input = format!("{{\"n\":{},\"nap_s\":{}}}", planned.n, planned.nap_s);
+                // A submission cut short by the store is the client's to
+                // retry: the run id makes it idempotent.
+                loop {
+                    let mut submission = Submission::new(component.clone(), planned.workflow, &input);
+                    submission.run_id = Some(planned.id.clone());
+                    submission.concurrency = planned.key.clone().map(|key| ConcurrencyLimit { key, limit: 1 });
+                    match runtime.submit(&self.tenant, submission).await {
+                        Ok(run) => {
+                            runtime.drive_in_background(&self.tenant, &run);
+                            break;
+                        }
+                        Err(e) if e.is_storage_failure() => {}
+                        Err(e) => anyhow::bail!("run {} was refused: {e}", planned.id),
+                    }
+                }
+                let key = planned
+                    .key
+                    .as_ref()
+                    .map(|key| format!(" on key {key}"))
+                    .unwrap_or_default();
+                self.log(format!(
+                    "host {host} started run {} ({} of {}{key})",
+                    planned.id, planned.workflow, planned.n
+                ));
+            }
+            Event::Signal { run, host } => {
+                let Some(host) = self.running(host).await else {
+                    return Ok(());
+                };
+                let planned = &runs[run];
+                let runtime = self.hosts[host].runtime.clone().expect("a running host");
+                let payload = planned.go.unwrap_or_default().to_string();
+                let name = SignalName::new("go")?;
+                let id = SignalId::new(&format!("go-{}", planned.id))?;
+                // Sent again after a store failure, as a client would: the
+                // id makes it one signal. A try whose reply was lost may
+                // have been taken, and the run ended, before the next.
+                let mut retried = false;
+                loop {
+                    match runtime
+                        .signal_with_id(&self.tenant, &planned.id, &name, &payload, Some(&id))
+                        .await
+                    {
+                        Ok(()) => break,
+                        Err(RunError::Finished { .. }) if retried => break,
+                        Err(e) if e.is_storage_failure() => retried = true,
+                        Err(e) => anyhow::bail!("the signal of run {} was refused: {e}", planned.id),
+                    }
+                }
+                self.log(format!("host {host} signalled run {}", planned.id));
+            }
+            Event::Fault { host, fault } => self.inflict(host, fault).await?,
+        }
+        Ok(())
+    }
+
+    async fn inflict(&mut self, host: usize, fault: HostFault) -> anyhow::Result<()> {
+        if host >= self.hosts.len() || self.hosts[host].runtime.is_none() {
+            return Ok(());
+        }
+        match fault {
+            HostFault::Pause(ttls) => {
+                let lasts = self.config.ttl.mul_f64(ttls);
+                self.network.set_reach(host, Reach::Paused(Instant::now() + lasts));
+                self.faults.pauses += 1;
+                self.log(format!("host {host} paused for {lasts:?}"));
+            }
+            HostFault::Kill => {
+                self.kill(host);
+                self.log(format!("host {host} killed"));
+            }
+            HostFault::Restart { same_id } => {
+                let id = same_id.then(|| self.hosts[host].id.clone());
+                self.kill(host);
+                self.faults.restarts += 1;
+                let new = self.start_host(id).await?;
+                self.log(format!("host {host} restarted as host {new}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn kill(&mut self, host: usize) {
+        self.network.set_reach(host, Reach::Down);
+        self.hosts[host].runtime = None;
+        self.hosts[host].stopped = Some(Instant::now());
+        self.faults.kills += 1;
+    }
+}
+
+/// Loads the guest on `runtime` on a thread of its own, this one waiting:
+/// loading reads the code cache on wall-clock threads, and were the other
+/// hosts' tasks to run meanwhile, when it ended would decide what they did
+/// first, so a seed could play two ways.
+fn load_while_the_world_stands_still(runtime: &Runtime, guest: &Bytes) -> anyhow::Result<Arc<Loaded>> {
+    std::thread::scope(|scope| {
+        let loading = scope.spawn(|| -> anyhow::Result<Arc<Loaded>> {
+            let own = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            Ok(own.block_on(runtime.validate("bench", guest.clone()))?)
+        });
+        loading
+            .join()
+            .map_err(|_| anyhow::anyhow!("loading the guest panicked"))?
+    })
+}
+
+/// Watches every run until it has ended, following a chain to its last
+/// generation, or the time allowed ran out: how each run that ended did,
+/// and when. It looks every virtual second from the seed's start, well
+/// within the retention that deletes a run after it ends.
+async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, until: Instant) -> Watched {
+    let mut watched = Watched::default();
+    let mut generations: BTreeMap<RunId, RunId> = runs.iter().map(|run| (run.id.clone(), run.id.clone())).collect();
+    while watched.ended.len() < runs.len() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for run in &runs {
+            if watched.ended.contains_key(&run.id) {
+                continue;
+            }
+            let generation = generations.get_mut(&run.id).expect("every run's generation");
+            loop {
+                let records = RunRecords::new(storage.tenant(&tenant), generation.clone());
+                match records.outcome().await {
+                    Ok(Some(Outcome::Continued { next })) => *generation = next,
+                    Ok(Some(outcome)) => {
+                        let seqs = records.entries().await.map_err(|e| e.to_string());
+                        let seqs = seqs.map(|entries| entries.iter().map(|entry| entry.seq).collect());
+                        watched
+                            .events
+                            .push(at_now(format!("run {} ended as {generation}", run.id)));
+                        watched.ended.insert(run.id.clone(), Ended { outcome, seqs });
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    watched
+}
+
+/// What [`watch_ends`] saw.
+#[derive(Default)]
+struct Watched {
+    ended: BTreeMap<RunId, Ended>,
+    events: Vec<String>,
+}
+
+/// `what`, stamped with the virtual time since the seed started.
+fn at_now(what: String) -> String {
+    let at = Duration::from_millis(stepstone::clock::now_ms().saturating_sub(START_MS));
+    format!("{:>9.3}s {what}", at.as_secs_f64())
+}
+
+/// The runs of a seed and the events that play them, in order of time.
+fn draw_plan(rng: &mut ChaCha20Rng, config: &SimConfig) -> (Vec<PlannedRun>, Vec<(Duration, Event)>) {
+    let mut runs = Vec::new();
+    let mut plan = Vec::new();
+    let span_ms = u64::try_from(config.span.as_millis()).unwrap_or(u64::MAX).max(1);
+    let hosts = config.hosts.max(1);
+    for index in 0..config.runs {
+        let n = 1 + (rng.next_u32() % 6);
+        let (workflow, go) = match rng.next_u32() % 4 {
+            0 => ("sequential", None),
+            1 => ("parallel", None),
+            2 => ("sequential-then-wait", Some(rng.next_u32() % 1000)),
+            _ => ("relay", None),
+        };
+        let relay = workflow == "relay";
+        let n = if relay { 1 + n % 3 } else { n };
+        // A minute, or ten: hosts live through runs' long sleeps too.
+        let nap_s = if rng.next_u32().is_multiple_of(2) { 60 } else { 600 };
+        // Half the other runs queue on one of two keys, one holder each.
+        let key = (!relay && rng.next_u32().is_multiple_of(2))
+            .then(|| ConcurrencyKey::new(&format!("k{}", rng.next_u32() % 2)).expect("a valid key"));
+        let expected = if relay {
+            // Each leg k: its step (k), then its child's steps (0..k).
+            (1..=n).map(|k| k + (0..k).sum::<u32>()).sum::<u32>()
+        } else {
+            (0..n).sum::<u32>().wrapping_add(go.unwrap_or(0))
+        };
+        runs.push(PlannedRun {
+            id: RunId::new(&format!("r{index:03}")).expect("a valid run id"),
+            workflow,
+            n,
+            nap_s,
+            go,
+            key,
+            expected: expected.to_string(),
+            // Its steps, and the signal it took, if it awaited one.
+            calls: (!relay).then(|| u64::from(n) + u64::from(go.is_some())),
+        });
+        let at = Duration::from_millis(rng.next_u64() % span_ms);
+        let host = (rng.next_u32() as usize) % hosts;
+        plan.push((at, Event::Submit { run: index, host }));
+        if go.is_some() {
+            let later = at + Duration::from_millis(rng.next_u64() % span_ms);
+            let through = (rng.next_u32() as usize) % hosts;
+            plan.push((
+                later,
+                Event::Signal {
+                    run: index,
+                    host: through,
+                },
+            ));
+        }
+    }
+    for (at, host, fault) in config.faults.draw(rng, config.hosts, config.span) {
+        plan.push((at, Event::Fault { host, fault }));
+    }
+    plan.sort_by_key(|(at, _)| *at);
+    (runs, plan)
+}
+
+fn digest(events: &[String], ended: &BTreeMap<RunId, Ended>) -> String {
+    let mut hash = Sha256::new();
+    for event in events {
+        hash.update(event.as_bytes());
+        hash.update(b"\n");
+    }
+    hash.update(format!("{ended:?}").as_bytes());
+    hash.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::HostFaults;
+    use crate::network::StoreFaults;
+
+    /// A seed plays one way: twice played, it gives the same trace, and
+    /// keeps every invariant.
+    #[test]
+    fn a_seed_plays_the_same_way_twice_and_keeps_the_invariants() -> anyhow::Result<()> {
+        let guest = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/guests/bench.wasm"))
+            .map_err(|e| anyhow::anyhow!("target/guests/bench.wasm: {e}: run `make guests`"))?;
+        let cache = tempfile::tempdir()?;
+        let cache = CodeCache::open(cache.path());
+        let config = SimConfig {
+            hosts: 3,
+            runs: 6,
+            ttl: Duration::from_secs(2),
+            span: Duration::from_secs(20),
+            until: Duration::from_secs(3600),
+            store: "latency=20ms,errors=0.05,lost=0.5,stale=2s,stale-rate=0.5".parse::<StoreFaults>()?,
+            faults: "kills=1,pauses=2,restarts=1".parse::<HostFaults>()?,
+        };
+        let guest = Bytes::from(guest);
+        for seed in [3, 186] {
+            let first = run_seed(&config, &guest, &cache, seed)?;
+            let second = run_seed(&config, &guest, &cache, seed)?;
+            assert_eq!(first.trace, second.trace, "seed {seed} played two ways");
+            assert_eq!(first.violations, Vec::<String>::new(), "seed {seed}");
+            assert!(first.store.calls > 0 && first.host_seconds > 0.0, "{first:?}");
+        }
+        Ok(())
+    }
+}
