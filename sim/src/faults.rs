@@ -1,7 +1,8 @@
 //! The simulator's fault language: what a seed's store does to every call
 //! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
 //! and what its hosts suffer
-//! (`--faults kills=1,pauses=2,restarts=1`), the times drawn from the seed.
+//! (`--faults kills=1,pauses=2,restarts=1,partitions=1`), the times drawn
+//! from the seed.
 //!
 //! Invariant: a setting is read whole or refused with its name and why
 //! (an unknown name, a number out of range, a rate outside 0 to 1); no
@@ -29,6 +30,10 @@ pub enum HostFault {
     Kill,
     /// Dies and starts again, as a new host or with its old id.
     Restart { same_id: bool },
+    /// Reaches the hosts' shared folder (`cluster/`) only after so many
+    /// lease TTLs, its runs' records at once: its heartbeats stall while
+    /// its journal writes go on, so peers judge it dead while it drives.
+    Partition(f64),
 }
 
 /// How many of each fault a seed plans.
@@ -37,6 +42,7 @@ pub struct HostFaults {
     pub kills: u32,
     pub pauses: u32,
     pub restarts: u32,
+    pub partitions: u32,
 }
 
 /// The faults a seed suffered, by kind.
@@ -45,6 +51,7 @@ pub struct FaultCounts {
     pub kills: u64,
     pub pauses: u64,
     pub restarts: u64,
+    pub partitions: u64,
 }
 
 impl std::ops::AddAssign for FaultCounts {
@@ -52,12 +59,16 @@ impl std::ops::AddAssign for FaultCounts {
         self.kills += other.kills;
         self.pauses += other.pauses;
         self.restarts += other.restarts;
+        self.partitions += other.partitions;
     }
 }
 
 /// Pauses last this many TTLs: shorter than the lease, longer, and past
 /// the point where peers clean the host's heartbeat up.
 const PAUSES: [f64; 3] = [0.5, 1.2, 2.5];
+
+/// Partitions last this many TTLs: past the lease, and past the cleanup.
+const PARTITIONS: [f64; 2] = [1.2, 2.5];
 
 impl HostFaults {
     /// The faults, each at a time within `span` and on one of `hosts`.
@@ -72,6 +83,10 @@ impl HostFaults {
         for _ in 0..self.pauses {
             let ttls = PAUSES[(rng.next_u64() % PAUSES.len() as u64) as usize];
             faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Pause(ttls)));
+        }
+        for _ in 0..self.partitions {
+            let ttls = PARTITIONS[(rng.next_u64() % PARTITIONS.len() as u64) as usize];
+            faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Partition(ttls)));
         }
         for _ in 0..self.restarts {
             let same_id = rng.next_u64().is_multiple_of(2);
@@ -125,7 +140,8 @@ impl FromStr for HostFaults {
                 "kills" => faults.kills = count,
                 "pauses" => faults.pauses = count,
                 "restarts" => faults.restarts = count,
-                _ => return Err(bad(name, value, "no such fault: kills, pauses or restarts")),
+                "partitions" => faults.partitions = count,
+                _ => return Err(bad(name, value, "no such fault: kills, pauses, restarts or partitions")),
             }
         }
         Ok(faults)
@@ -197,8 +213,13 @@ mod tests {
 
     #[test]
     fn every_setting_is_read_at_its_edges() {
-        let faults: HostFaults = "kills=0, pauses=1000,restarts=7".parse().expect("valid");
-        assert_eq!((faults.kills, faults.pauses, faults.restarts), (0, 1000, 7));
+        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000"
+            .parse()
+            .expect("valid");
+        assert_eq!(
+            (faults.kills, faults.pauses, faults.restarts, faults.partitions),
+            (0, 1000, 7, 1000)
+        );
         assert_eq!("".parse::<HostFaults>(), Ok(HostFaults::default()));
         let store: StoreFaults = "latency=60s,errors=1,lost=0,stale=60s,stale-rate=1"
             .parse()
@@ -214,6 +235,7 @@ mod tests {
     fn a_bad_setting_is_refused_with_its_name_and_why() {
         for (bad, says) in [
             ("kills=1001", "from 0 to 1000"),
+            ("partitions=1001", "from 0 to 1000"),
             ("kills=-1", "from 0 to 1000"),
             ("kills=1.5", "from 0 to 1000"),
             ("kills=99999999999999999999", "from 0 to 1000"),
@@ -247,10 +269,11 @@ mod tests {
             kills: 50,
             pauses: 50,
             restarts: 50,
+            partitions: 50,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));
-        assert_eq!(drawn.len(), 150);
+        assert_eq!(drawn.len(), 200);
         assert!(
             drawn
                 .iter()

@@ -35,7 +35,7 @@ struct Args {
     #[arg(long = "store", default_value = STORE_FAULTS)]
     store_text: String,
     /// What each seed's hosts suffer.
-    #[arg(long, default_value = "kills=2,pauses=4,restarts=2")]
+    #[arg(long, default_value = "kills=2,pauses=4,restarts=2,partitions=2")]
     faults: HostFaults,
     /// Stop starting seeds after this much wall-clock time.
     #[arg(long, value_parser = duration)]
@@ -149,7 +149,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     let host_hours = host_seconds / 3600.0;
     let summary = format!(
-        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts; store: {}",
+        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions; store: {}",
         if failing.is_empty() {
             String::new()
         } else {
@@ -159,6 +159,7 @@ fn main() -> anyhow::Result<ExitCode> {
         faults.kills,
         faults.pauses,
         faults.restarts,
+        faults.partitions,
         args.store_text,
     );
     println!(
@@ -171,7 +172,7 @@ fn main() -> anyhow::Result<ExitCode> {
             "suite": "sim",
             "fault": format!(
                 "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention); {}; store faults and stale listings of cluster/",
-                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs), {} restarts (same or new id)", args.faults.kills, args.faults.pauses, args.faults.restarts)
+                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs)", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions)
             ),
             "trials": played,
             "outcome": format!("seeds {}..{}: {summary}", args.from, args.from + played),

@@ -4,7 +4,8 @@
 //! hosts' shared folder (`cluster/`: heartbeats, wake-ups) as they stood a
 //! while ago, as an eventually consistent store would, and cuts a host off
 //! (dead: its calls never return) or holds its calls (paused: they return
-//! once it runs again). Listings of a run's own records are answered as
+//! once it runs again), or holds only its calls to `cluster/` for a while
+//! (partitioned from the other hosts, not from its runs). Listings of a run's own records are answered as
 //! they stand: the journal relies on listing what was written (S3, GCS,
 //! Azure and SeaweedFS list so).
 //!
@@ -66,6 +67,9 @@ pub struct StoreCounts {
     pub stale_listings: u64,
 }
 
+/// The hosts' shared folder: heartbeats, departures, wake-ups.
+const SHARED: &str = "cluster/";
+
 /// What a listing answered.
 type Listing = Vec<Result<ObjectMeta>>;
 
@@ -73,6 +77,8 @@ struct State {
     rng: ChaCha20Rng,
     faults: StoreFaults,
     hosts: Vec<Reach>,
+    /// Until when each host's calls to `cluster/` wait.
+    partitioned: Vec<Option<Instant>>,
     counts: StoreCounts,
     /// Listings of `cluster/` answered lately, by what was listed, oldest
     /// first: what a stale listing is answered from.
@@ -103,6 +109,7 @@ impl Network {
                 rng: ChaCha20Rng::seed_from_u64(seed),
                 faults,
                 hosts: Vec::new(),
+                partitioned: Vec::new(),
                 counts: StoreCounts::default(),
                 listed: HashMap::new(),
             }),
@@ -118,6 +125,7 @@ impl Network {
     pub fn join(self: &Arc<Self>) -> (SimStore, usize) {
         let mut state = self.state();
         state.hosts.push(Reach::Up);
+        state.partitioned.push(None);
         let host = state.hosts.len() - 1;
         (
             SimStore {
@@ -130,6 +138,11 @@ impl Network {
 
     pub fn set_reach(&self, host: usize, reach: Reach) {
         self.state().hosts[host] = reach;
+    }
+
+    /// Holds `host`'s calls to `cluster/` until `until`.
+    pub fn partition(&self, host: usize, until: Instant) {
+        self.state().partitioned[host] = Some(until);
     }
 
     pub fn reach(&self, host: usize) -> Reach {
@@ -153,14 +166,15 @@ impl Network {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Waits while `host` may not reach the store: for ever once it is down.
-    async fn reachable(&self, host: usize) {
+    /// Waits while `host` may not reach `key`: for ever once it is down.
+    async fn reachable(&self, host: usize, key: &Path) {
         loop {
-            match self.reach(host) {
-                Reach::Up => return,
-                Reach::Paused(until) if until <= Instant::now() => return,
-                Reach::Paused(until) => tokio::time::sleep_until(until).await,
-                Reach::Down => std::future::pending::<()>().await,
+            let partitioned = self.state().partitioned[host].filter(|until| *until > Instant::now());
+            match (self.reach(host), partitioned) {
+                (Reach::Down, _) => std::future::pending::<()>().await,
+                (Reach::Paused(until), _) if until > Instant::now() => tokio::time::sleep_until(until).await,
+                (_, Some(until)) if key.as_ref().starts_with(SHARED) => tokio::time::sleep_until(until).await,
+                _ => return,
             }
         }
     }
@@ -194,7 +208,7 @@ impl Network {
         key: &Path,
         call: impl Future<Output = Result<R>>,
     ) -> Result<R> {
-        self.reachable(host).await;
+        self.reachable(host, key).await;
         let (latency, fate) = self.draw(write);
         tracing::trace!(host, what, %key, ?latency, ?fate, "store call");
         tokio::time::sleep(latency).await;
@@ -205,7 +219,7 @@ impl Network {
         };
         // A reply travels back to a host that may have been paused or cut
         // off meanwhile.
-        self.reachable(host).await;
+        self.reachable(host, key).await;
         result
     }
 }
@@ -287,7 +301,7 @@ impl SimStore {
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let (network, host) = (self.network.clone(), self.host);
         let key = prefix.cloned().unwrap_or_default();
-        let shared = key.as_ref().starts_with("cluster/");
+        let shared = key.as_ref().starts_with(SHARED);
         let what = format!("{key} after {}", offset.map_or("", Path::as_ref));
         futures::stream::once(async move {
             let answering = network.clone();

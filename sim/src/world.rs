@@ -354,6 +354,12 @@ impl World<'_> {
                 self.faults.pauses += 1;
                 self.log(format!("host {host} paused for {lasts:?}"));
             }
+            HostFault::Partition(ttls) => {
+                let lasts = self.config.ttl.mul_f64(ttls);
+                self.network.partition(host, Instant::now() + lasts);
+                self.faults.partitions += 1;
+                self.log(format!("host {host} cut off from cluster/ for {lasts:?}"));
+            }
             HostFault::Kill => {
                 self.kill(host);
                 self.log(format!("host {host} killed"));
