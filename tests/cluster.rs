@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Server, arg, record_reliability, token_hash};
+use stepstone_e2e::{Host, ReliabilityResult, Server, StoreProxy, arg, record_reliability, token_hash};
 
 const TOKEN: &str = "sst_cluster_token";
 
@@ -300,6 +300,52 @@ fn a_paused_hosts_late_write_is_fenced_off_by_its_token() {
         fault: "an owner SIGSTOPped inside a step attempt, resumed after the new owner's attempt wrote to a service",
         trials: 1,
         outcome: "the late write carried fencing token 0 after the new owner's 1, and the service refused it; one write done, the run completed once",
+        lost: 0,
+    });
+}
+
+/// A host cut off from the store in the middle of a step (a TCP proxy
+/// between it and SeaweedFS drops its connections and refuses new ones):
+/// the other host takes its run over and finishes it; the cut-off host,
+/// reconnected, finds its lease lapsed and stands down. Of the run's four
+/// steps only the one in flight at the cut ran on both hosts; every later
+/// step ran once, and the journal is whole.
+#[test]
+fn a_host_cut_off_from_the_store_stands_down_and_starts_no_new_step() {
+    let _turn = one_at_a_time();
+    let proxy = StoreProxy::start(stepstone_e2e::seaweedfs().endpoint());
+    let first = Host::on_s3().with_env("AWS_ENDPOINT", &proxy.url());
+    let second = Host::sharing_store_with(&first);
+    let args = ["--lease-ttl", "2s"];
+    let (cut_off, taker) = (start(first, &args), start(second, &args));
+    cut_off.upload(TOKEN, "hostile");
+    let input = json!({"key": "cut", "count": 4, "ms": 1500});
+    begin(&cut_off, "hostile", "marked-in-turn", &input, "cut-1");
+    cut_off.await_log("marked-start cut-0 attempt 1", Duration::from_secs(30));
+    proxy.cut();
+    // The taker has gone past the step in flight: the run is its own.
+    taker.await_log("marked-start cut-1 attempt 1", Duration::from_secs(60));
+    proxy.mend();
+    let finished = await_state(&taker, "cut-1", "completed", Duration::from_secs(60));
+    assert_eq!(finished["output"], json!(["cut-0", "cut-1", "cut-2", "cut-3"]));
+    cut_off.await_log("this host's lease lapsed", Duration::from_secs(30));
+    assert_eq!(assert_contiguous(&taker, "cut-1"), 4);
+    let started = |server: &Server| -> Vec<String> {
+        let starts = announced(server, "marked-start cut-");
+        starts.into_iter().map(|(_, message)| message).collect()
+    };
+    assert_eq!(started(&cut_off), ["marked-start cut-0 attempt 1"]);
+    assert_eq!(
+        started(&taker),
+        (0..4)
+            .map(|n| format!("marked-start cut-{n} attempt 1"))
+            .collect::<Vec<_>>()
+    );
+    record_reliability(&ReliabilityResult {
+        suite: "cluster",
+        fault: "an owner cut off from the store (a TCP proxy dropping its connections) in the middle of a step, reconnected after the takeover",
+        trials: 1,
+        outcome: "the run taken over and completed; the cut-off host stood down; only the step in flight at the cut ran on both hosts, every later step once; the journal whole",
         lost: 0,
     });
 }

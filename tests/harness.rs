@@ -12,6 +12,9 @@ use serde_json::Value;
 mod seaweedfs;
 pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 
+mod store_proxy;
+pub use store_proxy::StoreProxy;
+
 mod origin;
 pub use origin::{Charge, FencedWrite, FullBacklog, Origin, PAYMENTS_API_KEY, Received};
 
@@ -170,11 +173,13 @@ impl Host {
             // Thousands of runs on a machine the suite shares: the synced
             // store has its own tests (tests/storage_faults.rs, and the
             // journal's conformance suite on every backend).
-            .env("STEPSTONE_DURABILITY", "no-fsync")
-            .envs(self.env.iter().map(|(name, value)| (name, value)));
+            .env("STEPSTONE_DURABILITY", "no-fsync");
         if let Some(store) = &self.store {
             command.env("STEPSTONE_STORE", store).envs(seaweedfs().env());
         }
+        // The host's own variables last: they may say otherwise (another
+        // way to the store, say).
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
         command
     }
 

@@ -4,7 +4,8 @@
 //! start, then is slow), `call-limited`, a workflow that reports the typed
 //! error a limited step call returned, `fork-bomb`, a workflow that starts
 //! two children of itself, `start-then-wait`, which starts a step and
-//! waits for a signal before awaiting it, and `patch-ids`, which asks
+//! waits for a signal before awaiting it, `marked-in-turn`, which runs
+//! `marked` steps one after another, and `patch-ids`, which asks
 //! `patched` about the change ids it is given.
 //!
 //! Every loop feeds its state through `black_box`, so the optimiser can
@@ -261,6 +262,27 @@ struct StartThenWait {
 
 /// Starts `marked`, waits for signal `go` (long enough to be evicted), then
 /// awaits the step: it must have run once, whatever the eviction did.
+#[derive(Deserialize)]
+struct InTurn {
+    key: String,
+    count: u32,
+    ms: u64,
+}
+
+/// Runs `marked` for `{key}-0` to `{key}-{count - 1}`, one after another,
+/// and returns their keys.
+fn marked_in_turn(ctx: &Workflow, turn: InTurn) -> Result<Vec<String>, Error> {
+    (0..turn.count)
+        .map(|n| {
+            let marked = Marked {
+                key: format!("{}-{n}", turn.key),
+                ms: turn.ms,
+            };
+            Ok(ctx.step::<_, String>("marked", &marked)?)
+        })
+        .collect()
+}
+
 fn start_then_wait(ctx: &Workflow, wait: StartThenWait) -> Result<Value, Error> {
     let step = ctx.start::<_, String>("marked", &Marked { key: wait.key, ms: wait.step_ms })?;
     let signal = ctx.signal::<Value>("go", Duration::from_millis(wait.signal_timeout_ms))?;
@@ -294,6 +316,7 @@ export! {
         "call-limited" => call_limited,
         "fork-bomb" => fork_bomb,
         "start-then-wait" => start_then_wait,
+        "marked-in-turn" => marked_in_turn,
         "patch-ids" => patch_ids,
     },
     steps: {
