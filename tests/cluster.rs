@@ -350,6 +350,65 @@ fn a_host_cut_off_from_the_store_stands_down_and_starts_no_new_step() {
     });
 }
 
+/// A host whose heartbeats reach the store 1.5 TTLs late while its journal
+/// writes pass at once (a proxy holds back its requests for
+/// `cluster/hosts/`): its peer judges it dead and takes its run over, and
+/// the slow host, whose lease counts from the sending of its last renewal
+/// that landed, has stopped before: it starts no step after the peer's
+/// first. The run completes once, its journal whole.
+#[test]
+fn a_host_whose_heartbeats_are_late_starts_no_step_after_its_peer_took_over() {
+    let _turn = one_at_a_time();
+    let proxy = StoreProxy::start(stepstone_e2e::seaweedfs().endpoint());
+    let first = Host::on_s3().with_env("AWS_ENDPOINT", &proxy.url());
+    let second = Host::sharing_store_with(&first);
+    let args = ["--lease-ttl", "2s"];
+    let (slow, taker) = (start(first, &args), start(second, &args));
+    slow.upload(TOKEN, "hostile");
+    let input = json!({"key": "late", "count": 4, "ms": 1500});
+    begin(&slow, "hostile", "marked-in-turn", &input, "late-1");
+    slow.await_log("marked-start late-0 attempt 1", Duration::from_secs(30));
+    proxy.delay("/cluster/hosts/", Duration::from_secs(3));
+    let finished = await_state(&taker, "late-1", "completed", Duration::from_secs(90));
+    proxy.undelay();
+    assert_eq!(finished["output"], json!(["late-0", "late-1", "late-2", "late-3"]));
+    slow.await_log("this host's lease lapsed", Duration::from_secs(30));
+    assert_eq!(assert_contiguous(&taker, "late-1"), 4);
+    let (slow_starts, taker_starts) = (timed_starts(&slow, "late-"), timed_starts(&taker, "late-"));
+    assert!(!slow_starts.is_empty(), "the slow host started the run's first step");
+    let taken_over_at = &taker_starts.first().expect("the peer took the run over").0;
+    let late: Vec<_> = slow_starts.iter().filter(|(at, _)| at >= taken_over_at).collect();
+    assert!(
+        late.is_empty(),
+        "the slow host started steps after its peer took over at {taken_over_at}: {late:?}"
+    );
+    record_reliability(&ReliabilityResult {
+        suite: "cluster",
+        fault: "an owner's heartbeats held back 1.5 lease TTLs by a proxy while its journal writes passed",
+        trials: 1,
+        outcome: "the run taken over and completed once, its journal whole; the slow host started no step after its peer's first",
+        lost: 0,
+    });
+}
+
+/// When a server logged each `marked-start {prefix}...` line (RFC 3339,
+/// UTC: in order as text), with the line.
+fn timed_starts(server: &Server, prefix: &str) -> Vec<(String, String)> {
+    let announcement = format!("marked-start {prefix}");
+    server
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|log| {
+            let message = log["fields"]["message"].as_str()?;
+            let at = log["timestamp"].as_str()?;
+            message
+                .starts_with(&announcement)
+                .then(|| (at.to_owned(), message.to_owned()))
+        })
+        .collect()
+}
+
 /// The shapes of the load, each with the output an uninterrupted run of it
 /// gives, taken from a run of it before any host is harmed.
 struct Shape {
