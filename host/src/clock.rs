@@ -110,6 +110,43 @@ impl BootInstant {
 }
 
 /// Whether this thread runs on virtual time.
+/// The boot clock as one host's lease and failure detector read it: the
+/// boot clock itself, or, for a host of a simulation, one that drifts from
+/// it by some parts per thousand since it was made (each host of a real
+/// cluster has a crystal of its own; a simulation gives each its own
+/// drift).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseClock {
+    drift_permille: i32,
+    origin: BootInstant,
+}
+
+impl LeaseClock {
+    /// A clock `drift_permille` parts per thousand fast (below 0: slow),
+    /// within ±1000 (from standing still to twice the rate); 0 is the boot
+    /// clock.
+    pub fn drifting(drift_permille: i32) -> Self {
+        Self {
+            drift_permille: drift_permille.clamp(-1000, 1000),
+            origin: BootInstant::now(),
+        }
+    }
+
+    pub fn now(&self) -> BootInstant {
+        let now = BootInstant::now();
+        if self.drift_permille == 0 {
+            return now;
+        }
+        let rate = 1.0 + f64::from(self.drift_permille) / 1000.0;
+        self.origin.after(now.duration_since(self.origin).mul_f64(rate))
+    }
+
+    /// How long since `earlier`, by this clock.
+    pub fn since(&self, earlier: BootInstant) -> Duration {
+        self.now().duration_since(earlier)
+    }
+}
+
 pub(crate) fn is_virtual() -> bool {
     VIRTUAL.with(Cell::get).is_some()
 }
@@ -177,6 +214,36 @@ mod tests {
             assert!(elsewhere >= system, "another thread reads the system's clock");
         });
         assert!(!is_virtual(), "virtual time ends with its guard");
+    }
+
+    /// A drifting lease clock runs at its rate from its making, at the
+    /// edges too: 0 is the boot clock, -1000 stands still, and a drift
+    /// beyond ±1000 is held to it.
+    #[test]
+    fn a_drifting_lease_clock_runs_at_its_rate() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let _virtual = VirtualTime::start(1_000);
+            let start = BootInstant::now();
+            let clocks =
+                [0, 100, -100, 900, -1000, i32::MIN, i32::MAX].map(|drift| (drift, LeaseClock::drifting(drift)));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            for (drift, clock) in clocks {
+                let expected = match drift {
+                    0 => 10_000,
+                    100 => 11_000,
+                    -100 => 9_000,
+                    900 => 19_000,
+                    i32::MAX => 20_000,
+                    _ => 0,
+                };
+                assert_eq!(clock.since(start).as_millis(), expected, "drift {drift}");
+            }
+        });
     }
 
     #[test]

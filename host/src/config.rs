@@ -301,6 +301,11 @@ pub struct LeasePolicy {
     /// of it, and stops writing for its runs once a whole TTL passed
     /// without a renewal.
     pub ttl: Duration,
+    /// How many parts per thousand this host's lease clock runs fast
+    /// (below 0: slow) against the boot clock. 0 for a host serving
+    /// tenants; a simulation of many hosts gives each a drift of its own
+    /// (see `clock::LeaseClock`).
+    pub clock_drift_permille: i32,
 }
 
 impl LeasePolicy {
@@ -312,6 +317,7 @@ impl Default for LeasePolicy {
     fn default() -> Self {
         Self {
             ttl: Duration::from_secs(10),
+            clock_drift_permille: 0,
         }
     }
 }

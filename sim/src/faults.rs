@@ -1,8 +1,8 @@
 //! The simulator's fault language: what a seed's store does to every call
 //! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
 //! and what its hosts suffer
-//! (`--faults kills=1,pauses=2,restarts=1,partitions=1`), the times drawn
-//! from the seed.
+//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,drift=100`), the
+//! times (and each host's clock drift) drawn from the seed.
 //!
 //! Invariant: a setting is read whole or refused with its name and why
 //! (an unknown name, a number out of range, a rate outside 0 to 1); no
@@ -18,6 +18,8 @@ use crate::network::StoreFaults;
 
 /// The most of one host fault a seed may plan.
 pub const MAX_FAULTS: u32 = 1_000;
+/// The most a clock may drift, in parts per thousand: 0.9 of its rate.
+pub const MAX_DRIFT: u32 = 900;
 /// The longest a call may be made to wait.
 pub const MAX_LATENCY: Duration = Duration::from_secs(60);
 
@@ -43,6 +45,9 @@ pub struct HostFaults {
     pub pauses: u32,
     pub restarts: u32,
     pub partitions: u32,
+    /// Each host's lease clock runs up to this many parts per thousand
+    /// fast or slow, drawn per host.
+    pub drift_permille: u32,
 }
 
 /// The faults a seed suffered, by kind.
@@ -131,6 +136,14 @@ impl FromStr for HostFaults {
         let mut faults = Self::default();
         for setting in settings(text) {
             let (name, value) = setting?;
+            if name == "drift" {
+                faults.drift_permille = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|drift| *drift <= MAX_DRIFT)
+                    .ok_or_else(|| bad(name, value, &format!("parts per thousand, from 0 to {MAX_DRIFT}")))?;
+                continue;
+            }
             let count = value
                 .parse::<u32>()
                 .ok()
@@ -141,7 +154,10 @@ impl FromStr for HostFaults {
                 "pauses" => faults.pauses = count,
                 "restarts" => faults.restarts = count,
                 "partitions" => faults.partitions = count,
-                _ => return Err(bad(name, value, "no such fault: kills, pauses, restarts or partitions")),
+                _ => {
+                    let known = "kills, pauses, restarts, partitions or drift";
+                    return Err(bad(name, value, &format!("no such fault: {known}")));
+                }
             }
         }
         Ok(faults)
@@ -213,9 +229,10 @@ mod tests {
 
     #[test]
     fn every_setting_is_read_at_its_edges() {
-        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000"
+        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000,drift=900"
             .parse()
             .expect("valid");
+        assert_eq!(faults.drift_permille, 900);
         assert_eq!(
             (faults.kills, faults.pauses, faults.restarts, faults.partitions),
             (0, 1000, 7, 1000)
@@ -236,6 +253,9 @@ mod tests {
         for (bad, says) in [
             ("kills=1001", "from 0 to 1000"),
             ("partitions=1001", "from 0 to 1000"),
+            ("drift=901", "from 0 to 900"),
+            ("drift=-1", "from 0 to 900"),
+            ("drift=0.5", "from 0 to 900"),
             ("kills=-1", "from 0 to 1000"),
             ("kills=1.5", "from 0 to 1000"),
             ("kills=99999999999999999999", "from 0 to 1000"),
@@ -270,6 +290,7 @@ mod tests {
             pauses: 50,
             restarts: 50,
             partitions: 50,
+            drift_permille: 0,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));

@@ -233,6 +233,8 @@ impl World<'_> {
         config.pooling = false;
         config.untimed_guests = true;
         config.lease.ttl = self.config.ttl;
+        let drift = self.drift_of(index);
+        config.lease.clock_drift_permille = drift;
         config.wait = WaitPolicy::serving();
         config.host_id = Some(id.clone());
         let steps = HostSteps {
@@ -258,8 +260,23 @@ impl World<'_> {
             started: Instant::now(),
             stopped: None,
         });
-        self.log(format!("host {index} started as {id}"));
+        self.log(format!("host {index} started as {id}, its clock {drift:+}‰"));
         Ok(index)
+    }
+
+    /// Host `index`'s clock drift, in parts per thousand: drawn from the
+    /// seed and the host alone, so a restart draws its own.
+    fn drift_of(&self, index: usize) -> i32 {
+        let most = u64::from(self.config.faults.drift_permille);
+        if most == 0 {
+            return 0;
+        }
+        let hash = Sha256::new()
+            .chain_update(self.seed.to_le_bytes())
+            .chain_update((index as u64).to_le_bytes())
+            .finalize();
+        let drawn = u64::from_le_bytes(hash[..8].try_into().expect("eight bytes")) % (2 * most + 1);
+        i32::try_from(drawn).unwrap_or(0) - i32::try_from(most).unwrap_or(0)
     }
 
     /// A host running now, the one asked for or the next after it; while

@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, LeaseClock};
 use crate::shared_map::lock;
 
 /// The share of its TTL a lease holds for claims, in tenths: a host starts
@@ -22,6 +22,7 @@ pub const USABLE_SHARE: u32 = 8;
 #[derive(Debug)]
 pub struct Lease {
     ttl: Duration,
+    clock: LeaseClock,
     state: Mutex<State>,
 }
 
@@ -48,11 +49,18 @@ pub struct LeaseLapsed {
 }
 
 impl Lease {
-    pub fn new(ttl: Duration) -> Self {
+    pub fn new(ttl: Duration, clock: LeaseClock) -> Self {
         Self {
             ttl,
+            clock,
             state: Mutex::default(),
         }
+    }
+
+    /// The clock the lease is measured on, which its host's failure
+    /// detector reads too.
+    pub fn clock(&self) -> &LeaseClock {
+        &self.clock
     }
 
     pub fn ttl(&self) -> Duration {
@@ -67,7 +75,10 @@ impl Lease {
     /// The generation of the lease if it holds now for claims.
     pub fn current(&self) -> Option<u64> {
         let state = lock(&self.state);
-        let holds = !state.left && state.renewed.is_some_and(|renewed| renewed.elapsed() < self.usable());
+        let holds = !state.left
+            && state
+                .renewed
+                .is_some_and(|renewed| self.clock.since(renewed) < self.usable());
         holds.then_some(state.generation)
     }
 
@@ -131,14 +142,14 @@ mod tests {
 
     #[test]
     fn a_lease_holds_claims_for_eight_tenths_of_a_ttl_from_the_renewal_sent() {
-        let lease = Lease::new(Duration::from_secs(10));
+        let lease = Lease::new(Duration::from_secs(10), LeaseClock::drifting(0));
         assert_eq!(lease.current(), None, "no renewal yet");
         let sent = BootInstant::now();
         lease.renewed(sent, sent.after(Duration::from_millis(5)));
         assert_eq!(lease.current(), Some(0));
         assert!(lease.check(0).is_ok());
         assert!(lease.check(1).is_err());
-        let lease = Lease::new(Duration::from_millis(100));
+        let lease = Lease::new(Duration::from_millis(100), LeaseClock::drifting(0));
         let nearly_spent = BootInstant::now();
         lease.renewed(nearly_spent, nearly_spent);
         std::thread::sleep(lease.usable());
@@ -148,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_renewal_stored_a_ttl_after_the_last_voids_every_claim() {
-        let lease = Lease::new(Duration::from_secs(100));
+        let lease = Lease::new(Duration::from_secs(100), LeaseClock::drifting(0));
         let start = BootInstant::now();
         lease.renewed(start, start);
         let late = start.after(Duration::from_secs(100));
@@ -168,12 +179,12 @@ mod tests {
 
     #[test]
     fn a_lease_runs_out_without_renewal_and_after_leaving() {
-        let lease = Lease::new(Duration::from_millis(10));
+        let lease = Lease::new(Duration::from_millis(10), LeaseClock::drifting(0));
         let now = BootInstant::now();
         lease.renewed(now, now);
         std::thread::sleep(Duration::from_millis(10));
         assert_eq!(lease.current(), None);
-        let lease = Lease::new(Duration::from_secs(10));
+        let lease = Lease::new(Duration::from_secs(10), LeaseClock::drifting(0));
         lease.renewed(BootInstant::now(), BootInstant::now());
         lease.leave();
         assert!(lease.check(0).is_err());

@@ -49,7 +49,8 @@ pub use host_id::{HostId, InvalidHostId};
 pub use lease::LeaseLapsed;
 pub use wakeups::Wakeup;
 
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, LeaseClock};
+use crate::config::LeasePolicy;
 use crate::shared_map::lock;
 use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
 use lease::Lease;
@@ -89,12 +90,13 @@ pub struct Cluster {
 impl Cluster {
     /// Host `me`, not yet joined: it joins (writes its first heartbeat)
     /// when it first claims a run.
-    pub fn new(storage: &Storage, me: HostId, ttl: Duration, wakeup_poll: Duration) -> Arc<Self> {
+    pub fn new(storage: &Storage, me: HostId, lease: &LeasePolicy, wakeup_poll: Duration) -> Arc<Self> {
         let (wakeups, queue) = mpsc::channel(WAKEUP_QUEUE);
+        let clock = LeaseClock::drifting(lease.clock_drift_permille);
         Arc::new(Self {
             me,
             store: storage.cluster(),
-            lease: Arc::new(Lease::new(ttl)),
+            lease: Arc::new(Lease::new(lease.ttl, clock)),
             heartbeat_writes: tokio::sync::Mutex::new(()),
             wakeup_poll,
             others: Mutex::default(),
@@ -178,7 +180,7 @@ impl Cluster {
         if self.lease.has_left() {
             return Ok(());
         }
-        let sent = BootInstant::now();
+        let sent = self.now();
         let key = heartbeat_key(&self.me);
         let expected = lock(&self.written).clone();
         if expected.is_some() {
@@ -196,9 +198,14 @@ impl Cluster {
             "ttl_ms": u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX),
         });
         self.store.overwrite(&key, Bytes::from(heartbeat.to_string())).await?;
-        self.lease.renewed(sent, BootInstant::now());
+        self.lease.renewed(sent, self.now());
         *lock(&self.written) = self.store.version(&key).await?;
         Ok(())
+    }
+
+    /// Now, on this host's lease clock.
+    fn now(&self) -> BootInstant {
+        self.lease.clock().now()
     }
 
     /// Whether `host` is dead, as far as this host can tell now.
@@ -211,10 +218,10 @@ impl Cluster {
         }
         let version = self.store.version(&heartbeat_key(host)).await?;
         if version.is_none() && self.store.version(&left_key(host)).await?.is_some() {
-            lock(&self.others).left(host, BootInstant::now());
+            lock(&self.others).left(host, self.now());
             return Ok(true);
         }
-        Ok(lock(&self.others).observe(host, version, self.ttl(), BootInstant::now()))
+        Ok(lock(&self.others).observe(host, version, self.ttl(), self.now()))
     }
 
     /// Reads every heartbeat: notes the hosts newly found dead, and takes
@@ -222,7 +229,7 @@ impl Cluster {
     async fn look_around(&self) -> Result<(), StoreError> {
         let listed = self.store.versions(&StoreKey::from("hosts")).await?;
         let left = self.store.list(&StoreKey::from("left")).await?;
-        let now = BootInstant::now();
+        let now = self.now();
         let mut newly_dead = 0;
         let long_dead = {
             let mut others = lock(&self.others);
@@ -333,7 +340,7 @@ mod tests {
         let cluster = Cluster::new(
             &storage,
             HostId::fresh(),
-            Duration::from_secs(10),
+            &LeasePolicy::default(),
             Duration::from_secs(60),
         );
         cluster.live().await?;
@@ -356,7 +363,7 @@ mod tests {
         let cluster = Cluster::new(
             &storage,
             HostId::fresh(),
-            Duration::from_secs(10),
+            &LeasePolicy::default(),
             Duration::from_secs(60),
         );
         let first = cluster.live().await?;
@@ -390,7 +397,7 @@ mod tests {
         let cleaner = Cluster::new(
             &storage,
             HostId::fresh(),
-            Duration::from_secs(10),
+            &LeasePolicy::default(),
             Duration::from_secs(60),
         );
         let back = HostId::try_from("elsewhere.7.abc".to_owned()).expect("a valid id");

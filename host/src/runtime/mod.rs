@@ -419,7 +419,7 @@ impl Runtime {
         let budget = config.loaded_components_bytes;
         let components = Components::within(engines, cache, budget);
         let me = config.host_id.clone().unwrap_or_else(HostId::fresh);
-        let cluster = Cluster::new(&storage, me, config.lease.ttl, config.wait.wakeup_poll_interval);
+        let cluster = Cluster::new(&storage, me, &config.lease, config.wait.wakeup_poll_interval);
         let secrets = Secrets::new(storage.clone());
         let schedules = Schedules::new(storage.clone());
         let usage = usage::Usage::new(storage.clone(), cluster.me().clone());
