@@ -208,7 +208,11 @@ impl Cluster {
         self.lease.clock().now()
     }
 
-    /// Whether `host` is dead, as far as this host can tell now.
+    /// Whether `host` is dead, as far as this host can tell now. A host
+    /// found dead here first counts among the deaths as one found by a look
+    /// around does: once judged dead, it is not news to the next look, and
+    /// its other runs would never be taken over (found by the simulation,
+    /// seed 3491).
     pub async fn is_dead(&self, host: &HostId) -> Result<bool, StoreError> {
         if *host == self.me {
             return Ok(false);
@@ -217,11 +221,18 @@ impl Cluster {
             return Ok(true);
         }
         let version = self.store.version(&heartbeat_key(host)).await?;
-        if version.is_none() && self.store.version(&left_key(host)).await?.is_some() {
-            lock(&self.others).left(host, self.now());
-            return Ok(true);
+        let (dead, news) = if version.is_none() && self.store.version(&left_key(host)).await?.is_some() {
+            (true, lock(&self.others).left(host, self.now()))
+        } else {
+            let mut others = lock(&self.others);
+            let was_dead = others.known_dead(host);
+            let dead = others.observe(host, version, self.ttl(), self.now());
+            (dead, dead && !was_dead)
+        };
+        if news {
+            self.deaths.send_modify(|deaths| *deaths += 1);
         }
-        Ok(lock(&self.others).observe(host, version, self.ttl(), self.now()))
+        Ok(dead)
     }
 
     /// Reads every heartbeat: notes the hosts newly found dead, and takes
@@ -326,6 +337,7 @@ mod tests {
     use object_store::throttle::{ThrottleConfig, ThrottledStore};
 
     use super::*;
+    use crate::clock::VirtualTime;
 
     /// A renewal under way when the host leaves (the keep-alive's, its put
     /// slowed to a second) lands before the leave's delete: the heartbeat
@@ -418,6 +430,35 @@ mod tests {
             None,
             "a heartbeat still at its dead version goes"
         );
+        Ok(())
+    }
+
+    /// A host judged dead first by a claim's look (`is_dead`) counts among
+    /// the deaths the takeover watches, once: its other runs are taken
+    /// over too, though the next look around finds it dead already.
+    #[tokio::test(start_paused = true)]
+    async fn a_host_found_dead_by_a_claim_counts_among_the_deaths_once() -> Result<(), StoreError> {
+        let _virtual = VirtualTime::start(1_000);
+        let storage = Storage::in_memory();
+        let observer = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
+        let gone = HostId::try_from("elsewhere.7.abc".to_owned()).expect("a valid id");
+        observer
+            .store
+            .overwrite(&heartbeat_key(&gone), Bytes::from_static(b"last"))
+            .await?;
+        let deaths = observer.deaths();
+        assert!(!observer.is_dead(&gone).await?, "first seen: alive");
+        tokio::time::sleep(LeasePolicy::default().ttl).await;
+        assert!(observer.is_dead(&gone).await?, "unchanged for a TTL: dead");
+        assert_eq!(*deaths.borrow(), 1);
+        assert!(observer.is_dead(&gone).await?);
+        observer.look_around().await?;
+        assert_eq!(*deaths.borrow(), 1, "a death is news once");
         Ok(())
     }
 }
