@@ -17,8 +17,12 @@
 //! the store for good instead: it writes nothing more, and its steps
 //! start nothing more, as a dead process's would. A paused host's store
 //! calls wait until it runs again, which is where a paused process's work
-//! would stop too. The first seed of a batch is played twice, and its
-//! traces compared, to show a seed plays one way.
+//! would stop too. A partitioned host reaches its runs' records but not
+//! the hosts' shared folder. Each host's lease clock drifts by its own
+//! rate, drawn from the seed (`clock::LeaseClock`). Components are loaded
+//! on a thread of their own while the world stands still: the code cache
+//! is read on wall-clock threads. The first seed of a batch is played
+//! twice, and its traces compared, to show a seed plays one way.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
