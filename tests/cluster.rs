@@ -304,6 +304,22 @@ fn a_paused_hosts_late_write_is_fenced_off_by_its_token() {
     });
 }
 
+/// Two hosts with a 2 s lease, the first reaching the store through a
+/// proxy, and run `run` of four `marked` steps (`{key}-0` to `{key}-3`,
+/// 1.5 s each) begun on the first, its first step started.
+fn four_steps_behind_a_proxy(key: &str, run: &str) -> (StoreProxy, Server, Server) {
+    let proxy = StoreProxy::start(stepstone_e2e::seaweedfs().endpoint());
+    let first = Host::on_s3().with_env("AWS_ENDPOINT", &proxy.url());
+    let second = Host::sharing_store_with(&first);
+    let args = ["--lease-ttl", "2s"];
+    let (behind, other) = (start(first, &args), start(second, &args));
+    behind.upload(TOKEN, "hostile");
+    let input = json!({"key": key, "count": 4, "ms": 1500});
+    begin(&behind, "hostile", "marked-in-turn", &input, run);
+    behind.await_log(&format!("marked-start {key}-0 attempt 1"), Duration::from_secs(30));
+    (proxy, behind, other)
+}
+
 /// A host cut off from the store in the middle of a step (a TCP proxy
 /// between it and SeaweedFS drops its connections and refuses new ones):
 /// the other host takes its run over and finishes it; the cut-off host,
@@ -313,15 +329,7 @@ fn a_paused_hosts_late_write_is_fenced_off_by_its_token() {
 #[test]
 fn a_host_cut_off_from_the_store_stands_down_and_starts_no_new_step() {
     let _turn = one_at_a_time();
-    let proxy = StoreProxy::start(stepstone_e2e::seaweedfs().endpoint());
-    let first = Host::on_s3().with_env("AWS_ENDPOINT", &proxy.url());
-    let second = Host::sharing_store_with(&first);
-    let args = ["--lease-ttl", "2s"];
-    let (cut_off, taker) = (start(first, &args), start(second, &args));
-    cut_off.upload(TOKEN, "hostile");
-    let input = json!({"key": "cut", "count": 4, "ms": 1500});
-    begin(&cut_off, "hostile", "marked-in-turn", &input, "cut-1");
-    cut_off.await_log("marked-start cut-0 attempt 1", Duration::from_secs(30));
+    let (proxy, cut_off, taker) = four_steps_behind_a_proxy("cut", "cut-1");
     proxy.cut();
     // The taker has gone past the step in flight: the run is its own.
     taker.await_log("marked-start cut-1 attempt 1", Duration::from_secs(60));
@@ -359,15 +367,7 @@ fn a_host_cut_off_from_the_store_stands_down_and_starts_no_new_step() {
 #[test]
 fn a_host_whose_heartbeats_are_late_starts_no_step_after_its_peer_took_over() {
     let _turn = one_at_a_time();
-    let proxy = StoreProxy::start(stepstone_e2e::seaweedfs().endpoint());
-    let first = Host::on_s3().with_env("AWS_ENDPOINT", &proxy.url());
-    let second = Host::sharing_store_with(&first);
-    let args = ["--lease-ttl", "2s"];
-    let (slow, taker) = (start(first, &args), start(second, &args));
-    slow.upload(TOKEN, "hostile");
-    let input = json!({"key": "late", "count": 4, "ms": 1500});
-    begin(&slow, "hostile", "marked-in-turn", &input, "late-1");
-    slow.await_log("marked-start late-0 attempt 1", Duration::from_secs(30));
+    let (proxy, slow, taker) = four_steps_behind_a_proxy("late", "late-1");
     proxy.delay("/cluster/hosts/", Duration::from_secs(3));
     let finished = await_state(&taker, "late-1", "completed", Duration::from_secs(90));
     proxy.undelay();

@@ -195,13 +195,18 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn virtual_time_starts_where_told_and_follows_the_paused_clock() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
+    /// A current-thread runtime whose clock is paused: virtual time's.
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
-            .expect("a runtime");
+            .expect("a runtime")
+    }
+
+    #[test]
+    fn virtual_time_starts_where_told_and_follows_the_paused_clock() {
+        let runtime = paused_runtime();
         runtime.block_on(async {
             let system = now_ms();
             let _virtual = VirtualTime::start(1_000);
@@ -221,11 +226,7 @@ mod tests {
     /// beyond ±1000 is held to it.
     #[test]
     fn a_drifting_lease_clock_runs_at_its_rate() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
+        let runtime = paused_runtime();
         runtime.block_on(async {
             let _virtual = VirtualTime::start(1_000);
             let start = BootInstant::now();
@@ -283,11 +284,7 @@ mod tests {
 
     #[test]
     fn virtual_time_saturates_at_the_end_of_time() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
+        let runtime = paused_runtime();
         runtime.block_on(async {
             let _virtual = VirtualTime::start(u64::MAX - 5);
             tokio::time::sleep(Duration::from_secs(1)).await;
