@@ -238,6 +238,23 @@ impl RunRecords {
             .await?)
     }
 
+    /// Whether no run of this id is stored. What is stored under the id
+    /// without a record is deleted first: what reached an earlier run of
+    /// the id after retention's sweep listed it (a late signal), which a
+    /// new run must not take for its own. One listing, no more reads.
+    pub async fn vacant(&self) -> Result<bool, JournalError> {
+        let keys = keys_of(&self.run);
+        let stored = self.store.list(&keys.root()).await?;
+        if stored.contains(&keys.run()) {
+            return Ok(false);
+        }
+        if !stored.is_empty() {
+            tracing::info!(run = %self.run, objects = stored.len(), "deleting what an earlier run of this id left behind");
+            self.store.delete_all(&stored).await?;
+        }
+        Ok(true)
+    }
+
     /// Records how the run starts; fails with `AlreadyExists` if it has.
     /// The run is listed as unfinished first, so no run record is ever
     /// stored without its marker.
@@ -633,6 +650,26 @@ mod tests {
             finished_at_ms: 1,
             last_attempt_started_at_ms: None,
         }
+    }
+
+    /// A late signal left under an id whose run was deleted is cleared by
+    /// the next submission of the id; a stored run is left alone.
+    #[tokio::test]
+    async fn an_id_is_vacant_without_a_record_and_loses_what_an_earlier_run_left() -> TestResult {
+        let run = records();
+        let signal = SignalRecord {
+            payload: "{}".into(),
+            sent_at_ms: 1,
+        };
+        run.send_signal(&"late".parse()?, &signal, None).await?;
+        assert!(run.vacant().await?);
+        assert_eq!(run.store().list(&keys_of(&run.run).root()).await?, vec![]);
+
+        run.create_run(&RunRecord::example("r1", 1)).await?;
+        run.send_signal(&"kept".parse()?, &signal, None).await?;
+        assert!(!run.vacant().await?);
+        assert_eq!(run.store().list(&keys_of(&run.run).all_signals()).await?.len(), 1);
+        Ok(())
     }
 
     /// Appends the entries of `seqs` to `run`'s journal, in that order.

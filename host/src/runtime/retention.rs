@@ -6,8 +6,10 @@
 //! Invariants: a finished run is found through its marker in the index of
 //! finished runs (`finished/{hour}/{finished-at}-{run}`), written before the
 //! run leaves the index of unfinished ones, so no finished run lacks one.
-//! The run record goes first (the run then answers "no such run") and the
-//! marker last, so a sweep cut short is finished by the next. Deleting is
+//! The run record goes last and the marker after it, so a sweep cut short
+//! is finished by the next, and a run submitted again under the id (which
+//! can only be created once the record is gone) loses nothing to a sweep
+//! of its predecessor. Deleting is
 //! idempotent: hosts sweeping the same tenant at once only repeat deletes.
 //! A finished child run (or a generation of a chain a parent started) is
 //! kept while its parent is unfinished: the parent may await it any time,
@@ -192,10 +194,21 @@ async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Re
             store.delete(&chain_key(&link.root)).await?;
         }
     }
-    store.delete(&keys.run()).await?;
-    let rest = store.list(&keys.root()).await?;
+    // The record goes last: until it is gone no run of this id can be
+    // created, so nothing this pass deletes belongs to a newer run. The
+    // outcome goes just before it, so the run never looks unfinished for
+    // longer than one delete.
+    let (record_key, outcome_key) = (keys.run(), keys.outcome());
+    let stored = store.list(&keys.root()).await?;
+    let rest: Vec<StoreKey> = stored
+        .iter()
+        .filter(|key| **key != record_key && **key != outcome_key)
+        .cloned()
+        .collect();
     store.delete_all(&rest).await?;
-    Ok(Some(rest.len() as u64 + 1))
+    store.delete(&outcome_key).await?;
+    store.delete(&record_key).await?;
+    Ok(Some(stored.len() as u64))
 }
 
 /// Whether `run` is stored and has not ended.
@@ -206,13 +219,178 @@ async fn is_unfinished(store: &TenantStore, run: &RunId) -> Result<bool, RunErro
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
     use bytes::Bytes;
+    use futures::future::BoxFuture;
+    use futures::stream::BoxStream;
+    use futures::{FutureExt, StreamExt};
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+        PutOptions, PutPayload, PutResult,
+    };
 
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
-    use crate::journal::RunRecord;
+    use crate::journal::{RunRecord, SignalRecord};
     use crate::store::{Storage, finished_marker};
+
+    /// An [`ObjectStore`] that runs `before` ahead of each delete and
+    /// listing: how a test puts a submission between two steps of a sweep.
+    struct BeforeDelete {
+        inner: Arc<InMemory>,
+        before: Arc<dyn Fn(Path) -> BoxFuture<'static, ()> + Send + Sync>,
+    }
+
+    impl std::fmt::Display for BeforeDelete {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "BeforeDelete({})", self.inner)
+        }
+    }
+
+    impl std::fmt::Debug for BeforeDelete {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            std::fmt::Display::fmt(self, f)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for BeforeDelete {
+        async fn put_opts(&self, at: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+            self.inner.put_opts(at, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            at: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(at, opts).await
+        }
+
+        async fn get_opts(&self, at: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+            self.inner.get_opts(at, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            let before = self.before.clone();
+            let hooked = locations.then(move |location| {
+                let before = before.clone();
+                async move {
+                    if let Ok(at) = &location {
+                        before(at.clone()).await;
+                    }
+                    location
+                }
+            });
+            self.inner.delete_stream(hooked.boxed())
+        }
+
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            let (before, inner, prefix) = (self.before.clone(), self.inner.clone(), prefix.cloned());
+            futures::stream::once(async move {
+                before(prefix.clone().unwrap_or_default()).await;
+                inner.list(prefix.as_ref())
+            })
+            .flatten()
+            .boxed()
+        }
+
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    /// Submits run `r0001` again, with a signal, the first time its id is
+    /// free; not from inside its own deletes.
+    #[derive(Default)]
+    struct Resubmission {
+        storage: std::sync::OnceLock<Storage>,
+        busy: AtomicBool,
+        created: Mutex<Option<RunRecords>>,
+    }
+
+    impl Resubmission {
+        async fn try_once(&self) {
+            // Unset while the old run is being stored.
+            let Some(storage) = self.storage.get() else { return };
+            if lock(&self.created).is_some() || self.busy.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let again = RunRecords::new(storage.tenant(&TenantId::default_tenant()), run(1));
+            if again.vacant().await.expect("a listing") {
+                let record = RunRecord::example("r0001", now_ms());
+                again.create_run(&record).await.expect("the id is free");
+                let go = "go".parse().expect("a name");
+                again.send_signal(&go, &signal(), None).await.expect("stored");
+                *lock(&self.created) = Some(again);
+            }
+            self.busy.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// A run submitted again under the id of a run being swept, between
+    /// any two of the sweep's deletes, is either refused as existing or
+    /// created whole: the sweep never deletes what the new run stored, and
+    /// the new run finds nothing of the old one.
+    #[tokio::test]
+    async fn a_run_submitted_under_the_id_being_swept_keeps_everything_it_stored() -> Result<(), RunError> {
+        let long_ago = now_ms() - 7_200_000;
+        let tenant = TenantId::default_tenant();
+        let resubmission = Arc::new(Resubmission::default());
+        let before: Arc<dyn Fn(Path) -> BoxFuture<'static, ()> + Send + Sync> = {
+            let resubmission = resubmission.clone();
+            Arc::new(move |_| {
+                let resubmission = resubmission.clone();
+                async move { resubmission.try_once().await }.boxed()
+            })
+        };
+        let storage = Storage::new(Arc::new(BeforeDelete {
+            inner: Arc::new(InMemory::new()),
+            before,
+        }));
+        let old = RunRecords::new(storage.tenant(&tenant), run(1));
+        old.create_run(&RunRecord::example("r0001", long_ago)).await?;
+        old.send_signal(&"old".parse().expect("a name"), &signal(), None)
+            .await?;
+        old.finish(&Outcome::Completed { output: "1".into() }, long_ago).await?;
+        old.unlist(long_ago).await;
+        resubmission.storage.set(storage.clone()).expect("set once");
+
+        let swept = runtime(storage.clone())
+            .sweep(&tenant, Duration::from_secs(3600))
+            .await?;
+
+        assert_eq!(swept.runs, 1);
+        let again = lock(&resubmission.created)
+            .take()
+            .expect("the id was free once the old run was gone");
+        let stored = again.run().await?.expect("the new run's record survives the sweep");
+        assert!(stored.created_at_ms > long_ago);
+        assert_eq!(again.outcome().await?, None, "the new run has not finished");
+        let signals: Vec<_> = storage.tenant(&tenant).list(&keys_of(&run(1)).all_signals()).await?;
+        assert_eq!(signals.len(), 1, "the new run's signal alone: {signals:?}");
+        assert!(signals[0].as_ref().contains("/go/"), "{signals:?}");
+        Ok(())
+    }
+
+    fn signal() -> SignalRecord {
+        SignalRecord {
+            payload: "{}".into(),
+            sent_at_ms: 1,
+        }
+    }
 
     fn runtime(storage: Storage) -> Runtime {
         Runtime::new(HostConfig::new(), storage, CodeCache::disabled()).expect("a runtime")

@@ -243,6 +243,7 @@ impl Runtime {
                 limit: super::MAX_TAGS,
             });
         }
+        let chosen_id = submission.run_id.is_some();
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         // The run's creator drives it first: it must be alive to others
         // before the run record names it.
@@ -277,10 +278,13 @@ impl Runtime {
             chain: submission.chain,
         };
         let records = RunRecords::new(store, run_id.clone());
+        // A generated id is new; a chosen one may name a run that exists,
+        // or one whose deletion left objects behind.
+        let new_run = !chosen_id || records.vacant().await?;
         // Before the run record, so that a run with a URL always has its
         // entry; not again for a run submitted again, which may have ended.
         if let Some(url) = &record.notify
-            && records.run().await?.is_none()
+            && new_run
         {
             self.enqueue_notify(records.store(), &run_id, url).await?;
         }
