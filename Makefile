@@ -10,7 +10,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser sim
+.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser sim structure
 
 all: host guests
 
@@ -100,6 +100,11 @@ BENCH_CARGO_FLAGS_release := --profile bench
 bench: guests
 	STEPSTONE_BENCH_PROFILE="$(BENCH_PROFILE)" $(CARGO) bench -p stepstone-bench \
 		$(BENCH_CARGO_FLAGS_$(BENCH_PROFILE)) -- $(BENCH_ONLY)
+
+# The measures the runtime's layout is judged by (mk/structure.py): run
+# before and after a restructuring.
+structure:
+	python3 mk/structure.py
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""How big the host's shared pieces are: the measures issue 37 is judged by.
+
+`make structure` prints them; run it before and after a restructuring and
+compare. Every figure is computed from the sources under host/src, by
+reading them as text (no compiler), so the counts are close, not exact:
+
+- methods on `Runtime`, its `impl` blocks and the files they span;
+- fields of the shared host state (`struct Host`) and the files that touch
+  one of them (`host.field`);
+- for five questions a newcomer asks, the files whose code takes part in
+  the answer (found by the words that name it: a proxy for the files a
+  reader opens);
+- public items of the library (`pub` without a restriction) and public
+  modules;
+- import cycles between files (`use crate::...`, `use super::...`).
+"""
+
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "host" / "src"
+
+# The five questions, each with the names whose definitions or uses answer it.
+QUESTIONS = {
+    "where a journal entry is written": r"\.append\(|fn append\b|keys\.entry\(|\.entry\(seq",
+    "where a step's fuel comes from": r"(?i)\bfuel",
+    "where a tenant's quota is enforced": r"(?i)quota|TenantPolicy",
+    "where the lease is checked before an attempt": r"check_claim|confirm_start|\bClaim\b",
+    "where an outgoing HTTP request is allowed or refused": r"(?i)allowlist|\begress::",
+}
+
+
+def sources():
+    return sorted(p for p in ROOT.rglob("*.rs") if "scaffold" not in p.parts)
+
+
+def strip_tests(text):
+    """The file without its `#[cfg(test)] mod tests { ... }` (at the end, by convention)."""
+    cut = re.search(r"^#\[cfg\(test\)\]\s*\nmod tests", text, re.M)
+    return text[: cut.start()] if cut else text
+
+
+def rel(path):
+    return str(path.relative_to(ROOT))
+
+
+def runtime_methods(files):
+    methods, blocks, spanned = 0, 0, set()
+    for path, text in files.items():
+        for block in re.finditer(r"^impl Runtime \{\n(.*?)^\}", text, re.M | re.S):
+            blocks += 1
+            spanned.add(rel(path))
+            methods += len(re.findall(r"^    (?:pub(?:\([a-z]+\))? )?(?:async )?fn ", block.group(1), re.M))
+    return methods, blocks, spanned
+
+
+def host_state(files):
+    for path, text in files.items():
+        found = re.search(r"^pub(?:\(crate\))? struct Host \{\n(.*?)^\}", text, re.M | re.S)
+        if found:
+            fields = re.findall(r"^    (pub(?:\([a-z]+\))? )?([a-z_]+):", found.group(1), re.M)
+            break
+    else:
+        return [], 0, {}
+    names = [name for _, name in fields]
+    public = sum(1 for vis, _ in fields if vis.strip() == "pub")
+    touching = defaultdict(int)
+    pattern = re.compile(r"\bhost\.(" + "|".join(names) + r")\b")
+    for path, text in files.items():
+        count = len(pattern.findall(text))
+        if count:
+            touching[rel(path)] += count
+    return names, public, touching
+
+
+def answers(files):
+    return {
+        question: sorted(rel(p) for p, text in files.items() if re.search(pattern, text))
+        for question, pattern in QUESTIONS.items()
+    }
+
+
+def public_items(files):
+    items = 0
+    for text in files.values():
+        items += len(re.findall(r"^\s*pub (?:async |const |unsafe )*(?:fn|struct|enum|trait|const|static|type|mod|use) ", text, re.M))
+    lib = (ROOT / "lib.rs").read_text()
+    modules = re.findall(r"^pub mod (\w+)", lib, re.M)
+    all_modules = re.findall(r"^(?:pub )?mod (\w+)", lib, re.M)
+    return items, len(modules), len(all_modules)
+
+
+def module_of(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return parts
+
+
+def file_of(module):
+    """The file that holds `module` (a list of names), or of its nearest parent."""
+    for length in range(len(module), -1, -1):
+        prefix = module[:length]
+        for candidate in (ROOT.joinpath(*prefix).with_suffix(".rs") if prefix else None,
+                          ROOT.joinpath(*prefix, "mod.rs"),
+                          ROOT / "lib.rs" if not prefix else None):
+            if candidate and candidate.exists():
+                return candidate
+    return None
+
+
+def use_paths(text):
+    """Every path a `use` names, its groups expanded: `a::{b, c::d}` gives a::b, a::c::d."""
+    for statement in re.findall(r"^\s*(?:pub(?:\([a-z]+\))? )?use ([^;]+);", text, re.M):
+        yield from expand(re.sub(r"\s+", "", re.sub(r"\s+as\s+\w+", "", statement)))
+
+
+def expand(tree):
+    if "{" not in tree:
+        yield tree
+        return
+    head, _, rest = tree.partition("{")
+    body = rest[: rest.rfind("}")]
+    depth, start = 0, 0
+    for i, ch in enumerate(body + ","):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            part = body[start:i]
+            start = i + 1
+            if part:
+                yield from expand(head + part)
+
+
+def imports(path, text):
+    here = module_of(path)
+    targets = set()
+    for used in use_paths(text):
+        parts = [p for p in re.split(r"::", used) if p and p != "self" and p != "*"]
+        if not parts:
+            continue
+        if parts[0] == "crate":
+            module = parts[1:]
+        elif parts[0] == "super":
+            module = here
+            while parts and parts[0] == "super":
+                parts, module = parts[1:], module[:-1]
+            module = module + parts
+        else:
+            continue
+        target = file_of(module)
+        if target and target != path:
+            targets.add(target)
+    return targets
+
+
+def cycles(files):
+    graph = {path: imports(path, text) for path, text in files.items()}
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(rel(p) for p in component))
+
+    sys.setrecursionlimit(10_000)
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def main():
+    files = {path: strip_tests(path.read_text()) for path in sources()}
+    methods, blocks, spanned = runtime_methods(files)
+    print(f"Runtime: {methods} methods in {blocks} impl blocks over {len(spanned)} files")
+    names, public, touching = host_state(files)
+    print(f"Host: {len(names)} fields ({public} pub), touched {sum(touching.values())} times from {len(touching)} files")
+    for question, found in answers(files).items():
+        print(f"{question}: {len(found)} files ({', '.join(found)})")
+    items, public_modules, modules = public_items(files)
+    print(f"public items: {items}; public modules: {public_modules} of {modules}")
+    found = cycles(files)
+    print(f"import cycles (strongly connected groups of files): {len(found)}")
+    for group in found:
+        print(f"  {' <-> '.join(group)}")
+
+
+if __name__ == "__main__":
+    main()
