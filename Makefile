@@ -72,6 +72,7 @@ SIM := $(CARGO) run --quiet -p stepstone-sim --
 
 test: host guests guest-sdk-test schemathesis seaweedfs browser
 	@rm -rf $(RELIABILITY_RESULTS)
+	@python3 mk/structure.py > /dev/null
 	$(CARGO) test --workspace
 	$(SIM) --seeds 1000000 --budget $(SIM_BUDGET) --record $(RELIABILITY_RESULTS)/sim.json
 	@$(MAKE) --no-print-directory reliability

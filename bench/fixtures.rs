@@ -26,6 +26,7 @@ use object_store::{
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
+use stepstone::policy::{RunQuotas, TenantPolicy};
 use stepstone::runtime::{Progress, Runtime, Submission};
 use stepstone::store::{Storage, TenantId};
 
@@ -204,12 +205,24 @@ impl Host {
             Backend::SeaweedFs => Storage::new(Arc::new(probe(stepstone_e2e::seaweedfs().object_store(), true))),
         };
         let runtime = Runtime::new(config, storage.clone(), CodeCache::disabled())?;
+        let tenant = TenantId::default_tenant();
+        // The benchmarks measure the host, not its quotas.
+        let unbounded = RunQuotas {
+            max_active_runs: usize::MAX,
+            max_new_runs_per_minute: u32::MAX,
+            ..RunQuotas::default()
+        };
+        let policy = TenantPolicy {
+            runs: unbounded,
+            ..(*runtime.policy(&tenant)).clone()
+        };
+        runtime.set_policy(&tenant, policy);
         let bench = runtime.validate("bench", guest("bench")?).await?;
         Ok(Self {
             runtime,
             storage,
             requests,
-            tenant: TenantId::default_tenant(),
+            tenant,
             bench,
         })
     }

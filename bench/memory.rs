@@ -25,8 +25,7 @@ pub async fn measure_in_child() -> anyhow::Result<()> {
     let submitted: Vec<anyhow::Result<()>> = futures::stream::iter(0..RUNS)
         .map(|_| async {
             let submission = Submission::new(host.bench.clone(), "wait-for-go", r#"{"n":0}"#);
-            let run = host.runtime.submit(&host.tenant, submission).await?;
-            host.runtime.drive_in_background(&host.tenant, &run);
+            host.runtime.start(&host.tenant, submission).await?;
             Ok(())
         })
         .buffer_unordered(64)

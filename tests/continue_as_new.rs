@@ -279,7 +279,7 @@ fn a_continuation_on_input_that_is_no_json_or_too_big_fails_the_run_saying_so() 
         (
             "big",
             json!({"how": "huge", "bytes": 1 << 20}),
-            "over the limit of 1048576 bytes",
+            "quota allows at most 1048576",
         ),
     ] {
         start(&server, "continue-refused", input, run);

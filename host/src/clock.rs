@@ -1,5 +1,5 @@
-//! Time as the host reads it: the system's wall clock, or the virtual time
-//! of a test scenario ([`crate::testing`]).
+//! Time as the host reads it (the system's wall clock, or the virtual time
+//! of a test scenario: [`crate::testing`]) and writes it (RFC 3339).
 //!
 //! Virtual time belongs to one thread: a harness runs each scenario on a
 //! thread of its own, in a current-thread tokio runtime whose clock is
@@ -35,6 +35,23 @@ pub fn now_ms() -> u64 {
         }
         None => system_now_ms(),
     }
+}
+
+/// `ms` since the Unix epoch as an RFC 3339 time, for messages.
+pub fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// `text` as milliseconds since the Unix epoch, if it is an RFC 3339
+/// `date-time` (as the API's document calls it), or why not. chrono also
+/// takes a space between the date and the time, which the RFC's grammar
+/// does not.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    if text.as_bytes().get(10) == Some(&b' ') {
+        return Err("the date and the time are joined by `T`".into());
+    }
+    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| e.to_string())?;
+    Ok(time.timestamp_millis())
 }
 
 /// Microseconds since the Unix epoch, from the same clock as [`now_ms`].

@@ -1,10 +1,12 @@
 //! Every limit and tunable of the host, in one struct, so the CLI, the tests
-//! and (later) per-tenant quotas all configure the host the same way.
+//! and a library user all configure the host the same way; what one tenant
+//! may use of it is that tenant's [`crate::policy::TenantPolicy`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::HostId;
+pub use crate::cluster::LeasePolicy;
 use crate::egress::EgressConfig;
 
 /// Bounds on any step call's retry policy, whatever its options ask: a
@@ -293,37 +295,10 @@ impl Default for WaitPolicy {
     }
 }
 
-/// How long a host's claim on its runs lasts without renewal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeasePolicy {
-    /// A host that has not renewed its heartbeat for this long is judged
-    /// dead by the others, who take its runs over; it renews every quarter
-    /// of it, and stops writing for its runs once a whole TTL passed
-    /// without a renewal.
-    pub ttl: Duration,
-    /// How many parts per thousand this host's lease clock runs fast
-    /// (below 0: slow) against the boot clock. 0 for a host serving
-    /// tenants; a simulation of many hosts gives each a drift of its own
-    /// (see `clock::LeaseClock`).
-    pub clock_drift_permille: i32,
-}
-
-impl LeasePolicy {
-    /// The shortest TTL: renewals every quarter of it must fit a slow store.
-    pub const MIN_TTL: Duration = Duration::from_secs(1);
-}
-
-impl Default for LeasePolicy {
-    fn default() -> Self {
-        Self {
-            ttl: Duration::from_secs(10),
-            clock_drift_permille: 0,
-        }
-    }
-}
-
-/// The host's whole configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The host's whole configuration. Its defaults ([`HostConfig::new`], the
+/// same as [`Default`]) are a host serving tenants: pooling on, 256
+/// instances of each role, 1 GiB of loaded components.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
     pub step: StepLimits,
     pub workflow: WorkflowLimits,
@@ -367,15 +342,30 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// The defaults, with pooling on.
+    /// The defaults: see [`HostConfig`].
     pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
         Self {
+            step: StepLimits::default(),
+            workflow: WorkflowLimits::default(),
+            run: RunLimits::default(),
+            wait: WaitPolicy::default(),
+            snapshots: SnapshotPolicy::default(),
+            lease: LeasePolicy::default(),
             pooling: true,
             pool_instances: 256,
             pool_memory_keep_resident: 1 << 20,
-            loaded_components_bytes: 1 << 30,
             scratch_root: std::env::temp_dir().join("stepstone-scratch"),
-            ..Self::default()
+            unmetered_steps: false,
+            loaded_components_bytes: 1 << 30,
+            egress: EgressConfig::default(),
+            host_id: None,
+            untimed_guests: false,
         }
     }
 }

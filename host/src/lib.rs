@@ -6,7 +6,8 @@
 //! journal on object storage ([`journal`], [`store`]), and replays that
 //! journal so a crashed or evicted run resumes where it stopped ([`runtime`]).
 //! Hosts sharing one store divide the runs between them by leases
-//! ([`cluster`]). Whatever a tenant sends to the network leaves through
+//! ([`cluster`]). Each tenant is held to its [`policy`] by the runtime,
+//! whoever calls it. Whatever a tenant sends to the network leaves through
 //! [`egress`].
 
 #[cfg(feature = "mimalloc")]
@@ -25,6 +26,7 @@ pub mod egress;
 pub mod guest_log;
 pub mod journal;
 pub mod metrics;
+pub mod policy;
 pub mod runtime;
 pub mod sandbox;
 pub mod schedules;

@@ -1,5 +1,7 @@
 //! Tenants of a shared host: who they are, how they authenticate, and their
 //! quotas, as read from `stepstone.toml`, and read again when it changes.
+//! The quotas are the file's flat form of a [`TenantPolicy`], which the
+//! runtime enforces ([`crate::policy`]).
 //!
 //! Invariants: tokens are never stored in clear. The file holds SHA-256
 //! hashes; a token exists in clear only once, when `stepstone tenant add`
@@ -29,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{HttpLimits, RetryLimits, StepLimits};
 use crate::egress::Outbound;
-use crate::runtime::RunQuotas;
+use crate::policy::{ComponentQuotas, DEFAULT_MAX_PAYLOAD_BYTES, RunQuotas, TenantPolicy};
 use crate::store::TenantId;
 
 /// What one tenant may use.
@@ -93,80 +95,91 @@ pub struct Quotas {
 }
 
 impl Default for Quotas {
+    /// The file's form of [`TenantPolicy`]'s defaults: a tenant the file
+    /// sets no quota for is held to what a tenant it does not list gets,
+    /// but for steps, whose limits are the library's defaults rather than
+    /// the host's.
     fn default() -> Self {
         let step = StepLimits::default();
-        let retry = step.retry;
+        let (retry, http) = (step.retry, step.http);
         let runs = RunQuotas::default();
-        let http = step.http;
+        let components = ComponentQuotas::default();
         Self {
-            max_component_bytes: 64 << 20,
-            max_components: 1_000,
-            max_component_storage_bytes: 4 << 30,
-            compile_timeout_ms: 60_000,
-            max_payload_bytes: 1 << 20,
+            max_component_bytes: components.max_bytes,
+            max_components: components.max_count,
+            max_component_storage_bytes: components.max_stored_bytes,
+            compile_timeout_ms: millis(components.compile_timeout),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             max_active_runs: runs.max_active_runs,
             max_new_runs_per_minute: runs.max_new_runs_per_minute,
             max_child_depth: runs.max_child_depth,
             max_children_per_run: runs.max_children_per_run,
             step_fuel: step.fuel,
             step_memory_bytes: step.memory_bytes,
-            step_timeout_ms: step.timeout.as_millis() as u64,
+            step_timeout_ms: millis(step.timeout),
             step_output_bytes: step.max_output_bytes,
             step_scratch_dir: step.scratch_dir,
             step_scratch_bytes: step.scratch_bytes,
             step_max_attempts: retry.max_attempts,
-            step_min_backoff_ms: retry.min_backoff.as_millis() as u64,
-            step_max_backoff_ms: retry.max_backoff.as_millis() as u64,
+            step_min_backoff_ms: millis(retry.min_backoff),
+            step_max_backoff_ms: millis(retry.max_backoff),
             allowed_outbound_hosts: Outbound::default(),
             http_max_requests: http.max_requests,
             http_max_request_bytes: http.max_request_bytes,
             http_max_response_bytes: http.max_response_bytes,
-            http_connect_timeout_ms: http.connect_timeout.as_millis() as u64,
-            http_first_byte_timeout_ms: http.first_byte_timeout.as_millis() as u64,
+            http_connect_timeout_ms: millis(http.connect_timeout),
+            http_first_byte_timeout_ms: millis(http.first_byte_timeout),
             retention_ms: None,
             fuel_per_day: None,
         }
     }
 }
 
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Quotas {
-    /// How long finished runs are kept (`None`: for ever).
-    pub fn retention(&self) -> Option<Duration> {
-        self.retention_ms.map(Duration::from_millis)
-    }
-
-    /// The run quotas these quotas set.
-    pub fn run_quotas(&self) -> RunQuotas {
-        RunQuotas {
-            max_active_runs: self.max_active_runs,
-            max_new_runs_per_minute: self.max_new_runs_per_minute,
-            max_child_depth: self.max_child_depth,
-            max_children_per_run: self.max_children_per_run,
-        }
-    }
-
-    /// The step limits these quotas allow.
-    pub fn step_limits(&self) -> StepLimits {
-        StepLimits {
-            fuel: self.step_fuel,
-            memory_bytes: self.step_memory_bytes,
-            timeout: Duration::from_millis(self.step_timeout_ms),
-            max_output_bytes: self.step_output_bytes,
-            scratch_dir: self.step_scratch_dir,
-            scratch_bytes: self.step_scratch_bytes,
-            retry: RetryLimits {
-                max_attempts: self.step_max_attempts,
-                min_backoff: Duration::from_millis(self.step_min_backoff_ms),
-                max_backoff: Duration::from_millis(self.step_max_backoff_ms),
+    /// The policy these quotas set, in the runtime's own types.
+    pub fn policy(&self) -> TenantPolicy {
+        TenantPolicy {
+            steps: StepLimits {
+                fuel: self.step_fuel,
+                memory_bytes: self.step_memory_bytes,
+                timeout: Duration::from_millis(self.step_timeout_ms),
+                max_output_bytes: self.step_output_bytes,
+                scratch_dir: self.step_scratch_dir,
+                scratch_bytes: self.step_scratch_bytes,
+                retry: RetryLimits {
+                    max_attempts: self.step_max_attempts,
+                    min_backoff: Duration::from_millis(self.step_min_backoff_ms),
+                    max_backoff: Duration::from_millis(self.step_max_backoff_ms),
+                },
+                http: HttpLimits {
+                    max_requests: self.http_max_requests,
+                    max_request_bytes: self.http_max_request_bytes,
+                    max_response_bytes: self.http_max_response_bytes,
+                    connect_timeout: Duration::from_millis(self.http_connect_timeout_ms),
+                    first_byte_timeout: Duration::from_millis(self.http_first_byte_timeout_ms),
+                },
+                ..StepLimits::default()
             },
-            http: HttpLimits {
-                max_requests: self.http_max_requests,
-                max_request_bytes: self.http_max_request_bytes,
-                max_response_bytes: self.http_max_response_bytes,
-                connect_timeout: Duration::from_millis(self.http_connect_timeout_ms),
-                first_byte_timeout: Duration::from_millis(self.http_first_byte_timeout_ms),
+            outbound: Arc::new(self.allowed_outbound_hosts.clone()),
+            runs: RunQuotas {
+                max_active_runs: self.max_active_runs,
+                max_new_runs_per_minute: self.max_new_runs_per_minute,
+                max_child_depth: self.max_child_depth,
+                max_children_per_run: self.max_children_per_run,
             },
-            ..StepLimits::default()
+            components: ComponentQuotas {
+                max_bytes: self.max_component_bytes,
+                max_count: self.max_components,
+                max_stored_bytes: self.max_component_storage_bytes,
+                compile_timeout: Duration::from_millis(self.compile_timeout_ms),
+            },
+            max_payload_bytes: self.max_payload_bytes,
+            retention: self.retention_ms.map(Duration::from_millis),
+            fuel_per_day: self.fuel_per_day,
         }
     }
 }
@@ -418,15 +431,22 @@ mod tests {
         let quotas = &parsed.tenants[0].quotas;
         assert_eq!(quotas.max_active_runs, 2);
         assert_eq!(quotas.step_fuel, Quotas::default().step_fuel);
-        assert!(!quotas.step_limits().scratch_dir, "no files unless granted");
+        assert!(!quotas.policy().steps.scratch_dir, "no files unless granted");
         let typo = toml::from_str::<Tenants>("[[tenants]]\nid = \"a\"\n[tenants.quotas]\nmax_runs = 2\n");
         assert!(typo.is_err());
         let granted: Tenants = toml::from_str(
             "[[tenants]]\nid = \"a\"\n[tenants.quotas]\nstep_scratch_dir = true\nstep_scratch_bytes = 1024\n",
         )
         .expect("a valid file");
-        let limits = granted.tenants[0].quotas.step_limits();
+        let limits = granted.tenants[0].quotas.policy().steps;
         assert!(limits.scratch_dir);
         assert_eq!(limits.scratch_bytes, 1024);
+    }
+
+    /// A tenant listed without quotas is held to what an unlisted one is.
+    #[test]
+    fn default_quotas_are_the_default_policy() {
+        let listed = Quotas::default().policy();
+        assert_eq!(listed, TenantPolicy::default_for(&crate::config::HostConfig::new()));
     }
 }

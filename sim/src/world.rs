@@ -37,6 +37,7 @@ use stepstone::cluster::HostId;
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
 use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
+use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{RunError, Runtime, Submission};
 use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
 use tokio::time::Instant;
@@ -255,7 +256,11 @@ impl World<'_> {
             runtime.recover(&tenant).await?;
         }
         runtime.take_over_from_dead_hosts();
-        runtime.set_retention(&self.tenant, Some(RETENTION));
+        let policy = TenantPolicy {
+            retention: Some(RETENTION),
+            ..(*runtime.policy(&self.tenant)).clone()
+        };
+        runtime.set_policy(&self.tenant, policy);
         runtime.sweep_forever();
         self.hosts.push(SimHost {
             id: id.clone(),

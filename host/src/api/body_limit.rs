@@ -23,9 +23,9 @@ use http_body_util::BodyExt;
 use super::ApiState;
 use super::auth::Caller;
 use super::error::ApiError;
+use crate::policy::TenantPolicy;
 use crate::runtime::MAX_GROUP_RUNS;
 use crate::secrets::MAX_SECRET_CHARS;
-use crate::tenancy::Quotas;
 
 /// The body of a route that takes options only: a cancel's reason, a
 /// replay's or an upgrade's options.
@@ -61,15 +61,15 @@ pub enum Accepts {
 }
 
 impl Accepts {
-    /// The most bytes a body of this kind may hold under `quotas`.
-    pub fn limit(self, quotas: &Quotas) -> usize {
+    /// The most bytes a body of this kind may hold under `policy`.
+    pub fn limit(self, policy: &TenantPolicy) -> usize {
         match self {
-            Self::Component => quotas.max_component_bytes,
-            Self::Run => quotas.max_payload_bytes.saturating_add(RUN_FIELDS_BYTES),
-            Self::Group => quotas
+            Self::Component => policy.components.max_bytes,
+            Self::Run => policy.max_payload_bytes.saturating_add(RUN_FIELDS_BYTES),
+            Self::Group => policy
                 .max_payload_bytes
                 .saturating_add(MAX_GROUP_RUNS.saturating_mul(GROUP_RUN_FIELDS_BYTES)),
-            Self::Payload => quotas.max_payload_bytes,
+            Self::Payload => policy.max_payload_bytes,
             Self::Secret => MAX_SECRET_CHARS * char::MAX_LEN_UTF8,
             Self::Small => SMALL_BODY,
         }
@@ -101,7 +101,7 @@ pub fn limited(route: MethodRouter<ApiState>, state: &ApiState, accepts: Accepts
 async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let limit = match Caller::from_request_parts(&mut parts, &state).await {
-        Ok(Caller(tenant)) => accepts.limit(&tenant.quotas),
+        Ok(Caller(tenant)) => accepts.limit(&state.runtime().policy(&tenant.id)),
         Err(_) => SMALL_BODY,
     };
     let over = || too_large(limit, accepts.made_of());
@@ -158,6 +158,7 @@ fn too_large(limit: usize, made_of: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tenancy::Quotas;
 
     #[test]
     fn each_limit_is_what_its_route_accepts_and_never_overflows() {
@@ -165,7 +166,8 @@ mod tests {
             max_payload_bytes: 1000,
             max_component_bytes: 5000,
             ..Quotas::default()
-        };
+        }
+        .policy();
         assert_eq!(Accepts::Payload.limit(&quotas), 1000);
         assert_eq!(Accepts::Run.limit(&quotas), 1000 + RUN_FIELDS_BYTES);
         assert_eq!(Accepts::Component.limit(&quotas), 5000);
@@ -173,7 +175,8 @@ mod tests {
         let unbounded = Quotas {
             max_payload_bytes: usize::MAX,
             ..Quotas::default()
-        };
+        }
+        .policy();
         assert_eq!(Accepts::Group.limit(&unbounded), usize::MAX);
     }
 }

@@ -1,11 +1,8 @@
 //! `/v1/components`: uploading, listing and describing a tenant's components.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
@@ -13,13 +10,12 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Oversized, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, Path, Query};
-use crate::component::{ComponentVersion, Loaded, digest_of};
+use super::responses::{JsonBody, Malformed, Oversized, Refusals};
+use crate::component::{ComponentVersion, Loaded};
 use crate::runtime::UpgradeReport;
 use crate::store::{ComponentName, RunId};
-use crate::tenancy::Tenant;
 
 /// A stored component and what it exports.
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -101,49 +97,14 @@ pub async fn upload(
     Query(params): Query<UploadParams>,
     Body(body): Body,
 ) -> Result<(StatusCode, Json<ComponentInfo>), ApiError> {
-    ApiError::check_size("the component", body.len(), tenant.quotas.max_component_bytes)?;
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the body is empty: send the component's .wasm bytes",
         ));
     }
-    // Uploads of one tenant queue here, so the storage quota below sees
-    // every earlier one.
-    let _compiling = state.compile_permit(&tenant.id).await;
-    check_storage_quota(&state, &tenant, &body).await?;
-    let budget = Duration::from_millis(tenant.quotas.compile_timeout_ms);
-    let loaded = tokio::time::timeout(budget, state.runtime.upload(&tenant.id, body, params.name.as_ref()))
-        .await
-        .map_err(|_| ApiError::bad_request(format!("validating and compiling the component took over {budget:?}, this tenant's limit: upload a smaller component")))??;
+    let loaded = state.runtime.upload(&tenant.id, body, params.name.as_ref()).await?;
     let name = params.name.map(String::from);
     Ok((StatusCode::CREATED, Json(ComponentInfo::of(&loaded, name))))
-}
-
-/// Refuses a new component past the tenant's count or storage quota; a
-/// component already stored (uploads are idempotent) is never refused.
-async fn check_storage_quota(state: &ApiState, tenant: &Tenant, body: &Bytes) -> Result<(), ApiError> {
-    let digest = digest_of(body.clone()).await;
-    let stored = state.runtime.stored_components(&tenant.id).await?;
-    if stored.iter().any(|(stored, _)| *stored == digest) {
-        return Ok(());
-    }
-    let quotas = &tenant.quotas;
-    let used: u64 = stored.iter().map(|(_, size)| size).sum();
-    let refusal = if stored.len() >= quotas.max_components {
-        format!("this tenant has {} components stored, its quota", quotas.max_components)
-    } else if used.saturating_add(body.len() as u64) > quotas.max_component_storage_bytes {
-        format!(
-            "this tenant's components take {used} bytes; {} more would pass its quota of {} bytes",
-            body.len(),
-            quotas.max_component_storage_bytes
-        )
-    } else {
-        return Ok(());
-    };
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        format!("{refusal}: ask the operator for a larger quota"),
-    ))
 }
 
 /// List the tenant's component names.

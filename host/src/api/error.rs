@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::component::ComponentError;
 use crate::journal::JournalError;
+use crate::policy::OverQuota;
 use crate::runtime::{ContinuationError, RunError};
 use crate::schedules::ScheduleError;
 use crate::secrets::SecretError;
@@ -31,15 +32,6 @@ impl ApiError {
 
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    /// 413 unless `size` is within the tenant's `limit` for `what`.
-    pub fn check_size(what: &str, size: usize, limit: usize) -> Result<(), Self> {
-        if size <= limit {
-            return Ok(());
-        }
-        let message = format!("{what} is {size} bytes; this tenant's quota allows at most {limit}");
-        Err(Self::new(StatusCode::PAYLOAD_TOO_LARGE, message))
     }
 
     /// 429: come back after `retry_after_secs`.
@@ -110,6 +102,11 @@ impl From<RunError> for ApiError {
             RunError::UnknownGroup { .. } => StatusCode::NOT_FOUND,
             RunError::GroupMismatch { .. } => StatusCode::CONFLICT,
             RunError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            RunError::OverQuota(over) => match over {
+                OverQuota::Payload { .. } | OverQuota::ComponentSize { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                OverQuota::ComponentCount { .. } | OverQuota::ComponentBytes { .. } => StatusCode::FORBIDDEN,
+                OverQuota::CompileTime { .. } => StatusCode::BAD_REQUEST,
+            },
             RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {
                 Some(wait) => return Self::too_many(error.to_string(), wait.as_secs().max(1)),

@@ -14,9 +14,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Oversized, Refusals, Throttled};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, OptionalJson, Path};
+use super::responses::{JsonBody, Malformed, Oversized, Refusals, Throttled};
 use super::runs::{CancelRun, StartRun, submission_of};
 use crate::runtime::{GroupRecord, RunStatus};
 use crate::store::{GroupId, RunId};

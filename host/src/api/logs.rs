@@ -9,10 +9,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{Malformed, Refusals, UnknownRun};
 use super::error::ApiError;
 use super::extract::{Path, Query};
 use super::params::LogCursorParam;
+use super::responses::{Malformed, Refusals, UnknownRun};
 use super::runs::RunPath;
 use crate::guest_log::{Level, Source};
 use crate::runtime::{LogPage, MAX_LOG_PAGE, PagedLine};

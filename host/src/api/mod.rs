@@ -10,19 +10,19 @@ mod auth;
 mod body_limit;
 mod components;
 mod doc;
-mod error;
+pub(crate) mod error;
 mod extract;
 mod groups;
 mod listener;
 mod logs;
 mod params;
+mod responses;
 mod runs;
 mod schedules;
 mod secrets;
+pub(crate) mod state;
 mod usage;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -31,107 +31,19 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
 pub use body_limit::{Accepts, GROUP_RUN_FIELDS_BYTES, RUN_FIELDS_BYTES, SMALL_BODY};
 pub use error::ApiError;
 pub use listener::{HEADER_READ_TIMEOUT, serve};
+pub use state::ApiState;
 
-use crate::console::{self, Sessions};
+use crate::console;
 use crate::runtime::Runtime;
-use crate::shared_map::lock;
-use crate::store::TenantId;
-use crate::tenancy::{LiveTenants, Tenants};
 use body_limit::limited;
 
 /// Longest any request may take (the long-poll `wait` stays well below).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-/// What the console's session key is derived from the host key for.
-const SESSION_KEY_PURPOSE: &str = "stepstone console sessions";
-/// Uploads compiled at once per tenant, so one tenant's huge uploads queue
-/// behind each other instead of taking every core from the others.
-const COMPILES_PER_TENANT: usize = 1;
-
-/// What every handler shares.
-#[derive(Clone)]
-pub struct ApiState {
-    runtime: Runtime,
-    tenants: LiveTenants,
-    compiles: Arc<Mutex<HashMap<TenantId, Arc<Semaphore>>>>,
-    /// The console's sign-ins.
-    sessions: Arc<Sessions>,
-}
-
-impl ApiState {
-    /// The API of `runtime` for `tenants`, whose quotas the runtime holds
-    /// them to from now on, and again each time they change (see
-    /// [`LiveTenants::follow`]).
-    pub fn new(runtime: Runtime, tenants: impl Into<LiveTenants>) -> Self {
-        let tenants = tenants.into();
-        apply_quotas(&runtime, &tenants.current());
-        if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::spawn(apply_changes(runtime.clone(), tenants.subscribe()));
-        }
-        let sessions = Sessions::new(runtime.secrets().derived_key(SESSION_KEY_PURPOSE));
-        Self {
-            runtime,
-            tenants,
-            compiles: Arc::default(),
-            sessions: Arc::new(sessions),
-        }
-    }
-
-    pub(crate) fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-
-    /// The tenants now: a token taken out of the tenants file is gone
-    /// from here once the file is read again.
-    pub(crate) fn tenants(&self) -> Arc<Tenants> {
-        self.tenants.current()
-    }
-
-    pub(crate) fn sessions(&self) -> &Sessions {
-        &self.sessions
-    }
-
-    async fn compile_permit(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
-        let semaphore = lock(&self.compiles)
-            .entry(tenant.clone())
-            .or_insert_with(|| Arc::new(Semaphore::new(COMPILES_PER_TENANT)))
-            .clone();
-        semaphore.acquire_owned().await.ok()
-    }
-}
-
-/// Holds `runtime` to each tenant's quotas.
-fn apply_quotas(runtime: &Runtime, tenants: &Tenants) {
-    for tenant in tenants.iter() {
-        runtime.set_step_limits(&tenant.id, tenant.quotas.step_limits());
-        runtime.set_run_quotas(&tenant.id, tenant.quotas.run_quotas());
-        runtime.set_outbound(&tenant.id, tenant.quotas.allowed_outbound_hosts.clone());
-        runtime.set_retention(&tenant.id, tenant.quotas.retention());
-        runtime.set_fuel_budget(&tenant.id, tenant.quotas.fuel_per_day);
-    }
-}
-
-/// Applies each change of the tenants: their quotas, and the runs of a
-/// tenant new to the host, recovered and served from now on.
-async fn apply_changes(runtime: Runtime, mut changes: tokio::sync::watch::Receiver<Arc<Tenants>>) {
-    while changes.changed().await.is_ok() {
-        let tenants = changes.borrow_and_update().clone();
-        apply_quotas(&runtime, &tenants);
-        let added = runtime.serve_tenants(tenants.iter().map(|tenant| tenant.id.clone()));
-        for tenant in added {
-            match runtime.recover(&tenant).await {
-                Ok(runs) => tracing::info!(%tenant, runs, "a new tenant: recovered its unfinished runs"),
-                Err(e) => tracing::error!(%tenant, "a new tenant: cannot recover its unfinished runs: {e}"),
-            }
-        }
-    }
-}
-
 /// The operator's routes, for a listen address of their own: `/metrics`
 /// names every tenant, so it is not served to tenants.
 pub fn operator_router(runtime: Runtime) -> Router {

@@ -67,7 +67,7 @@ impl<'de> Deserialize<'de> for Cursor {
 
 impl PartialSchema for Cursor {
     fn schema() -> RefOr<Schema> {
-        let run_id = super::doc::name_pattern(super::doc::NAME_MAX);
+        let run_id = super::responses::name_pattern(super::responses::NAME_MAX);
         ObjectBuilder::new()
             .schema_type(Type::String)
             .pattern(Some(format!(

@@ -14,16 +14,15 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{JsonBody, Malformed, Oversized, Refusals, Throttled, UnknownRun};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
+use super::responses::{JsonBody, Malformed, Oversized, Refusals, Throttled, UnknownRun};
+use crate::clock::parse_time;
 use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
-use crate::runtime::{
-    DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun, parse_time,
-};
+use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
@@ -174,9 +173,7 @@ pub async fn start(
     extract::Json(start): extract::Json<StartRun>,
 ) -> Result<Response, ApiError> {
     let submission = submission_of(&state, &tenant, start).await?;
-    state.runtime.admit(&tenant.id).await?;
-    let run = state.runtime.submit(&tenant.id, submission).await?;
-    state.runtime.drive_in_background(&tenant.id, &run);
+    let run = state.runtime.start(&tenant.id, submission).await?;
     let Some(timeout) = params.wait else {
         return Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })).into_response());
     };
@@ -187,7 +184,6 @@ pub async fn start(
 /// fields checked.
 pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -> Result<Submission, ApiError> {
     let input = start.input.to_string();
-    ApiError::check_size("the input", input.len(), tenant.quotas.max_payload_bytes)?;
     let component = match start.version {
         Some(version) => {
             (state.runtime)
@@ -478,7 +474,6 @@ pub async fn signal(
 ) -> Result<StatusCode, ApiError> {
     let payload =
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
-    ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
     state
         .runtime
         .signal_with_id(&tenant.id, &id, &name, payload, params.signal_id.as_ref())

@@ -11,9 +11,9 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{Malformed, Refusals};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Path, Query};
+use super::responses::{Malformed, Refusals};
 use crate::secrets::MAX_SECRET_CHARS;
 use crate::store::{ComponentName, SecretName};
 

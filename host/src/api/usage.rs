@@ -7,10 +7,11 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
-use super::doc::{Malformed, Refusals};
 use super::error::ApiError;
 use super::extract::Query;
-use crate::runtime::{DayUsage, day_of, now_ms, rfc3339};
+use super::responses::{Malformed, Refusals};
+use crate::clock::{now_ms, rfc3339};
+use crate::runtime::{DayUsage, day_of};
 
 /// The most days one answer covers.
 const MAX_DAYS: u32 = 31;

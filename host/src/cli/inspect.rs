@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use stepstone::clock::rfc3339;
 use stepstone::journal::{Entry, Recorded};
-use stepstone::runtime::{ReplayReport, RunQuery, RunState, RunStatus, Runtime, rfc3339};
+use stepstone::runtime::{ReplayReport, RunQuery, RunState, RunStatus, Runtime};
 use stepstone::sandbox::kind_name;
 use stepstone::store::{RunId, TenantId};
 

@@ -13,6 +13,7 @@ mod upgrade;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -22,6 +23,7 @@ use stepstone::config::{
     HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, StepLimits, WaitPolicy, WorkflowLimits,
 };
 use stepstone::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, Outbound};
+use stepstone::policy::TenantPolicy;
 use stepstone::runtime::Runtime;
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
@@ -543,7 +545,12 @@ impl DataDir {
         }
         let cache = CodeCache::open(&self.cache);
         let runtime = Runtime::new(config, storage, cache)?;
-        runtime.set_outbound(&TenantId::default_tenant(), self.outbound.clone());
+        let tenant = TenantId::default_tenant();
+        let policy = TenantPolicy {
+            outbound: Arc::new(self.outbound.clone()),
+            ..(*runtime.policy(&tenant)).clone()
+        };
+        runtime.set_policy(&tenant, policy);
         if let Some(key) = SecretKey::from_env()? {
             runtime.secrets().set_key(key);
         }

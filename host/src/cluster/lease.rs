@@ -14,6 +14,35 @@ use std::time::Duration;
 use crate::clock::{BootInstant, LeaseClock};
 use crate::shared_map::lock;
 
+/// How long a host's claim on its runs lasts without renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeasePolicy {
+    /// A host that has not renewed its heartbeat for this long is judged
+    /// dead by the others, who take its runs over; it renews every quarter
+    /// of it, and stops writing for its runs once a whole TTL passed
+    /// without a renewal.
+    pub ttl: Duration,
+    /// How many parts per thousand this host's lease clock runs fast
+    /// (below 0: slow) against the boot clock. 0 for a host serving
+    /// tenants; a simulation of many hosts gives each a drift of its own
+    /// (see `clock::LeaseClock`).
+    pub clock_drift_permille: i32,
+}
+
+impl LeasePolicy {
+    /// The shortest TTL: renewals every quarter of it must fit a slow store.
+    pub const MIN_TTL: Duration = Duration::from_secs(1);
+}
+
+impl Default for LeasePolicy {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(10),
+            clock_drift_permille: 0,
+        }
+    }
+}
+
 /// The share of its TTL a lease holds for claims, in tenths: a host starts
 /// no attempt and makes no write past 0.8 TTL without a renewal.
 pub const USABLE_SHARE: u32 = 8;

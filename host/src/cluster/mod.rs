@@ -46,11 +46,10 @@ use tokio::sync::{OnceCell, mpsc, watch};
 
 pub use claims::{Claim, ClaimError, ClaimLost, Owner};
 pub use host_id::{HostId, InvalidHostId};
-pub use lease::LeaseLapsed;
+pub use lease::{LeaseLapsed, LeasePolicy};
 pub use wakeups::Wakeup;
 
 use crate::clock::{BootInstant, LeaseClock};
-use crate::config::LeasePolicy;
 use crate::shared_map::lock;
 use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
 use lease::Lease;

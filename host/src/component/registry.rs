@@ -181,7 +181,7 @@ impl Components {
     /// Before it does, the build becomes the name's newest version.
     pub async fn name(&self, store: &TenantStore, name: &ComponentName, digest: &str) -> Result<(), ComponentError> {
         let current = self.by_name(store, name).await?;
-        super::versions::add(store, name, digest, current.as_deref(), crate::runtime::now_ms()).await?;
+        super::versions::add(store, name, digest, current.as_deref(), crate::clock::now_ms()).await?;
         Ok(store
             .overwrite(&component_name_key(name), Bytes::from(digest.to_owned()))
             .await?)

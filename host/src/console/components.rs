@@ -12,7 +12,7 @@ use super::extract::Path;
 use super::layout::{self, Nav};
 use super::runs::PAGE_SIZE;
 use super::{PageError, Signed};
-use crate::api::ApiState;
+use crate::api::state::ApiState;
 use crate::runtime::RunQuery;
 use crate::store::ComponentName;
 

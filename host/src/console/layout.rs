@@ -4,7 +4,8 @@
 use maud::{DOCTYPE, Markup, html};
 
 use super::assets;
-use crate::runtime::{RunState, rfc3339};
+use crate::clock::rfc3339;
+use crate::runtime::RunState;
 
 /// The pages the navigation names.
 #[derive(Clone, Copy, PartialEq, Eq)]

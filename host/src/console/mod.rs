@@ -17,7 +17,7 @@ mod extract;
 mod layout;
 mod run;
 mod runs;
-mod session;
+pub(crate) mod session;
 mod tenant;
 mod timeline;
 
@@ -31,10 +31,10 @@ use axum::routing::{get, post};
 use maud::html;
 use serde::Deserialize;
 
-pub use session::Sessions;
-
-use crate::api::{ApiError, ApiState};
-use crate::runtime::{RunError, now_ms};
+use crate::api::error::ApiError;
+use crate::api::state::ApiState;
+use crate::clock::now_ms;
+use crate::runtime::RunError;
 use extract::{Form, Query};
 use layout::{Frame, Nav};
 use session::{COOKIE, SESSION_LENGTH, Session};

@@ -14,10 +14,12 @@ use serde::Deserialize;
 use super::extract::{Form, Path, Query};
 use super::layout::{self, Nav};
 use super::{PageError, Signed, timeline};
-use crate::api::{ApiError, ApiState};
+use crate::api::error::ApiError;
+use crate::api::state::ApiState;
+use crate::clock::now_ms;
 use crate::guest_log::Source;
 use crate::journal::RunRecord;
-use crate::runtime::{LogCursor, LogPage, ReplayReport, RunState, RunStatus, now_ms};
+use crate::runtime::{LogCursor, LogPage, ReplayReport, RunState, RunStatus};
 use crate::store::{RunId, SignalName, TenantId};
 
 /// Log lines a page shows.
@@ -332,7 +334,6 @@ pub async fn signal(
             "" => "null",
             payload => payload,
         };
-        ApiError::check_size("the payload", payload.len(), tenant.quotas.max_payload_bytes)?;
         state.runtime().signal(&tenant.id, &id, &name, payload).await?;
         Ok::<(), ApiError>(())
     };

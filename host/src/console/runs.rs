@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::extract::Query;
 use super::layout::{self, Nav};
 use super::{PageError, Signed};
-use crate::api::ApiState;
+use crate::api::state::ApiState;
 use crate::runtime::{RunCursor, RunListing, RunQuery, RunStatus};
 use crate::store::ComponentName;
 

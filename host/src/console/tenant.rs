@@ -7,8 +7,9 @@ use maud::{Markup, html};
 
 use super::layout::{self, Nav};
 use super::{PageError, Signed};
-use crate::api::ApiState;
-use crate::runtime::{day_of, now_ms, rfc3339};
+use crate::api::state::ApiState;
+use crate::clock::{now_ms, rfc3339};
+use crate::runtime::day_of;
 
 /// Days of use the page shows, today first.
 const DAYS: u64 = 7;

@@ -45,10 +45,7 @@ impl RunContext {
         submission.parent = Some((self.records.run_id().clone(), self.depth));
         // A child is in line where its parent is, as in Temporal.
         submission.priority = self.priority.into();
-        runtime.admit(&tenant).await?;
-        let child = runtime.submit(&tenant, submission).await?;
-        runtime.drive_in_background(&tenant, &child);
-        Ok(child)
+        runtime.start(&tenant, submission).await
     }
 }
 
@@ -66,7 +63,7 @@ impl WorkflowState {
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
         let child = match recorded {
             Some(Recorded::Child { run }) => run,
-            Some(other) => return Err(super::durable::mismatch(seq, other)),
+            Some(other) => return Err(Interruption::mismatch(seq, other)),
             None => {
                 let tenant = self.run.records.store().tenant();
                 self.run
@@ -114,7 +111,7 @@ impl WorkflowState {
         match (recorded, child) {
             (Some(Recorded::ChildEnded { result }), _) => Ok(result),
             (Some(Recorded::Cancelled { reason }), _) => Ok(Err(format!("cancelled: {reason}"))),
-            (Some(other), _) => Err(super::durable::mismatch(seq, other)),
+            (Some(other), _) => Err(Interruption::mismatch(seq, other)),
             (None, Err(refused)) => {
                 self.append(
                     seq,

@@ -179,9 +179,10 @@ impl Runtime {
         link: &ChainLink,
         input: String,
     ) -> Result<Started, RunError> {
-        self.check_json(&format!("the continue-as-new input of run `{}`", record.run_id), &input)?;
-        let next = generation_id(link)?;
         let tenant = store.tenant();
+        let what = format!("the continue-as-new input of run `{}`", record.run_id);
+        self.check_input(tenant, &what, &input)?;
+        let next = generation_id(link)?;
         match self.records(tenant, &next).run().await? {
             Some(existing) if existing.chain.as_ref() != Some(link) => {
                 return Err(ContinuationError::Taken {
@@ -193,14 +194,17 @@ impl Runtime {
             // Admitted when it was created.
             Some(_) => {}
             None => {
-                if let Some(refusal) = self.host.usage.fuel_refusal(tenant).await? {
-                    return refusal.retry_after().map(Started::Refused).ok_or(refusal.into());
-                }
-                if let Err(refusal) = self.host.admission.admit(tenant, 0) {
-                    return refusal.retry_after().map(Started::Refused).ok_or(refusal.into());
+                // The generation ending makes way for this one: none is
+                // counted active.
+                match self.admit(tenant, 0).await {
+                    Ok(()) => {}
+                    Err(RunError::Refused(refusal)) => {
+                        return refusal.retry_after().map(Started::Refused).ok_or(refusal.into());
+                    }
+                    Err(e) => return Err(e),
                 }
                 let submission = self.next_submission(store, record, link, &next, input).await?;
-                self.submit(tenant, submission).await?;
+                self.create(tenant, submission).await?;
             }
         }
         self.advance_pointer(store, link, &next).await?;

@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
-use super::moment::rfc3339;
 use super::{RunError, Runtime};
 use crate::clock::now_ms;
+use crate::clock::rfc3339;
 use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};
@@ -133,7 +133,7 @@ impl Runtime {
         payload: &str,
         id: Option<&SignalId>,
     ) -> Result<(), RunError> {
-        self.check_json("signal payload", payload)?;
+        self.check_input(tenant, "the signal payload", payload)?;
         let run = &self.latest_generation(tenant, run).await?;
         let records = self.records(tenant, run);
         let record = records

@@ -19,7 +19,7 @@ use crate::clock::now_ms;
 use crate::config::{HttpLimitRequest, LimitRequest};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
-use crate::journal::{Call, CallKind, Entry, JournalError, Recorded};
+use crate::journal::{Call, CallKind, Entry, JournalError, PatchMark, Recorded};
 use crate::store::SignalName;
 use crate::telemetry::spans;
 
@@ -148,7 +148,7 @@ impl WorkflowState {
             Some((Recorded::Cancelled { reason }, at)) => {
                 return Ok(Started::replayed(handle, call, Err(cancelled_step(reason)), at));
             }
-            Some((other, _)) => return Err(mismatch(seq, other)),
+            Some((other, _)) => return Err(Interruption::mismatch(seq, other)),
             None if self.mode == Mode::Verify => {
                 self.steps.insert(handle, StartedStep::Unrecorded);
                 return Ok(Started::Live(handle));
@@ -428,7 +428,7 @@ impl WorkflowState {
         let call = Call::new(kind, "", b"");
         match self.next_call(&call)? {
             (_, Some(Recorded::Value(value))) => Ok(value),
-            (seq, Some(other)) => Err(mismatch(seq, other)),
+            (seq, Some(other)) => Err(Interruption::mismatch(seq, other)),
             (seq, None) => {
                 let value = fresh();
                 self.append(seq, call, Recorded::Value(value), now_ms()).await?;
@@ -436,13 +436,6 @@ impl WorkflowState {
             }
         }
     }
-}
-
-pub(super) fn mismatch(seq: u64, recorded: Recorded) -> Interruption {
-    Interruption::from(JournalError::Corrupt {
-        key: format!("journal seq {seq}"),
-        reason: format!("the entry's call and result disagree: {recorded:?}"),
-    })
 }
 
 /// What a step call's `http-limits` ask for.
@@ -473,6 +466,36 @@ impl WorkflowState {
             Started::Replayed { done, .. } => self.received(Ok(done)),
         };
         result.map_err(Interruption::trap)
+    }
+}
+
+impl WorkflowState {
+    /// Answers `patched(change)`: journaled once, when the run takes the
+    /// change past its recorded history; in verify mode that is where the
+    /// journal ends, as for any other call.
+    pub(super) async fn patch_answer(&mut self, change: String) -> Result<bool, Interruption> {
+        if let Some(answer) = self.patches.given(&change) {
+            return Ok(answer);
+        }
+        self.patches
+            .admit(&change, self.run.host.config.run.max_patch_changes)?;
+        let answer = match self.cursor.patch_mark(&change) {
+            PatchMark::Unmarked => false,
+            PatchMark::Marked | PatchMark::Unrecorded => {
+                let call = Call::new(CallKind::Patch, &change, b"");
+                match self.next_call(&call)? {
+                    (_, Some(Recorded::Patched)) => {}
+                    (seq, Some(other)) => return Err(Interruption::mismatch(seq, other)),
+                    (seq, None) => {
+                        self.append(seq, call, Recorded::Patched, now_ms()).await?;
+                        tracing::info!(seq, change = %change, "patch marker journaled: the run takes the change");
+                    }
+                }
+                true
+            }
+        };
+        self.patches.remember(change, answer);
+        Ok(answer)
     }
 }
 
@@ -527,7 +550,7 @@ impl durable::Host for WorkflowState {
         let call = Call::new(CallKind::AwaitAny, "", &listed);
         let winner = match self.next_call(&call).map_err(Interruption::trap)? {
             (_, Some(Recorded::Winner(index))) => index,
-            (seq, Some(other)) => return Err(mismatch(seq, other).trap()),
+            (seq, Some(other)) => return Err(Interruption::mismatch(seq, other).trap()),
             (seq, None) => {
                 let started_at_ms = now_ms();
                 let racing = handles
@@ -564,7 +587,7 @@ impl durable::Host for WorkflowState {
         let run = async {
             match self.next_call(&call)? {
                 (_, Some(Recorded::Slept | Recorded::Cancelled { .. })) => Ok(()),
-                (seq, Some(other)) => Err(mismatch(seq, other)),
+                (seq, Some(other)) => Err(Interruption::mismatch(seq, other)),
                 (seq, None) => {
                     let timer = self.run.records.timer(seq, now_ms(), duration_ms, None).await?;
                     let started_at_ms = timer.started_at_ms;
@@ -591,7 +614,7 @@ impl durable::Host for WorkflowState {
                     Ok(payload)
                 }
                 (_, Some(Recorded::Cancelled { .. })) => Ok(None),
-                (seq, Some(other)) => Err(mismatch(seq, other)),
+                (seq, Some(other)) => Err(Interruption::mismatch(seq, other)),
                 (seq, None) => self.await_signal_live(seq, call.clone(), signal, timeout_ms).await,
             }
         };
@@ -620,7 +643,7 @@ impl durable::Host for WorkflowState {
             let call = Call::new(CallKind::MemoSet, &key, value.as_bytes());
             match self.next_call(&call)? {
                 (_, Some(Recorded::MemoSet { .. })) => {}
-                (seq, Some(other)) => return Err(mismatch(seq, other)),
+                (seq, Some(other)) => return Err(Interruption::mismatch(seq, other)),
                 (seq, None) => {
                     self.append(seq, call, Recorded::MemoSet { value: value.clone() }, now_ms())
                         .await?

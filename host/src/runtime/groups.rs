@@ -14,7 +14,8 @@ use futures::stream::{FuturesUnordered, Stream};
 use serde::{Deserialize, Serialize};
 
 use super::background::driving_ended;
-use super::{RunError, RunStatus, Runtime, Submission, now_ms};
+use super::{RunError, RunStatus, Runtime, Submission};
+use crate::clock::now_ms;
 use crate::journal::{JournalError, decode, encode};
 use crate::store::{GroupId, RunId, StoreError, TenantId, group_key};
 
@@ -32,9 +33,9 @@ pub struct GroupRecord {
 }
 
 impl Runtime {
-    /// Submits `runs` as one group: all checked first (by the caller, who
-    /// built them), the group stored, then each run admitted, submitted
-    /// and driven. A refusal by the tenant's quotas stops it part-way:
+    /// Submits `runs` as one group: every input checked first (the rest by
+    /// the caller, who built them), the group stored, then each run
+    /// admitted, submitted and driven. A refusal by the tenant's quotas stops it part-way:
     /// submitting the group again goes on from there.
     pub async fn submit_group(
         &self,
@@ -47,6 +48,9 @@ impl Runtime {
                 size: runs.len(),
                 limit: MAX_GROUP_RUNS,
             });
+        }
+        for run in &runs {
+            self.check_input(tenant, "the input", &run.input)?;
         }
         let group_id = group_id.unwrap_or_else(GroupId::generate);
         for (index, run) in runs.iter_mut().enumerate() {
@@ -73,9 +77,7 @@ impl Runtime {
             Err(e) => return Err(e.into()),
         };
         for run in runs {
-            self.admit(tenant).await?;
-            let run = self.submit(tenant, run).await?;
-            self.drive_in_background(tenant, &run);
+            self.start(tenant, run).await?;
         }
         Ok(record)
     }

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::{RunError, Runtime, now_ms};
+use super::{RunError, Runtime};
 use crate::clock::millis;
+use crate::clock::now_ms;
 use crate::egress::{Refusal, SendError, Timeouts, origin_of};
 use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, SecretName, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
@@ -110,7 +111,7 @@ impl Runtime {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| invalid(format!("the notify URL is not a URL: {e}")))?;
-        if !self.outbound(tenant).allows(&uri) {
+        if !self.policy(tenant).outbound.allows(&uri) {
             let refusal = Refusal::Origin {
                 origin: origin_of(&uri),
             };
@@ -312,7 +313,7 @@ impl Runtime {
             first_byte: SEND_TIMEOUT,
             between_bytes: SEND_TIMEOUT,
         };
-        let allowed = self.outbound(tenant);
+        let allowed = self.policy(tenant).outbound.clone();
         let sent = self.host.egress.send(&allowed, request, timeouts);
         let (answer, _connection) = match tokio::time::timeout(SEND_TIMEOUT, sent).await {
             Err(_) => return Err(format!("{origin} did not answer within {SEND_TIMEOUT:?}")),

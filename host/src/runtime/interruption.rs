@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::journal::{JournalError, NonDeterminism};
+use crate::journal::{JournalError, NonDeterminism, Recorded};
 use crate::store::{RunId, SignalName};
 
 /// What a run waits for once its instance has been evicted.
@@ -77,6 +77,15 @@ impl From<JournalError> for Interruption {
 }
 
 impl Interruption {
+    /// The journal entry at `seq` is corrupt: its call and its result
+    /// (`recorded`) disagree.
+    pub fn mismatch(seq: u64, recorded: Recorded) -> Self {
+        Self::from(JournalError::Corrupt {
+            key: format!("journal seq {seq}"),
+            reason: format!("the entry's call and result disagree: {recorded:?}"),
+        })
+    }
+
     /// As the trap a host function returns.
     pub fn trap(self) -> wasmtime::Error {
         wasmtime::Error::new(self)

@@ -23,7 +23,6 @@
 //! # Ok(()) }
 //! ```
 
-mod admission;
 mod background;
 mod cancellation;
 mod children;
@@ -49,25 +48,26 @@ mod status;
 mod step_call;
 mod step_target;
 mod submit;
+mod tenants;
 mod upgrade;
 mod usage;
 mod workflow;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tracing::Instrument;
 
-pub use crate::clock::now_ms;
-pub use admission::{Refusal, RunQuotas};
+use crate::clock::now_ms;
+pub use crate::policy::{Refusal, RunQuotas};
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
 pub use groups::{GroupRecord, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, MAX_LOG_PAGE, PagedLine};
-pub use moment::{DEADLINE, Moment, START, parse_time, rfc3339};
+pub use moment::{DEADLINE, Moment, START};
 pub use replay::ReplayReport;
 pub use retention::{SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
@@ -86,10 +86,10 @@ use crate::egress::{Egress, HostsFileError, Outbound};
 use crate::guest_log::RunLog;
 use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
+use crate::policy::{Admission, OverQuota, Policies, TenantPolicy, Uploads};
 use crate::sandbox::{Engines, Role, SandboxError, StepErrorKind, classify, kind_name};
 use crate::schedules::{ScheduleError, Schedules};
 use crate::secrets::{SecretError, Secrets, StepSecrets};
-use crate::shared_map::lock;
 use crate::store::{
     InvalidName, RunId, Storage, StoreError, TenantId, runs_key, unfinished_index_complete, unfinished_key,
     unfinished_marker,
@@ -138,6 +138,8 @@ pub enum RunError {
     Instance { run: RunId, reason: String },
     #[error("cannot start a run: {0}")]
     Refused(#[from] Refusal),
+    #[error(transparent)]
+    OverQuota(#[from] OverQuota),
     #[error(transparent)]
     Component(#[from] ComponentError),
     /// Shared, because a step task's storage failure reaches every caller
@@ -285,14 +287,13 @@ pub struct Host {
     /// Workflow programs by component digest, within the same budget as
     /// the loaded components.
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
-    /// Step limits of tenants whose quota differs from the host's defaults.
-    tenant_limits: Mutex<HashMap<TenantId, StepLimits>>,
-    /// The origins each tenant's steps may reach over HTTP (none if absent).
-    outbound: Mutex<HashMap<TenantId, Arc<Outbound>>>,
+    /// What each tenant may use.
+    policies: Arc<Policies>,
     /// The way out for whatever tenants send: steps' requests, webhooks.
     egress: Arc<Egress>,
-    admission: admission::Admission,
-    retention: retention::Retention,
+    admission: Admission,
+    /// Each tenant's uploads, checked one at a time.
+    uploads: Uploads,
     /// What each tenant used per day, and its fuel budget.
     usage: usage::Usage,
     /// The tenants whose runs this host recovers, schedules it fires and
@@ -422,7 +423,8 @@ impl Runtime {
         let cluster = Cluster::new(&storage, me, &config.lease, config.wait.wakeup_poll_interval);
         let secrets = Secrets::new(storage.clone());
         let schedules = Schedules::new(storage.clone());
-        let usage = usage::Usage::new(storage.clone(), cluster.me().clone());
+        let policies = Arc::new(Policies::new(TenantPolicy::default_for(&config)));
+        let usage = usage::Usage::new(storage.clone(), cluster.me().clone(), policies.clone());
         let host = Host {
             config,
             storage,
@@ -432,11 +434,10 @@ impl Runtime {
             secrets,
             schedules,
             programs: ByteBudgetCache::new(budget, 256),
-            tenant_limits: Mutex::default(),
-            outbound: Mutex::default(),
+            admission: Admission::new(policies.clone()),
+            policies,
             egress,
-            admission: admission::Admission::default(),
-            retention: retention::Retention::default(),
+            uploads: Uploads::default(),
             usage,
             served: tokio::sync::watch::Sender::default(),
             hooks_bell: tokio::sync::Notify::new(),
@@ -451,16 +452,15 @@ impl Runtime {
         Ok(Self { host: Arc::new(host) })
     }
 
-    /// Sets the step limits of `tenant` (its quota); runs started afterwards
-    /// use them, and a step call's options can only lower them.
-    pub fn set_step_limits(&self, tenant: &TenantId, limits: StepLimits) {
-        lock(&self.host.tenant_limits).insert(tenant.clone(), limits);
+    /// Holds `tenant` to `policy` from now on: runs and attempts started
+    /// afterwards, and every upload, submission and signal.
+    pub fn set_policy(&self, tenant: &TenantId, policy: TenantPolicy) {
+        self.host.policies.set(tenant, policy);
     }
 
-    /// Sets the origins `tenant`'s steps may send HTTP requests to; runs
-    /// driven afterwards use them.
-    pub fn set_outbound(&self, tenant: &TenantId, outbound: Outbound) {
-        lock(&self.host.outbound).insert(tenant.clone(), Arc::new(outbound));
+    /// The policy `tenant` is held to now.
+    pub fn policy(&self, tenant: &TenantId) -> Arc<TenantPolicy> {
+        self.host.policies.of(tenant)
     }
 
     /// Makes `tenants` the ones this host serves in the background (takes
@@ -498,29 +498,14 @@ impl Runtime {
         &self.host.schedules
     }
 
-    fn outbound(&self, tenant: &TenantId) -> Arc<Outbound> {
-        lock(&self.host.outbound).get(tenant).cloned().unwrap_or_default()
-    }
-
-    /// Sets the run quotas of `tenant`, which every run it submits and
-    /// every child run its workflows start must fit.
-    pub fn set_run_quotas(&self, tenant: &TenantId, quotas: RunQuotas) {
-        self.host.admission.set(tenant, quotas);
-    }
-
-    /// Admits a new run of `tenant` within its quotas (active runs, runs a
-    /// minute, fuel a day), counting it against the rate; call before
-    /// [`submit`](Self::submit).
-    pub async fn admit(&self, tenant: &TenantId) -> Result<(), RunError> {
+    /// Admits a new run of `tenant`, which has `active` runs now, within
+    /// its quotas (active runs, runs a minute, fuel a day), counting it
+    /// against the rate: what [`submit`](Self::submit) does first.
+    async fn admit(&self, tenant: &TenantId, active: usize) -> Result<(), RunError> {
         if let Some(refusal) = self.host.usage.fuel_refusal(tenant).await? {
             return Err(refusal.into());
         }
-        Ok(self.host.admission.admit(tenant, self.active_runs(tenant))?)
-    }
-
-    /// Holds `tenant` to `fuel_per_day` (`None`: no daily budget).
-    pub fn set_fuel_budget(&self, tenant: &TenantId, fuel_per_day: Option<u64>) {
-        self.host.usage.set_fuel_budget(tenant, fuel_per_day);
+        Ok(self.host.admission.admit(tenant, active)?)
     }
 
     /// What `tenant` used on UTC `day` (see [`day_of`]), over every host.
@@ -558,13 +543,6 @@ impl Runtime {
         if let Err(e) = self.host.usage.flush().await {
             tracing::warn!("cannot store the usage counts; trying again at the next flush: {e}");
         }
-    }
-
-    fn step_limits(&self, tenant: &TenantId) -> StepLimits {
-        lock(&self.host.tenant_limits)
-            .get(tenant)
-            .copied()
-            .unwrap_or(self.host.config.step)
     }
 
     pub fn config(&self) -> &HostConfig {
@@ -986,8 +964,9 @@ impl Runtime {
             links.insert(name.clone(), self.host.components.get(&store, digest).await?);
         }
         let control = self.host.controls.of(store.tenant(), &record.run_id);
-        let step_limits = self.step_limits(store.tenant()).lowered_by(&record.limits);
-        let outbound = self.outbound(store.tenant());
+        let policy = self.policy(store.tenant());
+        let step_limits = policy.steps.lowered_by(&record.limits);
+        let outbound = policy.outbound.clone();
         let secrets = self.host.secrets.for_steps(store.tenant()).await?;
         // A fresh run has no failed attempts to list.
         let retried = if fresh {

@@ -9,27 +9,11 @@
 use std::time::Duration;
 
 use super::RunError;
+use crate::clock::parse_time;
 
 /// The furthest ahead a run may be scheduled, or given a deadline: a year
 /// and a day.
 pub const MAX_AHEAD: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// `ms` since the Unix epoch as an RFC 3339 time, for messages.
-pub fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
-
-/// `text` as milliseconds since the Unix epoch, if it is an RFC 3339
-/// `date-time` (as the API's document calls it), or why not. chrono also
-/// takes a space between the date and the time, which the RFC's grammar
-/// does not.
-pub fn parse_time(text: &str) -> Result<i64, String> {
-    if text.as_bytes().get(10) == Some(&b' ') {
-        return Err("the date and the time are joined by `T`".into());
-    }
-    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| e.to_string())?;
-    Ok(time.timestamp_millis())
-}
 
 /// A moment given as a time or as a duration from another moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,11 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::durable::mismatch;
 use super::interruption::Interruption;
-use super::workflow::WorkflowState;
-use crate::clock::now_ms;
-use crate::journal::{Call, CallKind, PatchMark, Recorded};
 
 /// The longest change id `patched` takes, in bytes: the WIT promises it.
 pub const MAX_CHANGE_ID_BYTES: usize = 256;
@@ -31,7 +27,7 @@ pub struct PatchAnswers {
 
 impl PatchAnswers {
     /// The answer already given for `change`, if any.
-    fn given(&self, change: &str) -> Option<bool> {
+    pub(super) fn given(&self, change: &str) -> Option<bool> {
         self.answers.get(change).copied()
     }
 
@@ -39,7 +35,7 @@ impl PatchAnswers {
     /// [`MAX_CHANGE_ID_BYTES`] bytes, and room for one more answer among
     /// at most `limit` (answers are kept in the host's memory, and `false`
     /// ones cost no journal entry to bound them).
-    fn admit(&self, change: &str, limit: usize) -> Result<(), Interruption> {
+    pub(super) fn admit(&self, change: &str, limit: usize) -> Result<(), Interruption> {
         if change.is_empty() {
             return Err(Interruption::InvalidCall(
                 "`patched` was given an empty change id: name the change".into(),
@@ -59,38 +55,8 @@ impl PatchAnswers {
         Ok(())
     }
 
-    fn remember(&mut self, change: String, answer: bool) {
+    pub(super) fn remember(&mut self, change: String, answer: bool) {
         self.answers.insert(change, answer);
-    }
-}
-
-impl WorkflowState {
-    /// Answers `patched(change)`: journaled once, when the run takes the
-    /// change past its recorded history; in verify mode that is where the
-    /// journal ends, as for any other call.
-    pub(super) async fn patch_answer(&mut self, change: String) -> Result<bool, Interruption> {
-        if let Some(answer) = self.patches.given(&change) {
-            return Ok(answer);
-        }
-        self.patches
-            .admit(&change, self.run.host.config.run.max_patch_changes)?;
-        let answer = match self.cursor.patch_mark(&change) {
-            PatchMark::Unmarked => false,
-            PatchMark::Marked | PatchMark::Unrecorded => {
-                let call = Call::new(CallKind::Patch, &change, b"");
-                match self.next_call(&call)? {
-                    (_, Some(Recorded::Patched)) => {}
-                    (seq, Some(other)) => return Err(mismatch(seq, other)),
-                    (seq, None) => {
-                        self.append(seq, call, Recorded::Patched, now_ms()).await?;
-                        tracing::info!(seq, change = %change, "patch marker journaled: the run takes the change");
-                    }
-                }
-                true
-            }
-        };
-        self.patches.remember(change, answer);
-        Ok(answer)
     }
 }
 

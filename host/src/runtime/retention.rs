@@ -17,13 +17,12 @@
 //! name, schedule or stored run refers to it, and stored again if a run another host started meanwhile
 //! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{RunError, Runtime, now_ms};
+use super::{RunError, Runtime};
+use crate::clock::now_ms;
 use crate::component::{ComponentError, STORED_FRESH};
 use crate::journal::{Outcome, RunRecords};
-use crate::shared_map::lock;
 use crate::store::{RunId, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker};
 
 /// Runs one pass deletes per tenant, at most: the rest wait for the next.
@@ -39,27 +38,14 @@ pub struct Swept {
     pub objects: u64,
 }
 
-/// How long each tenant keeps its finished runs (absent: for ever).
-#[derive(Default)]
-pub struct Retention(std::sync::Mutex<HashMap<TenantId, Duration>>);
-
 impl Runtime {
-    /// Keeps `tenant`'s finished runs for `retention` (`None`: for ever).
-    pub fn set_retention(&self, tenant: &TenantId, retention: Option<Duration>) {
-        let mut kept = lock(&self.host.retention.0);
-        match retention {
-            Some(retention) => kept.insert(tenant.clone(), retention),
-            None => kept.remove(tenant),
-        };
-    }
-
     /// Sweeps every tenant with a retention, from a background task, for
     /// as long as the process lives.
     pub fn sweep_forever(&self) {
         let runtime = self.clone();
         tokio::spawn(async move {
             loop {
-                let kept: Vec<(TenantId, Duration)> = lock(&runtime.host.retention.0).clone().into_iter().collect();
+                let kept = runtime.host.policies.retentions();
                 for (tenant, retention) in &kept {
                     if let Err(e) = runtime.sweep(tenant, *retention).await {
                         tracing::warn!(%tenant, "the retention sweep stopped; it goes on at the next: {e}");
@@ -237,6 +223,7 @@ mod tests {
     use crate::component::CodeCache;
     use crate::config::HostConfig;
     use crate::journal::{RunRecord, SignalRecord};
+    use crate::shared_map::lock;
     use crate::store::{Storage, finished_marker};
 
     /// An [`ObjectStore`] that runs `before` ahead of each delete and

@@ -7,14 +7,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::moment::{DEADLINE, Moment, START, rfc3339};
+use super::moment::{DEADLINE, Moment, START};
 use super::{RunError, Runtime};
 use crate::clock::now_ms;
-use crate::component::{ComponentError, Loaded, is_digest};
+use crate::clock::rfc3339;
+use crate::component::{ComponentError, Loaded, digest_of, is_digest};
 use crate::config::LimitRequest;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
 };
+use crate::policy::OverQuota;
 use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, StoreError, TenantId};
 use crate::telemetry::spans;
@@ -114,9 +116,9 @@ impl Runtime {
     }
 
     /// Validates a component and stores it for the tenant; with `name`, the
-    /// name then points at it. Nothing is stored if validation fails, or if
+    /// name then points at it. Nothing is stored if validation fails, if
     /// the name is written as a digest (a reference to it would mean the
-    /// digest).
+    /// digest), or if the tenant's component quotas refuse it.
     pub async fn upload(
         &self,
         tenant: &TenantId,
@@ -126,9 +128,20 @@ impl Runtime {
         if let Some(name) = name.filter(|name| is_digest(name.as_str())) {
             return Err(ComponentError::NameReadsAsDigest { name: name.to_string() }.into());
         }
+        let quotas = self.policy(tenant).components;
+        quotas.check_size(bytes.len())?;
+        // One at a time per tenant, so the check sees every earlier upload.
+        let _queued = self.host.uploads.queue(tenant).await;
+        let stored = self.stored_components(tenant).await?;
+        quotas.check_store(&stored, &digest_of(bytes.clone()).await, bytes.len())?;
         let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
         let compiling = self.host.metrics.upload_compiling(tenant);
-        let loaded = self.host.components.validate_for(tenant, &what, bytes).await?;
+        let validated = self.host.components.validate_for(tenant, &what, bytes);
+        let loaded = tokio::time::timeout(quotas.compile_timeout, validated)
+            .await
+            .map_err(|_| OverQuota::CompileTime {
+                limit: quotas.compile_timeout,
+            })??;
         drop(compiling);
         let store = self.host.storage.tenant(tenant);
         self.host.components.store(&store, &loaded).await?;
@@ -208,11 +221,28 @@ impl Runtime {
         Ok(self.host.components.names(&self.host.storage.tenant(tenant)).await?)
     }
 
-    /// Starts a run: checks everything, then stores its components and its
-    /// run record. Submitting the same run id with the same workflow and input
-    /// again returns the existing run; with another input it is refused.
+    /// Starts a run and drives it on a background task: [`submit`](Self::submit),
+    /// then [`drive_in_background`](Self::drive_in_background).
+    pub async fn start(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
+        let run = self.submit(tenant, submission).await?;
+        self.drive_in_background(tenant, &run);
+        Ok(run)
+    }
+
+    /// Submits a run for the caller to drive: admits it within the tenant's
+    /// quotas (see [`crate::policy`]), checks everything, then stores its
+    /// run record. Submitting the same run id with the same workflow and
+    /// input again returns the existing run; with another input it is
+    /// refused.
     pub async fn submit(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
-        self.check_json("input", &submission.input)?;
+        self.check_input(tenant, "the input", &submission.input)?;
+        self.admit(tenant, self.active_runs(tenant)).await?;
+        self.create(tenant, submission).await
+    }
+
+    /// Checks a submission and stores its run record: its input checked
+    /// and the run admitted already.
+    pub(super) async fn create(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
         let component = &submission.component;
         if !component.has_workflow(&submission.workflow) {
             return Err(RunError::UnknownWorkflow {
@@ -331,7 +361,7 @@ impl Runtime {
         CronPattern::parse_new(&new.cron, created_at_ms)?;
         let catch_up = catch_up_window(new.catch_up.as_deref())?;
         let input = new.input.to_string();
-        self.check_json("the schedule's input", &input)?;
+        self.check_input(tenant, "the schedule's input", &input)?;
         let component = self.component(tenant, new.component.as_str()).await?;
         if !component.has_workflow(new.workflow.as_str()) {
             return Err(RunError::UnknownWorkflow {
@@ -364,6 +394,12 @@ impl Runtime {
             });
         }
         Ok(())
+    }
+
+    /// Checks a payload `tenant` sends in: within its policy's size, and JSON.
+    pub(super) fn check_input(&self, tenant: &TenantId, what: &str, payload: &str) -> Result<(), RunError> {
+        self.policy(tenant).check_payload(what, payload.len())?;
+        self.check_json(what, payload)
     }
 
     pub(super) fn check_json(&self, what: &str, payload: &str) -> Result<(), RunError> {

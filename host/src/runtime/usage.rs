@@ -9,7 +9,7 @@
 //! waits, holding no instance, until the day turns or the budget grows).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,9 +17,11 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{Refusal, RunError, now_ms};
+use super::{Refusal, RunError};
+use crate::clock::now_ms;
 use crate::cluster::HostId;
 use crate::journal::{decode, encode};
+use crate::policy::Policies;
 use crate::shared_map::lock;
 use crate::store::{Storage, StoreKey, TenantId};
 
@@ -57,7 +59,8 @@ fn day_key(day: u64) -> StoreKey {
     StoreKey::from_iter(["usage", &format!("{day:06}")])
 }
 
-/// This host's counts and budgets, and the others' sums as last read.
+/// This host's counts, and the others' sums as last read; the budgets are
+/// the tenants' policies'.
 pub struct Usage {
     storage: Storage,
     me: HostId,
@@ -65,26 +68,18 @@ pub struct Usage {
     counted: Mutex<HashMap<(TenantId, u64), (DayUsage, bool)>>,
     /// The other hosts' sums, and when they were read.
     others: Mutex<HashMap<(TenantId, u64), (Instant, DayUsage)>>,
-    budgets: Mutex<HashMap<TenantId, u64>>,
+    policies: Arc<Policies>,
 }
 
 impl Usage {
-    pub fn new(storage: Storage, me: HostId) -> Self {
+    pub fn new(storage: Storage, me: HostId, policies: Arc<Policies>) -> Self {
         Self {
             storage,
             me,
             counted: Mutex::default(),
             others: Mutex::default(),
-            budgets: Mutex::default(),
+            policies,
         }
-    }
-
-    pub fn set_fuel_budget(&self, tenant: &TenantId, fuel_per_day: Option<u64>) {
-        let mut budgets = lock(&self.budgets);
-        match fuel_per_day {
-            Some(fuel) => budgets.insert(tenant.clone(), fuel),
-            None => budgets.remove(tenant),
-        };
     }
 
     /// Counts what `tenant` just used, today.
@@ -164,7 +159,7 @@ impl Usage {
 
     /// Why `tenant` may start nothing more today, if its fuel is spent.
     pub async fn fuel_refusal(&self, tenant: &TenantId) -> Result<Option<Refusal>, RunError> {
-        let Some(limit) = lock(&self.budgets).get(tenant).copied() else {
+        let Some(limit) = self.policies.of(tenant).fuel_per_day else {
             return Ok(None);
         };
         let now = now_ms();
@@ -207,9 +202,20 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::HostConfig;
+    use crate::policy::TenantPolicy;
 
     fn usage(storage: &Storage) -> Usage {
-        Usage::new(storage.clone(), HostId::fresh())
+        let policies = Policies::new(TenantPolicy::default_for(&HostConfig::new()));
+        Usage::new(storage.clone(), HostId::fresh(), Arc::new(policies))
+    }
+
+    fn set_fuel_budget(usage: &Usage, tenant: &TenantId, fuel_per_day: u64) {
+        let policy = TenantPolicy {
+            fuel_per_day: Some(fuel_per_day),
+            ..TenantPolicy::default_for(&HostConfig::new())
+        };
+        usage.policies.set(tenant, policy);
     }
 
     #[tokio::test]
@@ -249,9 +255,9 @@ mod tests {
             "a third host reads both"
         );
 
-        a.set_fuel_budget(&tenant, Some(1101));
+        set_fuel_budget(&a, &tenant, 1101);
         assert_eq!(a.fuel_refusal(&tenant).await?, None);
-        a.set_fuel_budget(&tenant, Some(1100));
+        set_fuel_budget(&a, &tenant, 1100);
         let refusal = a.fuel_refusal(&tenant).await?.expect("spent at the limit");
         assert!(matches!(refusal, Refusal::FuelSpent { limit: 1100, .. }), "{refusal}");
         assert!(
@@ -266,7 +272,7 @@ mod tests {
     async fn an_attempt_waits_while_the_fuel_is_spent_and_goes_on_once_the_budget_grows() {
         const RECHECK: Duration = Duration::from_millis(20);
         let tenant = TenantId::default_tenant();
-        let meter = std::sync::Arc::new(usage(&Storage::in_memory()));
+        let meter = Arc::new(usage(&Storage::in_memory()));
         meter.count(
             &tenant,
             DayUsage {
@@ -274,14 +280,14 @@ mod tests {
                 ..DayUsage::default()
             },
         );
-        meter.set_fuel_budget(&tenant, Some(10));
+        set_fuel_budget(&meter, &tenant, 10);
         let waiting = tokio::spawn({
             let (meter, tenant) = (meter.clone(), tenant.clone());
             async move { meter.await_fuel_checking_every(&tenant, RECHECK).await }
         });
         tokio::time::sleep(RECHECK * 5).await;
         assert!(!waiting.is_finished(), "an attempt went on past a spent budget");
-        meter.set_fuel_budget(&tenant, Some(11));
+        set_fuel_budget(&meter, &tenant, 11);
         tokio::time::timeout(FLUSH_EVERY, waiting)
             .await
             .expect("the attempt goes on within a recheck")

@@ -29,7 +29,6 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, FsResult, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::wasi::Guest;
 use crate::shared_map::lock;
 
 /// What a write at a new place costs beyond its bytes: the two blocks it
@@ -40,6 +39,13 @@ pub const ENTRY_BYTES: u64 = 4 << 10;
 /// The interface whose functions are held to the budget, at the version
 /// wasmtime-wasi provides (guests importing older 0.2 versions reach it).
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+
+/// A store's data that may have a scratch directory, and so a budget its
+/// writes are held to.
+pub trait WithScratch {
+    /// The budget of the instance's scratch directory, if it has one.
+    fn scratch_budget(&mut self) -> Option<Arc<ScratchBudget>>;
+}
 
 /// What one attempt may still write into its scratch directory.
 #[derive(Debug)]
@@ -99,8 +105,8 @@ impl ScratchBudget {
 }
 
 /// The budget of the instance's scratch directory, if it has one.
-fn budget_of<T: Guest>(store: &mut StoreContextMut<'_, T>) -> Option<Arc<ScratchBudget>> {
-    store.data_mut().guest().scratch_budget()
+fn budget_of<T: WithScratch>(store: &mut StoreContextMut<'_, T>) -> Option<Arc<ScratchBudget>> {
+    store.data_mut().scratch_budget()
 }
 
 /// A `wasi:filesystem` result as the guest gets it: the error code, or a
@@ -117,7 +123,7 @@ type Streamed = wasmtime::Result<(Result<Resource<DynOutputStream>, ErrorCode>,)
 /// Puts the budget in front of every `wasi:filesystem` function that adds
 /// bytes or entries. An instance without a scratch directory has no
 /// descriptor to call them on; these functions then do what they did.
-pub fn hold_writes_to_budget<T: WasiView + Guest + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn hold_writes_to_budget<T: WasiView + WithScratch + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let held = hold(&mut linker.instance(FILESYSTEM_TYPES)?);
     linker.allow_shadowing(false);
@@ -126,7 +132,7 @@ pub fn hold_writes_to_budget<T: WasiView + Guest + 'static>(linker: &mut Linker<
 
 /// Defines each function of `types` that adds bytes or entries anew, over
 /// wasmtime-wasi's, which it calls once the budget paid.
-fn hold<T: WasiView + Guest + 'static>(types: &mut LinkerInstance<'_, T>) -> wasmtime::Result<()> {
+fn hold<T: WasiView + WithScratch + 'static>(types: &mut LinkerInstance<'_, T>) -> wasmtime::Result<()> {
     types.func_wrap_async(
         "[method]descriptor.write",
         |mut store: StoreContextMut<'_, T>, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
@@ -216,7 +222,7 @@ fn hold<T: WasiView + Guest + 'static>(types: &mut LinkerInstance<'_, T>) -> was
 /// The budget a new stream's writes are held to, if the instance has one,
 /// once it has paid for a write at a new place; `insufficient-space` if it
 /// cannot.
-fn stream_budget<T: Guest>(store: &mut StoreContextMut<'_, T>) -> Result<Option<Arc<ScratchBudget>>, ErrorCode> {
+fn stream_budget<T: WithScratch>(store: &mut StoreContextMut<'_, T>) -> Result<Option<Arc<ScratchBudget>>, ErrorCode> {
     match budget_of(store) {
         Some(budget) if !budget.charge(NEW_PLACE_BYTES) => Err(ErrorCode::InsufficientSpace),
         budget => Ok(budget),

@@ -29,7 +29,7 @@ use wasmtime_wasi_http::WasiHttpCtxView;
 
 use super::outbound::HttpHooks;
 use super::scratch::ScratchDir;
-use super::scratch_budget::ScratchBudget;
+use super::scratch_budget::{ScratchBudget, WithScratch};
 use crate::contract::bindings::LogLevel;
 use crate::guest_log::{GuestOutput, LogWriter};
 use crate::secrets::OpenedSecrets;
@@ -63,6 +63,12 @@ struct WasiState {
 /// A guest's store data, which holds its [`GuestWasi`].
 pub trait Guest {
     fn guest(&mut self) -> &mut GuestWasi;
+}
+
+impl<T: Guest> WithScratch for T {
+    fn scratch_budget(&mut self) -> Option<Arc<ScratchBudget>> {
+        self.guest().scratch_budget()
+    }
 }
 
 /// The guest's standard output and standard error.

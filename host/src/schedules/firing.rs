@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{CronPattern, Fire, Overlap, Schedule, ScheduleName, ScheduleState, Schedules, Versions};
-use crate::runtime::{RunError, Runtime, Submission, now_ms};
+use crate::clock::now_ms;
+use crate::runtime::{RunError, Runtime, Submission};
 use crate::store::TenantId;
 
 /// Fires missed while no host ran that are made up, at most: the latest.
@@ -177,17 +178,15 @@ async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, n
 async fn start(runtime: &Runtime, tenant: &TenantId, schedule: &Schedule, fire_ms: u64) -> Result<(), RunError> {
     let run = schedule.run_id(fire_ms);
     let started = async {
-        runtime.admit(tenant).await?;
         let component = runtime.component(tenant, schedule.component.as_str()).await?;
         let mut submission = Submission::new(component, &schedule.workflow, &schedule.input);
         submission.run_id = Some(run.clone());
-        runtime.submit(tenant, submission).await
+        runtime.start(tenant, submission).await
     };
     match started.await {
         Ok(run) => {
             tracing::info!(%tenant, schedule = %schedule.name, %run, "the schedule fired");
             runtime.metrics().schedule_fire(tenant, "started");
-            runtime.drive_in_background(tenant, &run);
             Ok(())
         }
         Err(e) if e.is_storage_failure() => Err(e),

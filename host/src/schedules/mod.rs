@@ -49,9 +49,9 @@ pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES, fire_stamp};
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
 
+use crate::clock::{now_ms, rfc3339};
 use crate::durations::DurationText;
 use crate::journal::{decode, encode};
-use crate::runtime::{now_ms, rfc3339};
 use crate::store::{
     ComponentName, RunId, ScheduleName, Storage, StoreError, StoreKey, TenantId, WorkflowName, schedule_key,
     schedules_key,

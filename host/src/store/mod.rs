@@ -11,9 +11,9 @@
 //! stored is byte for byte what it wrote.
 
 mod crash_points;
-mod durable;
 mod faults;
 mod keys;
+mod local;
 pub mod location;
 mod offset_listing;
 mod write_log;
@@ -33,7 +33,6 @@ use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
-pub use durable::{Durability, LocalStore, UnknownDurability};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
@@ -42,6 +41,7 @@ pub use keys::{
     outbox_key, parse_finished_marker, parse_place_generation, parse_ticket, place_generation, places_key, runs_key,
     schedule_key, schedules_key, ticket, tickets_key, unfinished_index_complete, unfinished_key, unfinished_marker,
 };
+pub use local::{Durability, LocalStore, UnknownDurability};
 pub use object_store::path::Path as StoreKey;
 
 /// A failed store operation, typed by what the caller can do about it.
@@ -213,8 +213,8 @@ impl Storage {
             path: dir.display().to_string(),
             reason,
         };
-        durable::create_dir(dir, durability).map_err(|e| open(e.to_string()))?;
-        let store = durable::local_store(dir, durability).map_err(|e| open(e.to_string()))?;
+        local::create_dir(dir, durability).map_err(|e| open(e.to_string()))?;
+        let store = local::local_store(dir, durability).map_err(|e| open(e.to_string()))?;
         Ok(Self::new(store).at(&format!("file://{}", dir.display())))
     }
 

@@ -136,7 +136,7 @@ mod tests {
     use object_store::PutPayload;
 
     use super::*;
-    use crate::store::durable::{Durability, local_store};
+    use crate::store::local::{Durability, local_store};
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 

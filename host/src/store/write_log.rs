@@ -212,7 +212,7 @@ pub fn place(file: &Path, staged: Staged, create: bool) -> io::Result<String> {
 
 /// The ETag of an open file.
 fn e_tag_of(file: &File) -> io::Result<String> {
-    super::durable::e_tag(&file.metadata()?)
+    super::local::e_tag(&file.metadata()?)
 }
 
 /// Runs `make` on `file`, creating its directory and retrying once if it is

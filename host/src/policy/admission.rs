@@ -7,11 +7,12 @@
 //! same quotas as a client that floods the API, and cannot outgrow them.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Policies;
 use crate::shared_map::lock;
 use crate::store::TenantId;
 
@@ -74,20 +75,22 @@ struct RateWindow {
     admitted: u32,
 }
 
-/// The tenants' quotas and what they have used of the rate.
-#[derive(Default)]
+/// What the tenants have used of their rate, held to their policies.
 pub struct Admission {
-    quotas: Mutex<HashMap<TenantId, RunQuotas>>,
+    policies: Arc<Policies>,
     windows: Mutex<HashMap<TenantId, RateWindow>>,
 }
 
 impl Admission {
-    pub fn set(&self, tenant: &TenantId, quotas: RunQuotas) {
-        lock(&self.quotas).insert(tenant.clone(), quotas);
+    pub fn new(policies: Arc<Policies>) -> Self {
+        Self {
+            policies,
+            windows: Mutex::default(),
+        }
     }
 
-    pub fn quotas(&self, tenant: &TenantId) -> RunQuotas {
-        lock(&self.quotas).get(tenant).copied().unwrap_or_default()
+    fn quotas(&self, tenant: &TenantId) -> RunQuotas {
+        self.policies.of(tenant).runs
     }
 
     /// Admits one new run of `tenant`, which has `active` runs now, or
@@ -145,20 +148,31 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::HostConfig;
+    use crate::policy::TenantPolicy;
 
     fn tenant() -> TenantId {
         TenantId::new("acme").expect("a valid id")
     }
 
+    fn admission() -> (Admission, Arc<Policies>) {
+        let policies = Arc::new(Policies::new(TenantPolicy::default_for(&HostConfig::new())));
+        (Admission::new(policies.clone()), policies)
+    }
+
     #[test]
     fn runs_are_admitted_up_to_the_active_and_rate_quotas() {
-        let admission = Admission::default();
-        admission.set(
+        let (admission, policies) = admission();
+        let runs = RunQuotas {
+            max_active_runs: 5,
+            max_new_runs_per_minute: 3,
+            ..RunQuotas::default()
+        };
+        policies.set(
             &tenant(),
-            RunQuotas {
-                max_active_runs: 5,
-                max_new_runs_per_minute: 3,
-                ..RunQuotas::default()
+            TenantPolicy {
+                runs,
+                ..TenantPolicy::default_for(&HostConfig::new())
             },
         );
         assert_eq!(admission.admit(&tenant(), 5), Err(Refusal::ActiveRuns { limit: 5 }));
@@ -178,7 +192,7 @@ mod tests {
 
     #[test]
     fn children_are_bounded_in_depth_and_number() {
-        let admission = Admission::default();
+        let (admission, _) = admission();
         let limits = RunQuotas::default();
         admission
             .admit_child(&tenant(), limits.max_child_depth - 1, 0)

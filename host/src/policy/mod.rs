@@ -1,0 +1,159 @@
+//! Each tenant's policy: what its runs, steps and components may use, in
+//! the types the runtime enforces them with, and where each is enforced.
+//!
+//! A [`TenantPolicy`] is built from the tenants file
+//! ([`Quotas::policy`](crate::tenancy::Quotas::policy)) or by a library
+//! user, and handed to [`Runtime::set_policy`](crate::runtime::Runtime::set_policy)
+//! (or [`Runtime::follow_tenants`](crate::runtime::Runtime::follow_tenants),
+//! which also follows the file's changes).
+//!
+//! Invariant: every quota is held by the runtime, whoever calls it (the HTTP
+//! API, the CLI, an embedder), so no caller can skip one:
+//! - runs: [`admission`] (active runs, runs a minute, children's depth and
+//!   number) and the daily fuel budget (`runtime::usage`);
+//! - payloads: [`TenantPolicy::check_payload`], on every input, signal and
+//!   schedule input;
+//! - components: [`components`] (size, count, stored bytes, compile time);
+//! - steps: [`StepLimits`], the ceiling a step call's options can only
+//!   lower, and [`Outbound`], the origins its HTTP requests may reach;
+//! - retention: how long finished runs are kept (`runtime::retention`).
+//!
+//! A tenant without a policy of its own gets the host's default, built from
+//! its [`HostConfig`].
+
+pub mod admission;
+pub mod components;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use admission::{Admission, Refusal, RunQuotas};
+pub use components::{ComponentQuotas, OverQuota, Uploads};
+
+use crate::config::{HostConfig, StepLimits};
+use crate::egress::Outbound;
+use crate::shared_map::lock;
+use crate::store::TenantId;
+
+/// What one tenant may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantPolicy {
+    /// The most one step attempt may use (fuel, memory, time, output,
+    /// scratch, retries, HTTP).
+    pub steps: StepLimits,
+    /// The origins its steps and webhooks may send HTTP requests to.
+    pub outbound: Arc<Outbound>,
+    /// The runs it may start.
+    pub runs: RunQuotas,
+    /// The components it may store.
+    pub components: ComponentQuotas,
+    /// Bytes of one input, signal payload or schedule input.
+    pub max_payload_bytes: usize,
+    /// How long its finished runs are kept (`None`: for ever).
+    pub retention: Option<Duration>,
+    /// Fuel its step attempts may burn a UTC day, over every host (`None`:
+    /// no daily budget).
+    pub fuel_per_day: Option<u64>,
+}
+
+/// Bytes of one payload a tenant may send, unless its policy says otherwise.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+impl TenantPolicy {
+    /// The policy of a tenant the host was told nothing about: the host's
+    /// step limits, no outgoing HTTP, the default quotas, runs kept for
+    /// ever, no daily fuel budget.
+    pub fn default_for(config: &HostConfig) -> Self {
+        Self {
+            steps: config.step,
+            outbound: Arc::default(),
+            runs: RunQuotas::default(),
+            components: ComponentQuotas::default(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            retention: None,
+            fuel_per_day: None,
+        }
+    }
+
+    /// Refuses a payload (`what`: "the input", "the payload") over
+    /// [`max_payload_bytes`](Self::max_payload_bytes).
+    pub fn check_payload(&self, what: &str, size: usize) -> Result<(), OverQuota> {
+        if size > self.max_payload_bytes {
+            return Err(OverQuota::Payload {
+                what: what.to_owned(),
+                size,
+                limit: self.max_payload_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Every tenant's policy on this host, and the default for the rest.
+pub struct Policies {
+    default: Arc<TenantPolicy>,
+    by_tenant: Mutex<HashMap<TenantId, Arc<TenantPolicy>>>,
+}
+
+impl Policies {
+    pub fn new(default: TenantPolicy) -> Self {
+        Self {
+            default: Arc::new(default),
+            by_tenant: Mutex::default(),
+        }
+    }
+
+    /// Holds `tenant` to `policy` from now on.
+    pub fn set(&self, tenant: &TenantId, policy: TenantPolicy) {
+        lock(&self.by_tenant).insert(tenant.clone(), Arc::new(policy));
+    }
+
+    /// The policy `tenant` is held to now.
+    pub fn of(&self, tenant: &TenantId) -> Arc<TenantPolicy> {
+        lock(&self.by_tenant)
+            .get(tenant)
+            .cloned()
+            .unwrap_or_else(|| self.default.clone())
+    }
+
+    /// The tenants whose finished runs are deleted after a while, and
+    /// that while.
+    pub fn retentions(&self) -> Vec<(TenantId, Duration)> {
+        lock(&self.by_tenant)
+            .iter()
+            .filter_map(|(tenant, policy)| Some((tenant.clone(), policy.retention?)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_without_a_policy_gets_the_default_and_one_set_replaces_it() {
+        let config = HostConfig::new();
+        let policies = Policies::new(TenantPolicy::default_for(&config));
+        let acme = TenantId::new("acme").expect("a valid id");
+        assert_eq!(policies.of(&acme).steps, config.step);
+        assert!(policies.retentions().is_empty());
+
+        let kept = TenantPolicy {
+            retention: Some(Duration::from_secs(60)),
+            max_payload_bytes: 10,
+            ..TenantPolicy::default_for(&config)
+        };
+        policies.set(&acme, kept);
+        assert_eq!(policies.retentions(), vec![(acme.clone(), Duration::from_secs(60))]);
+        let policy = policies.of(&acme);
+        assert!(policy.check_payload("the input", 10).is_ok());
+        let refused = policy.check_payload("the input", 11).expect_err("one byte over");
+        assert_eq!(
+            refused.to_string(),
+            "the input is 11 bytes; this tenant's quota allows at most 10: send less, or ask the operator for a larger quota"
+        );
+        let other = TenantId::new("globex").expect("a valid id");
+        assert_eq!(policies.of(&other).max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES);
+    }
+}
