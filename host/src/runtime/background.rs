@@ -12,7 +12,6 @@
 //! Builds with debug assertions check the two agree at every wait.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,14 +30,10 @@ type RunKey = (TenantId, RunId);
 const STORE_WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// The runs being driven in the background, each with where its driving
-/// stands; and the step calls in flight, which a shutdown lets finish.
+/// stands.
 #[derive(Default)]
 pub struct Background {
     running: Mutex<HashMap<RunKey, watch::Sender<Driving>>>,
-    /// Step calls started and not yet journaled.
-    steps_in_flight: watch::Sender<usize>,
-    /// Set when shutting down: no new step call starts.
-    draining: AtomicBool,
     /// The final statuses of runs driven here that ended lately.
     pub(super) ended: RecentlyEnded,
 }
@@ -62,29 +57,6 @@ pub(super) async fn driving_ended(mut driving: watch::Receiver<Driving>) -> Opti
     {
         Driving::Ended(status) => status.clone(),
         Driving::Going => None,
-    }
-}
-
-/// Marks one step call in flight for as long as it lives.
-pub struct InFlight<'a>(&'a watch::Sender<usize>);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.send_modify(|count| *count -= 1);
-    }
-}
-
-impl Background {
-    /// Registers a step call about to start. While draining, it waits
-    /// forever instead: it is not journaled, so it runs after the restart.
-    pub async fn step_starting(&self) -> InFlight<'_> {
-        self.steps_in_flight.send_modify(|count| *count += 1);
-        let in_flight = InFlight(&self.steps_in_flight);
-        if self.draining.load(Ordering::SeqCst) {
-            drop(in_flight);
-            return std::future::pending().await;
-        }
-        in_flight
     }
 }
 
@@ -170,11 +142,7 @@ impl Runtime {
     /// their results, for at most `grace`: what a clean shutdown needs.
     /// Returns how many were still in flight when it gave up.
     pub async fn drain(&self, grace: Duration) -> usize {
-        let background = &self.host.background;
-        background.draining.store(true, Ordering::SeqCst);
-        let mut in_flight = background.steps_in_flight.subscribe();
-        let _ = tokio::time::timeout(grace, in_flight.wait_for(|count| *count == 0)).await;
-        *in_flight.borrow()
+        self.host.steps.in_flight.drain(grace).await
     }
 
     /// Drives in the background every unfinished run of the tenant that no

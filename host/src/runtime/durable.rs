@@ -212,7 +212,7 @@ impl WorkflowState {
     /// that it outlives an eviction.
     fn launch(&mut self, handle: u32, step: StepCall, launch: Launch) -> Shared<BoxFuture<'static, StepResult>> {
         let (seq, call) = (step.seq, step.call.clone());
-        let execution = step_call::execute(self.run.host.clone(), self.run.records.clone(), step);
+        let execution = step_call::execute(self.run.host.steps.clone(), self.run.records.clone(), step);
         let execution = tracing::Instrument::in_current_span(execution);
         if let Launch::Awaited = launch {
             return execution.boxed().shared();

@@ -46,6 +46,7 @@ mod search;
 mod stand_in;
 mod status;
 mod step_call;
+mod step_host;
 mod step_target;
 mod submit;
 mod tenants;
@@ -276,8 +277,8 @@ pub enum Progress {
 pub struct Host {
     pub config: HostConfig,
     pub storage: Storage,
-    pub components: Components,
-    pub metrics: Metrics,
+    pub components: Arc<Components>,
+    pub metrics: Arc<Metrics>,
     /// This host among those sharing the store: its lease and claims.
     pub cluster: Arc<Cluster>,
     /// Tenants' secrets, sealed in the store.
@@ -295,7 +296,7 @@ pub struct Host {
     /// Each tenant's uploads, checked one at a time.
     uploads: Uploads,
     /// What each tenant used per day, and its fuel budget.
-    usage: usage::Usage,
+    usage: Arc<usage::Usage>,
     /// The tenants whose runs this host recovers, schedules it fires and
     /// notifications it sends (see [`Runtime::serve_tenants`]).
     served: tokio::sync::watch::Sender<BTreeSet<TenantId>>,
@@ -309,8 +310,8 @@ pub struct Host {
     background: background::Background,
     in_flight: in_flight::InFlightSteps,
     fresh: fresh::FreshRuns,
-    /// What answers step attempts in place of the steps, under test.
-    stand_in: Option<Arc<dyn StepStandIn>>,
+    /// What step calls see of this host.
+    steps: Arc<step_host::StepHost>,
 }
 
 /// One run being executed: its records and the components it may use.
@@ -418,18 +419,33 @@ impl Runtime {
         let engines = Engines::new(&config)?;
         let egress = Arc::new(Egress::new(&config.egress)?);
         let budget = config.loaded_components_bytes;
-        let components = Components::within(engines, cache, budget);
+        let components = Arc::new(Components::within(engines, cache, budget));
         let me = config.host_id.clone().unwrap_or_else(HostId::fresh);
         let cluster = Cluster::new(&storage, me, &config.lease, config.wait.wakeup_poll_interval);
         let secrets = Secrets::new(storage.clone());
         let schedules = Schedules::new(storage.clone());
         let policies = Arc::new(Policies::new(TenantPolicy::default_for(&config)));
-        let usage = usage::Usage::new(storage.clone(), cluster.me().clone(), policies.clone());
+        let usage = Arc::new(usage::Usage::new(
+            storage.clone(),
+            cluster.me().clone(),
+            policies.clone(),
+        ));
+        let metrics = Arc::new(Metrics::default());
+        let steps = Arc::new(step_host::StepHost {
+            components: components.clone(),
+            usage: usage.clone(),
+            metrics: metrics.clone(),
+            egress: egress.clone(),
+            stand_in,
+            scratch_root: config.scratch_root.clone(),
+            eviction_threshold: config.wait.step_eviction_threshold,
+            in_flight: step_host::StepsInFlight::default(),
+        });
         let host = Host {
             config,
             storage,
             components,
-            metrics: Metrics::default(),
+            metrics,
             cluster,
             secrets,
             schedules,
@@ -447,7 +463,7 @@ impl Runtime {
             background: background::Background::default(),
             in_flight: in_flight::InFlightSteps::default(),
             fresh: fresh::FreshRuns::default(),
-            stand_in,
+            steps,
         };
         Ok(Self { host: Arc::new(host) })
     }

@@ -1,14 +1,17 @@
 //! Running one step call for real: attempts in fresh sandboxes, under the
 //! call's retry policy, with every failed attempt journaled so a crash
 //! mid-retry resumes the count; then the entry that makes the result durable.
+//! A call sees its host only as a [`StepHost`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
 
+use super::DayUsage;
 use super::retry::RetryPolicy;
 use super::stand_in::{AttemptCall, StandIn, taking};
+use super::step_host::StepHost;
 use super::step_target::StepTarget;
 use super::workflow::{StepDone, StepResult, StepUnfinished};
 use crate::clock::{millis, now_ms};
@@ -17,7 +20,6 @@ use crate::contract::bindings::{StepError, StepErrorKind, StepOptions};
 use crate::egress::Outbound;
 use crate::guest_log::{Level, LogWriter, RunLog};
 use crate::journal::{AttemptRecord, Call, Entry, Recorded, RunRecords};
-use crate::runtime::{DayUsage, Host};
 use crate::sandbox::{AttemptFailure, Reach, Role, Serving, StepProgram, checked_output, kind_name, run_attempt};
 use crate::secrets::OpenedSecrets;
 use crate::telemetry::spans;
@@ -49,7 +51,7 @@ pub struct StepCall {
 /// before this returns: the workflow never acts on an unrecorded result.
 /// A step that outlived the execution that started it stores the log lines
 /// it wrote since then.
-pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
+pub async fn execute(host: Arc<StepHost>, records: RunRecords, step: StepCall) -> StepResult {
     let span = spans::step_call(records.store().tenant(), records.run_id(), step.seq, &step.call.name);
     let ending = spans::Ending::of(&span);
     let done = journaled_result(host, records, step).instrument(span.clone()).await;
@@ -63,8 +65,8 @@ pub async fn execute(host: Arc<Host>, records: RunRecords, step: StepCall) -> St
 }
 
 /// The attempts of `step` until one is final, then its journal entry.
-async fn journaled_result(host: Arc<Host>, records: RunRecords, step: StepCall) -> StepResult {
-    let _in_flight = host.background.step_starting().await;
+async fn journaled_result(host: Arc<StepHost>, records: RunRecords, step: StepCall) -> StepResult {
+    let _in_flight = host.in_flight.starting().await;
     let result = journaled(&host, &records, &step).await;
     if step.log.is_closed() {
         super::logs::store(&records, &step.log).await;
@@ -72,7 +74,7 @@ async fn journaled_result(host: Arc<Host>, records: RunRecords, step: StepCall) 
     result
 }
 
-async fn journaled(host: &Host, records: &RunRecords, step: &StepCall) -> StepResult {
+async fn journaled(host: &StepHost, records: &RunRecords, step: &StepCall) -> StepResult {
     let started_at_ms = now_ms();
     let Attempted {
         result,
@@ -119,7 +121,11 @@ struct Attempted {
     last_started_at_ms: u64,
 }
 
-async fn attempt_until_done(host: &Host, records: &RunRecords, step: &StepCall) -> Result<Attempted, StepUnfinished> {
+async fn attempt_until_done(
+    host: &StepHost,
+    records: &RunRecords,
+    step: &StepCall,
+) -> Result<Attempted, StepUnfinished> {
     let policy = RetryPolicy::from_options(&step.options, &step.limits.retry);
     let earlier = if step.resumes_attempts {
         records.attempts(step.seq).await.map_err(journal)?
@@ -221,7 +227,7 @@ struct RealStep {
 impl RealStep {
     /// The step `step` calls, or the final error of a call whose step is
     /// unknown or cannot be compiled.
-    async fn load(host: &Host, step: &StepCall) -> Result<Self, StepError> {
+    async fn load(host: &StepHost, step: &StepCall) -> Result<Self, StepError> {
         let (component, name) = step.target.as_ref().map_err(|why| unknown_step(&step.call.name, why))?;
         let program = host
             .components
@@ -241,7 +247,7 @@ impl RealStep {
     /// nothing.
     async fn attempt(
         &self,
-        host: &Host,
+        host: &StepHost,
         records: &RunRecords,
         step: &StepCall,
         attempt: u32,
@@ -263,7 +269,7 @@ impl RealStep {
         let running = host.metrics.attempt_running(tenant);
         let reach = Reach {
             log: step.log.clone(),
-            scratch_root: step.limits.scratch_dir.then_some(host.config.scratch_root.as_path()),
+            scratch_root: step.limits.scratch_dir.then_some(host.scratch_root.as_path()),
             egress: host.egress.clone(),
             outbound: step.outbound.clone(),
             secrets: step.secrets.clone(),
@@ -306,9 +312,9 @@ impl RealStep {
 /// wait is short; a longer one ends the call unfinished, to be retried when
 /// the run is executed again after that time (the failed attempts are
 /// recorded), so no task or instance waits through a long backoff.
-async fn wait_for_retry(host: &Host, retry_at_ms: u64) -> Result<(), StepUnfinished> {
+async fn wait_for_retry(host: &StepHost, retry_at_ms: u64) -> Result<(), StepUnfinished> {
     let wait = Duration::from_millis(retry_at_ms.saturating_sub(now_ms()));
-    if wait > host.config.wait.step_eviction_threshold {
+    if wait > host.eviction_threshold {
         return Err(StepUnfinished::RetryAt(retry_at_ms));
     }
     tokio::time::sleep(wait).await;
