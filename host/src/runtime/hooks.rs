@@ -14,7 +14,8 @@
 //! redirect is followed (a 3xx is a failed try, logged with its
 //! `Location`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,13 +24,16 @@ use http_body_util::Full;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use tokio::sync::{Notify, watch};
 
-use super::{RunError, Runtime};
-use crate::clock::millis;
-use crate::clock::now_ms;
-use crate::egress::{Refusal, SendError, Timeouts, origin_of};
+use super::RunError;
+use crate::clock::{millis, now_ms};
+use crate::egress::{Egress, Refusal, SendError, Timeouts, origin_of};
 use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
-use crate::store::{RunId, SecretName, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
+use crate::metrics::Metrics;
+use crate::policy::Policies;
+use crate::secrets::Secrets;
+use crate::store::{RunId, SecretName, Storage, StoreKey, TenantId, TenantStore, outbox_entry, outbox_key};
 
 /// The tenant's secret the messages are signed with.
 pub const SIGNING_KEY_SECRET: &str = "notify-signing-key";
@@ -99,11 +103,39 @@ fn backoff(attempts: u32) -> Duration {
         .min(MAX_BACKOFF)
 }
 
-impl Runtime {
+/// Every tenant's outbox of notifications, and what sends them.
+pub struct Hooks {
+    storage: Storage,
+    secrets: Arc<Secrets>,
+    policies: Arc<Policies>,
+    egress: Arc<Egress>,
+    metrics: Arc<Metrics>,
+    /// Rung when a run with a `notify` URL ends.
+    bell: Notify,
+}
+
+impl Hooks {
+    pub(super) fn new(
+        storage: Storage,
+        secrets: Arc<Secrets>,
+        policies: Arc<Policies>,
+        egress: Arc<Egress>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            storage,
+            secrets,
+            policies,
+            egress,
+            metrics,
+            bell: Notify::new(),
+        }
+    }
+
     /// Checks a run's `notify` URL before it is submitted: a URL, at most
     /// [`MAX_URL_BYTES`], its origin on the tenant's allowlist, and the
     /// tenant's signing key set.
-    pub(super) async fn check_notify(&self, tenant: &TenantId, url: &str) -> Result<(), RunError> {
+    pub(super) async fn check(&self, tenant: &TenantId, url: &str) -> Result<(), RunError> {
         let invalid = |why: String| RunError::InvalidNotify(why);
         if url.len() > MAX_URL_BYTES {
             return Err(invalid(format!("the notify URL is over {MAX_URL_BYTES} bytes")));
@@ -111,15 +143,15 @@ impl Runtime {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| invalid(format!("the notify URL is not a URL: {e}")))?;
-        if !self.policy(tenant).outbound.allows(&uri) {
+        if !self.policies.of(tenant).outbound.allows(&uri) {
             let refusal = Refusal::Origin {
                 origin: origin_of(&uri),
             };
-            let allow = self.host.egress.setting().how_to_allow(&refusal);
+            let allow = self.egress.setting().how_to_allow(&refusal);
             return Err(invalid(format!("the notify URL's origin: {refusal}: {allow} first")));
         }
         let key = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
-        if self.host.secrets.value(tenant, &key).await?.is_none() {
+        if self.secrets.value(tenant, &key).await?.is_none() {
             return Err(invalid(format!(
                 "the tenant has no secret `{SIGNING_KEY_SECRET}` to sign notifications with: set it first (`stepstone secret set {SIGNING_KEY_SECRET}`)"
             )));
@@ -128,7 +160,7 @@ impl Runtime {
     }
 
     /// Puts the notification of a run about to be created in the outbox.
-    pub(super) async fn enqueue_notify(&self, store: &TenantStore, run: &RunId, url: &str) -> Result<(), RunError> {
+    pub(super) async fn enqueue(&self, store: &TenantStore, run: &RunId, url: &str) -> Result<(), RunError> {
         let entry = Notification {
             url: url.to_owned(),
             ended: false,
@@ -142,7 +174,7 @@ impl Runtime {
     /// the sender; drops that of a generation that continued as new (only
     /// the chain's last one notifies, through its own entry). A failure is
     /// logged: the sender finds the end itself.
-    pub(super) async fn notify_ended(&self, store: &TenantStore, record: &RunRecord, outcome: &Outcome) {
+    pub(super) async fn ended(&self, store: &TenantStore, record: &RunRecord, outcome: &Outcome) {
         if record.notify.is_none() {
             return;
         }
@@ -166,24 +198,25 @@ impl Runtime {
         if let Err(e) = marked.await {
             tracing::warn!(run = %record.run_id, "cannot mark the run's notification due; it is found later: {e}");
         }
-        self.host.hooks_bell.notify_one();
+        self.bell.notify_one();
     }
 
-    /// Sends the notifications of the served tenants' ended runs from a
-    /// background task, for as long as the process lives.
-    pub fn deliver_notifications(&self) {
-        let runtime = self.clone();
+    /// Sends the notifications of the ended runs of the tenants `served`
+    /// names (as it changes) from a background task, for as long as the
+    /// process lives.
+    pub(super) fn deliver(self: &Arc<Self>, served: watch::Receiver<BTreeSet<TenantId>>) {
+        let hooks = self.clone();
         tokio::spawn(async move {
             let mut known: HashMap<TenantId, Known> = HashMap::new();
             let mut checked_unended_at: Option<tokio::time::Instant> = None;
             loop {
                 let check_unended = checked_unended_at.is_none_or(|at| at.elapsed() >= CHECK_UNENDED_EVERY);
                 let mut wake = POLL;
-                let tenants = runtime.served();
+                let tenants = served.borrow().clone();
                 known.retain(|tenant, _| tenants.contains(tenant));
                 for tenant in &tenants {
                     let known = known.entry(tenant.clone()).or_default();
-                    match runtime.deliver_due(tenant, known, check_unended).await {
+                    match hooks.deliver_due(tenant, known, check_unended).await {
                         Ok(Some(next_ms)) => {
                             wake = wake.min(Duration::from_millis(next_ms.saturating_sub(now_ms())));
                         }
@@ -196,7 +229,7 @@ impl Runtime {
                 }
                 tokio::select! {
                     () = tokio::time::sleep(wake) => {}
-                    () = runtime.host.hooks_bell.notified() => {}
+                    () = hooks.bell.notified() => {}
                 }
             }
         });
@@ -211,7 +244,7 @@ impl Runtime {
         known: &mut Known,
         check_unended: bool,
     ) -> Result<Option<u64>, RunError> {
-        let store = self.host.storage.tenant(tenant);
+        let store = self.storage.tenant(tenant);
         let listed = store.versions(&outbox_key()).await?;
         known.retain(|key, _| listed.iter().any(|(listed, _)| listed == key));
         let mut next: Option<u64> = None;
@@ -270,18 +303,18 @@ impl Runtime {
         match sent {
             Ok(()) => {
                 tracing::info!(%tenant, %run, attempts = entry.attempts, "notification delivered");
-                self.host.metrics.notification(tenant, "delivered");
+                self.metrics.notification(tenant, "delivered");
                 return Ok(store.delete(key).await?);
             }
             Err(why) if entry.attempts >= MAX_ATTEMPTS => {
                 tracing::error!(%tenant, %run, attempts = entry.attempts, "notification given up: {why}");
-                self.host.metrics.notification(tenant, "given-up");
+                self.metrics.notification(tenant, "given-up");
                 return Ok(store.delete(key).await?);
             }
             Err(why) => {
                 let wait = backoff(entry.attempts);
                 tracing::warn!(%tenant, %run, attempts = entry.attempts, retry_in_ms = millis(wait), "notification not delivered; trying again: {why}");
-                self.host.metrics.notification(tenant, "failed");
+                self.metrics.notification(tenant, "failed");
                 entry.next_attempt_ms = now_ms().saturating_add(millis(wait));
             }
         }
@@ -295,7 +328,7 @@ impl Runtime {
         let uri: http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
         let origin = origin_of(&uri);
         let name = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
-        let key = match self.host.secrets.value(tenant, &name).await {
+        let key = match self.secrets.value(tenant, &name).await {
             Ok(Some(key)) => key,
             Ok(None) => return Err(format!("the tenant's secret `{SIGNING_KEY_SECRET}` is gone")),
             Err(e) => return Err(e.to_string()),
@@ -313,12 +346,12 @@ impl Runtime {
             first_byte: SEND_TIMEOUT,
             between_bytes: SEND_TIMEOUT,
         };
-        let allowed = self.policy(tenant).outbound.clone();
-        let sent = self.host.egress.send(&allowed, request, timeouts);
+        let allowed = self.policies.of(tenant).outbound.clone();
+        let sent = self.egress.send(&allowed, request, timeouts);
         let (answer, _connection) = match tokio::time::timeout(SEND_TIMEOUT, sent).await {
             Err(_) => return Err(format!("{origin} did not answer within {SEND_TIMEOUT:?}")),
             Ok(Err(SendError::Refused(refusal))) => {
-                let allow = self.host.egress.setting().how_to_allow(&refusal);
+                let allow = self.egress.setting().how_to_allow(&refusal);
                 return Err(format!("{refusal}: {allow}"));
             }
             Ok(Err(SendError::Http(e))) => return Err(format!("{origin}: {e}")),

@@ -282,7 +282,7 @@ pub struct Host {
     /// This host among those sharing the store: its lease and claims.
     pub cluster: Arc<Cluster>,
     /// Tenants' secrets, sealed in the store.
-    pub secrets: Secrets,
+    pub secrets: Arc<Secrets>,
     /// Tenants' cron schedules, in the store.
     pub schedules: Schedules,
     /// Workflow programs by component digest, within the same budget as
@@ -290,8 +290,6 @@ pub struct Host {
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
     /// What each tenant may use.
     policies: Arc<Policies>,
-    /// The way out for whatever tenants send: steps' requests, webhooks.
-    egress: Arc<Egress>,
     admission: Admission,
     /// Each tenant's uploads, checked one at a time.
     uploads: Uploads,
@@ -300,8 +298,8 @@ pub struct Host {
     /// The tenants whose runs this host recovers, schedules it fires and
     /// notifications it sends (see [`Runtime::serve_tenants`]).
     served: tokio::sync::watch::Sender<BTreeSet<TenantId>>,
-    /// Rung when a run with a `notify` URL ends.
-    hooks_bell: tokio::sync::Notify,
+    /// Completion hooks: the outboxes and their sender.
+    hooks: Arc<hooks::Hooks>,
     /// Rung when a place of a concurrency key is freed here.
     place_bells: concurrency::PlaceBells,
     /// When each run created here was created: never twice the same.
@@ -422,7 +420,7 @@ impl Runtime {
         let components = Arc::new(Components::within(engines, cache, budget));
         let me = config.host_id.clone().unwrap_or_else(HostId::fresh);
         let cluster = Cluster::new(&storage, me, &config.lease, config.wait.wakeup_poll_interval);
-        let secrets = Secrets::new(storage.clone());
+        let secrets = Arc::new(Secrets::new(storage.clone()));
         let schedules = Schedules::new(storage.clone());
         let policies = Arc::new(Policies::new(TenantPolicy::default_for(&config)));
         let usage = Arc::new(usage::Usage::new(
@@ -441,6 +439,13 @@ impl Runtime {
             eviction_threshold: config.wait.step_eviction_threshold,
             in_flight: step_host::StepsInFlight::default(),
         });
+        let hooks = Arc::new(hooks::Hooks::new(
+            storage.clone(),
+            secrets.clone(),
+            policies.clone(),
+            egress.clone(),
+            metrics.clone(),
+        ));
         let host = Host {
             config,
             storage,
@@ -452,11 +457,10 @@ impl Runtime {
             programs: ByteBudgetCache::new(budget, 256),
             admission: Admission::new(policies.clone()),
             policies,
-            egress,
             uploads: Uploads::default(),
             usage,
             served: tokio::sync::watch::Sender::default(),
-            hooks_bell: tokio::sync::Notify::new(),
+            hooks,
             place_bells: concurrency::PlaceBells::default(),
             creation: crate::clock::CreationClock::default(),
             controls: Controls::default(),
@@ -503,6 +507,12 @@ impl Runtime {
     /// Sees each change of the tenants served.
     pub(crate) fn served_changes(&self) -> tokio::sync::watch::Receiver<BTreeSet<TenantId>> {
         self.host.served.subscribe()
+    }
+
+    /// Sends the notifications of the served tenants' ended runs from a
+    /// background task, for as long as the process lives.
+    pub fn deliver_notifications(&self) {
+        self.host.hooks.deliver(self.served_changes());
     }
 
     /// Tenants' secrets: set and list them here; steps read them.
@@ -758,7 +768,7 @@ impl Runtime {
         self.host.cluster.release(tenant, &record.run_id);
         self.count_finished(tenant, outcome);
         self.leave_place(records.store(), record).await;
-        self.notify_ended(records.store(), record, outcome).await;
+        self.host.hooks.ended(records.store(), record, outcome).await;
     }
 
     fn count_finished(&self, tenant: &TenantId, outcome: &Outcome) {

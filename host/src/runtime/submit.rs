@@ -259,7 +259,7 @@ impl Runtime {
         let created_at_ms = created_at_us / 1_000;
         let (start_at_ms, deadline_ms) = run_times(&submission, created_at_ms)?;
         if let Some(url) = &submission.notify {
-            self.check_notify(tenant, url).await?;
+            self.host.hooks.check(tenant, url).await?;
         }
         let priority = u8::try_from(submission.priority)
             .ok()
@@ -316,7 +316,7 @@ impl Runtime {
         if let Some(url) = &record.notify
             && new_run
         {
-            self.enqueue_notify(records.store(), &run_id, url).await?;
+            self.host.hooks.enqueue(records.store(), &run_id, url).await?;
         }
         super::search::index(records.store(), &record).await?;
         match records.create_run(&record).await {
