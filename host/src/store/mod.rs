@@ -36,10 +36,14 @@ pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, Inva
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
-    TenantId, WorkflowName, chain_key, component_key, component_name_key, component_names_key, component_version_key,
-    component_versions_key, components_key, finished_key, finished_marker, group_key, keys_of, outbox_entry,
-    outbox_key, parse_finished_marker, parse_place_generation, parse_ticket, place_generation, places_key, runs_key,
-    schedule_key, schedules_key, ticket, tickets_key, unfinished_index_complete, unfinished_key, unfinished_marker,
+    TenantId, WorkflowName, keys_of, place_generation, unfinished_key, unfinished_marker,
+};
+// Where each object of the layout lives is the store's own business.
+pub(crate) use keys::{
+    chain_key, component_key, component_name_key, component_names_key, component_version_key, component_versions_key,
+    components_key, finished_key, finished_marker, group_key, outbox_entry, outbox_key, parse_finished_marker,
+    parse_place_generation, parse_ticket, places_key, runs_key, schedule_key, schedules_key, ticket, tickets_key,
+    unfinished_index_complete,
 };
 pub use local::{Durability, LocalStore, UnknownDurability};
 pub use object_store::path::Path as StoreKey;
