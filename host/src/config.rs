@@ -15,10 +15,16 @@ use crate::egress::EgressConfig;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryLimits {
     /// Attempts one step call may make.
+    ///
+    /// Default: 100.
     pub max_attempts: u32,
     /// The shortest wait between two attempts.
+    ///
+    /// Default: 100 ms.
     pub min_backoff: Duration,
     /// The longest wait between two attempts.
+    ///
+    /// Default: 24 h.
     pub max_backoff: Duration,
 }
 
@@ -38,20 +44,34 @@ impl Default for RetryLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepLimits {
     /// Fuel one attempt may burn (about one unit per WebAssembly instruction).
+    ///
+    /// Default: 100,000,000,000.
     pub fuel: u64,
     /// Linear memory one attempt may grow to, in bytes.
+    ///
+    /// Default: 256 MiB.
     pub memory_bytes: usize,
     /// Table elements one attempt may grow to.
+    ///
+    /// Default: 100,000.
     pub table_elements: usize,
     /// Wall-clock time one attempt may take.
+    ///
+    /// Default: 60 s.
     pub timeout: Duration,
     /// Size of a step's output, in bytes.
+    ///
+    /// Default: 1 MiB.
     pub max_output_bytes: usize,
     /// Whether each attempt gets a fresh scratch directory, preopened as
     /// `/scratch` and removed after the attempt (a tenant's policy).
+    ///
+    /// Default: `false`.
     pub scratch_dir: bool,
     /// What one attempt may write into its scratch directory, in bytes
     /// (see `sandbox::ScratchBudget` for what a write costs).
+    ///
+    /// Default: 64 MiB.
     pub scratch_bytes: u64,
     /// Bounds on the call's retry policy.
     pub retry: RetryLimits,
@@ -63,14 +83,24 @@ pub struct StepLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
     /// Requests one attempt may send.
+    ///
+    /// Default: 100.
     pub max_requests: u32,
     /// Bytes of one request's body.
+    ///
+    /// Default: 1 MiB.
     pub max_request_bytes: u64,
     /// Bytes of one response's body.
+    ///
+    /// Default: 16 MiB.
     pub max_response_bytes: u64,
     /// How long a connection may take to open.
+    ///
+    /// Default: 5 s.
     pub connect_timeout: Duration,
     /// How long the first byte of a response, and each next one, may take.
+    ///
+    /// Default: 30 s.
     pub first_byte_timeout: Duration,
 }
 
@@ -162,14 +192,24 @@ impl StepLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkflowLimits {
     /// Fuel one activation may burn.
+    ///
+    /// Default: 1,000,000,000.
     pub activation_fuel: u64,
     /// Wall-clock time one activation may take.
+    ///
+    /// Default: 10 s.
     pub activation_timeout: Duration,
     /// Linear memory the workflow instance may grow to, in bytes.
+    ///
+    /// Default: 256 MiB.
     pub memory_bytes: usize,
     /// Table elements the workflow instance may grow to.
+    ///
+    /// Default: 100,000.
     pub table_elements: usize,
     /// Size of a run's input, a step's input or a workflow's output, in bytes.
+    ///
+    /// Default: 1 MiB.
     pub max_payload_bytes: usize,
 }
 
@@ -189,16 +229,24 @@ impl Default for WorkflowLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
     /// Durable calls one run may journal.
+    ///
+    /// Default: 100,000.
     pub max_journal_entries: u64,
     /// Signals waiting, untaken, for one run.
+    ///
+    /// Default: 1,000.
     pub max_buffered_signals: usize,
     /// Bytes of guest log lines one execution of a run may write, each
     /// line counting its length plus 64 (what keeping it costs); the rest
     /// is dropped, once, with a warning.
+    ///
+    /// Default: 1 MiB.
     pub max_log_bytes: usize,
     /// Changes one execution may ask `patched` about (each answer is kept
     /// in memory for the execution, a `false` one without a journal entry
     /// to bound it).
+    ///
+    /// Default: 1,000.
     pub max_patch_changes: usize,
 }
 
@@ -222,6 +270,8 @@ pub struct SnapshotPolicy {
     /// writing; 0 writes none. A new snapshot also waits until the journal
     /// has grown by a quarter of the newest, so the snapshots of a run that
     /// suspends often add up to a few times its journal, not its square.
+    ///
+    /// Default: 256.
     pub every: u64,
 }
 
@@ -244,16 +294,24 @@ impl SnapshotPolicy {
 pub struct WaitPolicy {
     /// A run waiting longer than this drops its instance (it is evicted) and is
     /// replayed when woken, so waiting runs hold no memory.
+    ///
+    /// Default: 5 s ([`WaitPolicy::serving`]: 250 ms).
     pub eviction_threshold: Duration,
     /// A run awaiting a step longer than this drops its instance too, and
     /// the step runs on without it: no instance slot is held through a long
     /// step or its retries. Longer than `eviction_threshold`, since the
     /// step's result is usually close.
+    ///
+    /// Default: 5 s (serving: 1 s).
     pub step_eviction_threshold: Duration,
     /// How often a waiting run looks for a signal in the store.
+    ///
+    /// Default: 50 ms (serving: 30 s).
     pub signal_poll_interval: Duration,
     /// How often the host looks for the wake-ups other hosts leave it (a
     /// signal or cancellation sent through them for a run it drives).
+    ///
+    /// Default: 250 ms.
     pub wakeup_poll_interval: Duration,
 }
 
@@ -307,8 +365,12 @@ pub struct HostConfig {
     pub snapshots: SnapshotPolicy,
     pub lease: LeasePolicy,
     /// Use wasmtime's pooling allocator when the platform allows it.
+    ///
+    /// Default: `true`.
     pub pooling: bool,
     /// How many instances of each role the pool holds at once.
+    ///
+    /// Default: 256.
     pub pool_instances: u32,
     /// Bytes of each pooled linear memory kept resident between instances:
     /// the pages an instance touched are reset in place, up to this much,
@@ -317,27 +379,39 @@ pub struct HostConfig {
     /// step touches ~400 KiB, and 1 MiB here instead of 256 KiB cut its
     /// attempt by a quarter), at up to this much memory per pool slot that
     /// has held an instance.
+    ///
+    /// Default: 1 MiB.
     pub pool_memory_keep_resident: usize,
     /// Where steps' scratch directories are made.
+    ///
+    /// Default: `stepstone-scratch` in the system's temporary directory.
     pub scratch_root: PathBuf,
     /// Run steps without fuel metering: for trusted steps, whose CPU time
     /// the attempt timeout still bounds. Workflows are always metered.
+    ///
+    /// Default: `false`.
     pub unmetered_steps: bool,
     /// Bytes of components (weighed by their size) kept loaded and compiled
     /// in memory, and again of workflow programs linked from them; the
     /// least used are dropped past it, and loaded again when next used.
+    ///
+    /// Default: 1 GiB.
     pub loaded_components_bytes: u64,
     /// How tenants' requests leave the host.
     pub egress: EgressConfig,
     /// This host's id among the hosts sharing the store; `None`: a fresh
     /// one naming this process (see `cluster::HostId`). A simulation of
     /// many hosts in one process names each of them.
+    ///
+    /// Default: `None`.
     pub host_id: Option<HostId>,
     /// Run guest code without the epoch ticker, a thread that advances the
     /// engines' epochs every 5 ms of wall-clock time: guests are bounded
     /// by their fuel alone, never time out and never yield mid-code. For
     /// a simulation on virtual time, where a tick of the wall clock would
     /// make one seed play two ways; never for a host serving tenants.
+    ///
+    /// Default: `false`.
     pub untimed_guests: bool,
 }
 

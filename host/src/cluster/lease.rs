@@ -21,11 +21,15 @@ pub struct LeasePolicy {
     /// dead by the others, who take its runs over; it renews every quarter
     /// of it, and stops writing for its runs once a whole TTL passed
     /// without a renewal.
+    ///
+    /// Default: 10 s (at least [`LeasePolicy::MIN_TTL`]).
     pub ttl: Duration,
     /// How many parts per thousand this host's lease clock runs fast
     /// (below 0: slow) against the boot clock. 0 for a host serving
     /// tenants; a simulation of many hosts gives each a drift of its own
     /// (see `clock::LeaseClock`).
+    ///
+    /// Default: 0.
     pub clock_drift_permille: i32,
 }
 
