@@ -19,6 +19,20 @@ use crate::component::ComponentError;
 use crate::journal::{Call, CallKind, JournalError, Outcome, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
 
+/// What an execution may do with runs other than its own: start its
+/// children. It holds the runtime, which no other part of an execution
+/// reaches.
+#[derive(Clone)]
+pub struct ChildRuns {
+    runtime: Runtime,
+}
+
+impl ChildRuns {
+    pub(super) fn new(runtime: Runtime) -> Self {
+        Self { runtime }
+    }
+}
+
 impl RunContext {
     /// Starts child run `id` of workflow `workflow`, from `component` (a
     /// link of this run or a component name of the tenant; none for this
@@ -30,9 +44,7 @@ impl RunContext {
         input: &str,
         component: Option<&str>,
     ) -> Result<RunId, RunError> {
-        let runtime = Runtime {
-            host: self.host.clone(),
-        };
+        let runtime = &self.host.children.runtime;
         let tenant = self.records.store().tenant().clone();
         let component = match component {
             None => self.own.clone(),
@@ -139,7 +151,7 @@ impl WorkflowState {
     ) -> Result<Result<String, String>, Interruption> {
         let started_at_ms = now_ms();
         let store = self.run.records.store().clone();
-        let wait = self.run.host.config.wait;
+        let wait = self.run.host.wait;
         let waiting_since = Instant::now();
         loop {
             let records = crate::journal::RunRecords::new(store.clone(), child.clone());

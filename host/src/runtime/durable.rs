@@ -80,7 +80,7 @@ impl WorkflowState {
     /// been dropped unrecorded when its run ended).
     /// The recorded result comes with the time its entry finished.
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<(Recorded, u64)>), Interruption> {
-        let limit = self.run.host.config.run.max_journal_entries;
+        let limit = self.run.host.run_limits.max_journal_entries;
         let (seq, entry) = self.cursor.next(call)?;
         let recorded = entry.map(|entry| (entry.recorded, entry.finished_at_ms));
         // After `next`, which may have passed over patch markers.
@@ -118,7 +118,7 @@ impl WorkflowState {
 
     /// Refuses a payload over the limit; `what` names it in the refusal.
     fn check_payload(&self, payload: &str, what: impl FnOnce() -> String) -> Result<(), Interruption> {
-        let limit = self.run.host.config.workflow.max_payload_bytes;
+        let limit = self.run.host.workflow_limits.max_payload_bytes;
         if payload.len() > limit {
             return Err(Interruption::InvalidCall(format!(
                 "{} of {} bytes exceeds the payload limit of {limit} bytes",
@@ -273,7 +273,7 @@ impl WorkflowState {
 
     async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
         let step = self.started(handle)?;
-        let eviction = tokio::time::sleep(self.run.host.config.wait.step_eviction_threshold);
+        let eviction = tokio::time::sleep(self.run.host.wait.step_eviction_threshold);
         let result = if self.cancellation_seen {
             tokio::select! {
                 result = step.clone() => result,
@@ -335,7 +335,7 @@ impl WorkflowState {
     /// ended because the run was cancelled.
     async fn wait_until(&self, deadline_ms: u64) -> Result<bool, Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-        if remaining > self.run.host.config.wait.eviction_threshold {
+        if remaining > self.run.host.wait.eviction_threshold {
             return Err(Interruption::Suspend(Suspension::until(deadline_ms)));
         }
         tokio::select! {
@@ -376,7 +376,7 @@ impl WorkflowState {
         // an eviction: the entry says how long it really lasted.
         let started_at_ms = timer.started_at_ms;
         let waiting_since = Instant::now();
-        let wait = self.run.host.config.wait;
+        let wait = self.run.host.wait;
         loop {
             let (taken, next) = look;
             if let Some((key, payload)) = next {
@@ -478,7 +478,7 @@ impl WorkflowState {
             return Ok(answer);
         }
         self.patches
-            .admit(&change, self.run.host.config.run.max_patch_changes)?;
+            .admit(&change, self.run.host.run_limits.max_patch_changes)?;
         let answer = match self.cursor.patch_mark(&change) {
             PatchMark::Unmarked => false,
             PatchMark::Marked | PatchMark::Unrecorded => {

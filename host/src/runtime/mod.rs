@@ -30,6 +30,7 @@ mod concurrency;
 mod continuation;
 mod control;
 mod durable;
+mod execution_host;
 mod fresh;
 mod groups;
 mod hooks;
@@ -290,7 +291,7 @@ pub struct Host {
     programs: ByteBudgetCache<String, Arc<WorkflowProgram>>,
     /// What each tenant may use.
     policies: Arc<Policies>,
-    admission: Admission,
+    admission: Arc<Admission>,
     /// Each tenant's uploads, checked one at a time.
     uploads: Uploads,
     /// What each tenant used per day, and its fuel budget.
@@ -304,9 +305,9 @@ pub struct Host {
     place_bells: concurrency::PlaceBells,
     /// When each run created here was created: never twice the same.
     creation: crate::clock::CreationClock,
-    controls: Controls,
+    controls: Arc<Controls>,
     background: background::Background,
-    in_flight: in_flight::InFlightSteps,
+    in_flight: Arc<in_flight::InFlightSteps>,
     fresh: fresh::FreshRuns,
     /// What step calls see of this host.
     steps: Arc<step_host::StepHost>,
@@ -314,7 +315,8 @@ pub struct Host {
 
 /// One run being executed: its records and the components it may use.
 pub struct RunContext {
-    host: Arc<Host>,
+    /// What the execution sees of its host.
+    host: execution_host::ExecutionHost,
     records: RunRecords,
     own: Arc<Loaded>,
     links: BTreeMap<String, Arc<Loaded>>,
@@ -349,10 +351,14 @@ impl RunContext {
     /// `step`, ringing the run's bell once it has ended, so that the run,
     /// if it suspended awaiting the step, wakes.
     fn ringing<F: Future>(&self, step: F) -> impl Future<Output = F::Output> + use<F> {
-        let (host, tenant, run) = (self.host.clone(), self.tenant().clone(), self.records.run_id().clone());
+        let (controls, tenant, run) = (
+            self.host.controls.clone(),
+            self.tenant().clone(),
+            self.records.run_id().clone(),
+        );
         async move {
             let ended = step.await;
-            host.controls.ring(&tenant, &run);
+            controls.ring(&tenant, &run);
             ended
         }
     }
@@ -455,7 +461,7 @@ impl Runtime {
             secrets,
             schedules,
             programs: ByteBudgetCache::new(budget, 256),
-            admission: Admission::new(policies.clone()),
+            admission: Arc::new(Admission::new(policies.clone())),
             policies,
             uploads: Uploads::default(),
             usage,
@@ -463,9 +469,9 @@ impl Runtime {
             hooks,
             place_bells: concurrency::PlaceBells::default(),
             creation: crate::clock::CreationClock::default(),
-            controls: Controls::default(),
+            controls: Arc::default(),
             background: background::Background::default(),
-            in_flight: in_flight::InFlightSteps::default(),
+            in_flight: Arc::default(),
             fresh: fresh::FreshRuns::default(),
             steps,
         };
@@ -1001,7 +1007,7 @@ impl Runtime {
             records.retries().await?.into_iter().map(|(seq, _)| seq).collect()
         };
         let context = RunContext {
-            host: self.host.clone(),
+            host: self.execution_host(),
             records,
             own,
             links,
@@ -1069,6 +1075,22 @@ impl Runtime {
             },
         };
         Ok((ended, store.data_mut().cursor.end()))
+    }
+
+    /// What an execution of a run sees of this host.
+    fn execution_host(&self) -> execution_host::ExecutionHost {
+        let host = &self.host;
+        execution_host::ExecutionHost {
+            wait: host.config.wait,
+            run_limits: host.config.run,
+            workflow_limits: host.config.workflow,
+            components: host.components.clone(),
+            steps: host.steps.clone(),
+            in_flight: host.in_flight.clone(),
+            controls: host.controls.clone(),
+            admission: host.admission.clone(),
+            children: children::ChildRuns::new(self.clone()),
+        }
     }
 
     fn journal_failure(&self, run: &RunId, error: Arc<JournalError>) -> RunError {
