@@ -93,7 +93,8 @@ pub async fn start(
     }
     let record = state
         .runtime
-        .submit_group(&tenant.id, start.group_id, submissions)
+        .groups()
+        .submit(&tenant.id, start.group_id, submissions)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
@@ -109,8 +110,8 @@ pub async fn status(
     Caller(tenant): Caller,
     Path(GroupPath { id }): Path<GroupPath>,
 ) -> Result<Json<GroupStatus>, ApiError> {
-    let record = state.runtime.group(&tenant.id, &id).await?;
-    let statuses = state.runtime.group_statuses(&tenant.id, &record).await?;
+    let record = state.runtime.groups().get(&tenant.id, &id).await?;
+    let statuses = state.runtime.groups().statuses(&tenant.id, &record).await?;
     let mut counts = BTreeMap::new();
     for status in &statuses {
         *counts.entry(status.state.name().to_owned()).or_insert(0) += 1;
@@ -136,10 +137,11 @@ pub async fn events(
     Caller(tenant): Caller,
     Path(GroupPath { id }): Path<GroupPath>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let record = state.runtime.group(&tenant.id, &id).await?;
+    let record = state.runtime.groups().get(&tenant.id, &id).await?;
     let ends = state
         .runtime
-        .group_ends(&tenant.id, &record)
+        .groups()
+        .ends(&tenant.id, &record)
         .map(|ended| Ok(run_event(ended)));
     let end = futures::stream::once(async { Ok(Event::default().event("end").data("{}")) });
     Ok(Sse::new(ends.chain(end)).keep_alive(KeepAlive::default()))
@@ -168,8 +170,8 @@ pub async fn cancel(
     Path(GroupPath { id }): Path<GroupPath>,
     OptionalJson(request): OptionalJson<CancelRun>,
 ) -> Result<StatusCode, ApiError> {
-    let record = state.runtime.group(&tenant.id, &id).await?;
+    let record = state.runtime.groups().get(&tenant.id, &id).await?;
     let reason = request.reason.unwrap_or_else(|| "the group was cancelled".into());
-    state.runtime.cancel_group(&tenant.id, &record, &reason).await?;
+    state.runtime.groups().cancel(&tenant.id, &record, &reason).await?;
     Ok(StatusCode::ACCEPTED)
 }

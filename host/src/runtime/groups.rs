@@ -32,12 +32,23 @@ pub struct GroupRecord {
     pub created_at_ms: u64,
 }
 
-impl Runtime {
+/// The runtime's run groups (see [`Runtime::groups`]): over its runs,
+/// which it submits, reads, cancels and waits for.
+#[derive(Clone)]
+pub struct Groups {
+    runs: Runtime,
+}
+
+impl Groups {
+    pub(super) fn new(runs: Runtime) -> Self {
+        Self { runs }
+    }
+
     /// Submits `runs` as one group: every input checked first (the rest by
     /// the caller, who built them), the group stored, then each run
     /// admitted, submitted and driven. A refusal by the tenant's quotas stops it part-way:
     /// submitting the group again goes on from there.
-    pub async fn submit_group(
+    pub async fn submit(
         &self,
         tenant: &TenantId,
         group_id: Option<GroupId>,
@@ -50,7 +61,7 @@ impl Runtime {
             });
         }
         for run in &runs {
-            self.check_input(tenant, "the input", &run.input)?;
+            self.runs.check_input(tenant, "the input", &run.input)?;
         }
         let group_id = group_id.unwrap_or_else(GroupId::generate);
         for (index, run) in runs.iter_mut().enumerate() {
@@ -64,11 +75,11 @@ impl Runtime {
             run_ids: runs.iter().filter_map(|run| run.run_id.clone()).collect(),
             created_at_ms: now_ms(),
         };
-        let store = self.host.storage.tenant(tenant);
+        let store = self.runs.host.storage.tenant(tenant);
         let record = match store.create(&group_key(&group_id), Bytes::from(encode(&record))).await {
             Ok(()) => record,
             Err(StoreError::AlreadyExists { .. }) => {
-                let existing = self.group(tenant, &group_id).await?;
+                let existing = self.get(tenant, &group_id).await?;
                 if existing.run_ids != record.run_ids {
                     return Err(RunError::GroupMismatch { group: group_id });
                 }
@@ -77,15 +88,15 @@ impl Runtime {
             Err(e) => return Err(e.into()),
         };
         for run in runs {
-            self.start(tenant, run).await?;
+            self.runs.start(tenant, run).await?;
         }
         Ok(record)
     }
 
     /// The tenant's group `id`.
-    pub async fn group(&self, tenant: &TenantId, id: &GroupId) -> Result<GroupRecord, RunError> {
+    pub async fn get(&self, tenant: &TenantId, id: &GroupId) -> Result<GroupRecord, RunError> {
         let key = group_key(id);
-        let bytes = self.host.storage.tenant(tenant).get(&key).await?;
+        let bytes = self.runs.host.storage.tenant(tenant).get(&key).await?;
         let bytes = bytes.ok_or_else(|| RunError::UnknownGroup { group: id.clone() })?;
         decode(&bytes).map_err(|reason| {
             JournalError::Corrupt {
@@ -98,10 +109,10 @@ impl Runtime {
 
     /// Where each run of the group stands, in the group's order; a run
     /// whose submission was refused part-way is absent.
-    pub async fn group_statuses(&self, tenant: &TenantId, record: &GroupRecord) -> Result<Vec<RunStatus>, RunError> {
+    pub async fn statuses(&self, tenant: &TenantId, record: &GroupRecord) -> Result<Vec<RunStatus>, RunError> {
         let mut statuses = Vec::with_capacity(record.run_ids.len());
         for run in &record.run_ids {
-            match self.status(tenant, run).await {
+            match self.runs.status(tenant, run).await {
                 Ok(status) => statuses.push(status),
                 Err(RunError::UnknownRun { .. }) => {}
                 Err(e) => return Err(e),
@@ -111,9 +122,9 @@ impl Runtime {
     }
 
     /// Cancels every unfinished run of the group (and their children).
-    pub async fn cancel_group(&self, tenant: &TenantId, record: &GroupRecord, reason: &str) -> Result<(), RunError> {
+    pub async fn cancel(&self, tenant: &TenantId, record: &GroupRecord, reason: &str) -> Result<(), RunError> {
         for run in &record.run_ids {
-            match self.cancel(tenant, run, reason).await {
+            match self.runs.cancel(tenant, run, reason).await {
                 Ok(()) | Err(RunError::Finished { .. } | RunError::UnknownRun { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -122,7 +133,7 @@ impl Runtime {
     }
 
     /// Each run of the group as it finishes (those finished already first).
-    pub fn group_ends(
+    pub fn ends(
         &self,
         tenant: &TenantId,
         record: &GroupRecord,
@@ -131,8 +142,8 @@ impl Runtime {
             .run_ids
             .iter()
             .map(|run| {
-                let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
-                async move { runtime.finished(&tenant, &run).await }
+                let (groups, tenant, run) = (self.clone(), tenant.clone(), run.clone());
+                async move { groups.finished(&tenant, &run).await }
             })
             .collect::<FuturesUnordered<_>>()
     }
@@ -141,14 +152,14 @@ impl Runtime {
     /// looked for every [`ELSEWHERE_POLL`] otherwise.
     async fn finished(&self, tenant: &TenantId, run: &RunId) -> Result<RunStatus, RunError> {
         loop {
-            match self.driven_here(tenant, run) {
+            match self.runs.driven_here(tenant, run) {
                 Some(driving) => {
                     if let Some(status) = driving_ended(driving).await {
-                        return Ok(self.checked_against_store(tenant, &status).await);
+                        return Ok(self.runs.checked_against_store(tenant, &status).await);
                     }
                 }
                 None => {
-                    let status = self.status(tenant, run).await?;
+                    let status = self.runs.status(tenant, run).await?;
                     if status.state.is_finished() {
                         return Ok(status);
                     }
@@ -156,7 +167,7 @@ impl Runtime {
                     continue;
                 }
             }
-            let status = self.status(tenant, run).await?;
+            let status = self.runs.status(tenant, run).await?;
             if status.state.is_finished() {
                 return Ok(status);
             }

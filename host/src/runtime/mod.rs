@@ -65,7 +65,7 @@ use tracing::Instrument;
 use crate::clock::now_ms;
 pub use crate::policy::{Refusal, RunQuotas};
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
-pub use groups::{GroupRecord, MAX_GROUP_RUNS};
+pub use groups::{GroupRecord, Groups, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, MAX_LOG_PAGE, PagedLine};
@@ -524,6 +524,11 @@ impl Runtime {
     /// Tenants' secrets: set and list them here; steps read them.
     pub fn secrets(&self) -> &Secrets {
         &self.host.secrets
+    }
+
+    /// Run groups: many runs submitted, watched and cancelled as one.
+    pub fn groups(&self) -> Groups {
+        Groups::new(self.clone())
     }
 
     pub fn schedules(&self) -> &Schedules {
