@@ -203,7 +203,8 @@ pub async fn upgrade(
     let from = state.runtime.component_digest(&tenant.id, &reference).await?;
     let to = state.runtime.component(&tenant.id, upgrade.to.as_str()).await?;
     let report = (state.runtime)
-        .upgrade(&tenant.id, &from, to, upgrade.dry_run, upgrade.after.as_ref())
+        .upgrades()
+        .build(&tenant.id, &from, to, upgrade.dry_run, upgrade.after.as_ref())
         .await?;
     Ok(Json(report))
 }

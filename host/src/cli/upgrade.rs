@@ -36,7 +36,10 @@ pub async fn local(runtime: &Runtime, args: UpgradeArgs) -> anyhow::Result<ExitC
     let mut pages = Vec::new();
     let mut after: Option<RunId> = None;
     loop {
-        let page = (runtime.upgrade(&tenant, &from, to.clone(), args.dry_run, after.as_ref())).await?;
+        let page = runtime
+            .upgrades()
+            .build(&tenant, &from, to.clone(), args.dry_run, after.as_ref())
+            .await?;
         after = page.next_after.clone();
         pages.push(serde_json::to_value(page)?);
         if after.is_none() {

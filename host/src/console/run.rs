@@ -446,7 +446,7 @@ pub async fn upgrade(
         if record.component == to.digest {
             return Ok::<_, crate::runtime::RunError>(Notice::refused("The run already runs on this build."));
         }
-        let report = state.runtime().upgrade_run(tenant, &id, &to, dry_run).await?;
+        let report = state.runtime().upgrades().run(tenant, &id, &to, dry_run).await?;
         let short = layout::short_digest(&to.digest);
         Ok(match (report, dry_run) {
             (ReplayReport::ConsistentSoFar { .. }, false) => {

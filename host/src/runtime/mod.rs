@@ -77,7 +77,7 @@ pub use search::MAX_TAGS;
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
-pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport};
+pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport, Upgrades};
 pub use usage::{DayUsage, day_of};
 
 use crate::byte_budget::ByteBudgetCache;
@@ -529,6 +529,11 @@ impl Runtime {
     /// Run groups: many runs submitted, watched and cancelled as one.
     pub fn groups(&self) -> Groups {
         Groups::new(self.clone())
+    }
+
+    /// Upgrades: runs replayed against a new build, and moved to it.
+    pub fn upgrades(&self) -> Upgrades {
+        Upgrades::new(self.clone())
     }
 
     pub fn schedules(&self) -> &Schedules {

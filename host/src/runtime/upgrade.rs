@@ -53,11 +53,22 @@ pub struct Divergence {
     pub message: String,
 }
 
-impl Runtime {
+/// The runtime's upgrades (see [`Runtime::upgrades`]): over its runs,
+/// which it replays against a new build and moves there.
+#[derive(Clone)]
+pub struct Upgrades {
+    runs: Runtime,
+}
+
+impl Upgrades {
+    pub(super) fn new(runs: Runtime) -> Self {
+        Self { runs }
+    }
+
     /// Replays every unfinished run of build `from` (after `after`, by run
     /// id, at most [`UPGRADE_PAGE`]) against `to`, and unless `dry_run`
     /// moves those it replays identically so far to `to`.
-    pub async fn upgrade(
+    pub async fn build(
         &self,
         tenant: &TenantId,
         from: &str,
@@ -73,7 +84,7 @@ impl Runtime {
             diverged: Vec::new(),
             next_after: None,
         };
-        let mut runs = self.unfinished(tenant).await?.runs;
+        let mut runs = self.runs.unfinished(tenant).await?.runs;
         runs.sort();
         runs.retain(|run| after.is_none_or(|after| run > after));
         let (mut checked, mut last_checked) = (0, None);
@@ -83,7 +94,7 @@ impl Runtime {
                 report.next_after = last_checked;
                 break;
             }
-            let records = self.records(tenant, &run);
+            let records = self.runs.records(tenant, &run);
             let Some(record) = records.run().await? else { continue };
             if record.component != from {
                 continue;
@@ -108,14 +119,14 @@ impl Runtime {
     /// `dry_run`, moves it there if the build replays it identically so
     /// far: what a build's upgrade does for each of its runs. Says what the
     /// check found (a run that has finished is not moved).
-    pub async fn upgrade_run(
+    pub async fn run(
         &self,
         tenant: &TenantId,
         run: &RunId,
         to: &Arc<Loaded>,
         dry_run: bool,
     ) -> Result<ReplayReport, RunError> {
-        let records = self.records(tenant, run);
+        let records = self.runs.records(tenant, run);
         let record = records
             .run()
             .await?
@@ -136,6 +147,7 @@ impl Runtime {
         let span = tracing::info_span!("upgrade", run = %run, to = %to.digest);
         let tenant = records.store().tenant();
         let replayed = self
+            .runs
             .replay(tenant, run, Some(to.clone()))
             .instrument(span.clone())
             .await?;
@@ -152,7 +164,7 @@ impl Runtime {
         let mut moved = record.clone();
         moved.component = to.digest.clone();
         super::search::index(records.store(), &moved).await?;
-        self.wake(records.store().tenant(), &record.run_id).await;
+        self.runs.wake(records.store().tenant(), &record.run_id).await;
         tracing::info!("run moved to the new build");
         Ok(())
     }
