@@ -14,7 +14,9 @@ reading them as text (no compiler), so the counts are close, not exact:
 - public items of the library (`pub` without a restriction) and public
   modules;
 - import cycles between files (`use crate::...`, `use super::...`): there
-  must be none, so the script fails on one (`make test` runs it).
+  must be none, so the script fails on one (`make test` runs it);
+- the fixed `Duration` constants, each of which docs/ARCHITECTURE.md's
+  "Fixed timings" must list (and nothing else): the script fails otherwise.
 """
 
 import re
@@ -23,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "host" / "src"
+ARCHITECTURE = ROOT.parent.parent / "docs" / "ARCHITECTURE.md"
 
 # The five questions, each with the names whose definitions or uses answer it.
 QUESTIONS = {
@@ -204,6 +207,22 @@ def cycles(files):
     return found
 
 
+def timings(files):
+    """The fixed `Duration` constants of the sources (module-level or
+    associated, not a function's own), and those the architecture's
+    "Fixed timings" table names: the two must be the same."""
+    in_code = set()
+    for text in files.values():
+        in_code.update(re.findall(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z_]+): Duration\b", text, re.M))
+        in_code.update(re.findall(r"^    pub const ([A-Z_]+): Duration\b", text, re.M))
+    doc = ARCHITECTURE.read_text()
+    section = doc.split("## Fixed timings", 1)[-1].split("\n## ", 1)[0]
+    in_table = set()
+    for row in re.findall(r"^\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \|", section, re.M):
+        in_table.update(re.findall(r"`([A-Z_]+)`", row))
+    return in_code, in_table
+
+
 def main():
     files = {path: strip_tests(path.read_text()) for path in sources()}
     methods, blocks, spanned = runtime_methods(files)
@@ -218,8 +237,15 @@ def main():
     print(f"import cycles (strongly connected groups of files): {len(found)}")
     for group in found:
         print(f"  {' <-> '.join(group)}")
+    in_code, in_table = timings(files)
+    print(f"fixed timings: {len(in_code)} in the code, {len(in_table)} in docs/ARCHITECTURE.md")
     if found:
         sys.exit("import cycles between files of host/src: break each by moving what both sides use below them")
+    if in_code != in_table:
+        sys.exit(
+            "docs/ARCHITECTURE.md's Fixed timings and the code disagree: "
+            f"not in the table: {sorted(in_code - in_table) or 'none'}; not in the code: {sorted(in_table - in_code) or 'none'}"
+        )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ use crate::store::{RunId, SecretName, Storage, StoreKey, TenantId, TenantStore, 
 pub const SIGNING_KEY_SECRET: &str = "notify-signing-key";
 /// Tries of one message, at most: the last about a day after the first.
 pub const MAX_ATTEMPTS: u32 = 20;
-/// The wait after the first failed try; it doubles, up to an hour.
+/// The wait after the first failed try; it doubles, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between two tries.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How long one try may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);

@@ -15,6 +15,8 @@ use super::wasi::GuestWasi;
 use crate::contract::bindings::Manifest;
 use crate::contract::bindings::exports::stepstone::workflow::describe;
 
+/// What one `describe` call may spend: a component answering it runs no
+/// tenant's work, so a little fuel and time are plenty.
 const FUEL: u64 = 100_000_000;
 const TIMEOUT: Duration = Duration::from_secs(5);
 const MEMORY: usize = 64 << 20;

@@ -59,8 +59,9 @@ use crate::store::{
 
 /// Schedules one tenant may hold.
 pub const MAX_SCHEDULES: usize = 100;
-/// The longest catch-up window, and the one a schedule gets by default.
+/// The longest catch-up window.
 pub const MAX_CATCH_UP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The catch-up window of a schedule that names none.
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_secs(3600);
 
 /// What to do with a fire while the schedule's previous run is unfinished.
