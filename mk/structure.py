@@ -213,8 +213,8 @@ def timings(files):
     "Fixed timings" table names: the two must be the same."""
     in_code = set()
     for text in files.values():
-        in_code.update(re.findall(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z_]+): Duration\b", text, re.M))
-        in_code.update(re.findall(r"^    pub const ([A-Z_]+): Duration\b", text, re.M))
+        in_code.update(re.findall(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z_]+): \(?Duration\b", text, re.M))
+        in_code.update(re.findall(r"^    pub const ([A-Z_]+): \(?Duration\b", text, re.M))
     doc = ARCHITECTURE.read_text()
     section = doc.split("## Fixed timings", 1)[-1].split("\n## ", 1)[0]
     in_table = set()
