@@ -261,7 +261,7 @@ impl World<'_> {
             ..(*runtime.policy(&self.tenant)).clone()
         };
         runtime.set_policy(&self.tenant, policy);
-        runtime.sweep_forever();
+        runtime.retention().sweep_forever();
         self.hosts.push(SimHost {
             id: id.clone(),
             runtime: Some(runtime),

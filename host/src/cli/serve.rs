@@ -64,7 +64,7 @@ pub async fn serve(
     tracing::info!("console on http://{}/ui", listener.local_addr()?);
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
-    runtime.sweep_forever();
+    runtime.retention().sweep_forever();
     runtime.keep_usage();
     let api = api::serve(listener, router, shutdown());
     match operator {

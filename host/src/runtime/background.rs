@@ -35,7 +35,7 @@ const STORE_WAIT_POLL: Duration = Duration::from_millis(100);
 pub struct Background {
     running: Mutex<HashMap<RunKey, watch::Sender<Driving>>>,
     /// The final statuses of runs driven here that ended lately.
-    pub(super) ended: RecentlyEnded,
+    pub(super) ended: Arc<RecentlyEnded>,
 }
 
 /// Where the driving of a run in the background stands.

@@ -482,7 +482,7 @@ mod tests {
         let (root, latest) = (&ids[0], &ids[3]);
         let hour = Duration::from_secs(3600);
         assert_eq!(
-            runtime.sweep(&tenant, hour).await?.runs,
+            runtime.retention().sweep(&tenant, hour).await?.runs,
             3,
             "the generations that continued"
         );
@@ -496,7 +496,7 @@ mod tests {
             .records(&tenant, latest)
             .finish(&Outcome::Completed { output: "1".into() }, 1)
             .await?;
-        assert_eq!(runtime.sweep(&tenant, hour).await?.runs, 1);
+        assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 1);
         assert!(
             read_pointer(&store, root).await?.is_none(),
             "the chain's end took its pointer"

@@ -71,7 +71,7 @@ pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, MAX_LOG_PAGE, PagedLine};
 pub use moment::{DEADLINE, Moment, START};
 pub use replay::ReplayReport;
-pub use retention::{SWEEP_BATCH, Swept};
+pub use retention::{Retention, SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use search::MAX_TAGS;
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
@@ -301,6 +301,8 @@ pub struct Host {
     served: tokio::sync::watch::Sender<BTreeSet<TenantId>>,
     /// Completion hooks: the outboxes and their sender.
     hooks: Arc<hooks::Hooks>,
+    /// The sweeper of runs past their retention.
+    retention: Arc<Retention>,
     /// Rung when a place of a concurrency key is freed here.
     place_bells: concurrency::PlaceBells,
     /// When each run created here was created: never twice the same.
@@ -445,6 +447,13 @@ impl Runtime {
             eviction_threshold: config.wait.step_eviction_threshold,
             in_flight: step_host::StepsInFlight::default(),
         });
+        let background = background::Background::default();
+        let retention = Arc::new(Retention::new(
+            storage.clone(),
+            policies.clone(),
+            background.ended.clone(),
+            metrics.clone(),
+        ));
         let hooks = Arc::new(hooks::Hooks::new(
             storage.clone(),
             secrets.clone(),
@@ -467,10 +476,11 @@ impl Runtime {
             usage,
             served: tokio::sync::watch::Sender::default(),
             hooks,
+            retention,
             place_bells: concurrency::PlaceBells::default(),
             creation: crate::clock::CreationClock::default(),
             controls: Arc::default(),
-            background: background::Background::default(),
+            background,
             in_flight: Arc::default(),
             fresh: fresh::FreshRuns::default(),
             steps,
@@ -529,6 +539,11 @@ impl Runtime {
     /// Run groups: many runs submitted, watched and cancelled as one.
     pub fn groups(&self) -> Groups {
         Groups::new(self.clone())
+    }
+
+    /// The sweeper of runs past their tenant's retention.
+    pub fn retention(&self) -> &Arc<Retention> {
+        &self.host.retention
     }
 
     /// Upgrades: runs replayed against a new build, and moved to it.

@@ -17,13 +17,19 @@
 //! name, schedule or stored run refers to it, and stored again if a run another host started meanwhile
 //! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::recently_ended::RecentlyEnded;
 use super::{RunError, Runtime};
 use crate::clock::now_ms;
 use crate::component::{ComponentError, STORED_FRESH};
 use crate::journal::{Outcome, RunRecords};
-use crate::store::{RunId, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker};
+use crate::metrics::Metrics;
+use crate::policy::Policies;
+use crate::store::{
+    RunId, Storage, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker,
+};
 
 /// Runs one pass deletes per tenant, at most: the rest wait for the next.
 pub const SWEEP_BATCH: usize = 100;
@@ -38,20 +44,44 @@ pub struct Swept {
     pub objects: u64,
 }
 
-impl Runtime {
+/// The sweeper of runs past their tenant's retention: it sees the store,
+/// the tenants' policies, the statuses kept of runs just ended (which a
+/// deleted run's must leave) and the metrics, nothing else.
+pub struct Retention {
+    storage: Storage,
+    policies: Arc<Policies>,
+    ended: Arc<RecentlyEnded>,
+    metrics: Arc<Metrics>,
+}
+
+impl Retention {
+    pub(super) fn new(
+        storage: Storage,
+        policies: Arc<Policies>,
+        ended: Arc<RecentlyEnded>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            storage,
+            policies,
+            ended,
+            metrics,
+        }
+    }
+
     /// Sweeps every tenant with a retention, from a background task, for
     /// as long as the process lives.
-    pub fn sweep_forever(&self) {
-        let runtime = self.clone();
+    pub fn sweep_forever(self: &Arc<Self>) {
+        let retention = self.clone();
         tokio::spawn(async move {
             loop {
-                let kept = runtime.host.policies.retentions();
-                for (tenant, retention) in &kept {
-                    if let Err(e) = runtime.sweep(tenant, *retention).await {
+                let kept = retention.policies.retentions();
+                for (tenant, kept_for) in &kept {
+                    if let Err(e) = retention.sweep(tenant, *kept_for).await {
                         tracing::warn!(%tenant, "the retention sweep stopped; it goes on at the next: {e}");
                     }
                 }
-                let shortest = kept.iter().map(|(_, retention)| *retention / 4).min();
+                let shortest = kept.iter().map(|(_, kept_for)| *kept_for / 4).min();
                 let every = shortest.unwrap_or(SWEEP_EVERY.1).clamp(SWEEP_EVERY.0, SWEEP_EVERY.1);
                 tokio::time::sleep(every).await;
             }
@@ -61,7 +91,7 @@ impl Runtime {
     /// Deletes up to [`SWEEP_BATCH`] of the tenant's runs that finished
     /// over `retention` ago, oldest first.
     pub async fn sweep(&self, tenant: &TenantId, retention: Duration) -> Result<Swept, RunError> {
-        let store = self.host.storage.tenant(tenant);
+        let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
         let mut swept = Swept::default();
         'hours: for hour in store.children(&finished_key()).await? {
@@ -80,14 +110,14 @@ impl Runtime {
                     continue;
                 };
                 swept.objects += objects;
-                self.host.background.ended.forget(tenant, &run);
+                self.ended.forget(tenant, &run);
                 store.delete(&marker).await?;
                 swept.runs += 1;
             }
         }
         if swept.runs > 0 {
             tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
-            self.host.metrics.swept(tenant, swept.runs, swept.objects);
+            self.metrics.swept(tenant, swept.runs, swept.objects);
         }
         Ok(swept)
     }
@@ -356,6 +386,7 @@ mod tests {
         resubmission.storage.set(storage.clone()).expect("set once");
 
         let swept = runtime(storage.clone())
+            .retention()
             .sweep(&tenant, Duration::from_secs(3600))
             .await?;
 
@@ -410,17 +441,17 @@ mod tests {
         let runtime = runtime(storage);
         let hour = Duration::from_secs(3600);
 
-        let first = runtime.sweep(&tenant, hour).await?;
+        let first = runtime.retention().sweep(&tenant, hour).await?;
         assert_eq!(first.runs as usize, SWEEP_BATCH);
         assert!(store.get(&keys_of(&run(SWEEP_BATCH - 1)).outcome()).await?.is_none());
         assert!(
             store.get(&keys_of(&run(SWEEP_BATCH)).outcome()).await?.is_some(),
             "the oldest go first"
         );
-        let second = runtime.sweep(&tenant, hour).await?;
+        let second = runtime.retention().sweep(&tenant, hour).await?;
         assert_eq!(second.runs, 20);
         assert_eq!(
-            runtime.sweep(&tenant, hour).await?,
+            runtime.retention().sweep(&tenant, hour).await?,
             Swept::default(),
             "nothing is left past retention"
         );
@@ -453,14 +484,14 @@ mod tests {
         let runtime = runtime(storage);
         let hour = Duration::from_secs(3600);
 
-        assert_eq!(runtime.sweep(&tenant, hour).await?, Swept::default());
+        assert_eq!(runtime.retention().sweep(&tenant, hour).await?, Swept::default());
         assert_eq!(
             child.outcome().await?,
             Some(ended.clone()),
             "the child its parent may await"
         );
         parent.finish(&ended, long_ago + 1).await?;
-        assert_eq!(runtime.sweep(&tenant, hour).await?.runs, 2);
+        assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 2);
         assert_eq!(child.outcome().await?, None);
         assert_eq!(parent.run().await?, None);
         Ok(())
