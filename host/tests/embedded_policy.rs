@@ -7,7 +7,7 @@ use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{Progress, RunError, Runtime, Submission};
-use stepstone::store::{ComponentName, RunId, Storage, TenantId};
+use stepstone::store::{ComponentName, GroupId, RunId, Storage, TenantId};
 use stepstone::tenancy::{LiveTenants, Tenants};
 use stepstone_e2e::{Server, guest, token_hash};
 
@@ -78,6 +78,19 @@ async fn embedded() -> Vec<String> {
         submission
     };
     seen.push(refusal(runtime.submit(&acme, submission(oversized(), "big")).await));
+    // A group with one oversized input is refused whole: nothing of it is
+    // stored, and it costs the tenant none of its runs a minute.
+    let group = GroupId::new("mixed").expect("a valid id");
+    let runs = vec![
+        submission(json!({"step": "boom"}), "fits"),
+        submission(oversized(), "too-big"),
+    ];
+    let group_refused = runtime.groups().submit(&acme, Some(group.clone()), runs).await;
+    assert!(refusal(group_refused).contains("quota allows at most 100"));
+    assert!(matches!(
+        runtime.groups().get(&acme, &group).await,
+        Err(RunError::UnknownGroup { .. })
+    ));
     let capped = runtime
         .submit(&acme, submission(spin(), "capped"))
         .await
