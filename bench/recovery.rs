@@ -37,7 +37,7 @@ impl SuspendedRun {
         let input = format!(r#"{{"n":{entries}}}"#);
         let submission = Submission::new(host.bench.clone(), "sequential-then-wait", &input);
         let run = host.runtime.submit(&host.tenant, submission).await?;
-        let (live, progress) = time(host.runtime.drive(&host.tenant, &run)).await;
+        let (live, progress) = time(host.runtime.runs().drive(&host.tenant, &run)).await;
         if !matches!(progress?, Progress::Suspended(_)) {
             bail!("the run should wait for its signal");
         }
@@ -46,7 +46,7 @@ impl SuspendedRun {
 
     /// Wakes the run, which replays to its wait and suspends again.
     pub async fn recover(&self) -> anyhow::Result<Duration> {
-        let (took, progress) = time(self.host.runtime.drive(&self.host.tenant, &self.run)).await;
+        let (took, progress) = time(self.host.runtime.runs().drive(&self.host.tenant, &self.run)).await;
         if !matches!(progress?, Progress::Suspended(_)) {
             bail!("the replayed run should wait for its signal again");
         }

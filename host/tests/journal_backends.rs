@@ -124,7 +124,7 @@ async fn the_order_saga_completes_the_same_way_on_every_backend() {
             history.iter().enumerate().all(|(i, e)| e.seq == i as u64),
             "{backend}: gap in seqs"
         );
-        let replay = runtime.replay(&tenant, &run, None).await.unwrap();
+        let replay = runtime.runs().replay(&tenant, &run, None).await.unwrap();
         assert_eq!(replay, ReplayReport::Identical { calls: 5 }, "{backend}");
     }
 }
@@ -158,7 +158,7 @@ async fn a_retry_in_progress_resumes_its_attempt_count() {
     for (backend, storage, _dir) in backends() {
         let crashed = runtime(storage.clone()).await;
         let run = approved_order(&crashed, "r-1").await;
-        crashed.leave().await;
+        crashed.runs().leave().await;
         // What a host that crashed after charge's first failed attempt left.
         let records = RunRecords::new(storage.tenant(&tenant), run.clone());
         let error = StepError {
@@ -240,7 +240,7 @@ async fn a_background_run_continues_by_itself_once_the_store_recovers() {
     let run = approved_order(&runtime, "down").await;
 
     faults.set_config("errors=1,on=writes,landed=0".parse().unwrap());
-    runtime.drive_in_background(&tenant, &run);
+    runtime.runs().drive_in_background(&tenant, &run);
     let outage = async {
         while faults.injected() < 8 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -253,7 +253,11 @@ async fn a_background_run_continues_by_itself_once_the_store_recovers() {
     assert_eq!(status.state, RunState::Pending, "stopped, not failed");
 
     faults.set_config(FaultConfig::default());
-    let status = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    let status = runtime
+        .runs()
+        .wait(&tenant, &run, Duration::from_secs(60))
+        .await
+        .unwrap();
     assert!(
         matches!(&status.state, RunState::Completed { output } if output.contains("trk-down")),
         "{status:?}"
@@ -308,7 +312,7 @@ async fn a_run_folder_without_its_record_is_no_run() {
     std::fs::create_dir_all(&half).unwrap();
     std::fs::write(half.join("run#1"), b"STP").unwrap();
     let tenant = TenantId::default_tenant();
-    assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty());
+    assert!(runtime.runs().unfinished(&tenant).await.unwrap().runs.is_empty());
     assert!(runtime.list(&tenant).await.unwrap().runs.is_empty());
 }
 
@@ -332,17 +336,17 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     let submission = Submission::new(hello.clone(), "greet", "{}");
     creator.submit(&tenant, submission).await.unwrap();
     other.component(&tenant, &hello.digest).await.unwrap();
-    other.live().await.unwrap();
+    other.runs().live().await.unwrap();
     let mut drive_calls = Vec::new();
     for driver in [&creator, &other] {
         let submission = Submission::new(hello.clone(), "greet", r#"{"name":"Ada"}"#);
         let run = creator.submit(&tenant, submission).await.unwrap();
         if std::ptr::eq(driver, &other) {
             // The other host takes the run over from its creator, gone.
-            creator.leave().await;
+            creator.runs().leave().await;
         }
         let before = calls.operations();
-        let progress = driver.drive(&tenant, &run).await.unwrap();
+        let progress = driver.runs().drive(&tenant, &run).await.unwrap();
         assert!(
             matches!(progress, Progress::Finished(Outcome::Completed { .. })),
             "{progress:?}"
@@ -371,11 +375,15 @@ async fn a_wait_just_after_a_run_ended_here_is_answered_without_the_store() {
     let hello = load(&runtime, "hello").await;
     let submission = Submission::new(hello, "greet", r#"{"name":"Ada"}"#);
     let run = runtime.submit(&tenant, submission).await.unwrap();
-    runtime.drive_in_background(&tenant, &run);
-    let ended = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    runtime.runs().drive_in_background(&tenant, &run);
+    let ended = runtime
+        .runs()
+        .wait(&tenant, &run, Duration::from_secs(60))
+        .await
+        .unwrap();
     assert!(matches!(ended.state, RunState::Completed { .. }), "{ended:?}");
     let let_go = async {
-        while runtime.active_runs(&tenant) > 0 {
+        while runtime.runs().active_runs(&tenant) > 0 {
             tokio::task::yield_now().await;
         }
     };
@@ -383,7 +391,11 @@ async fn a_wait_just_after_a_run_ended_here_is_answered_without_the_store() {
         .await
         .expect("the driving task ends");
     faults.set_config("errors=1,on=reads".parse().unwrap());
-    let again = runtime.wait(&tenant, &run, Duration::from_secs(60)).await.unwrap();
+    let again = runtime
+        .runs()
+        .wait(&tenant, &run, Duration::from_secs(60))
+        .await
+        .unwrap();
     assert_eq!(again, ended);
     assert!(
         runtime.status(&tenant, &run).await.is_err(),
@@ -405,9 +417,9 @@ async fn an_entry_at_the_largest_seq_fails_the_run_as_non_determinism() {
         ..entry(0, 7)
     };
     let run = greeting_with(&runtime, &storage, stray).await;
-    let report = runtime.replay(&tenant, &run, None).await.unwrap();
+    let report = runtime.runs().replay(&tenant, &run, None).await.unwrap();
     assert!(matches!(report, ReplayReport::ConsistentSoFar { .. }), "{report:?}");
-    let progress = runtime.drive(&tenant, &run).await.unwrap();
+    let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
     let Progress::Finished(Outcome::Failed { kind, message }) = progress else {
         panic!("{progress:?}")
     };
@@ -582,7 +594,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         let bench = load(&runtime, "bench").await;
         let submission = Submission::new(bench, "sequential-then-wait", r#"{"n":20}"#);
         let run = runtime.submit(&tenant, submission).await.unwrap();
-        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
         assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
 
         let store = storage.tenant(&tenant);
@@ -594,7 +606,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
             [keys.snapshot(20)],
             "{backend}: the suspension wrote one snapshot of the 20 steps"
         );
-        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
         assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
 
         let sound = store.get(&keys.snapshot(20)).await.unwrap().unwrap();
@@ -602,7 +614,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
             .overwrite(&keys.snapshot(20), sound.slice(..sound.len() - 3))
             .await
             .unwrap();
-        let progress = runtime.drive(&tenant, &run).await.unwrap();
+        let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
         assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
 
         let go = stepstone::store::SignalName::new("go").unwrap();
@@ -618,7 +630,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         let journal_after = stored_journal(&store, &run).await;
         assert_eq!(journal_after[..20], journal_before[..], "{backend}: entries rewritten");
         assert_eq!(runtime.history(&tenant, &run).await.unwrap().len(), 21, "{backend}");
-        let replay = runtime.replay(&tenant, &run, None).await.unwrap();
+        let replay = runtime.runs().replay(&tenant, &run, None).await.unwrap();
         assert_eq!(replay, ReplayReport::Identical { calls: 21 }, "{backend}");
     }
 }
@@ -642,7 +654,7 @@ async fn a_finished_execution_that_left_journal_entries_unconsumed_is_non_determ
         };
         let run = greeting_with(&submitting, &storage, stray).await;
         // Another host, which reads the journal back once the first is gone.
-        submitting.leave().await;
+        submitting.runs().leave().await;
         let driving = runtime(storage.clone()).await;
         let progress = driving.run_to_end(&tenant, &run, None).await.unwrap();
         let Progress::Finished(Outcome::Failed { kind, message }) = progress else {
@@ -682,7 +694,7 @@ async fn recovery_reads_the_index_of_unfinished_runs() {
         // As a store from before the index: no markers at all.
         store.delete(&unfinished_marker(&open)).await.unwrap();
         assert_eq!(
-            runtime.unfinished(&tenant).await.unwrap().runs,
+            runtime.runs().unfinished(&tenant).await.unwrap().runs,
             std::slice::from_ref(&open),
             "{backend}: scanned"
         );
@@ -695,9 +707,15 @@ async fn recovery_reads_the_index_of_unfinished_runs() {
         // From now on the index is what is read: a run without a marker
         // is not found, one finished while listed is taken off.
         store.delete(&unfinished_marker(&open)).await.unwrap();
-        assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty(), "{backend}");
+        assert!(
+            runtime.runs().unfinished(&tenant).await.unwrap().runs.is_empty(),
+            "{backend}"
+        );
         store.overwrite(&unfinished_marker(&done), Bytes::new()).await.unwrap();
-        assert!(runtime.unfinished(&tenant).await.unwrap().runs.is_empty(), "{backend}");
+        assert!(
+            runtime.runs().unfinished(&tenant).await.unwrap().runs.is_empty(),
+            "{backend}"
+        );
         assert_eq!(
             markers().await,
             [".complete"],
@@ -720,12 +738,12 @@ async fn of_hosts_racing_for_a_run_exactly_one_drives_it() {
             .await
             .unwrap();
         let other = runtime(storage.clone()).await;
-        let refused = other.drive(&tenant, &run).await.unwrap_err();
+        let refused = other.runs().drive(&tenant, &run).await.unwrap_err();
         assert!(
             matches!(refused, RunError::DrivenElsewhere { .. }) && refused.to_string().contains("which is alive"),
             "{backend}: {refused}"
         );
-        creator.leave().await;
+        creator.runs().leave().await;
         let racers = futures::future::join_all((0..4).map(|_| runtime(storage.clone()))).await;
         let ended = futures::future::join_all(racers.iter().map(|racer| racer.run_to_end(&tenant, &run, None))).await;
         for end in &ended {
@@ -894,7 +912,7 @@ async fn a_run_whose_place_was_taken_for_it_elsewhere_goes_on() {
         submission
     };
     let holder = host.submit(&tenant, queued("wait-for-go", r#"{"n":0}"#)).await.unwrap();
-    host.drive_in_background(&tenant, &holder);
+    host.runs().drive_in_background(&tenant, &holder);
     let waiter = host.submit(&tenant, queued("sequential", r#"{"n":2}"#)).await.unwrap();
     let waiting = tokio::spawn({
         let (host, tenant, waiter) = (host.clone(), tenant.clone(), waiter.clone());

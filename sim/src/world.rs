@@ -251,11 +251,11 @@ impl World<'_> {
         let storage = Storage::new(Arc::new(store));
         let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
         let bench = load_while_the_world_stands_still(&runtime, self.guest)?;
-        runtime.live().await?;
+        runtime.runs().live().await?;
         for tenant in runtime.serve_tenants([self.tenant.clone()]) {
-            runtime.recover(&tenant).await?;
+            runtime.runs().recover(&tenant).await?;
         }
-        runtime.take_over_from_dead_hosts();
+        runtime.runs().take_over_from_dead_hosts();
         let policy = TenantPolicy {
             retention: Some(RETENTION),
             ..(*runtime.policy(&self.tenant)).clone()
@@ -321,7 +321,7 @@ impl World<'_> {
                     submission.concurrency = planned.key.clone().map(|key| ConcurrencyLimit { key, limit: 1 });
                     match runtime.submit(&self.tenant, submission).await {
                         Ok(run) => {
-                            runtime.drive_in_background(&self.tenant, &run);
+                            runtime.runs().drive_in_background(&self.tenant, &run);
                             break;
                         }
                         Err(e) if e.is_storage_failure() => {}
@@ -353,6 +353,7 @@ impl World<'_> {
                 let mut retried = false;
                 loop {
                     match runtime
+                        .runs()
                         .signal_with_id(&self.tenant, &planned.id, &name, &payload, Some(&id))
                         .await
                     {

@@ -113,7 +113,7 @@ pub async fn list(
     State(state): State<ApiState>,
     Caller(tenant): Caller,
 ) -> Result<Json<Vec<NamedComponent>>, ApiError> {
-    let names = state.runtime.component_names(&tenant.id).await?;
+    let names = state.runtime.catalog().component_names(&tenant.id).await?;
     Ok(Json(
         names
             .into_iter()
@@ -150,7 +150,11 @@ pub async fn get(
         return Ok(Json(ComponentInfo::of(&loaded, None)));
     }
     let mut info = ComponentInfo::of(&loaded, Some(reference.to_string()));
-    info.versions = state.runtime.component_versions(&tenant.id, &reference).await?;
+    info.versions = state
+        .runtime
+        .catalog()
+        .component_versions(&tenant.id, &reference)
+        .await?;
     Ok(Json(info))
 }
 
@@ -167,7 +171,11 @@ pub async fn delete(
     Caller(tenant): Caller,
     Path(ComponentPath { reference }): Path<ComponentPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.runtime.delete_component(&tenant.id, reference.as_str()).await?;
+    state
+        .runtime
+        .catalog()
+        .delete_component(&tenant.id, reference.as_str())
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -200,7 +208,7 @@ pub async fn upgrade(
     Path(ComponentPath { reference }): Path<ComponentPath>,
     extract::Json(upgrade): extract::Json<Upgrade>,
 ) -> Result<Json<UpgradeReport>, ApiError> {
-    let from = state.runtime.component_digest(&tenant.id, &reference).await?;
+    let from = state.runtime.catalog().component_digest(&tenant.id, &reference).await?;
     let to = state.runtime.component(&tenant.id, upgrade.to.as_str()).await?;
     let report = (state.runtime)
         .upgrades()

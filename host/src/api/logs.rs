@@ -111,6 +111,10 @@ pub async fn logs(
         )));
     }
     let after = params.cursor.map(|LogCursorParam(cursor)| cursor);
-    let page = state.runtime.logs(&tenant.id, &id, after.as_ref(), limit).await?;
+    let page = state
+        .runtime
+        .logs()
+        .page(&tenant.id, &id, after.as_ref(), limit)
+        .await?;
     Ok(Json(page.into()))
 }

@@ -177,7 +177,7 @@ pub async fn start(
     let Some(timeout) = params.wait else {
         return Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })).into_response());
     };
-    Ok(Json(state.runtime.wait(&tenant.id, &run, held_for(timeout)).await?).into_response())
+    Ok(Json(state.runtime.runs().wait(&tenant.id, &run, held_for(timeout)).await?).into_response())
 }
 
 /// The submission `start` asks for, its components looked up and its
@@ -187,6 +187,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     let component = match start.version {
         Some(version) => {
             (state.runtime)
+                .catalog()
                 .component_version(&tenant.id, &start.component, version.0)
                 .await?
         }
@@ -321,7 +322,7 @@ pub async fn list(
         )));
     }
     let component = match params.component {
-        Some(reference) => Some(state.runtime.component_digest(&tenant.id, &reference).await?),
+        Some(reference) => Some(state.runtime.catalog().component_digest(&tenant.id, &reference).await?),
         None => None,
     };
     let query = RunQuery {
@@ -344,7 +345,7 @@ pub async fn list(
         newest_first: params.order == Some(ListOrder::NewestFirst),
         examine_at_most: usize::MAX,
     };
-    let (listing, next) = state.runtime.list_page(&tenant.id, &query).await?;
+    let (listing, next) = state.runtime.runs().list_page(&tenant.id, &query).await?;
     Ok(Json(RunPage {
         runs: listing.runs,
         next_cursor: next.map(|cursor| cursor.to_string()),
@@ -395,7 +396,9 @@ pub async fn wait(
     Query(params): Query<WaitParams>,
 ) -> Result<Json<RunStatus>, ApiError> {
     let timeout = params.timeout.unwrap_or(Timeout(DEFAULT_WAIT));
-    Ok(Json(state.runtime.wait(&tenant.id, &id, held_for(timeout)).await?))
+    Ok(Json(
+        state.runtime.runs().wait(&tenant.id, &id, held_for(timeout)).await?,
+    ))
 }
 
 /// One journal entry.
@@ -476,6 +479,7 @@ pub async fn signal(
         std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the signal payload is not UTF-8 JSON"))?;
     state
         .runtime
+        .runs()
         .signal_with_id(&tenant.id, &id, &name, payload, params.signal_id.as_ref())
         .await?;
     Ok(StatusCode::ACCEPTED)
@@ -503,7 +507,11 @@ pub async fn cancel(
     OptionalJson(request): OptionalJson<CancelRun>,
 ) -> Result<StatusCode, ApiError> {
     let reason = request.reason.unwrap_or_else(|| "cancelled through the API".into());
-    state.runtime.cancel_in_background(&tenant.id, &id, &reason).await?;
+    state
+        .runtime
+        .runs()
+        .cancel_in_background(&tenant.id, &id, &reason)
+        .await?;
     Ok(StatusCode::ACCEPTED)
 }
 
@@ -534,7 +542,7 @@ pub async fn replay(
         Some(reference) => Some(state.runtime.component(&tenant.id, reference.as_str()).await?),
         None => None,
     };
-    Ok(Json(state.runtime.replay(&tenant.id, &id, build).await?))
+    Ok(Json(state.runtime.runs().replay(&tenant.id, &id, build).await?))
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub async fn add(
     Caller(tenant): Caller,
     extract::Json(new): extract::Json<NewSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
-    let added = state.runtime.add_schedule(&tenant.id, new).await?;
+    let added = state.runtime.runs().add_schedule(&tenant.id, new).await?;
     Ok((StatusCode::CREATED, Json(added)))
 }
 

@@ -57,11 +57,11 @@ pub async fn usage(
     let today = day_of(now_ms());
     let mut report = Vec::new();
     for day in (0..u64::from(days)).map(|back| today.saturating_sub(back)) {
-        let used = state.runtime.usage(&tenant.id, day).await?;
+        let used = state.runtime.usage().day(&tenant.id, day).await?;
         let name = rfc3339(day * 86_400_000).chars().take(10).collect();
         report.push(Day { day: name, used });
     }
-    let stored = state.runtime.stored_bytes(&tenant.id).await?;
+    let stored = state.runtime.usage().stored_bytes(&tenant.id).await?;
     Ok(Json(UsageReport {
         days: report,
         stored_bytes: stored,

@@ -131,6 +131,7 @@ pub async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<ExitCode> {
     // A run that continues as new is driven through its chain, so the
     // output printed is the chain's final one.
     let (generation, progress) = runtime
+        .runs()
         .run_chain_to_end(&tenant, &run, args.detach_after)
         .await
         .map_err(|e| stopped(&run, e))?;
@@ -207,7 +208,12 @@ pub async fn start(
 ) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let component = match versioned(component)? {
-        (name, Some(version)) => (runtime.component_version(&tenant, &ComponentName::new(name)?, version)).await?,
+        (name, Some(version)) => {
+            (runtime
+                .catalog()
+                .component_version(&tenant, &ComponentName::new(name)?, version))
+            .await?
+        }
         (reference, None) => runtime.component(&tenant, reference).await?,
     };
     let mut submission = Submission::new(component, workflow, input);
@@ -221,7 +227,7 @@ pub async fn start(
 
 pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result<ExitCode> {
     let tenant = &TenantId::default_tenant();
-    let listing = runtime.unfinished(tenant).await?;
+    let listing = runtime.runs().unfinished(tenant).await?;
     tracing::info!(runs = listing.runs.len(), "resuming unfinished runs");
     for unreadable in &listing.unreadable {
         eprintln!(
@@ -282,6 +288,7 @@ pub async fn signal(
 ) -> anyhow::Result<ExitCode> {
     let name = SignalName::new(name)?;
     runtime
+        .runs()
         .signal_with_id(&TenantId::default_tenant(), run, &name, payload, id)
         .await
         .with_context(|| format!("cannot signal run {run}"))?;

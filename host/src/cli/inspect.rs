@@ -25,7 +25,7 @@ pub async fn status(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resul
 
 /// Waits for a run to finish, for at most `timeout`, then prints its status.
 pub async fn wait(runtime: &Runtime, run: &RunId, timeout: Duration) -> anyhow::Result<ExitCode> {
-    let status = runtime.wait(&TenantId::default_tenant(), run, timeout).await?;
+    let status = runtime.runs().wait(&TenantId::default_tenant(), run, timeout).await?;
     println!("{}", serde_json::to_string_pretty(&status)?);
     Ok(exit_code(status.state.name()))
 }
@@ -41,7 +41,7 @@ pub fn exit_code(state: &str) -> ExitCode {
 }
 
 pub async fn list(runtime: &Runtime, query: &RunQuery, json: bool) -> anyhow::Result<ExitCode> {
-    let (listing, _) = runtime.list_page(&TenantId::default_tenant(), query).await?;
+    let (listing, _) = runtime.runs().list_page(&TenantId::default_tenant(), query).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&listing.runs)?);
     } else {
@@ -138,7 +138,7 @@ pub async fn replay(runtime: &Runtime, run: &RunId, component: Option<&Path>) ->
         Some(path) => Some(runtime.validate(&path.display().to_string(), read_file(path)?).await?),
         None => None,
     };
-    match runtime.replay(&TenantId::default_tenant(), run, build).await? {
+    match runtime.runs().replay(&TenantId::default_tenant(), run, build).await? {
         ReplayReport::Identical { calls } => {
             println!("deterministic: output identical ({calls} calls replayed)");
             Ok(ExitCode::SUCCESS)

@@ -439,6 +439,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Versions { name } => {
             let versions = host()
                 .await?
+                .catalog()
                 .component_versions(&TenantId::default_tenant(), &name)
                 .await?;
             println!("{}", serde_json::to_string_pretty(&versions)?);
@@ -446,7 +447,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::DeleteComponent { digest } => {
             let runtime = host().await?;
-            runtime.delete_component(&TenantId::default_tenant(), &digest).await?;
+            runtime
+                .catalog()
+                .delete_component(&TenantId::default_tenant(), &digest)
+                .await?;
             eprintln!("component {digest} deleted");
             Ok(ExitCode::SUCCESS)
         }
@@ -517,8 +521,8 @@ impl DataDir {
     /// Takes the host out of the hosts sharing the store, if one joined.
     async fn leave(&self) {
         if let Some(runtime) = self.opened.get() {
-            runtime.flush_usage().await;
-            runtime.leave().await;
+            runtime.usage().flush_or_log().await;
+            runtime.runs().leave().await;
         }
     }
 

@@ -74,7 +74,9 @@ impl AddArgs {
 pub async fn local(runtime: &Runtime, command: ScheduleCommand) -> anyhow::Result<ExitCode> {
     let (schedules, tenant) = (runtime.schedules(), TenantId::default_tenant());
     let answer = match command {
-        ScheduleCommand::Add(add) => serde_json::to_value(runtime.add_schedule(&tenant, add.into_new()?).await?)?,
+        ScheduleCommand::Add(add) => {
+            serde_json::to_value(runtime.runs().add_schedule(&tenant, add.into_new()?).await?)?
+        }
         ScheduleCommand::List => json!({ "schedules": schedules.list(&tenant).await? }),
         ScheduleCommand::Pause { name } => serde_json::to_value(schedules.set_paused(&tenant, &name, true).await?)?,
         ScheduleCommand::Resume { name } => serde_json::to_value(schedules.set_paused(&tenant, &name, false).await?)?,

@@ -37,12 +37,12 @@ pub async fn serve(
         None => single_tenant(),
     };
     // Joined before anything else, so that other hosts see this one alive.
-    runtime.live().await?;
+    runtime.runs().live().await?;
     for tenant in runtime.serve_tenants(tenants.iter().map(|tenant| tenant.id.clone())) {
-        let recovered = runtime.recover(&tenant).await?;
+        let recovered = runtime.runs().recover(&tenant).await?;
         tracing::info!(%tenant, runs = recovered, "recovered unfinished runs");
     }
-    runtime.take_over_from_dead_hosts();
+    runtime.runs().take_over_from_dead_hosts();
     runtime.fire_schedules();
     runtime.deliver_notifications();
     let tenants = LiveTenants::from(tenants);
@@ -65,7 +65,7 @@ pub async fn serve(
     std::io::stdout().flush()?;
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.retention().sweep_forever();
-    runtime.keep_usage();
+    runtime.usage().keep();
     let api = api::serve(listener, router, shutdown());
     match operator {
         Some(operator) => {
@@ -78,8 +78,8 @@ pub async fn serve(
         }
         None => api.await,
     }
-    let unfinished = runtime.drain(SHUTDOWN_GRACE).await;
-    runtime.flush_usage().await;
+    let unfinished = runtime.runs().drain(SHUTDOWN_GRACE).await;
+    runtime.usage().flush_or_log().await;
     if unfinished > 0 {
         tracing::warn!(
             steps = unfinished,

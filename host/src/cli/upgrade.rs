@@ -32,7 +32,7 @@ pub struct UpgradeArgs {
 pub async fn local(runtime: &Runtime, args: UpgradeArgs) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let to = runtime.upload(&tenant, read_file(&args.to)?, None).await?;
-    let from = runtime.component_digest(&tenant, &args.from).await?;
+    let from = runtime.catalog().component_digest(&tenant, &args.from).await?;
     let mut pages = Vec::new();
     let mut after: Option<RunId> = None;
     loop {

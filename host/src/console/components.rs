@@ -19,9 +19,9 @@ use crate::store::ComponentName;
 /// `GET /ui/components`.
 pub async fn list(State(state): State<ApiState>, signed: Signed) -> Result<Response, PageError> {
     let tenant = &signed.0.tenant;
-    let stored = state.runtime().stored_components(&tenant.id).await?;
+    let stored = state.runtime().catalog().stored_components(&tenant.id).await?;
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (name, digest) in state.runtime().component_names(&tenant.id).await? {
+    for (name, digest) in state.runtime().catalog().component_names(&tenant.id).await? {
         names.entry(digest).or_default().push(name.to_string());
     }
     let used: u64 = stored.iter().map(|(_, size)| size).sum();
@@ -72,13 +72,13 @@ pub async fn page(
     let tenant = &signed.0.tenant.id;
     let runtime = state.runtime();
     let loaded = runtime.component(tenant, reference.as_str()).await?;
-    let names: Vec<ComponentName> = (runtime.component_names(tenant).await?)
+    let names: Vec<ComponentName> = (runtime.catalog().component_names(tenant).await?)
         .into_iter()
         .filter(|(_, digest)| *digest == loaded.digest)
         .map(|(name, _)| name)
         .collect();
     let versions = match names.iter().find(|name| **name == reference) {
-        Some(name) => runtime.component_versions(tenant, name).await?,
+        Some(name) => runtime.catalog().component_versions(tenant, name).await?,
         None => Vec::new(),
     };
     let query = RunQuery {
@@ -87,7 +87,7 @@ pub async fn page(
         newest_first: true,
         ..RunQuery::default()
     };
-    let (runs, more) = runtime.list_page(tenant, &query).await?;
+    let (runs, more) = runtime.runs().list_page(tenant, &query).await?;
     let schemas = loaded.signals.declared();
     let body = html! {
         h1 { "Component " code { (reference) } }

@@ -97,7 +97,7 @@ pub async fn live(
     Path(RunPath { id }): Path<RunPath>,
 ) -> Result<Markup, PageError> {
     let tenant = &signed.0.tenant.id;
-    let record = state.runtime().run_record(tenant, &id).await?;
+    let record = state.runtime().runs().run_record(tenant, &id).await?;
     live_part(&state, tenant, &record).await.map(|(markup, _)| markup)
 }
 
@@ -111,14 +111,14 @@ async fn render(
 ) -> Result<Response, PageError> {
     let tenant = &signed.0.tenant.id;
     let runtime = state.runtime();
-    let record = runtime.run_record(tenant, run).await?;
+    let record = runtime.runs().run_record(tenant, run).await?;
     let after = match log_cursor {
         "" => None,
         cursor => Some(cursor.parse::<LogCursor>().map_err(PageError::bad_request)?),
     };
     let (live, status_now) = live_part(state, tenant, &record).await?;
-    let logs = runtime.logs(tenant, run, after.as_ref(), LOG_PAGE).await?;
-    let names = runtime.component_names(tenant).await?;
+    let logs = runtime.logs().page(tenant, run, after.as_ref(), LOG_PAGE).await?;
+    let names = runtime.catalog().component_names(tenant).await?;
     let finished = status_now.state.is_finished();
     let body = html! {
         h1 { "Run " code #run-id { (run) } }
@@ -138,7 +138,7 @@ async fn render(
 async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> Result<(Markup, RunStatus), PageError> {
     let runtime = state.runtime();
     let run = &record.run_id;
-    let status = runtime.generation_status(tenant, run).await?;
+    let status = runtime.runs().generation_status(tenant, run).await?;
     let entries = runtime.history(tenant, run).await?;
     let mut failed = BTreeMap::new();
     let retrying = match &status.state {
@@ -147,7 +147,7 @@ async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> R
     };
     let retried = entries.iter().filter(|e| e.attempts > 1).map(|e| e.seq);
     for seq in retried.chain(retrying) {
-        failed.insert(seq, runtime.failed_attempts(tenant, run, seq).await?);
+        failed.insert(seq, runtime.runs().failed_attempts(tenant, run, seq).await?);
     }
     let timeline = timeline::build(record.created_at_ms, &entries, &failed, &status.state, now_ms());
     let finished = status.state.is_finished();
@@ -363,7 +363,7 @@ pub async fn cancel(
         reason => reason.chars().take(MAX_REASON).collect(),
     };
     let tenant = &signed.0.tenant.id;
-    match state.runtime().cancel_in_background(tenant, &id, &reason).await {
+    match state.runtime().runs().cancel_in_background(tenant, &id, &reason).await {
         Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice=cancel-requested")).into_response()),
         Err(e) => refused(&state, &signed, &id, e.into()).await,
     }
@@ -390,7 +390,7 @@ pub async fn replay(
             "" => None,
             reference => Some(state.runtime().component(tenant, reference).await?),
         };
-        state.runtime().replay(tenant, &id, build).await
+        state.runtime().runs().replay(tenant, &id, build).await
     };
     match checked.await {
         Ok(report) => {
@@ -442,7 +442,7 @@ pub async fn upgrade(
     let dry_run = form.dry_run.is_some();
     let upgraded = async {
         let to = state.runtime().component(tenant, form.to.trim()).await?;
-        let record = state.runtime().run_record(tenant, &id).await?;
+        let record = state.runtime().runs().run_record(tenant, &id).await?;
         if record.component == to.digest {
             return Ok::<_, crate::runtime::RunError>(Notice::refused("The run already runs on this build."));
         }

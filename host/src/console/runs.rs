@@ -108,7 +108,7 @@ impl RunFilter {
             Some(reference) => {
                 let name = ComponentName::new(&reference).map_err(|e| PageError::bad_request(e.to_string()))?;
                 let tenant = &signed.0.tenant.id;
-                Some(state.runtime().component_digest(tenant, &name).await?)
+                Some(state.runtime().catalog().component_digest(tenant, &name).await?)
             }
             None => None,
         };
@@ -159,7 +159,7 @@ async fn listing(
     filter: &RunFilter,
 ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), PageError> {
     let query = filter.query(state, signed).await?;
-    Ok(state.runtime().list_page(&signed.0.tenant.id, &query).await?)
+    Ok(state.runtime().runs().list_page(&signed.0.tenant.id, &query).await?)
 }
 
 /// `GET /ui/runs`.

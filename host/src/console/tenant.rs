@@ -21,9 +21,9 @@ pub async fn page(State(state): State<ApiState>, signed: Signed) -> Result<Respo
     let today = day_of(now_ms());
     let mut days = Vec::new();
     for day in (0..DAYS).map(|back| today.saturating_sub(back)) {
-        days.push((day, runtime.usage(&tenant.id, day).await?));
+        days.push((day, runtime.usage().day(&tenant.id, day).await?));
     }
-    let stored = runtime.stored_components(&tenant.id).await?;
+    let stored = runtime.catalog().stored_components(&tenant.id).await?;
     let quotas = &tenant.quotas;
     let used_today = &days[0].1;
     let fuel_budget = quotas
@@ -32,7 +32,7 @@ pub async fn page(State(state): State<ApiState>, signed: Signed) -> Result<Respo
     let gauges = [
         (
             "Active runs",
-            runtime.active_runs(&tenant.id).to_string(),
+            runtime.runs().active_runs(&tenant.id).to_string(),
             quotas.max_active_runs.to_string(),
         ),
         ("Fuel burnt today", used_today.fuel.to_string(), fuel_budget),

@@ -19,7 +19,7 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::watch;
 
 use super::recently_ended::RecentlyEnded;
-use super::{Progress, RunError, RunState, RunStatus, Runtime};
+use super::{Progress, RunError, RunState, RunStatus, Runs};
 use crate::journal::Outcome;
 use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
@@ -60,7 +60,7 @@ pub(super) async fn driving_ended(mut driving: watch::Receiver<Driving>) -> Opti
     }
 }
 
-impl Runtime {
+impl Runs {
     /// Drives a run on a background task until it finishes, unless one is
     /// driving it already.
     pub fn drive_in_background(&self, tenant: &TenantId, run: &RunId) {

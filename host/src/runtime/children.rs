@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::interruption::{Interruption, Suspension};
 use super::workflow::WorkflowState;
-use super::{Refusal, RunContext, RunError, Runtime, Submission};
+use super::{Refusal, RunContext, RunError, Runs, Submission};
 use crate::clock::now_ms;
 use crate::component::ComponentError;
 use crate::journal::{Call, CallKind, JournalError, Outcome, Recorded};
@@ -24,11 +24,11 @@ use crate::store::{ComponentName, RunId, StoreError};
 /// reaches.
 #[derive(Clone)]
 pub struct ChildRuns {
-    runtime: Runtime,
+    runtime: Runs,
 }
 
 impl ChildRuns {
-    pub(super) fn new(runtime: Runtime) -> Self {
+    pub(super) fn new(runtime: Runs) -> Self {
         Self { runtime }
     }
 }
@@ -49,7 +49,12 @@ impl RunContext {
         let component = match component {
             None => self.own.clone(),
             Some(link) if self.links.contains_key(link) => self.links[link].clone(),
-            Some(name) => runtime.component(&tenant, ComponentName::new(name)?.as_str()).await?,
+            Some(name) => {
+                runtime
+                    .catalog()
+                    .component(&tenant, ComponentName::new(name)?.as_str())
+                    .await?
+            }
         };
         let mut submission = Submission::new(component, workflow, input);
         submission.run_id = Some(id);

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use super::{Progress, RunError, Runtime};
+use super::{Progress, RunError, Runs};
 use crate::journal::{ConcurrencyLimit, JournalError, RunRecord, RunRecords};
 use crate::shared_map::lock;
 use crate::store::{
@@ -87,7 +87,7 @@ impl PlaceBells {
     }
 }
 
-impl Runtime {
+impl Runs {
     /// Waits, before `record`'s run first executes, until it holds a place
     /// of its concurrency key. `Some` if it ended instead: cancelled, or
     /// past its deadline, while it waited.

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::interruption::Suspension;
 use super::moment::Moment;
-use super::{Progress, RunError, Runtime, Submission, failed};
+use super::{Progress, RunError, Runs, Submission, failed};
 use crate::clock::{millis, now_ms};
 use crate::journal::{ChainLink, JournalError, Outcome, RunRecord, RunRecords, decode, encode};
 use crate::store::{RunId, TenantId, TenantStore, chain_key};
@@ -133,7 +133,7 @@ enum Started {
     Refused(Duration),
 }
 
-impl Runtime {
+impl Runs {
     /// Ends `record`'s generation, which called `continue-as-new` on
     /// `input`, by starting the next one. A failure to store decided
     /// nothing and is returned (the run is driven again); an input or id
@@ -359,6 +359,7 @@ mod tests {
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
+    use crate::runtime::Runtime;
     use crate::store::Storage;
 
     fn id(text: &str) -> RunId {
@@ -432,17 +433,17 @@ mod tests {
     /// pointer at `pointer`'s generation.
     async fn chain(runtime: &Runtime, generations: u64, pointer: u64) -> Result<Vec<RunId>, RunError> {
         let tenant = TenantId::default_tenant();
-        let store = runtime.host.storage.tenant(&tenant);
+        let store = runtime.runs().host.storage.tenant(&tenant);
         let mut record = RunRecord::example("entity", 1);
         let mut ids = vec![record.run_id.clone()];
         for _ in 1..generations {
             let link = next_link(&record);
             let next = generation_id(&link)?;
-            let records = runtime.records(&tenant, &record.run_id);
+            let records = runtime.runs().records(&tenant, &record.run_id);
             records.create_run(&record).await?;
             records.finish(&Outcome::Continued { next: next.clone() }, 1).await?;
             if link.generation <= pointer {
-                runtime.advance_pointer(&store, &link, &next).await?;
+                runtime.runs().advance_pointer(&store, &link, &next).await?;
             }
             record = RunRecord {
                 chain: Some(link),
@@ -450,7 +451,11 @@ mod tests {
             };
             ids.push(next);
         }
-        runtime.records(&tenant, &record.run_id).create_run(&record).await?;
+        runtime
+            .runs()
+            .records(&tenant, &record.run_id)
+            .create_run(&record)
+            .await?;
         Ok(ids)
     }
 
@@ -466,10 +471,14 @@ mod tests {
         let latest = ids.last().expect("a chain");
         assert_eq!(latest.as_str(), "entity.g5");
         for run in &ids {
-            assert_eq!(&runtime.latest_generation(&tenant, run).await?, latest, "from {run}");
+            assert_eq!(
+                &runtime.runs().latest_generation(&tenant, run).await?,
+                latest,
+                "from {run}"
+            );
         }
         let unknown = id("nobody");
-        assert_eq!(runtime.latest_generation(&tenant, &unknown).await?, unknown);
+        assert_eq!(runtime.runs().latest_generation(&tenant, &unknown).await?, unknown);
         Ok(())
     }
 
@@ -477,7 +486,7 @@ mod tests {
     async fn retention_keeps_the_pointer_while_the_chain_goes_on_and_sweeps_it_with_its_end() -> Result<(), RunError> {
         let runtime = runtime();
         let tenant = TenantId::default_tenant();
-        let store = runtime.host.storage.tenant(&tenant);
+        let store = runtime.runs().host.storage.tenant(&tenant);
         let ids = chain(&runtime, 4, 3).await?;
         let (root, latest) = (&ids[0], &ids[3]);
         let hour = Duration::from_secs(3600);
@@ -487,12 +496,13 @@ mod tests {
             "the generations that continued"
         );
         assert!(
-            runtime.records(&tenant, root).run().await?.is_none(),
+            runtime.runs().records(&tenant, root).run().await?.is_none(),
             "the root's records are gone"
         );
-        assert_eq!(&runtime.latest_generation(&tenant, root).await?, latest);
+        assert_eq!(&runtime.runs().latest_generation(&tenant, root).await?, latest);
         assert_eq!(&runtime.status(&tenant, root).await?.run_id, latest);
         runtime
+            .runs()
             .records(&tenant, latest)
             .finish(&Outcome::Completed { output: "1".into() }, 1)
             .await?;
@@ -507,12 +517,13 @@ mod tests {
     #[tokio::test]
     async fn a_pointer_never_moves_back_to_an_older_generation() -> Result<(), RunError> {
         let runtime = runtime();
-        let store = runtime.host.storage.tenant(&TenantId::default_tenant());
+        let store = runtime.runs().host.storage.tenant(&TenantId::default_tenant());
         let root = RunRecord::example("entity", 1);
         let mut third = next_link(&root);
         third.generation = 3;
-        runtime.advance_pointer(&store, &third, &id("entity.g3")).await?;
+        runtime.runs().advance_pointer(&store, &third, &id("entity.g3")).await?;
         runtime
+            .runs()
             .advance_pointer(&store, &next_link(&root), &id("entity.g1"))
             .await?;
         let pointer = read_pointer(&store, &id("entity")).await?.expect("written");
@@ -526,14 +537,21 @@ mod tests {
         let tenant = TenantId::default_tenant();
         let generations = MAX_CHAIN_HOPS as u64 + 3;
         let ids = chain(&runtime, generations, 0).await?;
-        let refused = runtime.latest_generation(&tenant, &ids[0]).await.expect_err("too far");
+        let refused = runtime
+            .runs()
+            .latest_generation(&tenant, &ids[0])
+            .await
+            .expect_err("too far");
         assert!(
             matches!(&refused, RunError::Continuation(ContinuationError::Unresolved { run, .. }) if run == &ids[0]),
             "{refused:?}"
         );
         // From a generation within reach of the end, it resolves.
         let near = &ids[ids.len() - 3];
-        assert_eq!(runtime.latest_generation(&tenant, near).await?, ids[ids.len() - 1]);
+        assert_eq!(
+            runtime.runs().latest_generation(&tenant, near).await?,
+            ids[ids.len() - 1]
+        );
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
-use super::{RunError, Runtime};
+use super::{RunError, Runs};
 use crate::clock::now_ms;
 use crate::clock::rfc3339;
 use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
@@ -108,7 +108,7 @@ impl Controls {
 }
 
 /// Messages to a run from outside: signals and cancellation.
-impl Runtime {
+impl Runs {
     /// Sends signal `name` to a run; it is buffered until the run takes it.
     pub async fn signal(
         &self,

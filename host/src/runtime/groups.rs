@@ -14,7 +14,7 @@ use futures::stream::{FuturesUnordered, Stream};
 use serde::{Deserialize, Serialize};
 
 use super::background::driving_ended;
-use super::{RunError, RunStatus, Runtime, Submission};
+use super::{RunError, RunStatus, Runs, Submission};
 use crate::clock::now_ms;
 use crate::journal::{JournalError, decode, encode};
 use crate::store::{GroupId, RunId, StoreError, TenantId, group_key};
@@ -36,11 +36,11 @@ pub struct GroupRecord {
 /// which it submits, reads, cancels and waits for.
 #[derive(Clone)]
 pub struct Groups {
-    runs: Runtime,
+    runs: Runs,
 }
 
 impl Groups {
-    pub(super) fn new(runs: Runtime) -> Self {
+    pub(super) fn new(runs: Runs) -> Self {
         Self { runs }
     }
 

@@ -19,10 +19,10 @@ use std::str::FromStr;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{RunError, Runtime};
+use super::RunError;
 use crate::guest_log::{LogLine, RunLog};
 use crate::journal::{RunRecords, decode, encode};
-use crate::store::{RunId, TenantId, keys_of};
+use crate::store::{RunId, Storage, TenantId, keys_of};
 
 /// The most lines one page holds.
 pub const MAX_LOG_PAGE: usize = 1000;
@@ -114,18 +114,29 @@ pub struct LogPage {
     pub next: Option<LogCursor>,
 }
 
-impl Runtime {
+/// The runs' stored logs, read a page at a time (see the module doc);
+/// [`Runtime::logs`](super::Runtime::logs) gives them.
+#[derive(Clone)]
+pub struct Logs {
+    storage: Storage,
+}
+
+impl Logs {
+    pub(super) fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+
     /// Up to `limit` (1 to [`MAX_LOG_PAGE`]) of `run`'s log lines, after
     /// `after`: batch by batch in the order of their first lines, each
     /// batch's lines in the order they were written.
-    pub async fn logs(
+    pub async fn page(
         &self,
         tenant: &TenantId,
         run: &RunId,
         after: Option<&LogCursor>,
         limit: usize,
     ) -> Result<LogPage, RunError> {
-        let records = self.records(tenant, run);
+        let records = RunRecords::new(self.storage.tenant(tenant), run.clone());
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
         }
@@ -181,6 +192,7 @@ mod tests {
     use crate::contract::bindings::LogLevel;
     use crate::guest_log::LogWriter;
     use crate::journal::RunRecord;
+    use crate::runtime::Runtime;
     use crate::store::Storage;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -213,7 +225,7 @@ mod tests {
         let runtime = Runtime::new(HostConfig::new(), Storage::in_memory(), CodeCache::disabled())?;
         let tenant = TenantId::default_tenant();
         let run = RunId::new("r").expect("valid");
-        let records = runtime.records(&tenant, &run);
+        let records = runtime.runs().records(&tenant, &run);
         records.create_run(&RunRecord::example("r", 1)).await?;
         for batch in 0..batches {
             let log = std::sync::Arc::new(RunLog::new(1 << 20));
@@ -238,7 +250,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut after = None;
         loop {
-            let page = runtime.logs(&tenant, &run, after.as_ref(), 5).await?;
+            let page = runtime.logs().page(&tenant, &run, after.as_ref(), 5).await?;
             assert!(page.lines.len() <= 5);
             seen.extend(messages(&page).into_iter().map(str::to_owned));
             match page.next {
@@ -254,28 +266,35 @@ mod tests {
     #[tokio::test]
     async fn a_page_at_the_limits() -> TestResult {
         let (runtime, tenant, run) = logged(1, 3).await?;
-        let all = runtime.logs(&tenant, &run, None, 3).await?;
+        let all = runtime.logs().page(&tenant, &run, None, 3).await?;
         assert_eq!(
             (all.lines.len(), all.next.is_none()),
             (3, true),
             "exactly full is the end"
         );
-        let one = runtime.logs(&tenant, &run, None, 0).await?;
+        let one = runtime.logs().page(&tenant, &run, None, 0).await?;
         assert_eq!(messages(&one), ["0/0"], "a limit of 0 is 1");
         let last = &all.lines[2].cursor;
-        let after_last = runtime.logs(&tenant, &run, Some(last), 10).await?;
+        let after_last = runtime.logs().page(&tenant, &run, Some(last), 10).await?;
         assert!(after_last.lines.is_empty() && after_last.next.is_none());
         let nowhere: LogCursor = format!("{}-{}.0", "9".repeat(16), "f".repeat(32)).parse()?;
-        assert!(runtime.logs(&tenant, &run, Some(&nowhere), 10).await?.lines.is_empty());
+        assert!(
+            runtime
+                .logs()
+                .page(&tenant, &run, Some(&nowhere), 10)
+                .await?
+                .lines
+                .is_empty()
+        );
         let unknown = RunId::new("other").expect("valid");
         assert!(matches!(
-            runtime.logs(&tenant, &unknown, None, 10).await,
+            runtime.logs().page(&tenant, &unknown, None, 10).await,
             Err(RunError::UnknownRun { .. })
         ));
         let stranger = TenantId::new("stranger")?;
         assert!(
             matches!(
-                runtime.logs(&stranger, &run, None, 10).await,
+                runtime.logs().page(&stranger, &run, None, 10).await,
                 Err(RunError::UnknownRun { .. })
             ),
             "another tenant's run is no run"
@@ -286,7 +305,7 @@ mod tests {
     #[tokio::test]
     async fn nothing_logged_writes_nothing() -> TestResult {
         let (runtime, tenant, run) = logged(0, 0).await?;
-        let records = runtime.records(&tenant, &run);
+        let records = runtime.runs().records(&tenant, &run);
         store(&records, &RunLog::new(100)).await;
         assert!(records.store().list(&keys_of(&run).logs()).await?.is_empty());
         Ok(())

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::interruption::Interruption;
 use super::workflow::Mode;
-use super::{Ended, RunError, Runtime, Stored, failed, recorded_calls};
+use super::{Ended, RunError, Runs, Stored, failed, recorded_calls};
 use crate::component::Loaded;
 use crate::journal::{Cursor, Outcome};
 use crate::sandbox::kind_name;
@@ -28,7 +28,7 @@ pub enum ReplayReport {
     Diverged { seq: Option<u64>, message: String },
 }
 
-impl Runtime {
+impl Runs {
     /// Replays a run against its journal; with `component`, against that
     /// build instead of the one the run started with.
     pub async fn replay(

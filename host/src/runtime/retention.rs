@@ -20,10 +20,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::RunError;
 use super::recently_ended::RecentlyEnded;
-use super::{RunError, Runtime};
 use crate::clock::now_ms;
-use crate::component::{ComponentError, STORED_FRESH};
 use crate::journal::{Outcome, RunRecords};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
@@ -123,65 +122,6 @@ impl Retention {
     }
 }
 
-impl Runtime {
-    /// Deletes the tenant's component `digest`, unless a name, a schedule
-    /// or a stored run refers to it.
-    pub async fn delete_component(&self, tenant: &TenantId, digest: &str) -> Result<(), RunError> {
-        if let Some(by) = self.reference_to(tenant, digest).await? {
-            return Err(ComponentError::InUse {
-                digest: digest.to_owned(),
-                by,
-            }
-            .into());
-        }
-        let bytes = self
-            .host
-            .components
-            .delete(&self.host.storage.tenant(tenant), digest)
-            .await?;
-        let (runtime, tenant, digest) = (self.clone(), tenant.clone(), digest.to_owned());
-        tokio::spawn(async move {
-            tokio::time::sleep(STORED_FRESH + Duration::from_secs(5)).await;
-            match runtime.reference_to(&tenant, &digest).await {
-                Ok(None) => {}
-                Ok(Some(by)) => {
-                    tracing::warn!(%tenant, %digest, "{by} started on the component as it was deleted: storing it again");
-                    let store = runtime.host.storage.tenant(&tenant);
-                    if let Err(e) = runtime.host.components.restore(&store, &digest, bytes).await {
-                        tracing::error!(%tenant, %digest, "cannot store the deleted component again: {e}");
-                    }
-                }
-                Err(e) => tracing::warn!(%tenant, %digest, "cannot check the deleted component's runs: {e}"),
-            }
-        });
-        Ok(())
-    }
-
-    /// What refers to component `digest`: a name, a schedule or a run.
-    async fn reference_to(&self, tenant: &TenantId, digest: &str) -> Result<Option<String>, RunError> {
-        let store = self.host.storage.tenant(tenant);
-        let names = self.host.components.names(&store).await?;
-        if let Some((name, _)) = names.iter().find(|(_, points_at)| points_at == digest) {
-            return Ok(Some(format!("the name `{name}`")));
-        }
-        let schedules = self.host.schedules.list(tenant).await?;
-        if let Some(schedule) = schedules.iter().find(|s| s.component.as_str() == digest) {
-            return Ok(Some(format!("schedule `{}`", schedule.name)));
-        }
-        for run in self.run_ids(tenant).await? {
-            if let Some(record) = self.records(tenant, &run).run().await?
-                && std::iter::once(&record.component)
-                    .chain(&record.earlier_builds)
-                    .chain(record.links.values())
-                    .any(|build| build == digest)
-            {
-                return Ok(Some(format!("run `{run}`")));
-            }
-        }
-        Ok(None)
-    }
-}
-
 /// Deletes the objects of `run`, which finished at `finished_at_ms`, and
 /// says how many there were; `None` if it is kept for now, its parent
 /// being unfinished. A run started anew under the id since (its record
@@ -235,6 +175,7 @@ async fn is_unfinished(store: &TenantStore, run: &RunId) -> Result<bool, RunErro
 
 #[cfg(test)]
 mod tests {
+    use crate::runtime::Runtime;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
 

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use futures::future::try_join_all;
 
-use super::{RunCursor, RunError, RunListing, RunQuery, RunStatus, Runtime};
+use super::{RunCursor, RunError, RunListing, RunQuery, RunStatus, Runs};
 use crate::journal::RunRecord;
 use crate::store::{RunId, StoreKey, TenantId, TenantStore};
 
@@ -116,7 +116,7 @@ impl RunQuery {
     }
 }
 
-impl Runtime {
+impl Runs {
     /// A page of the tenant's runs, oldest first (by creation time, then
     /// id; newest first if `query` asks), that `query` selects, and the
     /// cursor of the next page, read through the index. A page can be shorter than the limit when
@@ -226,6 +226,7 @@ mod tests {
     use crate::component::CodeCache;
     use crate::config::HostConfig;
     use crate::journal::RunRecords;
+    use crate::runtime::Runtime;
     use crate::store::Storage;
 
     #[tokio::test]
@@ -239,7 +240,7 @@ mod tests {
                 .await?;
         }
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
-        let (listing, next) = runtime.list_page(&tenant, &RunQuery::default()).await?;
+        let (listing, next) = runtime.runs().list_page(&tenant, &RunQuery::default()).await?;
         let ids: Vec<&str> = listing.runs.iter().map(|status| status.run_id.as_str()).collect();
         assert_eq!((ids, next), (vec!["old-1", "old-2"], None));
         assert!(
@@ -254,7 +255,7 @@ mod tests {
     async fn every_page(runtime: &Runtime, tenant: &TenantId, mut query: RunQuery) -> Result<Vec<String>, RunError> {
         let mut ids = Vec::new();
         loop {
-            let (listing, next) = runtime.list_page(tenant, &query).await?;
+            let (listing, next) = runtime.runs().list_page(tenant, &query).await?;
             assert!(listing.runs.len() <= query.limit);
             ids.extend(listing.runs.iter().map(|status| status.run_id.to_string()));
             match next {
@@ -358,7 +359,7 @@ mod tests {
             examine_at_most: 2,
             ..newest(50)
         };
-        let (first, next) = runtime.list_page(&tenant, &none_match).await?;
+        let (first, next) = runtime.runs().list_page(&tenant, &none_match).await?;
         assert!(first.runs.is_empty());
         assert_eq!(
             next.map(|n| n.run_id.to_string()).as_deref(),

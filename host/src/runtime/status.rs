@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{RunError, RunListing, Runtime};
+use super::{RunError, RunListing, Runs};
 use crate::clock::now_ms;
 use crate::journal::{Outcome, RunRecord, RunRecords};
 use crate::store::{RunId, TenantId};
@@ -102,7 +102,7 @@ impl RunState {
 
 /// Where a run that has journaled nothing stands: before its start time,
 /// waiting for a place of its concurrency key, or about to run.
-async fn unstarted(runtime: &Runtime, records: &RunRecords, record: &RunRecord) -> Result<RunState, RunError> {
+async fn unstarted(runtime: &Runs, records: &RunRecords, record: &RunRecord) -> Result<RunState, RunError> {
     if let Some(start_at_ms) = record.start_at_ms.filter(|at| *at > now_ms()) {
         return Ok(RunState::Scheduled { start_at_ms });
     }
@@ -275,7 +275,7 @@ impl std::str::FromStr for RunCursor {
     }
 }
 
-impl Runtime {
+impl Runs {
     /// Where a run stands: for a run that continued as new, where its
     /// chain's latest generation stands (its `run_id` and `chain` say which
     /// it is), so a chain's status ends with its final output.

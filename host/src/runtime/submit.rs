@@ -5,20 +5,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::moment::{DEADLINE, Moment, START};
-use super::{RunError, Runtime};
+use super::{RunError, Runs};
 use crate::clock::now_ms;
 use crate::clock::rfc3339;
-use crate::component::{ComponentError, Loaded, digest_of, is_digest};
+use crate::component::Loaded;
 use crate::config::LimitRequest;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
 };
-use crate::policy::OverQuota;
 use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
-use crate::store::{ComponentName, ConcurrencyKey, RunId, StoreError, TenantId};
+use crate::store::{ConcurrencyKey, RunId, StoreError, TenantId};
 use crate::telemetry::spans;
 
 /// A run to start.
@@ -109,118 +106,7 @@ fn run_times(submission: &Submission, now_ms: u64) -> Result<(Option<u64>, Optio
     Ok((start_at_ms, deadline_ms))
 }
 
-impl Runtime {
-    /// Validates a component without storing anything.
-    pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, RunError> {
-        Ok(self.host.components.validate(what, bytes).await?)
-    }
-
-    /// Validates a component and stores it for the tenant; with `name`, the
-    /// name then points at it. Nothing is stored if validation fails, if
-    /// the name is written as a digest (a reference to it would mean the
-    /// digest), or if the tenant's component quotas refuse it.
-    pub async fn upload(
-        &self,
-        tenant: &TenantId,
-        bytes: Bytes,
-        name: Option<&ComponentName>,
-    ) -> Result<Arc<Loaded>, RunError> {
-        if let Some(name) = name.filter(|name| is_digest(name.as_str())) {
-            return Err(ComponentError::NameReadsAsDigest { name: name.to_string() }.into());
-        }
-        let quotas = self.policy(tenant).components;
-        quotas.check_size(bytes.len())?;
-        // One at a time per tenant, so the check sees every earlier upload.
-        let _queued = self.host.uploads.queue(tenant).await;
-        let stored = self.stored_components(tenant).await?;
-        quotas.check_store(&stored, &digest_of(bytes.clone()).await, bytes.len())?;
-        let what = name.map_or_else(|| "the upload".to_owned(), |name| format!("component `{name}`"));
-        let compiling = self.host.metrics.upload_compiling(tenant);
-        let validated = self.host.components.validate_for(tenant, &what, bytes);
-        let loaded = tokio::time::timeout(quotas.compile_timeout, validated)
-            .await
-            .map_err(|_| OverQuota::CompileTime {
-                limit: quotas.compile_timeout,
-            })??;
-        drop(compiling);
-        let store = self.host.storage.tenant(tenant);
-        self.host.components.store(&store, &loaded).await?;
-        if let Some(name) = name {
-            self.host.components.name(&store, name, &loaded.digest).await?;
-        }
-        Ok(loaded)
-    }
-
-    /// The tenant's component called `reference`: a digest, else a name
-    /// (no name is written as a digest).
-    pub async fn component(&self, tenant: &TenantId, reference: &str) -> Result<Arc<Loaded>, RunError> {
-        let digest = match ComponentName::new(reference) {
-            Ok(name) => self.component_digest(tenant, &name).await?,
-            Err(_) => reference.to_owned(),
-        };
-        if !is_digest(&digest) {
-            return Err(ComponentError::Unknown {
-                digest: reference.to_owned(),
-            }
-            .into());
-        }
-        let store = self.host.storage.tenant(tenant);
-        Ok(self.host.components.get(&store, &digest).await?)
-    }
-
-    /// Version `version` of the tenant's component `name` (see
-    /// [`component_versions`](Self::component_versions)).
-    pub async fn component_version(
-        &self,
-        tenant: &TenantId,
-        name: &ComponentName,
-        version: u64,
-    ) -> Result<Arc<Loaded>, RunError> {
-        let versions = self.component_versions(tenant, name).await?;
-        let Some(found) = versions.iter().find(|v| u64::from(v.version) == version) else {
-            return Err(ComponentError::UnknownVersion {
-                name: name.to_string(),
-                version,
-                latest: versions.last().map_or(0, |v| v.version),
-            }
-            .into());
-        };
-        let store = self.host.storage.tenant(tenant);
-        Ok(self.host.components.get(&store, &found.digest).await?)
-    }
-
-    /// Every build the tenant's component `name` has pointed at, oldest first.
-    pub async fn component_versions(
-        &self,
-        tenant: &TenantId,
-        name: &ComponentName,
-    ) -> Result<Vec<crate::component::ComponentVersion>, RunError> {
-        let store = self.host.storage.tenant(tenant);
-        Ok(self.host.components.versions(&store, name).await?)
-    }
-
-    /// The digest `reference` means: itself if written as one, else the
-    /// build a name points at, else the reference itself (taken as a
-    /// digest, stored or not).
-    pub async fn component_digest(&self, tenant: &TenantId, reference: &ComponentName) -> Result<String, RunError> {
-        if is_digest(reference.as_str()) {
-            return Ok(reference.to_string());
-        }
-        let store = self.host.storage.tenant(tenant);
-        let named = self.host.components.by_name(&store, reference).await?;
-        Ok(named.unwrap_or_else(|| reference.to_string()))
-    }
-
-    /// The digest and size of every component the tenant has stored.
-    pub async fn stored_components(&self, tenant: &TenantId) -> Result<Vec<(String, u64)>, RunError> {
-        Ok(self.host.components.stored(&self.host.storage.tenant(tenant)).await?)
-    }
-
-    /// The tenant's component names, with the digest each points at.
-    pub async fn component_names(&self, tenant: &TenantId) -> Result<Vec<(ComponentName, String)>, RunError> {
-        Ok(self.host.components.names(&self.host.storage.tenant(tenant)).await?)
-    }
-
+impl Runs {
     /// Starts a run and drives it on a background task: [`submit`](Self::submit),
     /// then [`drive_in_background`](Self::drive_in_background).
     pub async fn start(&self, tenant: &TenantId, submission: Submission) -> Result<RunId, RunError> {
@@ -362,7 +248,7 @@ impl Runtime {
         let catch_up = catch_up_window(new.catch_up.as_deref())?;
         let input = new.input.to_string();
         self.check_input(tenant, "the schedule's input", &input)?;
-        let component = self.component(tenant, new.component.as_str()).await?;
+        let component = self.host.catalog.component(tenant, new.component.as_str()).await?;
         if !component.has_workflow(new.workflow.as_str()) {
             return Err(RunError::UnknownWorkflow {
                 workflow: new.workflow.into(),

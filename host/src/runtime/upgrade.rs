@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::Instrument;
 
-use super::{ReplayReport, RunError, Runtime};
+use super::{ReplayReport, RunError, Runs};
 use crate::clock::now_ms;
 use crate::component::Loaded;
 use crate::journal::{RunRecord, RunRecords};
@@ -57,11 +57,11 @@ pub struct Divergence {
 /// which it replays against a new build and moves there.
 #[derive(Clone)]
 pub struct Upgrades {
-    runs: Runtime,
+    runs: Runs,
 }
 
 impl Upgrades {
-    pub(super) fn new(runs: Runtime) -> Self {
+    pub(super) fn new(runs: Runs) -> Self {
         Self { runs }
     }
 

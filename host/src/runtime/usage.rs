@@ -120,6 +120,33 @@ impl Usage {
         Ok(())
     }
 
+    /// Stores this host's counts from a background task, every
+    /// [`FLUSH_EVERY`], for as long as the process lives.
+    pub fn keep(self: &Arc<Self>) {
+        let usage = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(FLUSH_EVERY).await;
+                usage.flush_or_log().await;
+            }
+        });
+    }
+
+    /// Stores this host's counts now; a failure is logged (they are stored
+    /// at the next flush).
+    pub async fn flush_or_log(&self) {
+        if let Err(e) = self.flush().await {
+            tracing::warn!("cannot store the usage counts; trying again at the next flush: {e}");
+        }
+    }
+
+    /// Bytes of every object `tenant` has in the store, counted now (one
+    /// listing of all of them).
+    pub async fn stored_bytes(&self, tenant: &TenantId) -> Result<u64, RunError> {
+        let sizes = self.storage.tenant(tenant).sizes(&StoreKey::from("")).await?;
+        Ok(sizes.iter().map(|(_, size)| size).sum())
+    }
+
     /// `tenant`'s use on `day`, summed over every host.
     pub async fn day(&self, tenant: &TenantId, day: u64) -> Result<DayUsage, RunError> {
         let mut total = self.others(tenant, day).await?;

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::{CronPattern, Fire, Overlap, Schedule, ScheduleName, ScheduleState, Schedules, Versions};
 use crate::clock::now_ms;
-use crate::runtime::{RunError, Runtime, Submission};
+use crate::runtime::{RunError, Runs, Submission};
 use crate::store::TenantId;
 
 /// Fires missed while no host ran that are made up, at most: the latest.
@@ -36,7 +36,7 @@ struct Tracked {
     state_version: Option<String>,
 }
 
-impl Runtime {
+impl Runs {
     /// Fires the schedules of the served tenants from a background task,
     /// for as long as the process lives.
     pub fn fire_schedules(&self) {
@@ -44,9 +44,9 @@ impl Runtime {
     }
 }
 
-async fn fire_forever(runtime: Runtime) {
-    let schedules = runtime.schedules().clone();
-    let mut served = runtime.served_changes();
+async fn fire_forever(runs: Runs) {
+    let schedules = runs.schedules().clone();
+    let mut served = runs.served_changes();
     let mut tenants: BTreeMap<TenantId, BTreeMap<ScheduleName, Tracked>> = BTreeMap::new();
     loop {
         let now_served = served.borrow_and_update().clone();
@@ -64,7 +64,7 @@ async fn fire_forever(runtime: Runtime) {
             let now = now_ms();
             for (tenant, tracked) in &mut tenants {
                 for schedule in tracked.values_mut() {
-                    if let Err(e) = fire_due(&runtime, tenant, schedule, now).await {
+                    if let Err(e) = fire_due(&runs, tenant, schedule, now).await {
                         let name = &schedule.schedule.name;
                         tracing::warn!(%tenant, schedule = %name, "cannot fire the schedule; trying again: {e}");
                     }
@@ -130,7 +130,7 @@ async fn reload(
 /// Decides the schedule's fires due by `now_ms` (and a buffered one), starts
 /// the runs of those to start, and stores the state after. A storage
 /// failure leaves the state as it was, so the same fires are decided again.
-async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, now_ms: u64) -> Result<(), RunError> {
+async fn fire_due(runs: &Runs, tenant: &TenantId, tracked: &mut Tracked, now_ms: u64) -> Result<(), RunError> {
     let schedule = &tracked.schedule;
     if schedule.paused {
         return Ok(());
@@ -147,7 +147,7 @@ async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, n
     }
     let busy = match (schedule.overlap, tracked.state.last_started_ms) {
         (Overlap::Allow, _) | (_, None) => false,
-        (_, Some(fire)) => runtime.is_unfinished(tenant, &schedule.run_id(fire)).await?,
+        (_, Some(fire)) => runs.is_unfinished(tenant, &schedule.run_id(fire)).await?,
     };
     let (next, fates) = tracked.state.advance(schedule.overlap, busy, &due);
     if next == tracked.state {
@@ -155,18 +155,18 @@ async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, n
     }
     for fate in fates {
         match fate {
-            Fire::Start(fire) => start(runtime, tenant, schedule, fire).await?,
+            Fire::Start(fire) => start(runs, tenant, schedule, fire).await?,
             Fire::Buffer(fire) => {
                 tracing::info!(%tenant, schedule = %schedule.name, fire, "the last run goes on: this fire waits for it");
-                runtime.metrics().schedule_fire(tenant, "buffered");
+                runs.metrics().schedule_fire(tenant, "buffered");
             }
             Fire::Skip(fire) => {
                 tracing::info!(%tenant, schedule = %schedule.name, fire, "the last run goes on: this fire is skipped");
-                runtime.metrics().schedule_fire(tenant, "skipped");
+                runs.metrics().schedule_fire(tenant, "skipped");
             }
         }
     }
-    runtime.schedules().write_state(tenant, &schedule.name, &next).await?;
+    runs.schedules().write_state(tenant, &schedule.name, &next).await?;
     tracked.state = next;
     tracked.state_version = None;
     Ok(())
@@ -175,24 +175,24 @@ async fn fire_due(runtime: &Runtime, tenant: &TenantId, tracked: &mut Tracked, n
 /// Starts the run of the fire at `fire_ms`, or returns the one another host
 /// started. Only a storage failure is an error: a fire the tenant's quotas
 /// refuse, or whose component or workflow is gone, is logged and dropped.
-async fn start(runtime: &Runtime, tenant: &TenantId, schedule: &Schedule, fire_ms: u64) -> Result<(), RunError> {
+async fn start(runs: &Runs, tenant: &TenantId, schedule: &Schedule, fire_ms: u64) -> Result<(), RunError> {
     let run = schedule.run_id(fire_ms);
     let started = async {
-        let component = runtime.component(tenant, schedule.component.as_str()).await?;
+        let component = runs.catalog().component(tenant, schedule.component.as_str()).await?;
         let mut submission = Submission::new(component, &schedule.workflow, &schedule.input);
         submission.run_id = Some(run.clone());
-        runtime.start(tenant, submission).await
+        runs.start(tenant, submission).await
     };
     match started.await {
         Ok(run) => {
             tracing::info!(%tenant, schedule = %schedule.name, %run, "the schedule fired");
-            runtime.metrics().schedule_fire(tenant, "started");
+            runs.metrics().schedule_fire(tenant, "started");
             Ok(())
         }
         Err(e) if e.is_storage_failure() => Err(e),
         Err(e) => {
             tracing::warn!(%tenant, schedule = %schedule.name, %run, "the fire started no run: {e}");
-            runtime.metrics().schedule_fire(tenant, "refused");
+            runs.metrics().schedule_fire(tenant, "refused");
             Ok(())
         }
     }

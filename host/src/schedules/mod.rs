@@ -27,7 +27,7 @@
 //!     overlap: Overlap::Skip,
 //!     catch_up: None,
 //! };
-//! let added = runtime.add_schedule(&TenantId::default_tenant(), nightly).await?;
+//! let added = runtime.runs().add_schedule(&TenantId::default_tenant(), nightly).await?;
 //! println!("next run at {:?}", added.next_fire);
 //! # Ok(()) }
 //! ```

@@ -333,7 +333,7 @@ impl Review<'_> {
             let entries = self.runtime.history(self.tenant, generation).await?;
             report.journal_entries += entries.len();
             report.steps.extend(self.step_calls(generation, &entries));
-            let own = self.runtime.replay(self.tenant, generation, None).await?;
+            let own = self.runtime.runs().replay(self.tenant, generation, None).await?;
             if let Some(divergence) = divergence(&own) {
                 report.failures.push(format!(
                     "replaying run {generation} against its own journal diverged{divergence}: the workflow is not deterministic"
@@ -343,6 +343,7 @@ impl Review<'_> {
             if let Some((label, build)) = &other_build {
                 let replayed = self
                     .runtime
+                    .runs()
                     .replay(self.tenant, generation, Some(build.clone()))
                     .await?;
                 if let Some(divergence) = divergence(&replayed) {
