@@ -17,7 +17,9 @@ reading them as text (no compiler), so the counts are close, not exact:
 - import cycles between files (`use crate::...`, `use super::...`): there
   must be none, so the script fails on one (`make test` runs it);
 - the fixed `Duration` constants, each of which docs/ARCHITECTURE.md's
-  "Fixed timings" must list (and nothing else): the script fails otherwise.
+  "Fixed timings" must list (and nothing else), and the numeric constants
+  named for a maximum, each of which its "Fixed limits" must list (and
+  nothing the code lacks): the script fails otherwise.
 """
 
 import re
@@ -224,6 +226,24 @@ def timings(files):
     return in_code, in_table
 
 
+def limits(files):
+    """The numeric constants named for a maximum, every numeric constant,
+    and those the architecture's "Fixed limits" table names: the first
+    must all be in the table, and the table only names the second."""
+    named_max, every = set(), set()
+    for text in files.values():
+        for name in re.findall(r"^(?:pub(?:\([a-z]+\))? )?const ([A-Z_]+): (?:u8|u16|u32|u64|usize|i64|f64)\b", text, re.M):
+            every.add(name)
+            if "MAX" in name:
+                named_max.add(name)
+    doc = ARCHITECTURE.read_text()
+    section = doc.split("## Fixed limits", 1)[-1].split("\n## ", 1)[0]
+    in_table = set()
+    for row in re.findall(r"^\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \|", section, re.M):
+        in_table.update(re.findall(r"`([A-Z_]+)`", row))
+    return named_max, every, in_table
+
+
 def main():
     files = {path: strip_tests(path.read_text()) for path in sources()}
     for type_name in ("Runtime", "Runs", "Catalog"):
@@ -241,12 +261,20 @@ def main():
         print(f"  {' <-> '.join(group)}")
     in_code, in_table = timings(files)
     print(f"fixed timings: {len(in_code)} in the code, {len(in_table)} in docs/ARCHITECTURE.md")
+    named_max, every, limits_table = limits(files)
+    print(f"fixed limits: {len(named_max)} named for a maximum in the code, {len(limits_table)} in docs/ARCHITECTURE.md")
     if found:
         sys.exit("import cycles between files of host/src: break each by moving what both sides use below them")
     if in_code != in_table:
         sys.exit(
             "docs/ARCHITECTURE.md's Fixed timings and the code disagree: "
             f"not in the table: {sorted(in_code - in_table) or 'none'}; not in the code: {sorted(in_table - in_code) or 'none'}"
+        )
+
+    if not named_max <= limits_table or not limits_table <= every:
+        sys.exit(
+            "docs/ARCHITECTURE.md's Fixed limits and the code disagree: "
+            f"not in the table: {sorted(named_max - limits_table) or 'none'}; not in the code: {sorted(limits_table - every) or 'none'}"
         )
 
 
