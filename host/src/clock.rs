@@ -97,6 +97,8 @@ impl CreationClock {
 pub struct BootInstant(Duration);
 
 impl BootInstant {
+    /// The boot clock's reading now (on a thread on virtual time, the
+    /// scenario's clock).
     pub fn now() -> Self {
         if let Some(origin) = VIRTUAL.with(Cell::get) {
             let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
@@ -149,6 +151,8 @@ impl LeaseClock {
         }
     }
 
+    /// This clock's reading now: the boot clock's, run fast or slow by its
+    /// drift since the clock was made.
     pub fn now(&self) -> BootInstant {
         let now = BootInstant::now();
         if self.drift_permille == 0 {

@@ -14,23 +14,55 @@ use crate::contract;
 /// Why a module could not be made a component.
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentizeError {
+    /// The input is not a binary module, and does not parse as WebAssembly text.
     #[error("{path}: not WebAssembly text: {reason}")]
-    Text { path: PathBuf, reason: String },
+    Text {
+        /// The file the module was read from.
+        path: PathBuf,
+        /// What the text parser found wrong, with its position.
+        reason: String,
+    },
+    /// The input is a component already: use it as it is.
     #[error("{path} is already a component; nothing to do")]
-    AlreadyComponent { path: PathBuf },
+    AlreadyComponent {
+        /// The file the module was read from.
+        path: PathBuf,
+    },
+    /// The input starts like binary WebAssembly but is neither a core module
+    /// nor a component.
     #[error("{path} is not a WebAssembly module")]
-    NotWasm { path: PathBuf },
+    NotWasm {
+        /// The file the module was read from.
+        path: PathBuf,
+    },
+    /// The world asked for is none of the contract's: `workflows`, `steps`
+    /// or `workflows-and-steps`.
     #[error(
         "world `{world}` is not in {}: choose workflows, steps or workflows-and-steps",
         contract::PACKAGE
     )]
-    UnknownWorld { world: String },
+    UnknownWorld {
+        /// The world asked for.
+        world: String,
+    },
+    /// The module carries no component type and no world was named: build it
+    /// with a WIT bindings generator, or pass the world it implements.
     #[error(
         "{path} carries no component type: build it with a WIT bindings generator, or name the world it implements with --world"
     )]
-    NoComponentType { path: PathBuf },
+    NoComponentType {
+        /// The file the module was read from.
+        path: PathBuf,
+    },
+    /// The module could not be made a component: e.g. its imports or exports
+    /// do not match its world.
     #[error("{path}: cannot make a component: {reason}")]
-    Encode { path: PathBuf, reason: String },
+    Encode {
+        /// The file the module was read from.
+        path: PathBuf,
+        /// What wit-component reported.
+        reason: String,
+    },
 }
 
 /// Makes a component of `bytes` (a core module in binary or text form, read

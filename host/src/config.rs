@@ -108,10 +108,16 @@ pub struct HttpLimits {
 /// limit in force, never raise it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HttpLimitRequest {
+    /// Requests one attempt may send; `None` keeps the limit in force.
     pub max_requests: Option<u32>,
+    /// Bytes of one request's body; `None` keeps the limit in force.
     pub max_request_bytes: Option<u64>,
+    /// Bytes of one response's body; `None` keeps the limit in force.
     pub max_response_bytes: Option<u64>,
+    /// How long a connection may take to open, in milliseconds; `None` keeps the limit in force.
     pub connect_timeout_ms: Option<u64>,
+    /// How long the first byte of a response, and each next one, may take, in milliseconds;
+    /// `None` keeps the limit in force.
     pub first_byte_timeout_ms: Option<u64>,
 }
 
@@ -167,9 +173,13 @@ impl Default for StepLimits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitRequest {
+    /// Fuel one attempt may burn; `None` keeps the limit in force.
     pub fuel: Option<u64>,
+    /// Linear memory one attempt may grow to, in bytes; `None` keeps the limit in force.
     pub memory_bytes: Option<usize>,
+    /// Wall-clock time one attempt may take, in milliseconds; `None` keeps the limit in force.
     pub timeout_ms: Option<u64>,
+    /// Size of a step's output, in bytes; `None` keeps the limit in force.
     pub max_output_bytes: Option<usize>,
 }
 
@@ -358,11 +368,17 @@ impl Default for WaitPolicy {
 /// instances of each role, 1 GiB of loaded components.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
+    /// Limits on each step attempt, and on a step call's retries.
     pub step: StepLimits,
+    /// Limits on a workflow's own instance and each of its activations.
     pub workflow: WorkflowLimits,
+    /// Limits on what one run may accumulate in the host.
     pub run: RunLimits,
+    /// How the host behaves while a run waits: eviction and polling.
     pub wait: WaitPolicy,
+    /// When a suspended run's journal is compacted into a snapshot.
     pub snapshots: SnapshotPolicy,
+    /// How long this host's claim on its runs lasts without renewal.
     pub lease: LeasePolicy,
     /// Use wasmtime's pooling allocator when the platform allows it.
     ///

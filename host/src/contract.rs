@@ -61,6 +61,8 @@ fn push_package(resolve: &mut Resolve, files: &[(&str, &str)]) -> anyhow::Result
 /// Host bindings for the whole package. Every import is async (a durable call
 /// may wait on a step, a timer or a signal) and trappable (a durable call may
 /// end the activation: suspension, non-determinism, a storage failure).
+/// Generated from the WIT, whose own comments are the documentation.
+#[allow(missing_docs)]
 pub mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",

@@ -37,10 +37,16 @@ const HOST_ALLOWANCE: usize = 64 << 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
+    /// The finest detail (`trace`).
     Trace,
+    /// Detail for debugging (`debug`).
     Debug,
+    /// Ordinary progress (`info`): a guest's stdout is logged at it.
     Info,
+    /// Something amiss that did not stop the writer (`warn`): a guest's stderr,
+    /// and the host's refusals, are logged at it.
     Warn,
+    /// A failure (`error`).
     Error,
 }
 
@@ -57,6 +63,7 @@ impl From<LogLevel> for Level {
 }
 
 impl Level {
+    /// The level's lowercase name, as a line stores it (`trace` to `error`).
     pub fn name(self) -> &'static str {
         match self {
             Self::Trace => "trace",
@@ -72,14 +79,19 @@ impl Level {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// The run's guest code: its `log` calls, stdout and stderr.
     Guest,
+    /// The host, about the run: failed attempts, refused requests, the
+    /// allowance used up.
     Host,
 }
 
 /// One line of a run's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
+    /// Who wrote the line.
     pub source: Source,
+    /// The level its writer gave it.
     pub level: Level,
     /// The journal seq it was written at: a step's call, or, in the
     /// workflow, the seq its next durable call takes.
@@ -87,9 +99,12 @@ pub struct LogLine {
     /// The step (as the workflow called it) and attempt that wrote it;
     /// absent for the workflow's lines.
     pub step: Option<String>,
+    /// The attempt, from 1, of the step that wrote it; absent for the
+    /// workflow's lines.
     pub attempt: Option<u32>,
     /// When, in milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// The line's text; a guest's is cut to 4096 bytes.
     pub message: String,
 }
 
@@ -129,6 +144,8 @@ impl RunLog {
         self.closed.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the execution has ended (see [`RunLog::close`]): a step still
+    /// running then stores its own later lines when it ends.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
     }
@@ -184,6 +201,8 @@ pub struct WorkflowPlace {
 }
 
 impl WorkflowPlace {
+    /// Records that the workflow's next durable call takes `next_seq`, and
+    /// whether it is re-executing calls it made before (its lines then dropped).
     pub fn set(&self, next_seq: u64, replaying: bool) {
         self.next_seq.store(next_seq, Ordering::Relaxed);
         self.replaying.store(replaying, Ordering::Relaxed);
@@ -318,6 +337,8 @@ struct PendingLine {
 }
 
 impl GuestOutput {
+    /// Output written by `writer` at `level`: each line, at its newline,
+    /// becomes a log line.
     pub fn new(writer: LogWriter, level: LogLevel) -> Self {
         let line = PendingLine {
             writer,

@@ -9,6 +9,10 @@
 //! ([`cluster`]). Each tenant is held to its [`policy`] by the runtime,
 //! whoever calls it. Whatever a tenant sends to the network leaves through
 //! [`egress`].
+//!
+//! Every public item is documented: `missing_docs` is an error here.
+
+#![deny(missing_docs)]
 
 #[cfg(feature = "mimalloc")]
 mod allocator;

@@ -247,14 +247,20 @@ fn outcome(id: &TenantId, outcome: &str) -> TenantOutcome {
 }
 
 impl Metrics {
+    /// Counts a run that ended `how`: its outcome's name (`completed`,
+    /// `failed`, `cancelled` or `continued`).
     pub fn run_finished(&self, id: &TenantId, how: &str) {
         self.runs_finished.get_or_create(&outcome(id, how)).inc();
     }
 
+    /// Adds `delta` to the tenant's runs being driven now: 1 as a run's
+    /// driving starts, -1 as it stops.
     pub fn run_active(&self, id: &TenantId, delta: i64) {
         self.runs_active.get_or_create(&tenant(id)).inc_by(delta);
     }
 
+    /// Adds `delta` to the tenant's runs waiting with no instance: 1 as a
+    /// run starts waiting so, -1 as it wakes.
     pub fn run_evicted(&self, id: &TenantId, delta: i64) {
         self.runs_evicted.get_or_create(&tenant(id)).inc_by(delta);
     }
@@ -308,23 +314,31 @@ impl Metrics {
         }
     }
 
+    /// Counts a fire of a cron schedule, which ended `fate`: `started`,
+    /// `skipped`, `buffered` or `refused`.
     pub fn schedule_fire(&self, id: &TenantId, fate: &str) {
         self.schedule_fires.get_or_create(&outcome(id, fate)).inc();
     }
 
+    /// Counts `runs` finished runs deleted past their tenant's retention, and
+    /// the `objects` of theirs deleted with them.
     pub fn swept(&self, id: &TenantId, runs: u64, objects: u64) {
         self.swept_runs.get_or_create(&tenant(id)).inc_by(runs);
         self.swept_objects.get_or_create(&tenant(id)).inc_by(objects);
     }
 
+    /// Counts a try of a completion notification, which ended `fate`:
+    /// `delivered`, `failed` (tried again) or `given-up`.
     pub fn notification(&self, id: &TenantId, fate: &str) {
         self.notifications.get_or_create(&outcome(id, fate)).inc();
     }
 
+    /// Counts an execution that replayed a journal.
     pub fn replayed(&self, id: &TenantId) {
         self.replays.get_or_create(&tenant(id)).inc();
     }
 
+    /// Counts a replay that met a different call than its journal recorded.
     pub fn non_determinism(&self, id: &TenantId) {
         self.non_determinism.get_or_create(&tenant(id)).inc();
     }

@@ -52,22 +52,48 @@ const NONCE_BYTES: usize = 24;
 /// Why a secret could not be set, listed or opened.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
+    /// The host has no key (`$STEPSTONE_SECRET_KEY` is not set), so no
+    /// secret can be set or opened.
     #[error(
         "secrets need the host key: set {SECRET_KEY_VAR} to 64 hex digits (e.g. from `openssl rand -hex 32`), the same on every host sharing the store"
     )]
     NoKey,
+    /// `$STEPSTONE_SECRET_KEY` is set but is not 64 hex digits.
     #[error("{SECRET_KEY_VAR} is not a key: {reason}; it must be 64 hex digits")]
-    BadKey { reason: String },
+    BadKey {
+        /// What is wrong with it: not hex, not 32 bytes, or not Unicode.
+        reason: String,
+    },
+    /// The value is longer than [`MAX_SECRET_CHARS`] characters; nothing
+    /// was stored.
     #[error("secret `{name}` is {length} characters, over the limit of {MAX_SECRET_CHARS}")]
-    TooLarge { name: SecretName, length: usize },
+    TooLarge {
+        /// The secret being set.
+        name: SecretName,
+        /// The value's length, in characters.
+        length: usize,
+    },
+    /// The tenant already holds [`MAX_SECRETS`] secrets, its components'
+    /// included: one must be deleted before a new one is set.
     #[error("the tenant already holds {MAX_SECRETS} secrets, the limit: delete one first")]
     TooMany,
+    /// The value given is empty; nothing was stored.
     #[error("secret `{name}` has an empty value: give the value (the request body, or the command's standard input)")]
-    Empty { name: SecretName },
+    Empty {
+        /// The secret being set.
+        name: SecretName,
+    },
+    /// A stored value does not open with the host's key: the key is not the
+    /// one that sealed it, or the record is damaged or was copied from
+    /// another tenant, component or name.
     #[error(
         "secret `{name}` does not open with this host's key ({SECRET_KEY_VAR} differs from the one that sealed it, or the record is damaged)"
     )]
-    Sealed { name: String },
+    Sealed {
+        /// The secret that does not open.
+        name: String,
+    },
+    /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -90,6 +116,7 @@ impl SecretKey {
         }
     }
 
+    /// The key written as `hex`: 64 hex digits, 32 bytes.
     pub fn from_hex(hex: &str) -> Result<Self, SecretError> {
         let bytes = hex::decode(hex).map_err(|e| SecretError::BadKey { reason: e.to_string() })?;
         let bad_length = || SecretError::BadKey {
@@ -220,6 +247,8 @@ pub struct Secrets {
 }
 
 impl Secrets {
+    /// The secrets kept in `storage`, with no key until
+    /// [`Secrets::set_key`]: until then none can be set or opened.
     pub fn new(storage: Storage) -> Self {
         Self {
             storage,

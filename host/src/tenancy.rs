@@ -38,6 +38,7 @@ use crate::store::TenantId;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Quotas {
+    /// Bytes of one component the tenant may upload.
     pub max_component_bytes: usize,
     /// Components the tenant may have stored.
     pub max_components: usize,
@@ -45,6 +46,7 @@ pub struct Quotas {
     pub max_component_storage_bytes: u64,
     /// How long validating and compiling one upload may take.
     pub compile_timeout_ms: u64,
+    /// Bytes of one input, signal payload or schedule input.
     pub max_payload_bytes: usize,
     /// Runs of the tenant being driven at once, child runs included.
     pub max_active_runs: usize,
@@ -54,9 +56,13 @@ pub struct Quotas {
     pub max_child_depth: u32,
     /// Child workflows one run may start.
     pub max_children_per_run: u32,
+    /// Fuel one step attempt may burn (about one unit per WebAssembly instruction).
     pub step_fuel: u64,
+    /// Linear memory one step attempt may grow to, in bytes.
     pub step_memory_bytes: usize,
+    /// Wall-clock time one step attempt may take, in ms.
     pub step_timeout_ms: u64,
+    /// Bytes of one step's output.
     pub step_output_bytes: usize,
     /// Whether each step attempt gets a fresh scratch directory (`/scratch`
     /// in the guest, removed after the attempt). Off by default: steps get
@@ -80,10 +86,12 @@ pub struct Quotas {
     pub http_max_requests: u32,
     /// Bytes of one request body, and of one response body.
     pub http_max_request_bytes: u64,
+    /// Bytes of one response body.
     pub http_max_response_bytes: u64,
     /// How long a connection may take to open, and a response's first byte
     /// (and each next one) to arrive.
     pub http_connect_timeout_ms: u64,
+    /// How long a response's first byte, and each next one, may take to arrive, in ms.
     pub http_first_byte_timeout_ms: u64,
     /// How long the tenant's finished runs are kept before every object of
     /// theirs is deleted; absent, for ever.
@@ -188,10 +196,12 @@ impl Quotas {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tenant {
+    /// The tenant's id, which its runs, components and schedules are stored under.
     pub id: TenantId,
     /// SHA-256 (hex) of each token that authenticates as this tenant.
     #[serde(default)]
     pub token_sha256: Vec<String>,
+    /// What the tenant may use; a quota left out takes its default.
     #[serde(default)]
     pub quotas: Quotas,
 }
@@ -199,12 +209,31 @@ pub struct Tenant {
 /// Why the tenants file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TenancyError {
+    /// The file exists but could not be read.
     #[error("cannot read {path}: {reason}")]
-    Read { path: PathBuf, reason: String },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file does not parse as a tenants file or, when read again, lists no tenant.
     #[error("{path} is not a valid tenants file: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The tenants could not be written to the file.
     #[error("cannot write {path}: {reason}")]
-    Write { path: PathBuf, reason: String },
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O or TOML error.
+        reason: String,
+    },
+    /// The file lists the tenant twice: keep one entry.
     #[error("tenant `{0}` is listed twice")]
     Duplicate(TenantId),
 }
@@ -241,6 +270,7 @@ impl Tenants {
         Ok(tenants)
     }
 
+    /// Writes the tenants to `path` as TOML, replacing what is there.
     pub fn save(&self, path: &Path) -> Result<(), TenancyError> {
         let text = toml::to_string_pretty(self).map_err(|e| TenancyError::Write {
             path: path.into(),
@@ -279,6 +309,7 @@ impl Tenants {
         token
     }
 
+    /// Every tenant, in the file's order.
     pub fn iter(&self) -> impl Iterator<Item = &Tenant> {
         self.tenants.iter()
     }

@@ -22,6 +22,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An answer of `status`, with `message` as its body's `error`.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -30,6 +31,7 @@ impl ApiError {
         }
     }
 
+    /// 400: the request is wrong, as `message` says.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
@@ -42,6 +44,7 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status the answer has.
     pub fn status(&self) -> StatusCode {
         self.status
     }
@@ -51,6 +54,8 @@ impl ApiError {
         &self.message
     }
 
+    /// 401: the bearer token is missing or unknown; the answer asks for one
+    /// (`WWW-Authenticate: Bearer`).
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,

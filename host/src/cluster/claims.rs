@@ -16,6 +16,7 @@ const CLAIM_TRIES: usize = 3;
 /// The host of a run's highest claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
+    /// The highest claim's epoch; 0 if the run has never been claimed.
     pub epoch: u64,
     /// `None` for a run stored before hosts claimed runs, or whose claim
     /// cannot be read: anyone may claim it.
@@ -27,6 +28,8 @@ pub struct Owner {
 pub struct Claim {
     lease: Arc<Lease>,
     generation: u64,
+    /// The epoch this claim made or holds: the run's fencing token, which
+    /// every later claim raises.
     pub epoch: u64,
 }
 
@@ -52,17 +55,29 @@ impl Claim {
 /// Why a claim no longer holds.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClaimLost {
+    /// This host's lease lapsed, so another host may have taken the run
+    /// over: stop driving it.
     #[error(transparent)]
     Lapsed(#[from] LeaseLapsed),
+    /// Another host has claimed the run since: stop driving it.
     #[error("another host claimed the run at epoch {epoch}, after this host's claim (it judged this host dead)")]
-    Overtaken { epoch: u64 },
+    Overtaken {
+        /// The epoch of the other host's claim.
+        epoch: u64,
+    },
 }
 
 /// Why this host may not drive a run.
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
+    /// Another host drives the run: it is alive, or it claimed the run each
+    /// time this host tried. Leave the run to it.
     #[error("it is driven by host {host}, which is alive (its heartbeat changed within the lease TTL)")]
-    Owned { host: HostId },
+    Owned {
+        /// The host that drives the run.
+        host: HostId,
+    },
+    /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -29,6 +29,7 @@ impl HostId {
         ))
     }
 
+    /// The id as written in the store: `{machine}.{pid}.{nonce}`.
     pub fn as_str(&self) -> &str {
         &self.0
     }

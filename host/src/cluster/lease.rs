@@ -78,6 +78,8 @@ struct State {
     "this host's lease lapsed: it went longer than its lease TTL of {ttl:?} without renewing its heartbeat (it was paused, overloaded or cut off from the store), so another host may have taken its runs over"
 )]
 pub struct LeaseLapsed {
+    /// The lease's TTL: how long the host may go without renewing its
+    /// heartbeat.
     pub ttl: Duration,
 }
 

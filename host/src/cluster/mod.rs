@@ -108,10 +108,14 @@ impl Cluster {
         })
     }
 
+    /// This host: the id its heartbeat and claims are written under.
     pub fn me(&self) -> &HostId {
         &self.me
     }
 
+    /// The lease TTL: a host whose heartbeat has not changed for this long
+    /// is dead, and this host's own claims lapse if it does not renew
+    /// within it.
     pub fn ttl(&self) -> Duration {
         self.lease.ttl()
     }

@@ -15,7 +15,9 @@ use crate::store::{RunId, Scope, StoreError, StoreKey, TenantId};
 /// A run this host drives has something new in the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wakeup {
+    /// The tenant the run belongs to.
     pub tenant: TenantId,
+    /// The run with something new: a signal or a cancellation stored for it.
     pub run: RunId,
 }
 

@@ -54,6 +54,8 @@ impl CodeCache {
         }
     }
 
+    /// No on-disk cache, so every load compiles; uploads still compile on
+    /// their own background-priority threads.
     pub fn disabled() -> Self {
         Self {
             dir: None,

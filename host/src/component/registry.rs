@@ -27,7 +27,9 @@ use crate::store::{
 
 /// A validated component, compiled lazily for each role it is used in.
 pub struct Loaded {
+    /// Its digest: hex SHA-256 of its bytes, which it is stored under.
     pub digest: String,
+    /// What its `describe` answered: the workflows and steps it exports.
     pub manifest: Manifest,
     /// The schemas it declares for the signals its workflows await.
     pub signals: SignalSchemas,
@@ -42,6 +44,7 @@ impl Loaded {
         self.manifest.steps.iter().any(|s| s == name)
     }
 
+    /// Whether the component exports workflow `name`.
     pub fn has_workflow(&self, name: &str) -> bool {
         self.manifest.workflows.iter().any(|w| w == name)
     }
@@ -97,6 +100,7 @@ impl Components {
         }
     }
 
+    /// The engines components are compiled for and run on, one per role.
     pub fn engines(&self) -> &Engines {
         &self.engines
     }

@@ -18,6 +18,7 @@ use serde_json::Value;
 pub const SECTION: &str = "stepstone:signal-schemas";
 /// The largest section taken, and the most signals it may name.
 pub const MAX_SECTION_BYTES: usize = 256 << 10;
+/// The most signals one section may name.
 pub const MAX_SCHEMAS: usize = 100;
 
 /// The compiled schemas of one component, by signal name.

@@ -19,6 +19,7 @@ use crate::store::{ComponentName, StoreError, TenantStore, component_version_key
 pub struct ComponentVersion {
     /// 1 for the first build uploaded under the name, counting up.
     pub version: u32,
+    /// The build the name pointed at, by digest.
     pub digest: String,
     /// When the name was pointed at it, in milliseconds since the Unix epoch.
     pub named_at_ms: u64,

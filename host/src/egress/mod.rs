@@ -82,14 +82,24 @@ pub struct EgressConfig {
 /// Why a request was not sent: the tenant may not reach where it goes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The request's origin is not on the tenant's allowlist: nothing was
+    /// looked up or sent.
     #[error("{origin} is not among the origins this tenant may reach")]
-    Origin { origin: String },
+    Origin {
+        /// The origin refused, `scheme://host:port`.
+        origin: String,
+    },
+    /// The origin is allowed, but every address it resolved to is not
+    /// global and not named on the allowlist; this is the first of them.
     #[error(
         "{origin} resolves to {address}, a {class} address, which a tenant reaches only where its allowlist names that address as an IP literal"
     )]
     Address {
+        /// The origin requested, `scheme://host:port`.
         origin: String,
+        /// The address refused, in its canonical form (IPv4 if IPv4-mapped).
         address: IpAddr,
+        /// Why the address is not global, in words (see [`non_global`]).
         class: &'static str,
     },
 }
@@ -162,6 +172,8 @@ trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
 impl Egress {
+    /// The host's egress, resolving names from `config`'s hosts file first
+    /// if it names one.
     pub fn new(config: &EgressConfig) -> Result<Self, HostsFileError> {
         Ok(Self {
             resolver: Resolver::new(config.hosts_file.as_deref())?,

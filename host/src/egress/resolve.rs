@@ -13,12 +13,24 @@ use std::time::Duration;
 /// Why a hosts file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum HostsFileError {
+    /// The file could not be read: the operator fixes the path or its
+    /// permissions.
     #[error("cannot read the hosts file {path}: {reason}")]
-    Read { path: PathBuf, reason: String },
+    Read {
+        /// The hosts file, as configured.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// A line does not start with an IP address: the operator fixes that
+    /// line.
     #[error("{path}:{line}: `{address}` is not an IP address: write ADDRESS NAME [NAME...] (hosts(5))")]
     Address {
+        /// The hosts file, as configured.
         path: PathBuf,
+        /// The line's number, from 1.
         line: usize,
+        /// The line's first word, which is not an IP address.
         address: String,
     },
 }
@@ -26,10 +38,22 @@ pub enum HostsFileError {
 /// Why a name has no address to connect to.
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
+    /// The system's resolver did not answer in time.
     #[error("looking up `{name}` took over {timeout:?}")]
-    Timeout { name: String, timeout: Duration },
+    Timeout {
+        /// The name looked up.
+        name: String,
+        /// How long the lookup was given.
+        timeout: Duration,
+    },
+    /// The system's resolver failed, or found no address.
     #[error("`{name}` has no address: {reason}")]
-    NotFound { name: String, reason: String },
+    NotFound {
+        /// The name looked up.
+        name: String,
+        /// The resolver's error, or that it returned no address.
+        reason: String,
+    },
 }
 
 /// Resolves names for the host's outgoing connections.

@@ -12,8 +12,11 @@ use super::records::{Call, CallKind, Entry};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("non-determinism at seq {seq}: the journal recorded {recorded}, but the workflow now asks for {asked}")]
 pub struct NonDeterminism {
+    /// The seq at which the calls differ.
     pub seq: u64,
+    /// The call the journal holds at that seq.
     pub recorded: Call,
+    /// The call the workflow makes there now.
     pub asked: Call,
 }
 

@@ -28,10 +28,20 @@ use crate::store::StoreError;
 /// A journal read or write that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// The store failed to read or write the record (see [`StoreError`]).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A stored record failed its checks or did not decode: it was not
+    /// used, and is never treated as missing.
     #[error("corrupt record at {key}: {reason}; the record was not used")]
-    Corrupt { key: String, reason: String },
+    Corrupt {
+        /// The store key of the record.
+        key: String,
+        /// What was wrong with it: a bad header, a format version this build
+        /// does not read, a checksum that does not match, or a body that does
+        /// not decode.
+        reason: String,
+    },
     /// The task running a step ended without a result (it panicked or was
     /// cancelled); nothing was recorded, so the step runs again on replay.
     #[error("a step task ended without recording a result: {0}")]
@@ -41,7 +51,9 @@ pub enum JournalError {
     /// holds the newest claim.
     #[error("this host stood down from run `{run}`, writing nothing and starting no attempt: {why}")]
     StoodDown {
+        /// The run this host stood down from.
         run: crate::store::RunId,
+        /// Why the claim no longer holds.
         why: crate::cluster::ClaimLost,
     },
 }

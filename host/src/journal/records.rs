@@ -13,15 +13,21 @@ use crate::store::RunId;
 /// How a run was started; written once, when it is submitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The run's id, unique in its tenant's store.
     pub run_id: RunId,
+    /// The workflow the run executes, by the name its component exports.
     pub workflow: String,
     /// Digest of the component that runs the workflow.
     pub component: String,
     /// Other components the run may call steps of, by the name it uses
     /// (`name/step`), pinned to a digest when the run started.
     pub links: BTreeMap<String, String>,
+    /// The workflow's input (JSON text).
     pub input: String,
+    /// Digest of `input` (see [`digest`]): a submission again under the same
+    /// run id must match it.
     pub input_digest: String,
+    /// When the run was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// When the run was created, in microseconds since the Unix epoch,
     /// later than every run its host created before it (see
@@ -87,15 +93,20 @@ impl RunRecord {
 /// Which build a run moved to by an upgrade, and those it ran on before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRecord {
+    /// Digest of the component the run moved to.
     pub component: String,
+    /// Digests of the builds it ran on before, oldest first.
     pub earlier: Vec<String>,
+    /// When the upgrade moved the run, in milliseconds since the Unix epoch.
     pub moved_at_ms: u64,
 }
 
 /// The priority that goes first, the one that goes last, and the one a run
 /// has unless it asks for another (as Temporal's priority keys: lower first).
 pub const FIRST_PRIORITY: u8 = 1;
+/// The priority that goes last.
 pub const LAST_PRIORITY: u8 = 9;
+/// The priority a run has unless it asks for another.
 pub const DEFAULT_PRIORITY: u8 = 5;
 
 fn default_priority() -> u8 {
@@ -106,7 +117,9 @@ fn default_priority() -> u8 {
 /// starts until it ends, waits included, on whichever hosts drive them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConcurrencyLimit {
+    /// The key the runs share.
     pub key: crate::store::ConcurrencyKey,
+    /// How many of them may execute at once (at least 1).
     pub limit: u32,
 }
 
@@ -158,19 +171,28 @@ impl RunRecord {
 /// How a run ended; written once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// The workflow returned a result.
     Completed {
+        /// What the workflow returned (JSON text).
         output: String,
     },
+    /// The workflow returned an error, or the host ended the run as failed.
     Failed {
+        /// What kind of failure it was, in a word or two: `workflow-error`,
+        /// `non-determinism`, `deadline-exceeded`, and so on.
         kind: String,
+        /// What went wrong, in words.
         message: String,
     },
+    /// The run was cancelled before its workflow returned.
     Cancelled {
+        /// Why the run was cancelled, as its cancellation said.
         reason: String,
     },
     /// The run continued as new: its generation ended, and the logical run
     /// goes on as run `next`, the chain's next generation.
     Continued {
+        /// The run the chain goes on as.
         next: RunId,
     },
 }
@@ -215,7 +237,11 @@ impl fmt::Display for Outcome {
 /// A request to cancel a run; written once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRecord {
+    /// Why the run is cancelled, as the requester said: the run's outcome
+    /// carries it.
     pub reason: String,
+    /// When the cancellation was asked for, in milliseconds since the Unix
+    /// epoch.
     pub requested_at_ms: u64,
     /// Asked by the host as the run's deadline passed: the run then ends
     /// `deadline-exceeded`, not `cancelled`.
@@ -240,14 +266,23 @@ impl CancelRecord {
 /// What kind of durable call an entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CallKind {
+    /// A step call, named by the step.
     Step,
+    /// A durable sleep.
     Sleep,
+    /// A wait for a signal, named by the signal's name.
     Signal,
+    /// A reading of the clock, taken once and replayed.
     Now,
+    /// A random number, drawn once and replayed.
     Random,
+    /// A memo set, named by its key.
     MemoSet,
+    /// A wait for the first of several started steps to finish.
     AwaitAny,
+    /// The start of a child run, named by the child's workflow.
     StartChild,
+    /// A wait for a child run to end, named by the child's run id.
     AwaitChild,
     /// A patch marker: the run reached `patched(change-id)` on a build that
     /// makes the call, and takes the changed code from here. Named by the
@@ -275,13 +310,18 @@ impl fmt::Display for CallKind {
 /// A durable call as the workflow made it: what replay checks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
+    /// What kind of call it is.
     pub kind: CallKind,
+    /// What the call names: the step, the signal, the memo's key, the child's
+    /// workflow or run, or the patch's change id; empty for calls that name
+    /// nothing (a sleep, `now`, `random`, `await-any`).
     pub name: String,
     /// Digest of the call's input (see [`digest`]).
     pub input_digest: String,
 }
 
 impl Call {
+    /// A call of `kind` named `name`, with the digest of `input`.
     pub fn new(kind: CallKind, name: impl Into<String>, input: &[u8]) -> Self {
         Self {
             kind,
@@ -303,7 +343,9 @@ impl fmt::Display for Call {
 /// What a durable call returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Recorded {
+    /// The step finished, after as many attempts as it took.
     Step {
+        /// The step's output (JSON text), or the error its last attempt ended with.
         result: Result<String, StepError>,
     },
     /// The timer fired.
@@ -311,26 +353,35 @@ pub enum Recorded {
     /// The signal that was taken (its key, so it is never taken twice), or
     /// none if the wait timed out.
     Signal {
+        /// The signal's payload; `None` if the wait timed out.
         payload: Option<String>,
+        /// The store key of the signal taken; `None` if the wait timed out.
         key: Option<String>,
     },
+    /// What `now` (milliseconds since the Unix epoch) or `random` returned,
+    /// given again on replay.
     Value(u64),
+    /// A memo was set.
     MemoSet {
+        /// The value the memo was set to (the call's name is its key).
         value: String,
     },
     /// The index, among the awaited handles, of the first to finish.
     Winner(u32),
     /// The child run that was started, or why it could not be.
     Child {
+        /// The child run's id, or why it could not be started.
         run: Result<RunId, String>,
     },
     /// How a child run ended: its output, or why it failed.
     ChildEnded {
+        /// The child's output (JSON text), or how it failed, in words.
         result: Result<String, String>,
     },
     /// The run was cancelled during this call: a wait ended early, an
     /// awaited step was interrupted.
     Cancelled {
+        /// Why the run was cancelled.
         reason: String,
     },
     /// A patch marker's only answer: the run takes the change.
@@ -347,12 +398,20 @@ pub enum Recorded {
 /// before any of them writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The entry's place in the run's journal: 0 for the first, one more for
+    /// each after.
     pub seq: u64,
+    /// The call as the workflow made it, which replay checks it makes again.
     pub call: Call,
+    /// What the call returned: on replay, what the workflow is given again.
     pub recorded: Recorded,
     /// How many attempts the call took (steps; 1 otherwise).
     pub attempts: u32,
+    /// When the call began (a step's first attempt, a wait's first start), in
+    /// milliseconds since the Unix epoch.
     pub started_at_ms: u64,
+    /// When the call's result was recorded, in milliseconds since the Unix
+    /// epoch.
     pub finished_at_ms: u64,
     /// When a step's last attempt began, if it took more than one (its
     /// earlier ones are under `attempts/`); absent otherwise, so an entry of
@@ -372,17 +431,22 @@ impl Entry {
 /// crash between attempts resumes the count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
+    /// Which attempt of the step it was, counting from 1.
     pub attempt: u32,
+    /// How the attempt failed.
     pub error: StepError,
     /// When the attempt began (0 in records written before this was kept).
     #[serde(default)]
     pub started_at_ms: u64,
+    /// When the attempt failed, in milliseconds since the Unix epoch: the
+    /// wait before the next attempt counts from then.
     pub failed_at_ms: u64,
 }
 
 /// When a sleep or a signal wait ends, fixed when the wait first began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerRecord {
+    /// When the wait ends, in milliseconds since the Unix epoch.
     pub deadline_ms: u64,
     /// When the wait first began (0 in records written before this was
     /// kept), so its entry says how long it really lasted.
@@ -395,7 +459,11 @@ pub struct TimerRecord {
 /// A signal sent to a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRecord {
+    /// What the sender passed (JSON text): what the workflow that takes the
+    /// signal receives.
     pub payload: String,
+    /// When it was sent, in milliseconds since the Unix epoch: signals of one
+    /// name are taken oldest first.
     pub sent_at_ms: u64,
 }
 

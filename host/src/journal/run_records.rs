@@ -104,6 +104,9 @@ struct JournalView {
 }
 
 impl RunRecords {
+    /// The records of `run` in `store`, for a handle that only reads, or
+    /// writes what anyone may (signals, cancellations); the run's driver
+    /// takes [`RunRecords::driven_under`] instead.
     pub fn new(store: TenantStore, run: RunId) -> Self {
         Self {
             store,
@@ -174,10 +177,12 @@ impl RunRecords {
         refused
     }
 
+    /// The run these records are of.
     pub fn run_id(&self) -> &RunId {
         &self.run
     }
 
+    /// The tenant store the records are in.
     pub fn store(&self) -> &TenantStore {
         &self.store
     }
@@ -281,6 +286,7 @@ impl RunRecords {
         }
     }
 
+    /// How the run ended, or `None` while it has not.
     pub async fn outcome(&self) -> Result<Option<Outcome>, JournalError> {
         self.read(&keys_of(&self.run).outcome()).await
     }
@@ -483,6 +489,8 @@ impl RunRecords {
         Ok(attempts)
     }
 
+    /// Records `attempt`, a failed attempt of the step at `seq`, create-only;
+    /// fails if this handle's claim has lapsed.
     pub async fn record_attempt(&self, seq: u64, attempt: &AttemptRecord) -> Result<(), JournalError> {
         self.check_claim()?;
         self.create(&keys_of(&self.run).attempt(seq, attempt.attempt), attempt)

@@ -44,18 +44,45 @@ impl Default for RunQuotas {
 /// Why a run may not start now.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The tenant has as many active runs as it may: ask again once some finish.
     #[error("the tenant already has {limit} active runs, its quota: wait for some to finish")]
-    ActiveRuns { limit: usize },
+    ActiveRuns {
+        /// Runs the tenant may have active at once.
+        limit: usize,
+    },
+    /// The tenant has started as many runs this minute as it may: ask again after `retry_after`.
     #[error("the tenant may start {limit} runs a minute, its quota")]
-    Rate { limit: u32, retry_after: Duration },
+    Rate {
+        /// Runs the tenant may start a minute.
+        limit: u32,
+        /// How long until the minute's window ends (at least 1 s).
+        retry_after: Duration,
+    },
+    /// The child would nest deeper than the tenant's child runs may.
     #[error("a child at depth {depth} is past the limit of {limit}: child workflows may nest only so deep")]
-    Depth { depth: u32, limit: u32 },
+    Depth {
+        /// The depth the child would be at (a top-level run is at 0).
+        depth: u32,
+        /// The deepest a child run may be.
+        limit: u32,
+    },
+    /// The run has started as many children as one run may: start fewer, or nest them.
     #[error("the run has started {limit} children, the limit for one run: start fewer, or nest them")]
-    Children { limit: u32 },
+    Children {
+        /// Children one run may start.
+        limit: u32,
+    },
+    /// The parent run is being cancelled, so it may start no child run.
     #[error("the run is being cancelled, so it starts no more child runs")]
     Cancelling,
+    /// The tenant has burnt its fuel for the UTC day: ask again after `retry_after`.
     #[error("the tenant has burnt its {limit} fuel for today (UTC), its quota: wait for the next day")]
-    FuelSpent { limit: u64, retry_after: Duration },
+    FuelSpent {
+        /// Fuel the tenant may burn a UTC day.
+        limit: u64,
+        /// How long until the next UTC day begins (at least 1 s).
+        retry_after: Duration,
+    },
 }
 
 impl Refusal {
@@ -82,6 +109,7 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Admission held to `policies`, with no run counted yet.
     pub fn new(policies: Arc<Policies>) -> Self {
         Self {
             policies,

@@ -44,24 +44,54 @@ impl Default for ComponentQuotas {
 /// Something past a tenant's quota: what, and by how much.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OverQuota {
+    /// An input, signal payload or schedule input is larger than the tenant may send.
     #[error(
         "{what} is {size} bytes; this tenant's quota allows at most {limit}: send less, or ask the operator for a larger quota"
     )]
-    Payload { what: String, size: usize, limit: usize },
+    Payload {
+        /// What was sent, e.g. "the input"; the message starts with it.
+        what: String,
+        /// Its size, in bytes.
+        size: usize,
+        /// Bytes of one payload the tenant may send.
+        limit: usize,
+    },
+    /// The component is larger than one the tenant may upload.
     #[error(
         "the component is {size} bytes; this tenant's quota allows at most {limit}: upload a smaller component, or ask the operator for a larger quota"
     )]
-    ComponentSize { size: usize, limit: usize },
+    ComponentSize {
+        /// Its size, in bytes.
+        size: usize,
+        /// Bytes one component may have.
+        limit: usize,
+    },
+    /// The tenant has as many components stored as it may: delete one first.
     #[error("this tenant has {limit} components stored, its quota: delete one, or ask the operator for a larger quota")]
-    ComponentCount { limit: usize },
+    ComponentCount {
+        /// Components the tenant may have stored.
+        limit: usize,
+    },
+    /// Storing the component would take the tenant past its stored bytes: delete one first.
     #[error(
         "this tenant's components take {used} bytes; {size} more would pass its quota of {limit} bytes: delete one, or ask the operator for a larger quota"
     )]
-    ComponentBytes { used: u64, size: usize, limit: u64 },
+    ComponentBytes {
+        /// Bytes of the components the tenant has stored.
+        used: u64,
+        /// Bytes of the new component.
+        size: usize,
+        /// Bytes of components the tenant may have stored.
+        limit: u64,
+    },
+    /// Validating and compiling the component took longer than the tenant's limit.
     #[error(
         "validating and compiling the component took over {limit:?}, this tenant's limit: upload a smaller component"
     )]
-    CompileTime { limit: Duration },
+    CompileTime {
+        /// How long validating and compiling one upload may take.
+        limit: Duration,
+    },
 }
 
 impl ComponentQuotas {

@@ -97,6 +97,7 @@ pub struct Policies {
 }
 
 impl Policies {
+    /// Holds every tenant to `default` until [`set`](Self::set) gives it a policy of its own.
     pub fn new(default: TenantPolicy) -> Self {
         Self {
             default: Arc::new(default),

@@ -53,23 +53,43 @@ const GENERATION_MARK: &str = ".g";
 /// Why a run could not continue as new, or its chain not be followed.
 #[derive(Debug, thiserror::Error)]
 pub enum ContinuationError {
+    /// The id of the run's next generation would be longer than a run id may
+    /// be: the run fails; start runs that continue as new under shorter ids.
     #[error(
         "run `{run}` cannot continue as new: generation {generation} of the chain of `{root}` would be run `{root}{GENERATION_MARK}{generation}`, over the {limit} characters a run id may have; start runs that continue as new under shorter ids"
     )]
     IdTooLong {
+        /// The generation that called `continue-as-new`.
         run: RunId,
+        /// The first run of its chain, whose id every generation's extends.
         root: RunId,
+        /// The next generation's number (the root's successor is 1).
         generation: u64,
+        /// The most characters a run id may have.
         limit: usize,
     },
+    /// The id of the run's next generation is taken by a run that does not
+    /// continue its chain: the run fails.
     #[error(
         "run `{run}` cannot continue as new: the id of its next generation, `{next}`, is taken by a run that does not continue it"
     )]
-    Taken { run: RunId, next: RunId },
+    Taken {
+        /// The generation that called `continue-as-new`.
+        run: RunId,
+        /// The id its next generation would have, held by the other run.
+        next: RunId,
+    },
+    /// The chain's latest generation lies more than [`MAX_CHAIN_HOPS`] links
+    /// past its pointer, so it was not found: ask again.
     #[error(
         "the chain of run `{run}` has more than {hops} generations past the newest its pointer names, so its latest was not found: ask again"
     )]
-    Unresolved { run: RunId, hops: usize },
+    Unresolved {
+        /// The run whose chain was followed.
+        run: RunId,
+        /// How many `next` links were followed before giving up.
+        hops: usize,
+    },
 }
 
 /// The stored pointer to a chain's newest generation.

@@ -27,8 +27,11 @@ const ELSEWHERE_POLL: Duration = Duration::from_secs(2);
 /// A group as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupRecord {
+    /// The group's id, as given or generated.
     pub group_id: GroupId,
+    /// Its runs, in order; one submitted without an id is `{group}-{index:04}`.
     pub run_ids: Vec<RunId>,
+    /// When the group was first stored, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }
 

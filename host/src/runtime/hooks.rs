@@ -57,10 +57,14 @@ pub const MAX_URL_BYTES: usize = 2048;
 /// A message to send, or being retried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notification {
+    /// Where the message is POSTed: the run's `notify` URL.
     pub url: String,
     /// Whether the run is known to have ended.
     pub ended: bool,
+    /// Tries made so far; the entry is given up after [`MAX_ATTEMPTS`].
     pub attempts: u32,
+    /// When the next try is due, in milliseconds since the Unix epoch; 0 is
+    /// at once.
     pub next_attempt_ms: u64,
 }
 

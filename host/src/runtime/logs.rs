@@ -100,13 +100,16 @@ impl LogCursor {
 /// A line of a page, with the cursor that goes on after it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PagedLine {
+    /// The line, as stored.
     pub line: LogLine,
+    /// Where a page after this line starts: pass it as `after`.
     pub cursor: LogCursor,
 }
 
 /// A page of a run's log.
 #[derive(Debug, Default)]
 pub struct LogPage {
+    /// The page's lines, in order; at most the limit asked for.
     pub lines: Vec<PagedLine>,
     /// Where the next page starts; `None` once every line stored now was
     /// shown (a run that goes on may log more: ask again after the last

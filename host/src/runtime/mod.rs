@@ -100,78 +100,188 @@ use runs::{Ended, RunContext, Stored, failed, recorded_calls};
 /// Why a run could not be submitted, driven or inspected.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The tenant has no run of this id.
     #[error("no run `{run}`: `stepstone list` shows the runs there are")]
-    UnknownRun { run: RunId },
+    UnknownRun {
+        /// The id asked about.
+        run: RunId,
+    },
+    /// The component exports no workflow of the name asked for.
     #[error("component {digest} has no workflow `{workflow}`; it exports: {available}")]
     UnknownWorkflow {
+        /// The workflow asked for.
         workflow: String,
+        /// The component's digest.
         digest: String,
+        /// The workflows it does export, comma-separated.
         available: String,
     },
+    /// A payload (an input, a signal's, a workflow's output) is not JSON.
     #[error("{what} is not valid JSON: {reason}")]
-    InvalidJson { what: String, reason: String },
+    InvalidJson {
+        /// Which payload, as the message names it (e.g. "the input").
+        what: String,
+        /// What the JSON parser found wrong.
+        reason: String,
+    },
+    /// A payload is larger than the host takes (its `max_payload_bytes`).
     #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge { what: String, size: usize, limit: usize },
+    TooLarge {
+        /// Which payload, as the message names it (e.g. "the input").
+        what: String,
+        /// Its size, in bytes.
+        size: usize,
+        /// Bytes one payload may have.
+        limit: usize,
+    },
+    /// An id or name given (a run's, a signal's, ...) is not valid.
     #[error(transparent)]
     InvalidName(#[from] InvalidName),
+    /// A run of this id exists with another workflow or input: submitting again
+    /// is idempotent only with the same ones.
     #[error("run `{run}` already exists with another workflow or input: choose another run id")]
-    InputMismatch { run: RunId },
+    InputMismatch {
+        /// The run id that is taken.
+        run: RunId,
+    },
+    /// The run holds as many signals it has not taken as the host allows: send
+    /// again once it takes some.
     #[error("run `{run}` already holds {limit} signals it has not taken, the host's limit: wait until it takes some")]
-    SignalsFull { run: RunId, limit: usize },
+    SignalsFull {
+        /// The run signalled.
+        run: RunId,
+        /// Signals a run may hold untaken.
+        limit: usize,
+    },
+    /// A signal's payload does not match the schema the run's component
+    /// declares for that signal.
     #[error(
         "signal `{signal}` does not match the schema run `{run}`'s component declares for it, {reason}: send a payload that does"
     )]
-    SignalRefused { run: RunId, signal: String, reason: String },
+    SignalRefused {
+        /// The run signalled.
+        run: RunId,
+        /// The signal's name.
+        signal: String,
+        /// How the payload fails the schema.
+        reason: String,
+    },
+    /// The run has already ended, so it takes no signal or cancellation.
     #[error("run `{run}` has already finished")]
-    Finished { run: RunId },
+    Finished {
+        /// The run that ended.
+        run: RunId,
+    },
+    /// Another host wrote the run's journal first: this host goes on from the
+    /// journal only if its claim still holds.
     #[error(
         "another host wrote run `{run}`'s journal first: this host reads the run's newest claim again, and goes on from the journal if the claim is still its own, else leaves the run to its holder"
     )]
-    Conflict { run: RunId },
+    Conflict {
+        /// The run whose journal was written.
+        run: RunId,
+    },
+    /// Another host, alive, holds the run's claim and drives it; this host
+    /// leaves the run to it.
     #[error(
         "run `{run}` is driven by host {host}, which is alive: it goes on there (another host takes it over only once that host's lease runs out)"
     )]
-    DrivenElsewhere { run: RunId, host: HostId },
+    DrivenElsewhere {
+        /// The run asked for.
+        run: RunId,
+        /// The host that drives it.
+        host: HostId,
+    },
+    /// The run's workflow instance could not be started.
     #[error("cannot start the workflow instance of run `{run}`: {reason}")]
-    Instance { run: RunId, reason: String },
+    Instance {
+        /// The run whose instance failed.
+        run: RunId,
+        /// Why, as the engine said.
+        reason: String,
+    },
+    /// The tenant's admission refuses a new run now (see [`Refusal`]); some
+    /// refusals say when to ask again.
     #[error("cannot start a run: {0}")]
     Refused(#[from] Refusal),
+    /// Something sent is past a quota of the tenant's.
     #[error(transparent)]
     OverQuota(#[from] OverQuota),
+    /// The run's component was refused, or could not be found or loaded.
     #[error(transparent)]
     Component(#[from] ComponentError),
     /// Shared, because a step task's storage failure reaches every caller
     /// awaiting that step.
     #[error(transparent)]
     Journal(Arc<JournalError>),
+    /// The sandbox could not be set up.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// The egress's hosts file could not be used: the operator fixes it.
     #[error(transparent)]
     HostsFile(#[from] HostsFileError),
+    /// The tenant's secrets could not be opened for its steps.
     #[error("cannot open the tenant's secrets for its steps: {0}")]
     Secrets(#[from] SecretError),
+    /// A run's start or deadline is refused (unreadable, both forms given, too
+    /// far ahead, or not after its start); the message says why.
     #[error("{0}")]
     InvalidTime(String),
+    /// A `notify` URL is refused (too long, its origin not allowed, or no
+    /// signing key set); the message says why.
     #[error("{0}")]
     InvalidNotify(String),
+    /// The tenant has no group of this id.
     #[error("no group `{group}`")]
-    UnknownGroup { group: crate::store::GroupId },
+    UnknownGroup {
+        /// The id asked about.
+        group: crate::store::GroupId,
+    },
+    /// A group of this id exists with other runs: submitting a group again is
+    /// idempotent only with the same runs.
     #[error("group `{group}` already exists with other runs: choose another group id")]
-    GroupMismatch { group: crate::store::GroupId },
+    GroupMismatch {
+        /// The group id that is taken.
+        group: crate::store::GroupId,
+    },
+    /// A run is given more tags than it may carry.
     #[error("a run carries at most {limit} tags, not {count}")]
-    TooManyTags { count: usize, limit: usize },
+    TooManyTags {
+        /// How many tags it was given.
+        count: usize,
+        /// Tags a run may carry ([`MAX_TAGS`]).
+        limit: usize,
+    },
+    /// A run's priority is outside 1 (first) to 9 (last).
     #[error(
         "priority {priority} is out of range: give {first} (first) to {last} (last)",
         first = crate::journal::FIRST_PRIORITY,
         last = crate::journal::LAST_PRIORITY
     )]
-    Priority { priority: u64 },
+    Priority {
+        /// The priority given.
+        priority: u64,
+    },
+    /// A concurrency limit is outside 1 to [`MAX_CONCURRENCY_LIMIT`].
     #[error("a concurrency limit lets 1 to {max} runs of a key execute at once, not {limit}")]
-    ConcurrencyLimit { limit: u64, max: u32 },
+    ConcurrencyLimit {
+        /// The limit given.
+        limit: u64,
+        /// The highest limit taken.
+        max: u32,
+    },
+    /// A group is empty, or holds more runs than a group may.
     #[error("a group holds 1 to {limit} runs, not {size}")]
-    GroupSize { size: usize, limit: usize },
+    GroupSize {
+        /// How many runs the group was given.
+        size: usize,
+        /// Runs one group may hold ([`MAX_GROUP_RUNS`]).
+        limit: usize,
+    },
+    /// A schedule could not be added, changed or read.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// A run could not continue as new, or its chain could not be followed.
     #[error(transparent)]
     Continuation(#[from] ContinuationError),
 }
@@ -218,6 +328,7 @@ impl From<StoreError> for RunError {
 /// listing or a recovery passes over it and goes on with the others.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct UnreadableRun {
+    /// The run passed over.
     #[schema(value_type = String)]
     pub run_id: RunId,
     /// What is wrong, naming the record's key.
@@ -227,7 +338,9 @@ pub struct UnreadableRun {
 /// Runs of a tenant, and those passed over because a record is corrupt.
 #[derive(Debug)]
 pub struct RunListing<T> {
+    /// The runs read, in the listing's order.
     pub runs: Vec<T>,
+    /// The runs passed over, each with why.
     pub unreadable: Vec<UnreadableRun>,
 }
 
@@ -265,6 +378,8 @@ impl<T> RunListing<T> {
 /// How far a drive got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
+    /// The run ended, with this outcome (`Continued` for a generation that
+    /// continued as new).
     Finished(Outcome),
     /// The run waits with no instance; wake it by driving it again.
     Suspended(Suspension),
@@ -301,10 +416,12 @@ impl Runtime {
         })
     }
 
+    /// The host configuration the runtime was built with.
     pub fn config(&self) -> &HostConfig {
         &self.runs.host.config
     }
 
+    /// The host's metrics, which its runs and steps update.
     pub fn metrics(&self) -> &Metrics {
         &self.runs.host.metrics
     }

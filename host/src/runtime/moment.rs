@@ -34,11 +34,13 @@ pub struct Fields {
     pub duration: &'static str,
 }
 
+/// The fields a run's start is given in: `start_at`, or a `delay`.
 pub const START: Fields = Fields {
     time: "start_at",
     duration: "delay",
 };
 
+/// The fields a run's deadline is given in: `deadline`, or a `timeout`.
 pub const DEADLINE: Fields = Fields {
     time: "deadline",
     duration: "timeout",

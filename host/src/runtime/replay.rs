@@ -21,11 +21,23 @@ use crate::telemetry::spans;
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum ReplayReport {
     /// Every recorded call was made again, and the outcome is identical.
-    Identical { calls: u64 },
+    Identical {
+        /// How many calls the workflow made, each as recorded.
+        calls: u64,
+    },
     /// The run has not finished; every call it has recorded so far was made again.
-    ConsistentSoFar { calls: u64 },
+    ConsistentSoFar {
+        /// How many recorded calls were made again.
+        calls: u64,
+    },
     /// The first divergence.
-    Diverged { seq: Option<u64>, message: String },
+    Diverged {
+        /// The seq of the first call that differs; `None` when no one call does
+        /// (the outcome differs, or the build lacks the workflow).
+        seq: Option<u64>,
+        /// How the replay diverged, for a person to read.
+        message: String,
+    },
 }
 
 impl Runs {

@@ -39,7 +39,9 @@ const SWEEP_EVERY: (Duration, Duration) = (Duration::from_secs(1), Duration::fro
 /// What one pass deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Swept {
+    /// Runs deleted.
     pub runs: u64,
+    /// Stored objects deleted, over all those runs.
     pub objects: u64,
 }
 

@@ -11,9 +11,13 @@ use crate::contract::bindings::StepOptions;
 /// host's [`RetryLimits`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
+    /// Attempts in all, the first included: 1 means no retry.
     pub max_attempts: u32,
+    /// The wait after the first failed attempt.
     pub initial_backoff: Duration,
+    /// What each wait is multiplied by for the next.
     pub backoff_rate: f64,
+    /// The longest wait between two attempts.
     pub max_backoff: Duration,
     /// The host's floor under every wait.
     min_backoff: Duration,

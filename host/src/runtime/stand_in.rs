@@ -28,6 +28,7 @@ pub struct AttemptCall<'a> {
     pub step: &'a str,
     /// The call's seq in its run's journal.
     pub seq: u64,
+    /// The call's input, as JSON.
     pub input: &'a str,
     /// The attempt's number, from 1.
     pub attempt: u32,

@@ -15,11 +15,13 @@ pub enum RunState {
     /// Submitted to start later, at `start_at_ms` (milliseconds since the
     /// Unix epoch); nothing has run.
     Scheduled {
+        /// When it starts, in milliseconds since the Unix epoch.
         start_at_ms: u64,
     },
     /// Waiting for a place of its concurrency key: as many runs of the key
     /// as its limit execute now. Nothing has run.
     Queued {
+        /// The concurrency key it waits on.
         concurrency_key: String,
     },
     /// Submitted; no durable call recorded yet.
@@ -28,35 +30,54 @@ pub enum RunState {
     Running,
     /// A step failed and waits for its next attempt.
     Retrying {
+        /// The seq of the step call that failed.
         seq: u64,
+        /// How many of its attempts have failed so far.
         failed_attempts: usize,
     },
+    /// In a durable sleep, until `until_ms`.
     Sleeping {
+        /// The seq of the sleep call.
         seq: u64,
+        /// When the sleep ends, in milliseconds since the Unix epoch.
         until_ms: u64,
     },
+    /// Waiting for signal `signal`, until it comes or the wait times out at
+    /// `until_ms`.
     AwaitingSignal {
+        /// The seq of the signal wait.
         seq: u64,
+        /// The name of the signal awaited.
         signal: String,
+        /// When the wait times out, in milliseconds since the Unix epoch.
         until_ms: u64,
     },
+    /// Ended with the workflow's output.
     Completed {
         /// The workflow's output; shown as JSON, not as a string of JSON.
         #[serde(serialize_with = "as_json")]
         #[schema(value_type = Object)]
         output: String,
     },
+    /// Ended in failure: the workflow returned an error, a step failed for
+    /// good, or the run hit a limit or its deadline.
     Failed {
+        /// The kind of failure, in kebab-case (e.g. `workflow-error`,
+        /// `deadline-exceeded`).
         kind: String,
+        /// What went wrong, for a person to read.
         message: String,
     },
+    /// Ended by a cancellation.
     Cancelled {
+        /// Why it was cancelled, as the request said.
         reason: String,
     },
     /// This generation continued as new: the run goes on as run
     /// `continued_as`. Seen only in listings, which show each generation
     /// as it is; a run's status shows its chain's latest generation.
     Continued {
+        /// The run this generation's successor is.
         #[schema(value_type = String)]
         continued_as: RunId,
     },
@@ -125,16 +146,23 @@ fn as_json<S: serde::Serializer>(payload: &str, serializer: S) -> Result<S::Ok, 
 /// A run's status and where it stands in its journal.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunStatus {
+    /// The run's id; for a chain, the generation this status is of.
     #[schema(value_type = String)]
     pub run_id: RunId,
+    /// The workflow the run executes.
     pub workflow: String,
+    /// The digest of the component the run was submitted with (an upgrade may
+    /// since have moved it to another build).
     pub component: String,
+    /// When the run was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// Its place in line when slots or its concurrency key's places are
     /// scarce: 1 goes first, 9 last.
     pub priority: u8,
     /// How many durable calls the journal records.
     pub journaled_calls: usize,
+    /// Where the run stands; flattened, so its `state` tag and fields sit
+    /// beside the others.
     #[serde(flatten)]
     pub state: RunState,
     /// The run's place in its chain, when it is a generation a run
@@ -163,6 +191,7 @@ impl RunStatus {
 /// Which runs a listing shows.
 #[derive(Debug, Clone)]
 pub struct RunQuery {
+    /// Only runs of this workflow.
     pub workflow: Option<String>,
     /// Only runs of this component digest.
     pub component: Option<String>,
@@ -170,6 +199,7 @@ pub struct RunQuery {
     pub tag: Option<crate::store::RunTag>,
     /// Only runs created at or after this time, and before that one.
     pub created_from_ms: Option<u64>,
+    /// Only runs created before this time (milliseconds since the Unix epoch).
     pub created_before_ms: Option<u64>,
     /// Only runs in this state (its [`RunState::name`]).
     pub state: Option<String>,
@@ -210,10 +240,12 @@ impl Default for RunQuery {
 /// its creation's microseconds, which order the runs of one millisecond.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RunCursor {
+    /// When the run was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// The microsecond within `created_at_ms` (0 to 999); `None` for runs
     /// stored before records kept it, which come first in their millisecond.
     pub micros: Option<u16>,
+    /// The run's id, which orders runs created at the same time.
     pub run_id: RunId,
 }
 

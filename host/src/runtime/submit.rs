@@ -20,11 +20,15 @@ use crate::telemetry::spans;
 
 /// A run to start.
 pub struct Submission {
+    /// The run's id, which makes submitting idempotent; `None` generates one.
     pub run_id: Option<RunId>,
+    /// The workflow of `component` to run.
     pub workflow: String,
+    /// The component the run executes.
     pub component: Arc<Loaded>,
     /// Components whose steps the run may call as `name/step`.
     pub links: BTreeMap<String, Arc<Loaded>>,
+    /// The workflow's input, as JSON.
     pub input: String,
     /// Step limits for this run, below the tenant's.
     pub limits: LimitRequest,
@@ -48,6 +52,9 @@ pub struct Submission {
 }
 
 impl Submission {
+    /// A run of `component`'s `workflow` on `input` (JSON), all else at its
+    /// default: a generated id, starting now, no deadline, priority
+    /// [`DEFAULT_PRIORITY`], no concurrency limit.
     pub fn new(component: Arc<Loaded>, workflow: &str, input: &str) -> Self {
         Self {
             run_id: None,

@@ -30,6 +30,7 @@ pub const UPGRADE_PAGE: usize = 100;
 pub struct UpgradeReport {
     /// The build the runs ran on, and the one they move to.
     pub from: String,
+    /// The build the runs move to.
     pub to: String,
     /// Whether the runs that replay identically were moved (not on a dry run).
     pub moved: bool,
@@ -46,10 +47,12 @@ pub struct UpgradeReport {
 /// Where a run's journal and the new build part ways.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Divergence {
+    /// The run that diverges.
     #[schema(value_type = String)]
     pub run_id: RunId,
     /// The seq of the first call that differs, if it is one call.
     pub seq: Option<u64>,
+    /// How it diverges, for a person to read.
     pub message: String,
 }
 

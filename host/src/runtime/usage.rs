@@ -35,9 +35,13 @@ const BUDGET_RECHECK: Duration = Duration::from_secs(5);
 /// One tenant's use in one day.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DayUsage {
+    /// Fuel its step attempts burnt.
     pub fuel: u64,
+    /// Runs it started.
     pub runs: u64,
+    /// Step attempts it made, failed ones included.
     pub step_attempts: u64,
+    /// HTTP requests its steps sent out.
     pub outbound_requests: u64,
 }
 
@@ -72,6 +76,8 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The meter of host `me`: it stores its counts in `storage` and holds
+    /// tenants to the fuel budgets of `policies`.
     pub fn new(storage: Storage, me: HostId, policies: Arc<Policies>) -> Self {
         Self {
             storage,

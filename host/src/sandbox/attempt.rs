@@ -59,6 +59,7 @@ pub struct Reach<'a> {
     pub scratch_root: Option<&'a Path>,
     /// The way out its HTTP requests take, and where they may go.
     pub egress: Arc<Egress>,
+    /// Its tenant's allowlist: the origins its HTTP requests may reach.
     pub outbound: Arc<Outbound>,
     /// The call it serves.
     pub serving: Serving,
@@ -121,8 +122,11 @@ impl step_support::Host for StepState {
 /// the step.
 #[derive(Debug, Clone, Default)]
 pub struct Serving {
+    /// The tenant whose run makes the call.
     pub tenant: String,
+    /// The id of the run the call belongs to.
     pub run: String,
+    /// The call's seq in the run's journal.
     pub seq: u64,
     /// The step's name as the workflow called it (`component/step` too).
     pub step: String,
@@ -181,13 +185,16 @@ impl StepProgram {
 /// Why one attempt did not produce an output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptFailure {
+    /// How the attempt stopped.
     pub kind: StepErrorKind,
+    /// What went wrong, in words for the step's author.
     pub message: String,
     /// The step said retrying cannot help.
     pub permanent: bool,
 }
 
 impl AttemptFailure {
+    /// A failure of `kind` that retrying may get past (not permanent).
     pub fn new(kind: StepErrorKind, message: String) -> Self {
         Self {
             kind,
@@ -227,7 +234,10 @@ impl AttemptFailure {
 
 /// What one attempt produced, and what it cost.
 pub struct AttemptReport {
+    /// The step's output (JSON text within the output limit), or why there is none.
     pub result: Result<String, AttemptFailure>,
+    /// The fuel the attempt burned; 0 if the engine does not meter fuel or the
+    /// attempt failed before its sandbox was set up.
     pub fuel_used: u64,
     /// Its linear memory at its largest, in bytes.
     pub memory_bytes: usize,

@@ -21,7 +21,9 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// canonicalises NaNs and fixes relaxed-SIMD results; steps need not be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
+    /// Workflow code: deterministic, and always fuel-metered.
     Workflow,
+    /// Step code: need not be deterministic; fuel-metered unless `HostConfig::unmetered_steps`.
     Step,
 }
 
@@ -51,6 +53,8 @@ pub struct Engines {
 }
 
 impl Engines {
+    /// Builds both engines from `config`, and starts the epoch ticker unless
+    /// guests are untimed (`HostConfig::untimed_guests`).
     pub fn new(config: &HostConfig) -> Result<Self, SandboxError> {
         let workflow = build_engine(Role::Workflow, config)?;
         let step = build_engine(Role::Step, config)?;
@@ -87,6 +91,7 @@ impl Engines {
         role == Role::Workflow || !self.unmetered_steps
     }
 
+    /// The engine that runs components of `role`.
     pub fn get(&self, role: Role) -> &Engine {
         match role {
             Role::Workflow => &self.workflow,

@@ -22,6 +22,8 @@ pub struct MemoryGuard {
 }
 
 impl MemoryGuard {
+    /// A guard that lets each linear memory grow to `memory_bytes` bytes and
+    /// each table to `table_elements` elements, and refuses growth past them.
     pub fn new(memory_bytes: usize, table_elements: usize) -> Self {
         let limits = StoreLimitsBuilder::new()
             .memory_size(memory_bytes)
@@ -92,6 +94,7 @@ impl ResourceLimiter for MemoryGuard {
 
 /// The store data of a sandboxed instance.
 pub trait Sandboxed: Send + 'static {
+    /// The store's memory guard: its resource limiter, asked why a trap happened.
     fn guard(&mut self) -> &mut MemoryGuard;
     /// When the current stretch of guest code must have stopped; asked at
     /// each epoch tick while guest code runs, and watched by

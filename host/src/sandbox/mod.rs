@@ -36,8 +36,16 @@ pub use crate::contract::bindings::StepErrorKind;
 /// Why the sandbox itself could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// wasmtime refused the engine configuration the host's settings make.
     #[error("cannot configure the {role} engine: {reason}")]
-    Engine { role: Role, reason: String },
+    Engine {
+        /// The role whose engine could not be built.
+        role: Role,
+        /// wasmtime's error, with its causes.
+        reason: String,
+    },
+    /// The thread that advances the epochs could not be spawned; holds the
+    /// OS error.
     #[error("cannot start the epoch thread that enforces wall-clock limits: {0}")]
     Ticker(String),
 }

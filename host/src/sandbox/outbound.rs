@@ -35,9 +35,14 @@ use crate::shared_map::lock;
 /// failure.
 #[derive(Debug, Default)]
 pub struct HttpUsage {
+    /// Requests sent, or tried and failed on the way; refused ones are not counted.
     pub requests: AtomicU64,
+    /// Requests the host refused: off the allowlist, to an address not allowed,
+    /// over the attempt's request limit, or made by a workflow.
     pub refused: AtomicU64,
+    /// Bytes of request bodies sent, over every request.
     pub bytes_sent: AtomicU64,
+    /// Bytes of response bodies received, over every request.
     pub bytes_received: AtomicU64,
     first_refusal: Mutex<Option<String>>,
 }

@@ -59,6 +59,7 @@ pub struct ScratchBudget {
 }
 
 impl ScratchBudget {
+    /// A budget of `limit` bytes, none of it spent (see the module's costs).
     pub fn new(limit: u64) -> Self {
         Self {
             limit,

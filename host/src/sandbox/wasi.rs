@@ -62,6 +62,7 @@ struct WasiState {
 
 /// A guest's store data, which holds its [`GuestWasi`].
 pub trait Guest {
+    /// The store's WASI state.
     fn guest(&mut self) -> &mut GuestWasi;
 }
 
@@ -74,7 +75,9 @@ impl<T: Guest> WithScratch for T {
 /// The guest's standard output and standard error.
 #[derive(Clone)]
 pub struct Stdio {
+    /// Where the guest's standard output goes.
     pub stdout: GuestOutput,
+    /// Where the guest's standard error goes.
     pub stderr: GuestOutput,
 }
 
@@ -166,6 +169,8 @@ impl GuestWasi {
         }
     }
 
+    /// The guest's WASI context and resource table; a step's deferred context
+    /// is built here, on its first WASI call.
     pub fn view(&mut self) -> WasiCtxView<'_> {
         let state = self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         let ctx = state
@@ -269,6 +274,7 @@ pub struct JournalClock {
 }
 
 impl JournalClock {
+    /// A clock at `start_ms` (ms since the Unix epoch): the run's creation.
     pub fn new(start_ms: u64) -> Self {
         Self {
             start_ms,
@@ -282,6 +288,8 @@ impl JournalClock {
         self.now_ms.fetch_max(at_ms, Ordering::Relaxed);
     }
 
+    /// The journal time, in ms since the Unix epoch: the latest finish time
+    /// observed, or the start if none has been.
     pub fn now_ms(&self) -> u64 {
         self.now_ms.load(Ordering::Relaxed)
     }

@@ -97,6 +97,7 @@ pub struct NewSchedule {
     /// `@daily` and the like too.
     #[schema(value_type = CronText)]
     pub cron: String,
+    /// What a fire does while the schedule's previous run is unfinished; `skip` by default.
     #[serde(default)]
     pub overlap: Overlap,
     /// How far back fires missed while no host ran are made up (at most 10
@@ -108,15 +109,23 @@ pub struct NewSchedule {
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
+    /// The tenant's name for it; its runs are `{name}-{fire time}`.
     pub name: ScheduleName,
+    /// The component each fire runs: a name, resolved at the fire, or a digest.
     pub component: ComponentName,
+    /// The component's workflow each run starts.
     pub workflow: String,
     /// The runs' input, JSON text.
     pub input: String,
+    /// The cron pattern, in UTC, as the client gave it.
     pub cron: String,
+    /// What a fire does while the previous run is unfinished.
     pub overlap: Overlap,
+    /// How far back fires missed while no host ran are made up, in ms (0: none).
     pub catch_up_ms: u64,
+    /// Whether firing is paused; what it would have fired meanwhile is not made up.
     pub paused: bool,
+    /// When it was added, in ms since the Unix epoch; no fire before then is made up.
     pub created_at_ms: u64,
 }
 
@@ -139,19 +148,27 @@ impl Schedule {
 /// A schedule as a client sees it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ScheduleView {
+    /// The schedule's name; its runs are `{name}-{fire time}`.
     #[schema(value_type = String)]
     pub name: ScheduleName,
+    /// The component each fire runs: a name, resolved at the fire, or a digest.
     #[schema(value_type = String)]
     pub component: ComponentName,
+    /// The component's workflow each run starts.
     pub workflow: String,
+    /// Each run's input.
     pub input: serde_json::Value,
+    /// The cron pattern, in UTC, as the client gave it.
     pub cron: String,
     /// The pattern in words.
     pub description: String,
+    /// What a fire does while the previous run is unfinished.
     pub overlap: Overlap,
     /// The catch-up window, e.g. `1h`.
     pub catch_up: String,
+    /// Whether firing is paused; what it would have fired meanwhile is not made up.
     pub paused: bool,
+    /// When it was added, in ms since the Unix epoch.
     pub created_at_ms: u64,
     /// When it fires next (RFC 3339), unless paused.
     pub next_fire: Option<String>,
@@ -193,20 +210,51 @@ impl ScheduleView {
 /// Why a schedule could not be added, changed or read.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError {
+    /// The cron pattern does not parse, is too long or matches no time to come.
     #[error(
         "invalid cron pattern `{pattern}`: {reason}; write five fields (`minute hour day month weekday`, e.g. `0 2 * * *`) or six with seconds first"
     )]
-    InvalidCron { pattern: String, reason: String },
+    InvalidCron {
+        /// The pattern as given, cut to [`MAX_PATTERN_BYTES`] characters.
+        pattern: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The `catch_up` window is not a duration, or is over [`MAX_CATCH_UP`].
     #[error("invalid catch_up `{given}`: {reason}")]
-    InvalidCatchUp { given: String, reason: String },
+    InvalidCatchUp {
+        /// The window as given, cut to 64 characters.
+        given: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A schedule of this name orders other runs: delete it first, or choose another name.
     #[error("schedule `{name}` exists and orders other runs: delete it first, or choose another name")]
-    Exists { name: ScheduleName },
+    Exists {
+        /// The name taken.
+        name: ScheduleName,
+    },
+    /// The tenant holds [`MAX_SCHEDULES`] schedules already: delete one first.
     #[error("the tenant holds {limit} schedules, the limit: delete one first")]
-    TooMany { limit: usize },
+    TooMany {
+        /// Schedules one tenant may hold.
+        limit: usize,
+    },
+    /// The tenant has no schedule of this name.
     #[error("no schedule `{name}`: `stepstone schedule list` shows the schedules there are")]
-    Unknown { name: ScheduleName },
+    Unknown {
+        /// The name asked for.
+        name: ScheduleName,
+    },
+    /// A stored schedule record does not decode: delete the schedule and add it again.
     #[error("corrupt schedule record at {key}: {reason}; delete the schedule and add it again")]
-    Corrupt { key: String, reason: String },
+    Corrupt {
+        /// The store key of the record.
+        key: String,
+        /// What the decoder found wrong.
+        reason: String,
+    },
+    /// The store failed; [`StoreError`] says whether asking again may help.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -241,6 +289,7 @@ pub struct Schedules {
 }
 
 impl Schedules {
+    /// The schedules kept in `storage`; clones share one change bell.
     pub fn new(storage: Storage) -> Self {
         Self {
             storage,

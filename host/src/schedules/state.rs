@@ -19,8 +19,11 @@ pub struct ScheduleState {
 /// What becomes of one fire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fire {
+    /// Start the run of the fire at this time (ms since the Unix epoch).
     Start(u64),
+    /// Keep the fire at this time (ms) until the last run ends (`buffer-one`).
     Buffer(u64),
+    /// Drop the fire at this time (ms): the last run is unfinished.
     Skip(u64),
 }
 

@@ -59,6 +59,7 @@ impl CrashPhase {
 /// A crash at one write of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashPoint {
+    /// Where, relative to that write, the process dies.
     pub phase: CrashPhase,
     /// The write's number, from 1.
     pub write: u64,
@@ -114,6 +115,7 @@ pub struct CrashingStore<T> {
 }
 
 impl<T: ObjectStore> CrashingStore<T> {
+    /// Wraps `inner`, killing this process at `point` (the writes through it numbered from 1).
     pub fn new(inner: T, point: CrashPoint) -> Self {
         Self {
             inner,

@@ -32,6 +32,7 @@ use crate::shared_map::lock;
 /// Which calls may fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FaultScope {
+    /// Every call (the default).
     #[default]
     All,
     /// Gets and listings only.
@@ -49,6 +50,7 @@ pub struct FaultConfig {
     pub latency: Duration,
     /// Seeds the generator that picks the failing calls.
     pub seed: u64,
+    /// Which calls may fail (all of them by default).
     pub scope: FaultScope,
     /// The share of failed writes that landed before failing (their reply
     /// was lost), from 0 to 1: 0 for a store that is down.
@@ -160,6 +162,7 @@ impl Faults {
         }
     }
 
+    /// The config in force: the one given at creation, or the last [`set_config`](Self::set_config).
     pub fn config(&self) -> FaultConfig {
         lock(&self.state).0
     }
@@ -255,6 +258,7 @@ pub struct FaultyStore<T> {
 }
 
 impl<T: ObjectStore> FaultyStore<T> {
+    /// Wraps `inner`, failing and slowing down its calls as `config` says.
     pub fn new(inner: T, config: FaultConfig) -> Self {
         Self {
             inner,

@@ -82,10 +82,13 @@ macro_rules! name_type {
         pub struct $ty(String);
 
         impl $ty {
+            /// `name`, if it can be part of a key: letters, digits, `-`, `_` and `.`, not starting with `.`,
+            /// and not too long for its kind ([`InvalidName`] says why not otherwise).
             pub fn new(name: &str) -> Result<Self, InvalidName> {
                 check($what, name, $max).map(Self)
             }
 
+            /// The name, as it goes into keys.
             pub fn as_str(&self) -> &str {
                 &self.0
             }

@@ -53,25 +53,43 @@ pub use object_store::path::Path as StoreKey;
 pub enum StoreError {
     /// Nothing is stored at the key.
     #[error("nothing stored at {key}")]
-    NotFound { key: String },
+    NotFound {
+        /// The key, relative to the view's prefix (a tenant's, without `tenants/{tenant}/`).
+        key: String,
+    },
     /// A create-only write found the key taken: another writer got there first.
     #[error("{key} was already written by another writer")]
-    AlreadyExists { key: String },
+    AlreadyExists {
+        /// The key, relative to the view's prefix (a tenant's, without `tenants/{tenant}/`).
+        key: String,
+    },
     /// The store could not be reached or failed, and kept failing.
     #[error("storage failed at {key} after {attempts} attempt(s): {cause}")]
     Unavailable {
+        /// The key, relative to the view's prefix (a tenant's, without `tenants/{tenant}/`).
         key: String,
+        /// How many times the call was tried, the first included.
         attempts: u32,
         /// The last failure; part of the message, so not a `source` to print twice.
         cause: object_store::Error,
     },
     /// The data directory could not be opened.
     #[error("cannot open the data directory {path}: {reason}")]
-    Open { path: String, reason: String },
+    Open {
+        /// The data directory, as given.
+        path: String,
+        /// Why it could not be created or opened, from the file system.
+        reason: String,
+    },
     /// The store a URL names cannot be used: the URL, or the bucket, the
     /// endpoint or the credentials behind it.
     #[error("cannot use the store {location}: {reason}")]
-    Location { location: String, reason: String },
+    Location {
+        /// The store's URL, as given.
+        location: String,
+        /// What is wrong with it, and what to check.
+        reason: String,
+    },
 }
 
 impl StoreError {
@@ -98,6 +116,7 @@ pub struct StoreRetries {
     pub attempts: u32,
     /// The wait before the first retry; each next one doubles, plus jitter.
     pub first_delay: Duration,
+    /// The longest wait between two tries, however many came before.
     pub max_delay: Duration,
 }
 
@@ -252,6 +271,7 @@ pub struct TenantStore {
 }
 
 impl TenantStore {
+    /// The tenant whose data this view holds.
     pub fn tenant(&self) -> &TenantId {
         &self.tenant
     }

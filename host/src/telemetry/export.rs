@@ -29,12 +29,22 @@ const UNNAMED_SERVICE: &str = "unknown_service";
 /// The telemetry could not be set up as the environment asks.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
+    /// A protocol variable names a protocol other than `http/protobuf`, the
+    /// only one spoken: set it to that, or unset it.
     #[error(
         "{variable}={value}: Stepstone exports traces over OTLP/HTTP with protobuf bodies only; set it to `{PROTOCOL}` or unset it"
     )]
-    Protocol { variable: &'static str, value: String },
+    Protocol {
+        /// The variable that names the protocol.
+        variable: &'static str,
+        /// The protocol it names.
+        value: String,
+    },
+    /// The OTLP exporter could not be built as the environment asks.
     #[error("cannot set up the trace exporter: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// A log subscriber was installed in the process already: telemetry is
+    /// installed once a process.
     #[error("the process's log subscriber was installed already: {0}")]
     Installed(#[from] tracing_subscriber::util::TryInitError),
 }

@@ -23,6 +23,8 @@ pub struct RunTrace {
 }
 
 impl RunTrace {
+    /// The trace of `run` of `tenant`: the same on every host, at every
+    /// execution.
     pub fn of(tenant: &TenantId, run: &RunId) -> Self {
         let digest = Sha256::digest(format!("{tenant}/{run}"));
         let mut trace = [0; 16];

@@ -53,6 +53,7 @@ impl FromStr for LogFormat {
 
 /// Which log lines are written, and how.
 pub struct LogSettings {
+    /// How each line looks: words or JSON.
     pub format: LogFormat,
     /// Which lines are written unless `RUST_LOG` says otherwise, in its
     /// syntax.

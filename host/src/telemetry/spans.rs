@@ -77,6 +77,8 @@ pub struct Ending<'a> {
 }
 
 impl<'a> Ending<'a> {
+    /// Watches `span`: dropped before [`Ending::ended`], this gives it
+    /// `abandoned`.
     pub fn of(span: &'a Span) -> Self {
         Self { span, known: false }
     }

@@ -14,11 +14,15 @@ use crate::sandbox::kind_name;
 pub struct StepCallRecord {
     /// The run that made it: the scenario's, or a later generation of it.
     pub run: String,
+    /// The call's place in its run's journal.
     pub seq: u64,
+    /// The step called, by name.
     pub step: String,
     /// `None` when no attempt was made (the step is unknown).
     pub input: Option<Value>,
+    /// How many attempts the call took, retries included.
     pub attempts: u32,
+    /// The call's output as a JSON string, or the error it failed with after its retries.
     pub result: Result<String, StepError>,
 }
 

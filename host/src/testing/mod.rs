@@ -74,16 +74,30 @@ const SCENARIO_RUN: &str = "scenario";
 /// of its expectations is a failed [`ScenarioReport`] instead).
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
+    /// No thread, or no tokio runtime on it, could be started for the scenario.
     #[error("cannot start a thread and runtime for scenario `{scenario}`: {reason}")]
-    Start { scenario: String, reason: String },
+    Start {
+        /// The name of the scenario that could not start.
+        scenario: String,
+        /// Why, as the operating system or tokio gave it.
+        reason: String,
+    },
+    /// The host failed the scenario before it could be checked: the component does not validate,
+    /// say, or the run could not be submitted, driven, read back or replayed.
     #[error("scenario `{scenario}` could not run: {source}")]
     Run {
+        /// The name of the scenario that could not run.
         scenario: String,
+        /// What the host reported.
         #[source]
         source: Box<RunError>,
     },
+    /// The scenario's thread panicked: a bug in the host, to report.
     #[error("scenario `{scenario}` stopped the host's thread (a bug in the host: please report it)")]
-    Panicked { scenario: String },
+    Panicked {
+        /// The name of the scenario whose thread stopped.
+        scenario: String,
+    },
 }
 
 /// Runs scenarios against one component.
@@ -402,6 +416,7 @@ fn divergence(replay: &ReplayReport) -> Option<String> {
 /// What one scenario came to.
 #[derive(Debug, Clone)]
 pub struct ScenarioReport {
+    /// The scenario's name.
     pub name: String,
     /// The seed its completions were shuffled with, if they were.
     pub shuffle: Option<u64>,
@@ -410,12 +425,15 @@ pub struct ScenarioReport {
     pub outcome: Option<Outcome>,
     /// Every step call, in journal order, over every generation.
     pub steps: Vec<StepCallRecord>,
+    /// How many entries the journals of every generation hold together.
     pub journal_entries: usize,
     /// Each generation's replay against its own journal.
     pub replays: Vec<(RunId, ReplayReport)>,
     /// Signals due after the scenario ended, so never sent.
     pub unsent_signals: Vec<String>,
+    /// The virtual time from the run's start to its end, or to the scenario's `until`.
     pub virtual_elapsed: Duration,
+    /// The wall-clock time the scenario took, compiling the component included.
     pub real_elapsed: Duration,
     /// Each way the run fell short; none means the scenario passed.
     pub failures: Vec<String>,
@@ -437,6 +455,7 @@ impl ScenarioReport {
         }
     }
 
+    /// Whether the scenario passed: the run fell short in no way.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
     }

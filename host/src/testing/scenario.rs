@@ -33,30 +33,47 @@ pub const STUB_FAILURE_KINDS: [StepErrorKind; 7] = [
 /// A scenario file or value that cannot be run as it is.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// The scenario file is no valid scenario: bad TOML, an unknown or missing field, or a bad value.
     #[error("{file}: {reason}")]
-    Invalid { file: String, reason: String },
+    Invalid {
+        /// The scenario file's path.
+        file: String,
+        /// What is wrong, naming the field (fix it and run again).
+        reason: String,
+    },
+    /// The scenario file could not be read (it is missing, say, or not UTF-8).
     #[error("cannot read scenario {file}: {reason}")]
-    Unreadable { file: String, reason: String },
+    Unreadable {
+        /// The scenario file's path.
+        file: String,
+        /// Why it could not be read, as the operating system gave it.
+        reason: String,
+    },
 }
 
 /// One test of a workflow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
+    /// The scenario's name in reports (by default its workflow's, or its file's stem).
     pub name: String,
     /// The component file, when the scenario names one (a harness is given
     /// its component otherwise).
     pub component: Option<PathBuf>,
+    /// The workflow the scenario runs, by name.
     pub workflow: String,
+    /// The workflow's input (`null` when a scenario file gives none).
     pub input: Value,
     /// Where virtual time starts, in ms since the epoch (`None`: now).
     pub start_time_ms: Option<u64>,
     /// Stubs by step name; a step without one runs for real.
     pub stubs: BTreeMap<String, Stub>,
+    /// Signals sent to the run, each at its virtual time.
     pub signals: Vec<TimedSignal>,
     /// When the run is cancelled, in virtual time from its start.
     pub cancel_at: Option<Duration>,
     /// The virtual time the run may take before the scenario fails.
     pub until: Duration,
+    /// What the run must come to.
     pub expect: Expectations,
 }
 
@@ -65,16 +82,22 @@ pub struct Scenario {
 /// of virtual time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stub {
+    /// What the attempts answer, in order, the last repeating; empty: the real step runs.
     pub answers: Vec<Answer>,
+    /// The virtual time each attempt takes (zero by default).
     pub takes: Duration,
 }
 
 /// How one stubbed attempt ends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
+    /// The attempt succeeds with this output.
     Output(Value),
+    /// The attempt fails, as a step's attempt would.
     Failure {
+        /// The kind the attempt fails with: one of [`STUB_FAILURE_KINDS`].
         kind: StepErrorKind,
+        /// The failure's message, as the step would report it.
         message: String,
         /// Retrying cannot help: the call fails at once (kind `failed` only,
         /// as a step reports it).
@@ -87,7 +110,9 @@ pub enum Answer {
 pub struct TimedSignal {
     /// When, from the run's start.
     pub at: Duration,
+    /// The signal's name, as the workflow waits for it.
     pub name: String,
+    /// The signal's payload (`null` when a scenario file gives none).
     pub payload: Value,
 }
 
@@ -111,9 +136,13 @@ pub struct Expectations {
 /// One step call the journal must hold.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExpectedStep {
+    /// The step the call must be of, by name.
     pub step: String,
+    /// The input the call must be made with, exactly (as JSON values).
     pub input: Option<Value>,
+    /// How many attempts the call must take, retries included.
     pub attempts: Option<u32>,
+    /// The output the call must return, exactly (as JSON values).
     pub output: Option<Value>,
     /// The kind the call failed with, after its retries.
     pub error_kind: Option<String>,
@@ -137,6 +166,7 @@ impl Scenario {
         }
     }
 
+    /// Names the scenario `name` in reports (it is named after its workflow otherwise).
     pub fn named(mut self, name: &str) -> Self {
         self.name = name.to_owned();
         self
@@ -158,11 +188,13 @@ impl Scenario {
         self
     }
 
+    /// Cancels the run `at` after it starts.
     pub fn cancel_at(mut self, at: Duration) -> Self {
         self.cancel_at = Some(at);
         self
     }
 
+    /// Checks the run against `expect`, in place of what the scenario expected before.
     pub fn expect(mut self, expect: Expectations) -> Self {
         self.expect = expect;
         self
@@ -236,6 +268,7 @@ impl Stub {
 }
 
 impl Answer {
+    /// A failure of `kind` saying `message`, which a retry may get past (not permanent).
     pub fn failure(kind: StepErrorKind, message: &str) -> Self {
         Self::Failure {
             kind,
