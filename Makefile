@@ -10,7 +10,7 @@ STEPSTONE := target/debug/stepstone
 DEMO_DATA := target/demo-data
 DEMO_ORDER := {"order_id":"o-1001","item":"book","amount_cents":1200,"sleep_ms":1500}
 
-.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser sim structure
+.PHONY: all host demo demo-cluster test reliability bench clean check-host-toolchain browser sim structure embedder-api
 
 all: host guests
 
@@ -19,9 +19,10 @@ check-host-toolchain:
 		echo "make: cargo not found: install Rust (https://rustup.rs), version 1.95 or newer" >&2; exit 1; }
 
 # One profile (dev, with dependencies optimised) serves the host, the demo
-# and the tests, so nothing is compiled twice.
+# and the tests, so nothing is compiled twice. The binary needs the
+# library's internals (as the tests do: one feature set for both).
 host: check-host-toolchain
-	$(CARGO) build -p stepstone
+	$(CARGO) build -p stepstone --features internals
 
 $(STEPSTONE): host
 
@@ -70,12 +71,17 @@ SEEDS ?= 10000
 SIM_BUDGET ?= 4m
 SIM := $(CARGO) run --quiet -p stepstone-sim --
 
-test: host guests guest-sdk-test schemathesis seaweedfs browser
+test: host guests guest-sdk-test schemathesis seaweedfs browser embedder-api
 	@rm -rf $(RELIABILITY_RESULTS)
 	@python3 mk/structure.py > /dev/null
 	$(CARGO) test --workspace
 	$(SIM) --seeds 1000000 --budget $(SIM_BUDGET) --record $(RELIABILITY_RESULTS)/sim.json
 	@$(MAKE) --no-print-directory reliability
+
+# The library as an embedder builds it, without the internals: no warning,
+# every public item documented (lib.rs denies missing docs).
+embedder-api: check-host-toolchain
+	$(CARGO) rustc --quiet -p stepstone --lib -- -D warnings
 
 sim: host guests
 	$(SIM) --seeds $(SEEDS) --record $(SIM_RESULTS)/sim-$(SEEDS).json

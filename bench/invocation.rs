@@ -45,7 +45,11 @@ fn attempt_code_cache() -> CodeCache {
 
 impl Bench {
     async fn new(config: &HostConfig, bytes: Bytes) -> anyhow::Result<Self> {
-        let components = Components::new(Engines::new(config)?, attempt_code_cache());
+        let components = Components::within(
+            Engines::new(config)?,
+            attempt_code_cache(),
+            config.loaded_components_bytes,
+        );
         let loaded = components.validate("the benchmark guest", bytes).await?;
         let program = components.steps(&loaded).await?;
         Ok(Self {

@@ -174,7 +174,11 @@ async fn first_run(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Dura
 /// the cold start of a steps-only guest.
 async fn step_ready(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Duration> {
     let (took, result) = time(async {
-        let components = Components::new(Engines::new(&served_config())?, cache);
+        let components = Components::within(
+            Engines::new(&served_config())?,
+            cache,
+            served_config().loaded_components_bytes,
+        );
         let loaded = components.validate("the guest", bytes).await?;
         components.steps(&loaded).await?;
         anyhow::Ok(())

@@ -35,9 +35,9 @@ $(DBOS): $(DBOS_REQUIREMENTS)
 	@touch $@
 
 bench-peers: peer-tools seaweedfs $(GUESTS_DIR)/bench.wasm
-	$(CARGO) build -p stepstone $(BENCH_CARGO_FLAGS_$(BENCH_PROFILE))
+	$(CARGO) build -p stepstone --features internals $(BENCH_CARGO_FLAGS_$(BENCH_PROFILE))
 	@mkdir -p $(dir $(PEERS_STEPSTONE))
 	cp $(BENCH_BIN_DIR_$(BENCH_PROFILE))/stepstone $(PEERS_STEPSTONE)
-	$(CARGO) build -p stepstone
+	$(CARGO) build -p stepstone --features internals
 	python3 bench/peers/run.py --stepstone $(PEERS_STEPSTONE) --weed $(WEED) --tools $(PEERS_TOOLS) \
 		--guests $(GUESTS_DIR) --docs docs/BENCHMARKS.md $(if $(PEERS_ONLY),--only $(PEERS_ONLY))

@@ -12,8 +12,8 @@ reading them as text (no compiler), so the counts are close, not exact:
 - for five questions a newcomer asks, the files whose code (comments and
   strings left out) takes part in the answer, found by the names it uses:
   a proxy for the files a reader opens;
-- public items of the library (`pub` without a restriction) and public
-  modules;
+- public items of the embedder's API (`pub` without a restriction, in
+  the modules public without the `internals` feature) and public modules;
 - import cycles between files (`use crate::...`, `use super::...`): there
   must be none, so the script fails on one (`make test` runs it);
 - the fixed `Duration` constants, each of which docs/ARCHITECTURE.md's
@@ -99,16 +99,24 @@ def answers(files):
 
 
 def public_items(files):
-    """Items declared `pub` (not `pub(crate)`), each name a `pub use` exports counted."""
+    """Items declared `pub` (not `pub(crate)`) in the modules of the
+    embedder's API (`pub mod` in lib.rs; those lib.rs declares through
+    `internal_modules!` are public only with the `internals` feature, and
+    not counted), each name a `pub use` exports counted."""
+    lib = (ROOT / "lib.rs").read_text()
+    modules = re.findall(r"^pub mod (\w+)", lib, re.M)
+    internal = re.search(r"internal_modules!\((.*?)\);", lib, re.S)
+    internal = re.findall(r"\w+", internal.group(1)) if internal else []
+    private = re.findall(r"^mod (\w+)", lib, re.M)
     items = 0
-    for text in files.values():
+    for path, text in files.items():
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[0] not in modules:
+            continue
         items += len(re.findall(r"^\s*pub (?:async |const |unsafe )*(?:fn|struct|enum|trait|const|static|type|mod) ", text, re.M))
         for statement in re.findall(r"^\s*pub use ([^;]+);", text, re.M):
             items += sum(1 for _ in expand(re.sub(r"\s+", "", statement)))
-    lib = (ROOT / "lib.rs").read_text()
-    modules = re.findall(r"^pub mod (\w+)", lib, re.M)
-    all_modules = re.findall(r"^(?:pub )?mod (\w+)", lib, re.M)
-    return items, len(modules), len(all_modules)
+    return items, len(modules), len(modules) + len(internal) + len(private)
 
 
 def module_of(path):
@@ -254,7 +262,7 @@ def main():
     for question, found in answers(files).items():
         print(f"{question}: {len(found)} files ({', '.join(found)})")
     items, public_modules, modules = public_items(files)
-    print(f"public items: {items}; public modules: {public_modules} of {modules}")
+    print(f"public items of the embedder's API: {items}; public modules: {public_modules} of {modules}")
     found = cycles(files)
     print(f"import cycles (strongly connected groups of files): {len(found)}")
     for group in found:

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::cluster::HostId;
 pub use crate::cluster::LeasePolicy;
-use crate::egress::EgressConfig;
+pub use crate::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, InvalidOrigin};
 
 /// Bounds on any step call's retry policy, whatever its options ask: a
 /// guest asking for endless attempts with no wait between them gets at most

@@ -294,7 +294,7 @@ impl Metrics {
     }
 
     /// Counts what one attempt's outgoing HTTP came to.
-    pub fn http(&self, id: &TenantId, usage: &HttpUsage) {
+    pub(crate) fn http(&self, id: &TenantId, usage: &HttpUsage) {
         use std::sync::atomic::Ordering::Relaxed;
         for (how, count) in [("sent", &usage.requests), ("refused", &usage.refused)] {
             let count = count.load(Relaxed);

@@ -85,11 +85,6 @@ pub struct Components {
 pub const STORED_FRESH: Duration = Duration::from_secs(60);
 
 impl Components {
-    /// Components kept loaded within the default budget.
-    pub fn new(engines: Engines, cache: CodeCache) -> Self {
-        Self::within(engines, cache, crate::config::HostConfig::new().loaded_components_bytes)
-    }
-
     /// Components kept loaded within `budget` bytes of component code.
     pub fn within(engines: Engines, cache: CodeCache, budget: u64) -> Self {
         Self {
@@ -416,7 +411,11 @@ fn check_imports(
 pub(crate) async fn attempt_example_step(
     config: &crate::config::HostConfig,
 ) -> (Components, Arc<Loaded>, sandbox::AttemptReport) {
-    let components = Components::new(Engines::new(config).expect("engines"), CodeCache::disabled());
+    let components = Components::within(
+        Engines::new(config).expect("engines"),
+        CodeCache::disabled(),
+        config.loaded_components_bytes,
+    );
     let bytes = crate::componentize::example_wat_step();
     let loaded = components.validate("step.wat", bytes.into()).await.expect("validate");
     let program = components.steps(&loaded).await.expect("link");

@@ -15,6 +15,7 @@ mod records;
 mod run_records;
 mod snapshot;
 
+pub use crate::cluster::{ClaimLost, LeaseLapsed};
 pub use cursor::{Cursor, NonDeterminism, PatchMark};
 pub use envelope::{FORMAT_VERSION, decode, encode};
 pub use records::{

@@ -119,7 +119,7 @@ impl RunRecords {
     /// The same records, for the host driving the run under `claim`: every
     /// write a driver makes (entries, attempts, timers, snapshots, the
     /// outcome) checks the claim first, and fails once it has lapsed.
-    pub fn driven_under(self, claim: Claim) -> Self {
+    pub(crate) fn driven_under(self, claim: Claim) -> Self {
         Self {
             claim: Some(claim),
             ..self

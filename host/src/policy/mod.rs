@@ -28,11 +28,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use crate::egress::Outbound;
 pub use admission::{Admission, Refusal, RunQuotas};
 pub use components::{ComponentQuotas, OverQuota, Uploads};
 
 use crate::config::{HostConfig, StepLimits};
-use crate::egress::Outbound;
 use crate::shared_map::lock;
 use crate::store::TenantId;
 

@@ -63,14 +63,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use crate::cluster::{HostId, InvalidHostId};
+pub use crate::egress::HostsFileError;
+pub use crate::guest_log::{Level, LogLine, Source};
 pub use crate::policy::{Refusal, RunQuotas};
+pub use crate::sandbox::{AttemptFailure, SandboxError, StepErrorKind};
 pub use catalog::Catalog;
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
 pub use groups::{GroupRecord, Groups, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, Logs, MAX_LOG_PAGE, PagedLine};
-pub use moment::{DEADLINE, Moment, START};
+pub use moment::{DEADLINE, Moment, MomentFields, START};
 pub use replay::ReplayReport;
 pub use retention::{Retention, SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
@@ -83,14 +87,11 @@ pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport, Upgrades};
 pub use usage::Usage;
 pub use usage::{DayUsage, day_of};
 
-use crate::cluster::HostId;
 use crate::component::{CodeCache, ComponentError, Loaded};
 use crate::config::HostConfig;
-use crate::egress::HostsFileError;
 use crate::journal::{Entry, JournalError, Outcome};
 use crate::metrics::Metrics;
 use crate::policy::{OverQuota, TenantPolicy};
-use crate::sandbox::SandboxError;
 use crate::schedules::{ScheduleError, Schedules};
 use crate::secrets::{SecretError, Secrets};
 use crate::store::{ComponentName, InvalidName, RunId, SignalName, Storage, StoreError, TenantId};

@@ -29,19 +29,21 @@ pub enum Moment {
 
 /// The names of a moment's two fields, for the messages that refuse them.
 #[derive(Debug, Clone, Copy)]
-pub struct Fields {
+pub struct MomentFields {
+    /// The field giving the moment as a time, e.g. `start_at`.
     pub time: &'static str,
+    /// The field giving it as a duration from now, e.g. `delay`.
     pub duration: &'static str,
 }
 
 /// The fields a run's start is given in: `start_at`, or a `delay`.
-pub const START: Fields = Fields {
+pub const START: MomentFields = MomentFields {
     time: "start_at",
     duration: "delay",
 };
 
 /// The fields a run's deadline is given in: `deadline`, or a `timeout`.
-pub const DEADLINE: Fields = Fields {
+pub const DEADLINE: MomentFields = MomentFields {
     time: "deadline",
     duration: "timeout",
 };
@@ -49,7 +51,7 @@ pub const DEADLINE: Fields = Fields {
 impl Moment {
     /// From `time` (RFC 3339, with its offset) or `duration` (such as `4s`
     /// or `1h 30m`); naming both is refused.
-    pub fn parse(fields: Fields, time: Option<&str>, duration: Option<&str>) -> Result<Self, RunError> {
+    pub fn parse(fields: MomentFields, time: Option<&str>, duration: Option<&str>) -> Result<Self, RunError> {
         let invalid = |message: String| Err(RunError::InvalidTime(message));
         match (time, duration) {
             (None, None) => Ok(Self::Unset),
@@ -77,7 +79,7 @@ impl Moment {
     /// The moment as milliseconds since the Unix epoch, counted from
     /// `from_ms`: `None` if unset. Refused past [`MAX_AHEAD`] of `from_ms`;
     /// a time before it is returned as given (negative times as 0).
-    pub fn resolve(self, fields: Fields, from_ms: u64) -> Result<Option<u64>, RunError> {
+    pub fn resolve(self, fields: MomentFields, from_ms: u64) -> Result<Option<u64>, RunError> {
         let (at_ms, ahead) = match self {
             Self::Unset => return Ok(None),
             Self::After(duration) => {

@@ -217,30 +217,37 @@ impl RunKeys<'_> {
         Key::from_iter(["runs", self.0.as_str()].iter().chain(parts).copied())
     }
 
+    /// Everything the run has in the store, as the prefix of its keys.
     pub fn root(&self) -> Key {
         self.key(&[])
     }
 
+    /// The run's record: what was submitted, written once.
     pub fn run(&self) -> Key {
         self.key(&["run"])
     }
 
+    /// A request to cancel the run, written by whoever asks.
     pub fn cancel(&self) -> Key {
         self.key(&["cancel"])
     }
 
+    /// How the run ended, written once when it ends.
     pub fn outcome(&self) -> Key {
         self.key(&["outcome"])
     }
 
+    /// The prefix of the run's journal entries.
     pub fn journal(&self) -> Key {
         self.key(&["journal"])
     }
 
+    /// Journal entry `seq`: zero-padded, so entries list in call order.
     pub fn entry(&self, seq: u64) -> Key {
         self.key(&["journal", &seq_part(seq)])
     }
 
+    /// The prefix of the journal's snapshots.
     pub fn snapshots(&self) -> Key {
         self.key(&["snapshots"])
     }
@@ -251,14 +258,17 @@ impl RunKeys<'_> {
         self.key(&["snapshots", &seq_part(covers)])
     }
 
+    /// The prefix of the failed attempts of the step at `seq`.
     pub fn attempts(&self, seq: u64) -> Key {
         self.key(&["attempts", &seq_part(seq)])
     }
 
+    /// Failed attempt `attempt` (from 1) of the step at `seq`.
     pub fn attempt(&self, seq: u64, attempt: u32) -> Key {
         self.key(&["attempts", &seq_part(seq), &format!("{attempt:05}")])
     }
 
+    /// The prefix of the claims on the run, one per epoch.
     pub fn owners(&self) -> Key {
         self.key(&["owners"])
     }
@@ -268,6 +278,7 @@ impl RunKeys<'_> {
         self.key(&["owners", &seq_part(epoch)])
     }
 
+    /// The prefix of the run's timers.
     pub fn timers(&self) -> Key {
         self.key(&["timers"])
     }
@@ -283,18 +294,22 @@ impl RunKeys<'_> {
         self.key(&["place"])
     }
 
+    /// The prefix of every failed attempt of every step of the run.
     pub fn all_attempts(&self) -> Key {
         self.key(&["attempts"])
     }
 
+    /// The timer the durable call at `seq` set.
     pub fn timer(&self, seq: u64) -> Key {
         self.key(&["timers", &seq_part(seq)])
     }
 
+    /// The prefix of every signal sent to the run.
     pub fn all_signals(&self) -> Key {
         self.key(&["signals"])
     }
 
+    /// The prefix of the signals sent to the run as `name`.
     pub fn signals(&self, name: &SignalName) -> Key {
         self.key(&["signals", name.as_str()])
     }
@@ -305,6 +320,7 @@ impl RunKeys<'_> {
         self.key(&["signal-ids", name.as_str(), id.as_str()])
     }
 
+    /// The prefix of the run's stored log batches.
     pub fn logs(&self) -> Key {
         self.key(&["logs"])
     }

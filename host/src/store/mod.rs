@@ -35,8 +35,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 pub use keys::{
-    ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
-    TenantId, WorkflowName, keys_of, place_generation, unfinished_key, unfinished_marker,
+    ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunKeys, RunTag, ScheduleName, SecretName, SignalId,
+    SignalName, TenantId, WorkflowName, keys_of, place_generation, unfinished_key, unfinished_marker,
 };
 // Where each object of the layout lives is the store's own business.
 pub(crate) use keys::{
