@@ -345,7 +345,7 @@ pub async fn list(
         newest_first: params.order == Some(ListOrder::NewestFirst),
         examine_at_most: usize::MAX,
     };
-    let (listing, next) = state.runtime.runs().list_page(&tenant.id, &query).await?;
+    let (listing, next) = state.runtime.search().page(&tenant.id, &query).await?;
     Ok(Json(RunPage {
         runs: listing.runs,
         next_cursor: next.map(|cursor| cursor.to_string()),

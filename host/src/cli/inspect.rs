@@ -41,7 +41,7 @@ pub fn exit_code(state: &str) -> ExitCode {
 }
 
 pub async fn list(runtime: &Runtime, query: &RunQuery, json: bool) -> anyhow::Result<ExitCode> {
-    let (listing, _) = runtime.runs().list_page(&TenantId::default_tenant(), query).await?;
+    let (listing, _) = runtime.search().page(&TenantId::default_tenant(), query).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&listing.runs)?);
     } else {

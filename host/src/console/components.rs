@@ -87,7 +87,7 @@ pub async fn page(
         newest_first: true,
         ..RunQuery::default()
     };
-    let (runs, more) = runtime.runs().list_page(tenant, &query).await?;
+    let (runs, more) = runtime.search().page(tenant, &query).await?;
     let schemas = loaded.signals.declared();
     let body = html! {
         h1 { "Component " code { (reference) } }

@@ -159,7 +159,7 @@ async fn listing(
     filter: &RunFilter,
 ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), PageError> {
     let query = filter.query(state, signed).await?;
-    Ok(state.runtime().runs().list_page(&signed.0.tenant.id, &query).await?)
+    Ok(state.runtime().search().page(&signed.0.tenant.id, &query).await?)
 }
 
 /// `GET /ui/runs`.

@@ -79,7 +79,7 @@ pub use replay::ReplayReport;
 pub use retention::{Retention, SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use runs::Runs;
-pub use search::MAX_TAGS;
+pub use search::{MAX_TAGS, Search};
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
@@ -388,7 +388,7 @@ pub enum Progress {
 
 /// The host's entry point, a thin front over what it owns: its [`Runs`],
 /// its [`Catalog`] of components, the tenants' policies, and the features
-/// ([`Groups`], [`Upgrades`], [`Retention`], [`Logs`], [`Schedules`],
+/// ([`Groups`], [`Upgrades`], [`Retention`], [`Search`], [`Logs`], [`Schedules`],
 /// [`Secrets`], [`Usage`]). Cheap to clone,
 /// shared by every caller.
 #[derive(Clone)]
@@ -474,6 +474,11 @@ impl Runtime {
     /// The tenants' components: uploaded, named, looked up, deleted.
     pub fn catalog(&self) -> &Catalog {
         &self.runs.host.catalog
+    }
+
+    /// Searching the runs, a page at a time.
+    pub fn search(&self) -> Search {
+        Search::new(self.runs.clone())
     }
 
     /// The runs' stored logs, a page at a time.

@@ -116,18 +116,29 @@ impl RunQuery {
     }
 }
 
-impl Runs {
+/// Searching the runs (see the module doc) through the index;
+/// [`Runtime::search`](super::Runtime::search) gives it.
+#[derive(Clone)]
+pub struct Search {
+    runs: Runs,
+}
+
+impl Search {
+    pub(super) fn new(runs: Runs) -> Self {
+        Self { runs }
+    }
+
     /// A page of the tenant's runs, oldest first (by creation time, then
     /// id; newest first if `query` asks), that `query` selects, and the
     /// cursor of the next page, read through the index. A page can be shorter than the limit when
     /// filtering by state: only a missing next cursor means the end.
-    pub async fn list_page(
+    pub async fn page(
         &self,
         tenant: &TenantId,
         query: &RunQuery,
     ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
         self.ensure_indexed(tenant).await?;
-        let store = self.host.storage.tenant(tenant);
+        let store = self.runs.host.storage.tenant(tenant);
         let tree = tree(query);
         let (first, last) = query.hours();
         let mut hours: Vec<String> = store
@@ -177,14 +188,14 @@ impl Runs {
         query: &RunQuery,
         listing: &mut RunListing<RunStatus>,
     ) -> Result<Option<RunStatus>, RunError> {
-        let record = self.records(tenant, run).run().await.map_err(RunError::from);
+        let record = self.runs.records(tenant, run).run().await.map_err(RunError::from);
         let Some(Some(record)) = listing.read(run, record)? else {
             return Ok(None);
         };
         if !query.selects(&record) {
             return Ok(None);
         }
-        let Some(status) = listing.read(run, self.generation_status(tenant, run).await)? else {
+        let Some(status) = listing.read(run, self.runs.generation_status(tenant, run).await)? else {
             return Ok(None);
         };
         Ok(query
@@ -197,11 +208,11 @@ impl Runs {
     /// Gives every run stored before the index was kept its markers, once:
     /// the first listing of such a store reads every run record.
     async fn ensure_indexed(&self, tenant: &TenantId) -> Result<(), RunError> {
-        let store = self.host.storage.tenant(tenant);
+        let store = self.runs.host.storage.tenant(tenant);
         if store.get(&complete_key()).await?.is_some() {
             return Ok(());
         }
-        let runs = self.run_ids(tenant).await?;
+        let runs = self.runs.run_ids(tenant).await?;
         let indexed: BTreeSet<String> = store
             .list(&StoreKey::from_iter(["index", "all"]))
             .await?
@@ -209,7 +220,7 @@ impl Runs {
             .filter_map(|key| Some(key.filename()?.split_once('-')?.1.to_owned()))
             .collect();
         for run in runs.iter().filter(|run| !indexed.contains(run.as_str())) {
-            if let Ok(Some(record)) = self.records(tenant, run).run().await {
+            if let Ok(Some(record)) = self.runs.records(tenant, run).run().await {
                 index(&store, &record).await?;
             }
         }
@@ -240,7 +251,7 @@ mod tests {
                 .await?;
         }
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
-        let (listing, next) = runtime.runs().list_page(&tenant, &RunQuery::default()).await?;
+        let (listing, next) = runtime.search().page(&tenant, &RunQuery::default()).await?;
         let ids: Vec<&str> = listing.runs.iter().map(|status| status.run_id.as_str()).collect();
         assert_eq!((ids, next), (vec!["old-1", "old-2"], None));
         assert!(
@@ -255,7 +266,7 @@ mod tests {
     async fn every_page(runtime: &Runtime, tenant: &TenantId, mut query: RunQuery) -> Result<Vec<String>, RunError> {
         let mut ids = Vec::new();
         loop {
-            let (listing, next) = runtime.runs().list_page(tenant, &query).await?;
+            let (listing, next) = runtime.search().page(tenant, &query).await?;
             assert!(listing.runs.len() <= query.limit);
             ids.extend(listing.runs.iter().map(|status| status.run_id.to_string()));
             match next {
@@ -359,7 +370,7 @@ mod tests {
             examine_at_most: 2,
             ..newest(50)
         };
-        let (first, next) = runtime.runs().list_page(&tenant, &none_match).await?;
+        let (first, next) = runtime.search().page(&tenant, &none_match).await?;
         assert!(first.runs.is_empty());
         assert_eq!(
             next.map(|n| n.run_id.to_string()).as_deref(),

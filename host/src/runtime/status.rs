@@ -378,7 +378,10 @@ impl Runs {
     /// records are corrupt is passed over and named in the listing's
     /// `unreadable`.
     pub async fn list(&self, tenant: &TenantId) -> Result<RunListing<RunStatus>, RunError> {
-        Ok(self.list_page(tenant, &RunQuery::default()).await?.0)
+        Ok(super::Search::new(self.clone())
+            .page(tenant, &RunQuery::default())
+            .await?
+            .0)
     }
 
     /// How `run` was started, on the build it runs on now.
