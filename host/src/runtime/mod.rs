@@ -519,7 +519,7 @@ impl Runtime {
     /// Fires the schedules of the served tenants from a background task,
     /// for as long as the process lives.
     pub fn fire_schedules(&self) {
-        self.runs.fire_schedules();
+        crate::schedules::fire_in_background(self.runs.clone());
     }
 
     /// Sends the notifications of the served tenants' ended runs from a

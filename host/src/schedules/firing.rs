@@ -36,12 +36,11 @@ struct Tracked {
     state_version: Option<String>,
 }
 
-impl Runs {
-    /// Fires the schedules of the served tenants from a background task,
-    /// for as long as the process lives.
-    pub fn fire_schedules(&self) {
-        tokio::spawn(fire_forever(self.clone()));
-    }
+/// Fires the schedules of the tenants `runs` serves from a background
+/// task, for as long as the process lives: each fire starts its run through
+/// `runs`, admitted like any other.
+pub(crate) fn fire_in_background(runs: Runs) {
+    tokio::spawn(fire_forever(runs));
 }
 
 async fn fire_forever(runs: Runs) {

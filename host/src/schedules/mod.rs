@@ -46,6 +46,7 @@ use tokio::sync::Notify;
 use utoipa::ToSchema;
 
 pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES, fire_stamp};
+pub(crate) use firing::fire_in_background;
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
 
