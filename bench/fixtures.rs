@@ -270,6 +270,9 @@ pub fn served_config() -> HostConfig {
 pub struct Requests {
     pub puts: AtomicU64,
     pub gets: AtomicU64,
+    /// Of the gets, those that are HEADs (a key's metadata only): a step
+    /// attempt's fence, the claim's newest epoch looked up, is one.
+    pub heads: AtomicU64,
     pub lists: AtomicU64,
     pub upkeep: AtomicU64,
 }
@@ -297,6 +300,11 @@ impl fmt::Display for Probe {
     }
 }
 
+/// Whether a request for `location` is the host's upkeep (see [`Requests`]).
+fn is_upkeep(location: &ObjectPath) -> bool {
+    location.as_ref().starts_with("cluster/")
+}
+
 fn is_journal_entry(location: &ObjectPath) -> bool {
     location.as_ref().contains("/journal/")
 }
@@ -304,8 +312,11 @@ fn is_journal_entry(location: &ObjectPath) -> bool {
 impl Probe {
     /// Counts a request for `location` (a key or a listed prefix).
     fn count(&self, counter: &AtomicU64, location: Option<&ObjectPath>) {
-        let upkeep = location.is_some_and(|location| location.as_ref().starts_with("cluster/"));
-        let counter = if upkeep { &self.requests.upkeep } else { counter };
+        let counter = if location.is_some_and(is_upkeep) {
+            &self.requests.upkeep
+        } else {
+            counter
+        };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -339,6 +350,9 @@ impl ObjectStore for Probe {
 
     async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
         self.count(&self.requests.gets, Some(location));
+        if options.head && !is_upkeep(location) {
+            self.requests.heads.fetch_add(1, Ordering::Relaxed);
+        }
         self.inner.get_opts(location, options).await
     }
 

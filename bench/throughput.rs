@@ -1,6 +1,7 @@
 //! Throughput: journaled steps per second, small runs per second through the
 //! library and through the HTTP API, and the shapes other engines publish.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -168,6 +169,7 @@ pub async fn small_runs() -> anyhow::Result<Section> {
     );
     let counted = Host::new(Backend::Counted, served_config()).await?;
     let before = counted.requests.counts();
+    let heads_before = counted.requests.heads.load(Ordering::Relaxed);
     counted.run_many("three-steps", 3, 100, CONCURRENCY).await?;
     let after = counted.requests.counts();
     for (i, request) in ["puts", "gets", "lists"].into_iter().enumerate() {
@@ -176,6 +178,12 @@ pub async fn small_runs() -> anyhow::Result<Section> {
             .rows
             .push(Row::new(format!("store {request} per run (library)"), per_run, request));
     }
+    let heads = (counted.requests.heads.load(Ordering::Relaxed) - heads_before) as f64 / 100.0;
+    section.rows.push(Row::new(
+        "of the gets, HEADs per run (the fence before each of its 3 step attempts: the run's newest claim looked up)",
+        heads,
+        "heads",
+    ));
     for (backend, store) in [
         (Backend::LocalFs, "local FS store"),
         (Backend::LocalFsInRam, "local FS store on tmpfs (diagnostic)"),
