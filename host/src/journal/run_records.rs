@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -16,6 +17,7 @@ use serde::de::DeserializeOwned;
 use super::records::{AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
+use crate::clock::BootInstant;
 use crate::cluster::{Claim, ClaimLost};
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
@@ -25,6 +27,10 @@ use crate::store::{
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
+/// How long a fence read with a step's entry stands for the next attempt
+/// (see [`RunRecords::append_step`]): an attempt that waited longer (for a
+/// slot, for fuel) reads the fence again.
+pub const FENCE_READ_AHEAD_FOR: Duration = Duration::from_millis(5);
 
 /// The records of one run, in one tenant's store.
 #[derive(Clone, Debug)]
@@ -37,6 +43,16 @@ pub struct RunRecords {
     /// The claim the run's driver writes under; `None` for a handle that
     /// only reads, or writes what anyone may (signals, cancellations).
     claim: Option<Claim>,
+    /// The fence read with the last step's entry, for the attempt after it.
+    fence_ahead: Arc<Mutex<Option<FenceAhead>>>,
+}
+
+/// The run's next claim found absent, read while the entry before `seq`
+/// was written, when the read came back.
+#[derive(Debug, Clone, Copy)]
+struct FenceAhead {
+    seq: u64,
+    read_at: BootInstant,
 }
 
 /// The journal as far as this handle has read or written it, as stored.
@@ -113,6 +129,7 @@ impl RunRecords {
             run,
             seen: Arc::default(),
             claim: None,
+            fence_ahead: Arc::default(),
         }
     }
 
@@ -148,7 +165,10 @@ impl RunRecords {
         let Some(claim) = &self.claim else {
             return Ok(());
         };
-        if let Some(why) = claim.overtaken(&self.store, &self.run).await? {
+        let read_ahead = lock(&self.fence_ahead)
+            .take()
+            .is_some_and(|fence| fence.seq == seq && fence.read_at.elapsed() <= FENCE_READ_AHEAD_FOR);
+        if !read_ahead && let Some(why) = claim.overtaken(&self.store, &self.run).await? {
             return Err(self.stood_down(why));
         }
         // Read last, right before the attempt: a late write landing while
@@ -445,6 +465,30 @@ impl RunRecords {
         Ok(())
     }
 
+    /// Appends a step's entry as [`append`](Self::append) does, and reads
+    /// the fence for the attempt of the next seq meanwhile (the run's next
+    /// claim, as [`confirm_start`](Self::confirm_start) reads it): both are
+    /// round trips, and a workflow usually asks for its next step at once,
+    /// so that attempt starts one round trip sooner. The fence read ahead
+    /// stands only for that seq, and only for [`FENCE_READ_AHEAD_FOR`] after
+    /// it came back, so it is at most a round trip older than one read
+    /// right before the attempt; a peer that claims the run needs three to
+    /// start an attempt (its claim, the journal's listing, its own fence).
+    pub async fn append_step(&self, entry: &Entry) -> Result<(), JournalError> {
+        let Some(claim) = &self.claim else {
+            return self.append(entry).await;
+        };
+        let (appended, fence) = futures::join!(self.append(entry), claim.overtaken(&self.store, &self.run));
+        appended?;
+        if let Ok(None) = fence {
+            *lock(&self.fence_ahead) = Some(FenceAhead {
+                seq: entry.seq.saturating_add(1),
+                read_at: BootInstant::now(),
+            });
+        }
+        Ok(())
+    }
+
     /// Compacts the journal into a new snapshot if `policy` says it has grown
     /// enough since the newest: of the entries this handle has read or
     /// written, those from seq 0 up to the first gap. Returns how many
@@ -658,6 +702,70 @@ mod tests {
             finished_at_ms: 1,
             last_attempt_started_at_ms: None,
         }
+    }
+
+    /// Run `run`'s records as this host drives them, under its claim (made
+    /// at epoch 0: the run is its own), and the store they are in.
+    async fn driven(
+        cluster: &Arc<crate::cluster::Cluster>,
+        run: &str,
+    ) -> Result<RunRecords, Box<dyn std::error::Error>> {
+        let store = Storage::in_memory().tenant(&TenantId::default_tenant());
+        let record = RunRecord {
+            host: Some(cluster.me().clone()),
+            ..RunRecord::example(run, 1)
+        };
+        let claim = cluster.claim(&store, &record).await?;
+        Ok(RunRecords::new(store, record.run_id).driven_under(claim))
+    }
+
+    /// Another host's claim of the run, at the epoch after `records`'.
+    async fn taken_over(records: &RunRecords) -> Result<(), StoreError> {
+        let next = keys_of(&records.run).owner(records.epoch() + 1);
+        records.store.create(&next, Bytes::from_static(b"elsewhere")).await
+    }
+
+    /// The fence read with a step's entry stands for the attempt of the
+    /// next seq alone, once, and only if it starts at once: a claim another
+    /// host made after the read is seen by any later start, by a start of
+    /// another seq, and by a start that came after a wait.
+    #[tokio::test]
+    async fn a_fence_read_with_a_steps_entry_stands_for_the_next_attempt_only_at_once() -> TestResult {
+        use crate::cluster::{Cluster, HostId, LeasePolicy};
+        let cluster = Cluster::new(
+            &Storage::in_memory(),
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
+        cluster.live().await?;
+        let overtaken = |result: Result<(), JournalError>| matches!(result, Err(JournalError::StoodDown { .. }));
+
+        let records = driven(&cluster, "at-once").await?;
+        records.append_step(&entry(0)).await?;
+        taken_over(&records).await?;
+        records.confirm_start(1).await?;
+        assert!(overtaken(records.confirm_start(1).await), "read ahead once only");
+
+        let records = driven(&cluster, "another-seq").await?;
+        records.append_step(&entry(0)).await?;
+        taken_over(&records).await?;
+        assert!(overtaken(records.confirm_start(2).await), "read ahead for seq 1 only");
+
+        let records = driven(&cluster, "after-a-wait").await?;
+        records.append_step(&entry(0)).await?;
+        taken_over(&records).await?;
+        tokio::time::sleep(FENCE_READ_AHEAD_FOR * 2).await;
+        assert!(overtaken(records.confirm_start(1).await), "read ahead stands no longer");
+
+        let records = driven(&cluster, "taken-before").await?;
+        taken_over(&records).await?;
+        records.append_step(&entry(0)).await?;
+        assert!(
+            overtaken(records.confirm_start(1).await),
+            "a read ahead that saw the claim stands for nothing"
+        );
+        Ok(())
     }
 
     /// A late signal left under an id whose run was deleted is cleared by

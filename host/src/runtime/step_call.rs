@@ -109,7 +109,7 @@ async fn journaled(host: &StepHost, records: &RunRecords, step: &StepCall) -> St
         finished_at_ms,
         last_attempt_started_at_ms: (attempts > 1).then_some(last_started_at_ms),
     };
-    records.append(&entry).await.map_err(journal)?;
+    records.append_step(&entry).await.map_err(journal)?;
     Ok(StepDone { result, finished_at_ms })
 }
 
