@@ -180,7 +180,7 @@ pub async fn small_runs() -> anyhow::Result<Section> {
     }
     let heads = (counted.requests.heads.load(Ordering::Relaxed) - heads_before) as f64 / 100.0;
     section.rows.push(Row::new(
-        "of the gets, HEADs per run (the fence before each of its 3 step attempts: the run's newest claim looked up)",
+        "of the gets, HEADs per run (the fence: read before its first step attempt, and with each step's entry for the attempt after it, the last read for none)",
         heads,
         "heads",
     ));
