@@ -51,6 +51,20 @@ macro_rules! internal_modules {
     )*};
 }
 
+/// Re-exports items outside the embedder's API from a module inside it,
+/// as `internal_modules!` declares modules: public but hidden from the docs
+/// with the `internals` feature, the crate's own without it.
+macro_rules! internal_use {
+    ($($path:tt)*) => {
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub use $($path)*;
+        #[cfg(not(feature = "internals"))]
+        #[allow(unused_imports)]
+        pub(crate) use $($path)*;
+    };
+}
+
 pub mod api;
 pub mod component;
 pub mod config;

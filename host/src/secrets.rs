@@ -344,7 +344,7 @@ impl Secrets {
     }
 
     /// `tenant`'s secrets, opened, for its step attempts: read again once
-    /// [`OPENED_FOR`] has passed. A tenant without secrets needs no key.
+    /// 10 seconds have passed (`OPENED_FOR`). A tenant without secrets needs no key.
     pub async fn for_steps(&self, tenant: &TenantId) -> Result<Arc<StepSecrets>, SecretError> {
         if let Some((read, opened)) = lock(&self.opened).get(tenant)
             && read.elapsed() < OPENED_FOR

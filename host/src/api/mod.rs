@@ -1,6 +1,6 @@
 //! The HTTP API (`stepstone serve`): JSON under `/v1`, every request on
 //! behalf of the tenant its bearer token names; and the console's pages
-//! under `/ui` (see [`crate::console`]).
+//! under `/ui`.
 //!
 //! Invariant: a handler reaches storage only through the caller's tenant, so
 //! another tenant's run or component answers 404, exactly like one that does

@@ -131,13 +131,14 @@ pub struct RunOptions {
     max_output_bytes: Option<WholeNumber>,
 }
 
-impl From<RunOptions> for LimitRequest {
-    fn from(options: RunOptions) -> Self {
-        Self {
-            fuel: options.fuel.map(|n| n.0),
-            memory_bytes: options.memory_bytes.map(WholeNumber::saturating_usize),
-            timeout_ms: options.timeout_ms.map(|n| n.0),
-            max_output_bytes: options.max_output_bytes.map(WholeNumber::saturating_usize),
+impl RunOptions {
+    /// The limits asked for, as the runtime takes them.
+    fn request(self) -> LimitRequest {
+        LimitRequest {
+            fuel: self.fuel.map(|n| n.0),
+            memory_bytes: self.memory_bytes.map(WholeNumber::saturating_usize),
+            timeout_ms: self.timeout_ms.map(|n| n.0),
+            max_output_bytes: self.max_output_bytes.map(WholeNumber::saturating_usize),
         }
     }
 }
@@ -195,7 +196,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
     };
     let mut submission = Submission::new(component, start.workflow.as_str(), &input);
     submission.run_id = start.run_id;
-    submission.limits = start.options.into();
+    submission.limits = start.options.request();
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;
     submission.deadline = Moment::parse(DEADLINE, start.deadline.as_deref(), start.timeout.as_deref())?;
     submission.notify = start.notify;

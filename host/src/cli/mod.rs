@@ -539,7 +539,7 @@ impl DataDir {
         });
         storage.check_reachable().await?;
         if let Some(point) = CrashPoint::from_env()? {
-            storage = storage.crashing_at(point);
+            storage = point.arm(storage);
         }
         if let Some(faults) = self.faults {
             tracing::warn!(%faults, "storage fault injection is ON: store calls fail and slow down on purpose");

@@ -66,7 +66,7 @@ impl CodeCache {
     /// The compiled component, from the cache or freshly compiled (and then
     /// cached). Reading, compiling and writing all run off the async
     /// threads; compilation where `urgency` says.
-    pub async fn load_or_compile(
+    pub(crate) async fn load_or_compile(
         &self,
         engine: &Engine,
         digest: &str,

@@ -12,11 +12,7 @@ pub mod signal_schemas;
 mod versions;
 
 pub use cache::CodeCache;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub use registry::Components;
-#[cfg(not(feature = "internals"))]
-pub(crate) use registry::Components;
+internal_use!(registry::Components);
 #[cfg(test)]
 pub(crate) use registry::attempt_example_step;
 pub use registry::{Loaded, STORED_FRESH, digest_of};

@@ -81,7 +81,7 @@ pub struct Components {
 
 /// How long a component this host stored is taken to be there still
 /// without asking the store: a deletion on another host is made good by
-/// then (see [`Components::delete`]).
+/// then (a deletion waits this long before it answers).
 pub const STORED_FRESH: Duration = Duration::from_secs(60);
 
 impl Components {

@@ -58,7 +58,7 @@ pub enum AllowlistSetting {
 impl AllowlistSetting {
     /// What to change so that `origin` (or, for an address refusal, the
     /// address) is allowed.
-    pub fn how_to_allow(self, refusal: &Refusal) -> String {
+    pub(crate) fn how_to_allow(self, refusal: &Refusal) -> String {
         let entry = refusal.entry();
         match self {
             Self::TenantsFile => {

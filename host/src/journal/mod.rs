@@ -16,13 +16,14 @@ mod run_records;
 mod snapshot;
 
 pub use crate::cluster::{ClaimLost, LeaseLapsed};
-pub use cursor::{Cursor, NonDeterminism, PatchMark};
-pub use envelope::{FORMAT_VERSION, decode, encode};
+pub use cursor::NonDeterminism;
+internal_use!(cursor::{Cursor, PatchMark});
+internal_use!(envelope::{FORMAT_VERSION, decode, encode});
 pub use records::{
     AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
     FIRST_PRIORITY, LAST_PRIORITY, Outcome, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
-pub use run_records::{RunRecords, SnapshotListing};
+internal_use!(run_records::{RunRecords, SnapshotListing});
 
 use crate::store::StoreError;
 

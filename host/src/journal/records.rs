@@ -30,8 +30,8 @@ pub struct RunRecord {
     /// When the run was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// When the run was created, in microseconds since the Unix epoch,
-    /// later than every run its host created before it (see
-    /// [`crate::clock::CreationClock`]); `None` in runs stored before it was
+    /// later than every run its host created before it (even within one
+    /// microsecond); `None` in runs stored before it was
     /// kept. Read through [`RunRecord::created_us`].
     #[serde(default)]
     pub created_at_us: Option<u64>,

@@ -35,7 +35,7 @@ pub struct GroupRecord {
     pub created_at_ms: u64,
 }
 
-/// The runtime's run groups (see [`Runtime::groups`]): over its runs,
+/// The runtime's run groups (see [`Runtime::groups`](super::Runtime::groups)): over its runs,
 /// which it submits, reads, cancels and waits for.
 #[derive(Clone)]
 pub struct Groups {

@@ -77,7 +77,7 @@ impl Moment {
     }
 
     /// The moment as milliseconds since the Unix epoch, counted from
-    /// `from_ms`: `None` if unset. Refused past [`MAX_AHEAD`] of `from_ms`;
+    /// `from_ms`: `None` if unset. Refused past a year and a day after `from_ms`;
     /// a time before it is returned as given (negative times as 0).
     pub fn resolve(self, fields: MomentFields, from_ms: u64) -> Result<Option<u64>, RunError> {
         let (at_ms, ahead) = match self {

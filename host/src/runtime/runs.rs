@@ -160,8 +160,8 @@ pub(super) enum Ended {
     Stopped(StepErrorKind, String),
 }
 
-/// The runs of this host (see the module doc): cheap to clone, one shared
-/// [`Host`] behind it. [`Runtime::runs`](super::Runtime::runs) gives it.
+/// The runs of this host (see the module doc): cheap to clone, the host's
+/// shared state behind it. [`Runtime::runs`](super::Runtime::runs) gives it.
 #[derive(Clone)]
 pub struct Runs {
     pub(super) host: Arc<Host>,

@@ -56,7 +56,7 @@ pub struct Divergence {
     pub message: String,
 }
 
-/// The runtime's upgrades (see [`Runtime::upgrades`]): over its runs,
+/// The runtime's upgrades (see [`Runtime::upgrades`](super::Runtime::upgrades)): over its runs,
 /// which it replays against a new build and moves there.
 #[derive(Clone)]
 pub struct Upgrades {

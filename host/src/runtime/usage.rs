@@ -126,8 +126,8 @@ impl Usage {
         Ok(())
     }
 
-    /// Stores this host's counts from a background task, every
-    /// [`FLUSH_EVERY`], for as long as the process lives.
+    /// Stores this host's counts from a background task, every 5 seconds
+    /// (`FLUSH_EVERY`), for as long as the process lives.
     pub fn keep(self: &Arc<Self>) {
         let usage = self.clone();
         tokio::spawn(async move {

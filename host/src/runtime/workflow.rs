@@ -68,7 +68,7 @@ pub enum StartedStep {
 
 /// Store data of a workflow instance: where the run stands in its journal,
 /// and the steps it has started.
-pub struct WorkflowState {
+pub(crate) struct WorkflowState {
     guard: MemoryGuard,
     /// The current activation's deadline, paused from a journaled call
     /// until the guest resumes.

@@ -204,7 +204,7 @@ impl AttemptFailure {
     }
 
     /// The failure of guest code that stopped with `error`.
-    pub fn stopped<T: Sandboxed>(error: &wasmtime::Error, store: &mut Store<T>) -> Self {
+    pub(crate) fn stopped<T: Sandboxed>(error: &wasmtime::Error, store: &mut Store<T>) -> Self {
         let (kind, message) = classify(error, store.data_mut().guard());
         Self::new(kind, message)
     }

@@ -52,8 +52,8 @@ fn has_form(pattern: &str) -> bool {
             .all(|field| !field.is_empty() && field.chars().all(in_field))
 }
 
-/// A cron pattern in the API's document: a text of the form
-/// [`form_pattern`] states, at most [`MAX_PATTERN_BYTES`] long.
+/// A cron pattern in the API's document: a text of 5 to 7 fields of
+/// digits, letters and croner's signs, at most [`MAX_PATTERN_BYTES`] long.
 pub struct CronText;
 
 impl PartialSchema for CronText {
@@ -78,7 +78,7 @@ impl ToSchema for CronText {
 pub struct CronPattern(Cron);
 
 impl CronPattern {
-    /// Parses a new schedule's `pattern`: of the form [`form_pattern`]
+    /// Parses a new schedule's `pattern`: of the form [`CronText`]
     /// states, then as [`parse`](Self::parse) does.
     pub fn parse_new(pattern: &str, now_ms: u64) -> Result<Self, ScheduleError> {
         if pattern.len() <= MAX_PATTERN_BYTES && !has_form(pattern) {

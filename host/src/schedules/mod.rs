@@ -45,7 +45,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use utoipa::ToSchema;
 
-pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES, fire_stamp};
+pub use cron::{CronPattern, CronText, MAX_PATTERN_BYTES};
+internal_use!(cron::fire_stamp);
 pub(crate) use firing::fire_in_background;
 pub use firing::{LATE_TOLERANCE, MAX_CATCH_UP_FIRES};
 pub use state::{Fire, ScheduleState};
@@ -282,7 +283,7 @@ pub fn catch_up_window(given: Option<&str>) -> Result<Duration, ScheduleError> {
 
 /// Every tenant's schedules, in the store; rings a bell on each change so
 /// this host's firing loop sees it at once (others within
-/// [`firing::RELOAD_EVERY`]).
+/// 10 seconds, `RELOAD_EVERY`).
 #[derive(Clone)]
 pub struct Schedules {
     storage: Storage,

@@ -94,14 +94,12 @@ impl CrashPoint {
     pub fn from_env() -> Result<Option<Self>, InvalidCrashPoint> {
         std::env::var(CRASH_AT_VAR).ok().map(|value| value.parse()).transpose()
     }
-}
 
-impl Storage {
-    /// The same storage, killing this process at `point`.
-    pub fn crashing_at(self, point: CrashPoint) -> Self {
-        Self {
-            root: Arc::new(CrashingStore::new(self.root.clone(), point)),
-            ..self
+    /// `storage`, killing this process at this point.
+    pub fn arm(self, storage: Storage) -> Storage {
+        Storage {
+            root: Arc::new(CrashingStore::new(storage.root.clone(), self)),
+            ..storage
         }
     }
 }

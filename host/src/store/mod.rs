@@ -10,6 +10,9 @@
 //! a create-only write retried after a lost reply succeeds only if what is
 //! stored is byte for byte what it wrote.
 
+// Only the binary arms a crash point (for the crash suite), so only the
+// `internals` build has them.
+#[cfg(feature = "internals")]
 mod crash_points;
 mod faults;
 mod keys;
@@ -32,11 +35,15 @@ use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
+// The layout's keys are the store's own.
+internal_use!(keys::{RunKeys, keys_of, place_generation, unfinished_key, unfinished_marker});
 pub use keys::{
-    ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunKeys, RunTag, ScheduleName, SecretName, SignalId,
-    SignalName, TenantId, WorkflowName, keys_of, place_generation, unfinished_key, unfinished_marker,
+    ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
+    TenantId, WorkflowName,
 };
 // Where each object of the layout lives is the store's own business.
 pub(crate) use keys::{

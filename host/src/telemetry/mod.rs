@@ -162,7 +162,7 @@ fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 impl Telemetry {
-    /// Sends the spans still queued, waiting at most [`FLUSH_AT_EXIT`]:
+    /// Sends the spans still queued, waiting at most 5 seconds (`FLUSH_AT_EXIT`):
     /// a collector gone quiet does not hold the process's exit for longer.
     pub fn shutdown(self) {
         if let Some(provider) = self.provider

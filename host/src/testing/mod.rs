@@ -6,7 +6,7 @@
 //! fails its test rather than a run in production.
 //!
 //! Invariants: each scenario runs on a thread of its own, in a fresh host
-//! over an in-memory store, on a paused tokio clock ([`crate::clock`]):
+//! over an in-memory store, on a paused tokio clock:
 //! nothing one scenario does reaches another, and no timer waits for real.
 //! Everything but the clock and the stubbed attempts is the host's own code
 //! (retries and their backoffs, evictions and replays, journaling), so a
