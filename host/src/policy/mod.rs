@@ -10,7 +10,9 @@
 //! Invariant: every quota is held by the runtime, whoever calls it (the HTTP
 //! API, the CLI, an embedder), so no caller can skip one:
 //! - runs: [`admission`] (active runs, runs a minute, children's depth and
-//!   number) and the daily fuel budget (`runtime::usage`);
+//!   number) and [`TenantPolicy::check_fuel`], the daily fuel budget, on
+//!   every new run and before every step attempt (the day's use counted by
+//!   `runtime::usage`);
 //! - payloads: [`TenantPolicy::check_payload`], on every input, signal and
 //!   schedule input;
 //! - components: [`components`] (size, count, stored bytes, compile time);
@@ -88,7 +90,26 @@ impl TenantPolicy {
         }
         Ok(())
     }
+
+    /// Refuses anything new once `spent` (the fuel burnt in the UTC day
+    /// of `now_ms`, over every host) reaches
+    /// [`fuel_per_day`](Self::fuel_per_day), until the next day.
+    pub fn check_fuel(&self, spent: u64, now_ms: u64) -> Result<(), Refusal> {
+        match self.fuel_per_day {
+            Some(limit) if spent >= limit => {
+                let next_day_ms = (now_ms / DAY_MS).saturating_add(1).saturating_mul(DAY_MS);
+                Err(Refusal::FuelSpent {
+                    limit,
+                    retry_after: Duration::from_millis(next_day_ms.saturating_sub(now_ms)).max(Duration::from_secs(1)),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
 }
+
+/// A UTC day, in milliseconds (the Unix epoch counts no leap seconds).
+pub(crate) const DAY_MS: u64 = 86_400_000;
 
 /// Every tenant's policy on this host, and the default for the rest.
 pub struct Policies {
@@ -108,6 +129,17 @@ impl Policies {
     /// Holds `tenant` to `policy` from now on.
     pub fn set(&self, tenant: &TenantId, policy: TenantPolicy) {
         lock(&self.by_tenant).insert(tenant.clone(), Arc::new(policy));
+    }
+
+    /// Holds exactly `tenants` to their policies from now on: a tenant
+    /// given one before and not among them gets the default again (its
+    /// finished runs are no longer swept for it).
+    pub fn replace(&self, tenants: impl IntoIterator<Item = (TenantId, TenantPolicy)>) {
+        let by_tenant = tenants
+            .into_iter()
+            .map(|(tenant, policy)| (tenant, Arc::new(policy)))
+            .collect();
+        *lock(&self.by_tenant) = by_tenant;
     }
 
     /// The policy `tenant` is held to now.
@@ -145,8 +177,17 @@ mod tests {
             max_payload_bytes: 10,
             ..TenantPolicy::default_for(&config)
         };
-        policies.set(&acme, kept);
+        policies.set(&acme, kept.clone());
         assert_eq!(policies.retentions(), vec![(acme.clone(), Duration::from_secs(60))]);
+        let other = TenantId::new("other").expect("a valid id");
+        policies.replace([(other.clone(), kept.clone())]);
+        assert_eq!(
+            policies.of(&acme).max_payload_bytes,
+            DEFAULT_MAX_PAYLOAD_BYTES,
+            "acme left the file"
+        );
+        assert_eq!(policies.retentions(), vec![(other, Duration::from_secs(60))]);
+        policies.replace([(acme.clone(), kept)]);
         let policy = policies.of(&acme);
         assert!(policy.check_payload("the input", 10).is_ok());
         let refused = policy.check_payload("the input", 11).expect_err("one byte over");
@@ -156,5 +197,39 @@ mod tests {
         );
         let other = TenantId::new("globex").expect("a valid id");
         assert_eq!(policies.of(&other).max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES);
+    }
+
+    /// The budget's edges: one fuel short passes, the limit itself is
+    /// refused until the next UTC day (never less than a second ahead, even
+    /// at the end of time), a budget of 0 refuses everything, none refuses
+    /// nothing.
+    #[test]
+    fn the_daily_fuel_budget_refuses_from_its_limit_to_the_next_utc_day() {
+        let policy = TenantPolicy {
+            fuel_per_day: Some(1000),
+            ..TenantPolicy::default_for(&HostConfig::new())
+        };
+        let noon = 20_000 * DAY_MS + DAY_MS / 2;
+        assert!(policy.check_fuel(999, noon).is_ok());
+        let refused = policy.check_fuel(1000, noon).expect_err("the limit reached");
+        assert!(matches!(refused, Refusal::FuelSpent { limit: 1000, .. }), "{refused}");
+        assert_eq!(refused.retry_after(), Some(Duration::from_millis(DAY_MS / 2)));
+        let last_ms = 20_001 * DAY_MS - 1;
+        assert_eq!(
+            policy.check_fuel(u64::MAX, last_ms).expect_err("over").retry_after(),
+            Some(Duration::from_secs(1))
+        );
+        assert!(policy.check_fuel(u64::MAX, u64::MAX).is_err());
+
+        let none = TenantPolicy {
+            fuel_per_day: Some(0),
+            ..policy.clone()
+        };
+        assert!(none.check_fuel(0, noon).is_err());
+        let unbounded = TenantPolicy {
+            fuel_per_day: None,
+            ..policy
+        };
+        assert!(unbounded.check_fuel(u64::MAX, noon).is_ok());
     }
 }

@@ -443,7 +443,9 @@ impl Runtime {
     /// Holds each tenant of `tenants` to its policy now, and again each
     /// time the file changes (see [`LiveTenants::follow`]); a tenant new to
     /// the host has its unfinished runs recovered and is served from then
-    /// on. Outside a Tokio runtime, only the policies of now are set.
+    /// on; one taken out of the file is no longer served and falls back to
+    /// the default policy (replacing any [`set_policy`](Self::set_policy)
+    /// gave). Outside a Tokio runtime, only the policies of now are set.
     pub fn follow_tenants(&self, tenants: &LiveTenants) {
         tenants::follow(self, tenants);
     }

@@ -14,10 +14,11 @@ pub(super) fn follow(runtime: &Runtime, tenants: &LiveTenants) {
     }
 }
 
+/// Holds the file's tenants to their policies; one taken out of the file
+/// loses its own (as it loses its token and its place among the served).
 fn apply_policies(runtime: &Runtime, tenants: &Tenants) {
-    for tenant in tenants.iter() {
-        runtime.set_policy(&tenant.id, tenant.quotas.policy());
-    }
+    let policies = tenants.iter().map(|tenant| (tenant.id.clone(), tenant.quotas.policy()));
+    runtime.runs.host.policies.replace(policies);
 }
 
 async fn follow_changes(runtime: Runtime, mut changes: tokio::sync::watch::Receiver<Arc<Tenants>>) {

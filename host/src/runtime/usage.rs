@@ -4,8 +4,9 @@
 //! Invariants: each host counts in memory and stores its own count of a
 //! tenant's day (`usage/{day}/{host}`, overwritten by that host only, at
 //! most every [`FLUSH_EVERY`]), so hosts never write the same object; a
-//! day's usage is the sum over hosts. A tenant over its `fuel_per_day` gets
-//! no new run (429 until the next UTC day) and no new step attempt (it
+//! day's usage is the sum over hosts. A tenant over its `fuel_per_day`
+//! ([`TenantPolicy::check_fuel`](crate::policy::TenantPolicy::check_fuel))
+//! gets no new run (429 until the next UTC day) and no new step attempt (it
 //! waits, holding no instance, until the day turns or the budget grows).
 
 use std::collections::HashMap;
@@ -21,14 +22,13 @@ use super::{Refusal, RunError};
 use crate::clock::now_ms;
 use crate::cluster::HostId;
 use crate::journal::{decode, encode};
-use crate::policy::Policies;
+use crate::policy::{DAY_MS, Policies};
 use crate::shared_map::lock;
 use crate::store::{Storage, StoreKey, TenantId};
 
 /// How often a host stores its counts, and how old a sum over the other
 /// hosts may be when the budget is checked.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(5);
-const DAY_MS: u64 = 86_400_000;
 /// How often a step attempt held back by a spent budget looks again.
 const BUDGET_RECHECK: Duration = Duration::from_secs(5);
 
@@ -192,19 +192,13 @@ impl Usage {
 
     /// Why `tenant` may start nothing more today, if its fuel is spent.
     pub async fn fuel_refusal(&self, tenant: &TenantId) -> Result<Option<Refusal>, RunError> {
-        let Some(limit) = self.policies.of(tenant).fuel_per_day else {
-            return Ok(None);
-        };
-        let now = now_ms();
-        let spent = self.day(tenant, day_of(now)).await?.fuel;
-        if spent < limit {
+        let policy = self.policies.of(tenant);
+        if policy.fuel_per_day.is_none() {
             return Ok(None);
         }
-        let next_day_ms = (day_of(now) + 1) * DAY_MS;
-        Ok(Some(Refusal::FuelSpent {
-            limit,
-            retry_after: Duration::from_millis(next_day_ms.saturating_sub(now)).max(Duration::from_secs(1)),
-        }))
+        let now = now_ms();
+        let spent = self.day(tenant, day_of(now)).await?.fuel;
+        Ok(policy.check_fuel(spent, now).err())
     }
 
     /// Waits while `tenant`'s fuel for today is spent: what a step attempt
