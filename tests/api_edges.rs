@@ -2,12 +2,15 @@
 //! holder) would: a token taken out of the tenants file stops working
 //! within seconds on every host, console sessions with it; each route reads
 //! no more body than what it accepts; a client that never finishes its
-//! request's head is cut off; a sign-in that cannot go on sets no cookie.
+//! request's head is cut off; a sign-in that cannot go on sets no cookie;
+//! the console's inputs (token, workflow filter, cancel reason) are held at
+//! their limits.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use stepstone_e2e::{Host, ReliabilityResult, Server, arg, record_reliability, token_hash};
 
 const LEAKED: &str = "sst_leaked";
@@ -294,5 +297,71 @@ fn a_sign_in_that_cannot_go_on_sets_no_cookie() {
     record(
         "a sign-in whose `next` holds a header break, non-ASCII or another site",
         "sent on to the runs page with its session cookie and nothing else: no 500, no planted header",
+    );
+}
+
+/// The value of the hidden `csrf` field of a console page.
+fn csrf_of(page: &str) -> String {
+    let field = page.split(r#"name="csrf" value=""#).nth(1).expect("a csrf field");
+    field.split('"').next().expect("its value").to_owned()
+}
+
+/// The console's own limits, each at its edge: a token of 256 bytes signs
+/// in and one of 257 does not (its hash listed all the same); a workflow
+/// filter of 256 bytes is read and one of 257 refused naming the limit; a
+/// cancellation's reason is kept to its first 1000 characters.
+#[test]
+fn the_consoles_inputs_are_held_at_their_edges() {
+    let (longest, over) = ("a".repeat(256), "b".repeat(257));
+    let server = Server::start(&tenants_file(&[KEPT, &longest, &over], ""));
+    let cookie = signed_in(&server, &longest);
+    let refused = no_redirects()
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", over.as_str())])
+        .send()
+        .expect("an answer");
+    assert_eq!(refused.status().as_u16(), 401);
+    assert!(
+        refused.headers().get("set-cookie").is_none(),
+        "no session for 257 bytes"
+    );
+
+    let runs_page = |workflow: &str| {
+        let answer = no_redirects()
+            .get(format!("{}/ui/runs", server.url))
+            .query(&[("workflow", workflow)])
+            .header("cookie", &cookie)
+            .send()
+            .expect("an answer");
+        (answer.status().as_u16(), answer.text().expect("a page"))
+    };
+    assert_eq!(runs_page(&"w".repeat(256)).0, 200);
+    let (status, page) = runs_page(&"w".repeat(257));
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("no workflow name is longer than 256"), "{page}");
+
+    server.upload(KEPT, "hello");
+    let waiting = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "reasoned"});
+    server.post_json("/v1/runs", KEPT, &waiting).expect(202);
+    let page = no_redirects()
+        .get(format!("{}/ui/runs/reasoned", server.url))
+        .header("cookie", &cookie)
+        .send()
+        .and_then(reqwest::blocking::Response::text)
+        .expect("the run's page");
+    let reason = "\u{e9}".repeat(1001);
+    let cancelled = no_redirects()
+        .post(format!("{}/ui/runs/reasoned/cancel", server.url))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf_of(&page).as_str()), ("reason", reason.as_str())])
+        .send()
+        .expect("an answer");
+    assert_eq!(cancelled.status().as_u16(), 303);
+    let ended = server.get("/v1/runs/reasoned/wait?timeout=30s", KEPT).expect(200);
+    assert_eq!(ended["state"], "cancelled", "{ended}");
+    assert_eq!(
+        ended["reason"],
+        "\u{e9}".repeat(1000),
+        "cut at 1000 characters, not bytes"
     );
 }

@@ -568,6 +568,9 @@ fn a_runs_end_is_posted_signed_to_its_notify_url_at_least_once_even_across_a_res
     refused(told("nonsense", json!({"name": "Ada"}), "not a url"), "not a URL");
     let long = format!("{hooks}?{}", "x".repeat(2048 - hooks.len()));
     refused(told("long", json!({"name": "Ada"}), &long), "over 2048 bytes");
+    // A run of the longest URL is taken; it waits, so it notifies nothing here.
+    let longest = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "longest", "notify": &long[..long.len() - 1]});
+    server.post_json("/v1/runs", TOKEN, &longest).expect(202);
 
     server
         .post_json("/v1/runs", TOKEN, &told("told", json!({"name": "Ada"}), &hooks))
@@ -710,9 +713,19 @@ fn a_group_of_runs_starts_at_once_counts_its_states_streams_each_end_and_cancels
         "{empty}"
     );
     let many: Vec<Value> = (0..1001).map(|_| greet(json!({"name": "Ada"}))).collect();
-    server
+    let refused = server
         .post_json("/v1/groups", TOKEN, &json!({"runs": many}))
         .expect(400);
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("1 to 1000 runs, not 1001")),
+        "{refused}"
+    );
+    let full = server
+        .post_json("/v1/groups", TOKEN, &json!({"group_id": "full", "runs": many[..1000]}))
+        .expect(202);
+    assert_eq!(full["run_ids"].as_array().map(Vec::len), Some(1000));
     let broken = json!({"group_id": "broken", "runs": [greet(json!({})), {"component": "nothing", "workflow": "greet", "input": {}}]});
     server.post_json("/v1/groups", TOKEN, &broken).expect(404);
     server.get("/v1/groups/broken", TOKEN).expect(404);
@@ -839,6 +852,11 @@ fn runs_are_searched_by_tag_workflow_component_state_and_time_through_the_index(
     std::fs::write(&record, b"not a record").expect("the record is overwritten");
     assert_eq!(listed(&server, "tag=customer-42"), ["t1", "t2", "t4"]);
     let all = server.get("/v1/runs?limit=1000", TOKEN).expect(200);
+    let over = server.get("/v1/runs?limit=1001", TOKEN).expect(400);
+    assert!(
+        over["error"].as_str().is_some_and(|e| e.contains("1 to 1000 runs")),
+        "{over}"
+    );
     assert_eq!(all["unreadable"][0]["run_id"], "t3", "{all}");
 }
 

@@ -159,7 +159,12 @@ mod tests {
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
         let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
+        assert!(GroupId::new(&fits).is_ok() && GroupId::new(&over).is_err());
         let [fits, over] = longest(NAME_MAX);
         assert!(WorkflowName::new(&fits).is_ok() && WorkflowName::new(&over).is_err());
+        assert!(SecretName::new(&fits).is_ok() && SecretName::new(&over).is_err());
+        assert!(ConcurrencyKey::new(&fits).is_ok() && ConcurrencyKey::new(&over).is_err());
+        let [fits, over] = longest(TAG_MAX);
+        assert!(RunTag::new(&fits).is_ok() && RunTag::new(&over).is_err());
     }
 }

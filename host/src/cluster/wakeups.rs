@@ -77,3 +77,44 @@ pub async fn clear(store: &Scope, host: &HostId) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cluster::{LeasePolicy, WAKEUP_QUEUE};
+    use crate::store::Storage;
+
+    /// Wake-ups past what the queue holds stay in the store for the next
+    /// look: the queue never grows past its bound, and none is lost.
+    #[tokio::test]
+    async fn wakeups_past_the_queue_stay_in_the_store_for_the_next_look() -> Result<(), StoreError> {
+        let cluster = Cluster::new(
+            &Storage::in_memory(),
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
+        let mut queue = cluster.take_wakeups().expect("the queue, taken once");
+        let tenant = TenantId::default_tenant();
+        for n in 0..=WAKEUP_QUEUE {
+            let run = RunId::new(&format!("r{n:05}")).expect("a valid id");
+            cluster.wake(&cluster.me, &tenant, &run).await?;
+        }
+        cluster.collect_wakeups().await?;
+        let left = cluster.store.list(&folder(&cluster.me)).await?;
+        assert_eq!((queue.len(), left.len()), (WAKEUP_QUEUE, 1), "a full queue, one left");
+
+        let first = queue.recv().await.expect("a queued wake-up");
+        assert_eq!(first.run.as_str(), "r00000");
+        cluster.collect_wakeups().await?;
+        assert!(cluster.store.list(&folder(&cluster.me)).await?.is_empty());
+        let mut runs = std::collections::BTreeSet::from([first.run]);
+        while let Ok(wakeup) = queue.try_recv() {
+            runs.insert(wakeup.run);
+        }
+        assert_eq!(runs.len(), WAKEUP_QUEUE + 1, "every wake-up taken once");
+        Ok(())
+    }
+}

@@ -277,6 +277,13 @@ mod tests {
         );
         let one = runtime.logs().page(&tenant, &run, None, 0).await?;
         assert_eq!(messages(&one), ["0/0"], "a limit of 0 is 1");
+        let (runtime_of_many, _, _) = logged(1, MAX_LOG_PAGE + 1).await?;
+        let most = runtime_of_many.logs().page(&tenant, &run, None, usize::MAX).await?;
+        assert_eq!(
+            (most.lines.len(), most.next.is_some()),
+            (MAX_LOG_PAGE, true),
+            "a limit past the most is the most"
+        );
         let last = &all.lines[2].cursor;
         let after_last = runtime.logs().page(&tenant, &run, Some(last), 10).await?;
         assert!(after_last.lines.is_empty() && after_last.next.is_none());

@@ -196,6 +196,29 @@ mod tests {
     }
 
     #[test]
+    fn a_pattern_of_the_longest_length_is_taken_and_one_byte_more_refused() {
+        let longest = format!("10{} * * * *", ",0".repeat(123));
+        assert_eq!(longest.len(), MAX_PATTERN_BYTES);
+        assert!(CronPattern::parse_new(&longest, NOW).is_ok());
+        let over = format!("1{longest}");
+        let error = CronPattern::parse_new(&over, NOW).unwrap_err().to_string();
+        assert!(error.contains("over 256 bytes"), "{error}");
+    }
+
+    /// A host down for longer than its catch-up makes up the latest
+    /// `MAX_CATCH_UP_FIRES` fires it missed: all of ten, ten of eleven.
+    #[test]
+    fn at_most_the_latest_catch_up_fires_are_made_up() {
+        use super::super::MAX_CATCH_UP_FIRES;
+        let every_minute = pattern("* * * * *");
+        let ten = every_minute.fires_between(NOW - 600_000, NOW, MAX_CATCH_UP_FIRES);
+        assert_eq!(ten.len(), 10);
+        assert_eq!(ten.first(), Some(&(NOW - 540_000)));
+        let eleven = every_minute.fires_between(NOW - 660_000, NOW, MAX_CATCH_UP_FIRES);
+        assert_eq!(eleven, ten, "the oldest of eleven dropped");
+    }
+
+    #[test]
     fn a_stored_pattern_of_another_form_is_read_as_croner_reads_it() {
         let spaced = CronPattern::parse("0  2 * * *", NOW).expect("croner takes it");
         assert_eq!(spaced.next_after(NOW), pattern("0 2 * * *").next_after(NOW));
