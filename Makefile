@@ -65,9 +65,11 @@ browser:
 	$(call apt-install-missing,Chromium and its WebDriver for the console's tests,/usr/bin/chromium /usr/bin/chromedriver,chromium chromium-driver,)
 
 # The simulation of many hosts (sim/): `make sim SEEDS=N` plays N seeds
-# and files its figures in target/sim-results/; `make test` plays as many
-# as SIM_BUDGET allows.
+# from SIM_FROM and files its figures in target/sim-results/ (two halves
+# run at once use both cores: SIM_FROM=0 and SIM_FROM=N); `make test`
+# plays as many as SIM_BUDGET allows.
 SEEDS ?= 10000
+SIM_FROM ?= 0
 SIM_BUDGET ?= 4m
 SIM := $(CARGO) run --quiet -p stepstone-sim --
 
@@ -85,7 +87,7 @@ embedder-api: check-host-toolchain
 	$(CARGO) rustc --quiet -p stepstone --lib -- -D warnings -D unnameable_types
 
 sim: host guests
-	$(SIM) --seeds $(SEEDS) --record $(SIM_RESULTS)/sim-$(SEEDS).json
+	$(SIM) --seeds $(SEEDS) --from $(SIM_FROM) --record $(SIM_RESULTS)/sim-$(SIM_FROM)-$(SEEDS).json
 
 reliability:
 	python3 tests/reliability_report.py docs/RELIABILITY.md $(RELIABILITY_RESULTS) $(FUZZ_RESULTS) $(SIM_RESULTS)

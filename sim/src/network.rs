@@ -7,7 +7,10 @@
 //! once it runs again), or holds only its calls to `cluster/` for a while
 //! (partitioned from the other hosts, not from its runs). Listings of a run's own records are answered as
 //! they stand: the journal relies on listing what was written (S3, GCS,
-//! Azure and SeaweedFS list so).
+//! Azure and SeaweedFS list so). Versions are written as Azure writes
+//! them: an ETag quoted in a write's or a read's answer, bare in a
+//! listing, so a host comparing them as given would find a heartbeat
+//! changed on every look.
 //!
 //! Invariants: every decision is drawn from the one generator, in the
 //! order the calls are made, and every wait is on tokio's paused clock, so
@@ -328,7 +331,9 @@ impl SimStore {
 impl ObjectStore for SimStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         let put = self.network.store.put_opts(location, payload, opts);
-        self.network.carry(self.host, true, "put", location, put).await
+        let mut put = self.network.carry(self.host, true, "put", location, put).await?;
+        put.e_tag = put.e_tag.map(quoted);
+        Ok(put)
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
@@ -340,7 +345,9 @@ impl ObjectStore for SimStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let get = self.network.store.get_opts(location, options);
-        self.network.carry(self.host, false, "get", location, get).await
+        let mut get = self.network.carry(self.host, false, "get", location, get).await?;
+        get.meta.e_tag = get.meta.e_tag.map(quoted);
+        Ok(get)
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
@@ -383,4 +390,9 @@ impl ObjectStore for SimStore {
         let copy = self.network.store.copy_opts(from, to, options);
         self.network.carry(self.host, true, "copy to", to, copy).await
     }
+}
+
+/// An ETag as Azure answers a write or a read with it.
+fn quoted(e_tag: String) -> String {
+    format!("\"{e_tag}\"")
 }

@@ -19,7 +19,13 @@
 //! calls wait until it runs again, which is where a paused process's work
 //! would stop too. A partitioned host reaches its runs' records but not
 //! the hosts' shared folder. Each host's lease clock drifts by its own
-//! rate, drawn from the seed (`clock::LeaseClock`). Components are loaded
+//! rate, drawn from the seed (`clock::LeaseClock`). A suspend of the
+//! machine is played as a pause: leases are read on the boot clock, which
+//! counts a suspend as it counts a pause, so nothing a host decides tells
+//! the two apart. A pause stops a host's store calls, not the timers of
+//! its steps' stand-ins, so a host stopped between its fence's read and
+//! its attempt's effect is shown on real processes instead
+//! (`tests/cluster.rs`: an owner SIGSTOPped inside an attempt). Components are loaded
 //! on a thread of their own while the world stands still: the code cache
 //! is read on wall-clock threads. The first seed of a batch is played
 //! twice, and its traces compared, to show a seed plays one way.
