@@ -134,11 +134,7 @@ fn await_state(server: &Server, run: &str, state: &str) {
 
 /// Waits until the run `run` of the tenant of `token` is in `state`.
 fn await_state_of(server: &Server, token: &str, run: &str, state: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    while server.get(&format!("/v1/runs/{run}"), token).body["state"] != state {
-        assert!(Instant::now() < deadline, "{run} never became {state}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.await_state(token, run, state);
 }
 
 /// Where screenshots go: target/ui-screens/.
@@ -439,6 +435,16 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     await_text(client, "p.notice", |t| t.contains("can move")).await?;
     submit(client, "#signal-form", &[("name", "bad name!"), ("payload", "{}")]).await?;
     await_text(client, "p.notice.refused", |t| t.contains("invalid signal name")).await?;
+    // Paused and resumed from the UI before it is cancelled.
+    submit(client, "#pause-form", &[("reason", "checking a deploy")]).await?;
+    await_text(client, "p.notice", |t| t.starts_with("Paused")).await?;
+    await_text(client, "#live p.standing", |t| {
+        t.contains("paused") && t.contains("checking a deploy")
+    })
+    .await?;
+    submit(client, "#resume-form", &[]).await?;
+    await_text(client, "p.notice", |t| t.starts_with("Resumed")).await?;
+    assert!(!text(client, "#live p.standing").await?.contains("paused"));
     submit(client, "#cancel-form", &[("reason", "customer called")]).await?;
     await_shown(client, "#live .state[data-state=cancelled]").await?;
     assert!(text(client, "table.timeline").await?.contains("release"), "compensated");

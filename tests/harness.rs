@@ -596,6 +596,20 @@ impl Server {
             .bearer_auth(token)
     }
 
+    /// Waits, a minute at most, until the run `run` of the tenant of `token`
+    /// is in `state`; its status then.
+    pub fn await_state(&self, token: &str, run: &str, state: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = self.get(&format!("/v1/runs/{run}"), token).body;
+            if status["state"] == state {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{run} never became {state}: {status}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn get(&self, path: &str, token: &str) -> Reply {
         Reply::of(self.request(reqwest::Method::GET, path, token).send())
     }

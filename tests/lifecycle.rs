@@ -866,3 +866,69 @@ fn rfc3339_now() -> String {
     std::thread::sleep(Duration::from_millis(2));
     now
 }
+
+/// A paused run starts nothing: a signal sent to it while paused is kept,
+/// not taken, and the pause outlives a SIGKILL of its host; resumed, it
+/// takes the signal and ends as it would have. Pausing twice keeps the
+/// first reason; another tenant's run answers 404 as an unknown one does,
+/// and a finished run 409; the CLI pauses and resumes through the API.
+#[test]
+fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_where_it_stopped() {
+    const OTHER: &str = "sst_lifecycle_other";
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN),
+        token_hash(OTHER)
+    );
+    let server = Server::start(&tenants);
+    server.upload(TOKEN, "hello");
+    let held = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "held"});
+    server.post_json("/v1/runs", TOKEN, &held).expect(202);
+    let waiting = server.await_state(TOKEN, "held", "awaiting-signal");
+    let pause = |reason: &str| server.post_json("/v1/runs/held/pause", TOKEN, &json!({"reason": reason}));
+    pause("a bad deploy").expect(202);
+    pause("again").expect(202);
+    server.post_json("/v1/runs/held/pause", OTHER, &json!({})).expect(404);
+    server
+        .post_json("/v1/runs/nothing/pause", TOKEN, &json!({}))
+        .expect(404);
+    server
+        .post_json("/v1/runs/held/signals/go", TOKEN, &json!({"n": 7}))
+        .expect(202);
+    // Unpaused, the signal would end the run at once.
+    let paused = server.get("/v1/runs/held/wait?timeout=2s", TOKEN).expect(200);
+    assert_eq!(paused["state"], "awaiting-signal", "{paused}");
+    assert_eq!(paused["journaled_calls"], waiting["journaled_calls"], "{paused}");
+    assert_eq!(
+        paused["paused"]["reason"], "a bad deploy",
+        "the first pause stands: {paused}"
+    );
+
+    let server = server.restart_after("KILL");
+    let still = server.get("/v1/runs/held/wait?timeout=2s", TOKEN).expect(200);
+    assert_eq!(still["state"], "awaiting-signal", "{still}");
+    assert_eq!(still["journaled_calls"], waiting["journaled_calls"], "{still}");
+    assert!(still["paused"].is_object(), "paused after the restart: {still}");
+
+    let cli = |args: &[&str]| {
+        let mut full = vec!["--server", server.url.as_str(), "--token", TOKEN];
+        full.extend_from_slice(args);
+        server.host.run(&full).success();
+    };
+    cli(&["resume", "held"]);
+    let done = server.get("/v1/runs/held/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(
+        (done["state"].as_str(), &done["output"]),
+        (Some("completed"), &json!({"n": 7})),
+        "{done}"
+    );
+    assert!(done.get("paused").is_none(), "{done}");
+    server.post_json("/v1/runs/held/pause", TOKEN, &json!({})).expect(409);
+    server.post_json("/v1/runs/held/resume", TOKEN, &json!({})).expect(409);
+
+    let again = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "again"});
+    server.post_json("/v1/runs", TOKEN, &again).expect(202);
+    cli(&["pause", "again", "--reason", "from the CLI"]);
+    let paused = server.get("/v1/runs/again", TOKEN).expect(200);
+    assert_eq!(paused["paused"]["reason"], "from the CLI", "{paused}");
+}

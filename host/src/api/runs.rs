@@ -516,6 +516,52 @@ pub async fn cancel(
     Ok(StatusCode::ACCEPTED)
 }
 
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRun {
+    /// Why, kept on the run while it is paused.
+    pub reason: Option<String>,
+}
+
+/// Pause a run: it keeps its place and its buffered signals, and starts no
+/// activation and no step attempt until resumed; an attempt under way
+/// finishes and is journaled. Given a run that continued as new, the
+/// chain's latest generation is paused. Pausing a paused run keeps the
+/// first pause.
+#[utoipa::path(post, path = "/v1/runs/{id}/pause", params(RunPath),
+    request_body(content = Option<PauseRun>, description = "optional"),
+    responses(
+        (status = 202, description = "the pause is recorded; the run's status shows it"),
+        (status = 409, body = ErrorBody, description = "the run has finished"),
+        Malformed, Oversized, JsonBody, UnknownRun, Refusals,
+    ))]
+pub async fn pause(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(RunPath { id }): Path<RunPath>,
+    OptionalJson(request): OptionalJson<PauseRun>,
+) -> Result<StatusCode, ApiError> {
+    let reason = request.reason.unwrap_or_else(|| "paused through the API".into());
+    state.runtime.runs().pause(&tenant.id, &id, &reason).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// Resume a paused run where it stopped (a run not paused is left as it is).
+#[utoipa::path(post, path = "/v1/runs/{id}/resume", params(RunPath),
+    responses(
+        (status = 202, description = "the run goes on"),
+        (status = 409, body = ErrorBody, description = "the run has finished"),
+        Malformed, Oversized, UnknownRun, Refusals,
+    ))]
+pub async fn resume(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(RunPath { id }): Path<RunPath>,
+) -> Result<StatusCode, ApiError> {
+    state.runtime.runs().resume(&tenant.id, &id).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
 /// What a replay checks the journal against.
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]

@@ -225,8 +225,11 @@ pub async fn start(
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn resume(runtime: &Runtime, detach_after: Duration) -> anyhow::Result<ExitCode> {
+pub async fn resume(runtime: &Runtime, paused: Option<&RunId>, detach_after: Duration) -> anyhow::Result<ExitCode> {
     let tenant = &TenantId::default_tenant();
+    if let Some(run) = paused {
+        (runtime.runs().resume(tenant, run).await).with_context(|| format!("cannot resume run {run}"))?;
+    }
     let listing = runtime.runs().unfinished(tenant).await?;
     tracing::info!(runs = listing.runs.len(), "resuming unfinished runs");
     for unreadable in &listing.unreadable {
@@ -276,6 +279,15 @@ pub async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Res
         .cancel(&TenantId::default_tenant(), run, reason)
         .await
         .with_context(|| format!("cannot cancel run {run}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn pause(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Result<ExitCode> {
+    runtime
+        .runs()
+        .pause(&TenantId::default_tenant(), run, reason)
+        .await
+        .with_context(|| format!("cannot pause run {run}"))?;
     Ok(ExitCode::SUCCESS)
 }
 

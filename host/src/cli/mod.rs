@@ -199,8 +199,12 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
         timeout: Duration,
     },
-    /// Drive every unfinished run to completion or its next long wait (crash recovery).
+    /// Drive every unfinished run to completion or its next long wait (crash
+    /// recovery); given a paused run, lift its pause first (with --server,
+    /// only that).
     Resume {
+        /// A paused run to resume.
+        run: Option<RunId>,
         /// Leave runs that would wait longer than this suspended in the store.
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
         detach_after: Duration,
@@ -219,6 +223,13 @@ enum Command {
     Cancel {
         run: RunId,
         #[arg(long, default_value = "cancelled by the user")]
+        reason: String,
+    },
+    /// Pause a run: it keeps its place and buffered signals and starts
+    /// nothing until resumed; an attempt under way finishes.
+    Pause {
+        run: RunId,
+        #[arg(long, default_value = "paused by the user")]
         reason: String,
     },
     /// Show where a run stands.
@@ -431,7 +442,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             metrics_listen,
         } => serve::serve(host().await?, &listen, config.as_deref(), metrics_listen.as_deref()).await,
         Command::Run(args) => drive::run(&host().await?, args).await,
-        Command::Resume { detach_after } => drive::resume(&host().await?, detach_after).await,
+        Command::Resume { run, detach_after } => drive::resume(&host().await?, run.as_ref(), detach_after).await,
         Command::Signal { run, name, payload, id } => {
             drive::signal(&host().await?, &run, &name, &payload, id.as_ref()).await
         }
@@ -463,6 +474,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         } => drive::start(&host().await?, &component, &workflow, &input, run_id, &when).await,
         Command::Wait { run, timeout } => inspect::wait(&host().await?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
+        Command::Pause { run, reason } => drive::pause(&host().await?, &run, &reason).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
         Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
         Command::List { json, workflow, tag } => {

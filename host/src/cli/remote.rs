@@ -54,6 +54,11 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Cancel { run, reason } => remote.cancel(run.as_str(), &reason).await.map(|()| ExitCode::SUCCESS),
+        Command::Pause { run, reason } => remote
+            .pause(run.as_str(), Some(&reason))
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Resume { run: Some(run), .. } => remote.pause(run.as_str(), None).await.map(|()| ExitCode::SUCCESS),
         Command::Replay { run, component: None } => {
             let report = remote.replay(run.as_str()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
@@ -216,6 +221,17 @@ impl Remote {
         let request = self
             .request(Method::POST, &format!("/v1/runs/{run}/cancel"))
             .json(&json!({"reason": reason}));
+        self.send(request).await.map(drop)
+    }
+
+    /// Pauses `run` for `reason`, or resumes it (`None`).
+    pub async fn pause(&self, run: &str, reason: Option<&str>) -> anyhow::Result<()> {
+        let request = match reason {
+            Some(reason) => self
+                .request(Method::POST, &format!("/v1/runs/{run}/pause"))
+                .json(&json!({"reason": reason})),
+            None => self.request(Method::POST, &format!("/v1/runs/{run}/resume")),
+        };
         self.send(request).await.map(drop)
     }
 

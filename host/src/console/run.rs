@@ -16,10 +16,10 @@ use super::layout::{self, Nav};
 use super::{PageError, Signed, timeline};
 use crate::api::error::ApiError;
 use crate::api::state::ApiState;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, rfc3339};
 use crate::guest_log::Source;
 use crate::journal::RunRecord;
-use crate::runtime::{LogCursor, LogPage, ReplayReport, RunState, RunStatus};
+use crate::runtime::{LogCursor, LogPage, ReplayReport, RunError, RunState, RunStatus};
 use crate::store::{RunId, SignalName, TenantId};
 
 /// Log lines a page shows.
@@ -74,6 +74,10 @@ fn redirected_notice(name: &str) -> Option<Notice> {
         "cancel-requested" => Some(Notice::done(
             "Cancellation recorded: the run meets it at its current or next wait and ends cancelled.",
         )),
+        "paused" => Some(Notice::done(
+            "Paused: the run starts nothing more until resumed; an attempt under way finishes.",
+        )),
+        "resumed" => Some(Notice::done("Resumed: the run goes on where it stopped.")),
         _ => None,
     }
 }
@@ -128,7 +132,7 @@ async fn render(
         div #live data-poll=[(!finished).then(|| format!("/ui/runs/{run}/live"))] data-every=(REFRESH_MS) { (live) }
         (facts(&record))
         (log_lines(run, &logs, !log_cursor.is_empty()))
-        (actions(run, &signed.0.csrf, finished, &names))
+        (actions(run, &signed.0.csrf, &status_now, &names))
     };
     let title = format!("Run {run}");
     Ok((status, layout::page(&signed.frame(&title, Nav::Runs), body)).into_response())
@@ -156,6 +160,9 @@ async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> R
             p.standing {
                 (layout::state_badge(&status.state))
                 " · " (status.journaled_calls) " journaled calls"
+                @if let Some(pause) = &status.paused {
+                    " · " strong.paused { "paused" } " since " (rfc3339(pause.paused_at_ms)) ": " (pause.reason)
+                }
             }
             (outcome(&status.state))
         }
@@ -271,8 +278,9 @@ fn log_lines(run: &RunId, page: &LogPage, paged: bool) -> Markup {
 
 /// The forms of the actions on a run; those that change a run only while
 /// it goes on.
-fn actions(run: &RunId, csrf: &str, finished: bool, names: &[(crate::store::ComponentName, String)]) -> Markup {
+fn actions(run: &RunId, csrf: &str, status: &RunStatus, names: &[(crate::store::ComponentName, String)]) -> Markup {
     let action = |what: &str| format!("/ui/runs/{run}/{what}");
+    let finished = status.state.is_finished();
     html! {
         section.actions {
             h2 { "Actions" }
@@ -284,6 +292,20 @@ fn actions(run: &RunId, csrf: &str, finished: bool, names: &[(crate::store::Comp
                     label { "Name " input type="text" name="name" required maxlength="128"; }
                     label { "Payload (JSON) " textarea name="payload" rows="3" { "{}" } }
                     button type="submit" { "Send" }
+                }
+                @if status.paused.is_some() {
+                    form #resume-form method="post" action=(action("resume")) {
+                        h3 { "Resume" }
+                        input type="hidden" name="csrf" value=(csrf);
+                        button type="submit" { "Resume the run" }
+                    }
+                } @else {
+                    form #pause-form method="post" action=(action("pause")) {
+                        h3 { "Pause" }
+                        input type="hidden" name="csrf" value=(csrf);
+                        label { "Reason " input type="text" name="reason" maxlength=(MAX_REASON) placeholder="paused from the console"; }
+                        button type="submit" { "Pause the run" }
+                    }
                 }
                 form #cancel-form method="post" action=(action("cancel")) {
                     h3 { "Cancel" }
@@ -358,14 +380,59 @@ pub async fn cancel(
     Form(form): Form<CancelForm>,
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
-    let reason = match form.reason.trim() {
-        "" => "cancelled from the console".to_owned(),
+    let reason = reason_given(&form.reason, "cancelled from the console");
+    let cancelled = state
+        .runtime()
+        .runs()
+        .cancel_in_background(&signed.0.tenant.id, &id, &reason)
+        .await;
+    redirect_or_refuse(&state, &signed, &id, cancelled, "cancel-requested").await
+}
+
+/// The reason a form gave, cut to [`MAX_REASON`] characters, or `default`.
+fn reason_given(given: &str, default: &str) -> String {
+    match given.trim() {
+        "" => default.to_owned(),
         reason => reason.chars().take(MAX_REASON).collect(),
-    };
-    let tenant = &signed.0.tenant.id;
-    match state.runtime().runs().cancel_in_background(tenant, &id, &reason).await {
-        Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice=cancel-requested")).into_response()),
-        Err(e) => refused(&state, &signed, &id, e.into()).await,
+    }
+}
+
+/// `POST /ui/runs/{id}/pause` (with a reason) and `/resume`.
+pub async fn pause(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<CancelForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let reason = reason_given(&form.reason, "paused from the console");
+    let paused = state.runtime().runs().pause(&signed.0.tenant.id, &id, &reason).await;
+    redirect_or_refuse(&state, &signed, &id, paused, "paused").await
+}
+
+/// `POST /ui/runs/{id}/resume`.
+pub async fn resume(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<CancelForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let resumed = state.runtime().runs().resume(&signed.0.tenant.id, &id).await;
+    redirect_or_refuse(&state, &signed, &id, resumed, "resumed").await
+}
+
+/// Back to the run's page with `notice`, or the page with the refusal.
+async fn redirect_or_refuse(
+    state: &ApiState,
+    signed: &Signed,
+    id: &RunId,
+    done: Result<(), RunError>,
+    notice: &str,
+) -> Result<Response, PageError> {
+    match done {
+        Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice={notice}")).into_response()),
+        Err(e) => refused(state, signed, id, e.into()).await,
     }
 }
 

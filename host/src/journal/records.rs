@@ -263,6 +263,16 @@ impl CancelRecord {
     }
 }
 
+/// A request to pause a run: it starts no activation and no step attempt
+/// until it is resumed (the record deleted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PauseRecord {
+    /// Why, as the requester said.
+    pub reason: String,
+    /// When it was paused, in milliseconds since the Unix epoch.
+    pub paused_at_ms: u64,
+}
+
 /// What kind of durable call an entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CallKind {

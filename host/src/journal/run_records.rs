@@ -14,7 +14,9 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, RunRecord, SignalRecord, TimerRecord};
+use super::records::{
+    AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord, TimerRecord,
+};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::clock::BootInstant;
@@ -339,6 +341,24 @@ impl RunRecords {
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
             other => other,
         }
+    }
+
+    /// The request to pause the run, if it is paused.
+    pub async fn pause_request(&self) -> Result<Option<PauseRecord>, JournalError> {
+        self.read(&keys_of(&self.run).pause()).await
+    }
+
+    /// Pauses the run; pausing a paused run keeps the first request.
+    pub async fn request_pause(&self, request: &PauseRecord) -> Result<(), JournalError> {
+        match self.create(&keys_of(&self.run).pause(), request).await {
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Resumes the run: its pause request goes (none is fine).
+    pub async fn resume(&self) -> Result<(), JournalError> {
+        Ok(self.store.delete(&keys_of(&self.run).pause()).await?)
     }
 
     /// Every journal entry, in seq order, one per seq: the newest sound

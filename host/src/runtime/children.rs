@@ -178,7 +178,10 @@ impl WorkflowState {
                 }
                 None => {}
             }
-            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
+            let until_eviction = wait
+                .until_eviction(waiting_since)
+                .filter(|_| !self.run.control.is_paused());
+            let Some(until_eviction) = until_eviction else {
                 return Err(Interruption::Suspend(Suspension {
                     child: Some(child),
                     ..Suspension::until(u64::MAX)

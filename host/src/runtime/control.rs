@@ -1,8 +1,15 @@
-//! Reaching a run: signals and cancellation, stored for the run and
-//! delivered at once through the run's bell and cancellation flag when this
+//! Reaching a run: signals, cancellation, pausing and resuming, stored for
+//! the run and delivered at once through the run's bell and flags when this
 //! host drives it, or through a wake-up in the store when another host does
 //! (see [`crate::cluster`]). A waiting run also looks at the store at the
 //! configured interval, as a backstop.
+//!
+//! A paused run keeps its place and its buffered signals, and starts no
+//! activation and no step attempt until it is resumed: its driver meets the
+//! pause when it next starts the run, at the workflow's next new durable
+//! call, or before a step's next attempt; an attempt under way finishes
+//! and is journaled. A cancellation goes through a pause: the run executes
+//! to end cancelled.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +21,7 @@ use tokio::sync::{Notify, watch};
 use super::{RunError, Runs};
 use crate::clock::now_ms;
 use crate::clock::rfc3339;
-use crate::journal::{CancelRecord, Recorded, RunRecord, SignalRecord};
+use crate::journal::{CancelRecord, PauseRecord, Recorded, RunRecord, RunRecords, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};
 use crate::telemetry::spans;
@@ -25,6 +32,7 @@ type RunKey = (TenantId, RunId);
 pub struct RunControl {
     bell: Notify,
     cancelled: watch::Sender<bool>,
+    paused: watch::Sender<bool>,
 }
 
 impl Default for RunControl {
@@ -32,6 +40,7 @@ impl Default for RunControl {
         Self {
             bell: Notify::new(),
             cancelled: watch::Sender::new(false),
+            paused: watch::Sender::new(false),
         }
     }
 }
@@ -39,6 +48,34 @@ impl Default for RunControl {
 impl RunControl {
     pub fn is_cancelled(&self) -> bool {
         *self.cancelled.borrow()
+    }
+
+    /// Whether the run is paused, as far as this host has heard.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Notes whether the run is paused, and rings its bell: a run waiting
+    /// in its instance is evicted, a suspended one looks again.
+    pub fn set_paused(&self, paused: bool) {
+        if self.paused.send_replace(paused) != paused {
+            self.bell.notify_one();
+        }
+    }
+
+    /// Resolves once the run is paused.
+    pub async fn paused(&self) {
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = self.paused.subscribe().wait_for(|paused| *paused).await;
+    }
+
+    /// Resolves once the run is not paused, or is cancelled.
+    pub async fn unpaused(&self) {
+        let mut paused = self.paused.subscribe();
+        tokio::select! {
+            _ = paused.wait_for(|paused| !*paused) => {}
+            () = self.cancelled() => {}
+        }
     }
 
     /// Resolves once the run is cancelled.
@@ -98,6 +135,19 @@ impl Controls {
     pub fn cancel(&self, tenant: &TenantId, run: &RunId) {
         if let Some(control) = self.existing(tenant, run) {
             control.cancelled.send_replace(true);
+        }
+    }
+
+    /// Notes that the run is paused or resumed, if this host drives it (or,
+    /// with `held`, will: it holds the run's claim).
+    pub fn set_paused(&self, tenant: &TenantId, run: &RunId, paused: bool, held: bool) {
+        let control = if held {
+            Some(self.of(tenant, run))
+        } else {
+            self.existing(tenant, run)
+        };
+        if let Some(control) = control {
+            control.set_paused(paused);
         }
     }
 
@@ -244,6 +294,15 @@ impl Runs {
         run: &RunId,
         request: &CancelRecord,
     ) -> Result<(), RunError> {
+        let records = self.records_of_unfinished(tenant, run).await?;
+        records.request_cancel(request).await?;
+        self.host.controls.cancel(tenant, run);
+        self.wake(tenant, run).await;
+        Ok(())
+    }
+
+    /// The records of `run`, known and not finished.
+    async fn records_of_unfinished(&self, tenant: &TenantId, run: &RunId) -> Result<RunRecords, RunError> {
         let records = self.records(tenant, run);
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
@@ -251,8 +310,35 @@ impl Runs {
         if records.outcome().await?.is_some() {
             return Err(RunError::Finished { run: run.clone() });
         }
-        records.request_cancel(request).await?;
-        self.host.controls.cancel(tenant, run);
+        Ok(records)
+    }
+
+    /// Pauses a run (a run that continued as new, in its chain's latest
+    /// generation): it keeps its place and its buffered signals, and starts
+    /// no activation and no step attempt until [`resume`](Self::resume),
+    /// on whichever host drives it; an attempt under way finishes and is
+    /// journaled. Pausing a paused run keeps the first pause's reason.
+    pub async fn pause(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        let run = &self.latest_generation(tenant, run).await?;
+        let records = self.records_of_unfinished(tenant, run).await?;
+        let request = PauseRecord {
+            reason: reason.to_owned(),
+            paused_at_ms: now_ms(),
+        };
+        records.request_pause(&request).await?;
+        let held = self.host.cluster.holds(tenant, run);
+        self.host.controls.set_paused(tenant, run, true, held);
+        self.wake(tenant, run).await;
+        Ok(())
+    }
+
+    /// Resumes a paused run where it stopped; resuming a run that is not
+    /// paused is harmless.
+    pub async fn resume(&self, tenant: &TenantId, run: &RunId) -> Result<(), RunError> {
+        let run = &self.latest_generation(tenant, run).await?;
+        let records = self.records_of_unfinished(tenant, run).await?;
+        records.resume().await?;
+        self.host.controls.set_paused(tenant, run, false, false);
         self.wake(tenant, run).await;
         Ok(())
     }

@@ -82,6 +82,11 @@ impl WorkflowState {
     fn take_seq(&mut self, call: &Call) -> Result<(u64, Option<(Recorded, u64)>), Interruption> {
         let limit = self.run.host.run_limits.max_journal_entries;
         let (seq, entry) = self.cursor.next(call)?;
+        // A paused run makes no new call: it suspends before it, to go on
+        // from there once resumed.
+        if entry.is_none() && self.mode == Mode::Live && self.run.control.is_paused() {
+            return Err(Interruption::Suspend(Suspension::paused()));
+        }
         let recorded = entry.map(|entry| (entry.recorded, entry.finished_at_ms));
         // After `next`, which may have passed over patch markers.
         if seq >= limit {
@@ -180,6 +185,7 @@ impl WorkflowState {
                     secrets,
                     resumes_attempts: self.run.retried.contains(&seq),
                     priority: self.run.priority,
+                    control: self.run.control.clone(),
                 };
                 self.launch(handle, step, launch)
             }
@@ -278,12 +284,14 @@ impl WorkflowState {
             tokio::select! {
                 result = step.clone() => result,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
+                () = self.run.control.paused() => return Err(self.evict_awaiting(handle, step)),
             }
         } else {
             tokio::select! {
                 result = step.clone() => result,
                 () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
+                () = self.run.control.paused() => return Err(self.evict_awaiting(handle, step)),
             }
         };
         let result = self.received(result)?;
@@ -331,7 +339,8 @@ impl WorkflowState {
     }
 
     /// Waits until `deadline_ms` in this instance, or suspends the run if the
-    /// wait is longer than the eviction threshold. Returns whether the wait
+    /// wait is longer than the eviction threshold or the run is paused
+    /// meanwhile. Returns whether the wait
     /// ended because the run was cancelled.
     async fn wait_until(&self, deadline_ms: u64) -> Result<bool, Interruption> {
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
@@ -341,6 +350,7 @@ impl WorkflowState {
         tokio::select! {
             () = tokio::time::sleep(remaining) => Ok(false),
             () = self.run.control.cancelled() => Ok(true),
+            () = self.run.control.paused() => Err(Interruption::Suspend(Suspension::until(deadline_ms))),
         }
     }
 
@@ -404,7 +414,11 @@ impl WorkflowState {
                 tracing::info!(seq, signal = %name, "signal wait timed out");
                 return Ok(None);
             }
-            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
+            // A pause evicts the run at once: it waits, suspended, to be resumed.
+            let until_eviction = wait
+                .until_eviction(waiting_since)
+                .filter(|_| !self.run.control.is_paused());
+            let Some(until_eviction) = until_eviction else {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension {
                     signal,

@@ -20,6 +20,9 @@ pub struct Suspension {
     /// The step (by seq) whose end wakes it: it was evicted while awaiting
     /// a step, which runs on without it.
     pub step: Option<u64>,
+    /// It was paused: only its resumption (or its cancellation, or its
+    /// deadline) wakes it.
+    pub paused: bool,
 }
 
 impl Suspension {
@@ -30,6 +33,15 @@ impl Suspension {
             signal: None,
             child: None,
             step: None,
+            paused: false,
+        }
+    }
+
+    /// The suspension of a paused run.
+    pub fn paused() -> Self {
+        Self {
+            paused: true,
+            ..Self::until(u64::MAX)
         }
     }
 

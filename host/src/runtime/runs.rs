@@ -299,11 +299,13 @@ impl Runs {
         let claim = self.claim(&records, &record).await?;
         let driven = records.driven_under(claim);
         let fresh = stored.is_fresh();
-        let cancel_request = async {
+        // A run just created here has no requests but those this host
+        // noted on its control.
+        let requests = async {
             if fresh {
-                Ok(None)
+                Ok((None, None))
             } else {
-                driven.cancel_request().await.map_err(RunError::from)
+                futures::try_join!(driven.cancel_request(), driven.pause_request()).map_err(RunError::from)
             }
         };
         // The journal is read with the rest, but a failure to read it is
@@ -315,10 +317,16 @@ impl Runs {
             }
         };
         let (prepared, journal) = futures::join!(
-            futures::future::try_join(self.context(driven.clone(), &record, fresh), cancel_request),
+            futures::future::try_join(self.context(driven.clone(), &record, fresh), requests),
             journal
         );
-        let (context, cancel_request) = prepared?;
+        let (context, (cancel_request, pause_request)) = prepared?;
+        if cancel_request.is_none() && paused(&context.control, fresh, pause_request.is_some()) {
+            tracing::info!(%run, "the run is paused: it waits to be resumed");
+            return Ok(Progress::Suspended(
+                Suspension::paused().no_later_than(record.deadline_ms, now_ms()),
+            ));
+        }
         if !fresh {
             if cancel_request.is_some() {
                 // Cancelled while no instance ran: the workflow meets it at its
@@ -542,6 +550,12 @@ impl Runs {
         loop {
             let left = suspension.wake_at_ms.saturating_sub(now_ms());
             if left == 0 || control.is_cancelled() || records.cancel_request().await?.is_some() {
+                return Ok(());
+            }
+            // The store says when a pause ends: a resumption's wake-up may
+            // be lost, never its deletion of the pause.
+            if suspension.paused && records.pause_request().await?.is_none() {
+                control.set_paused(false);
                 return Ok(());
             }
             if let Some((name, taken)) = &suspension.signal
@@ -818,17 +832,32 @@ impl Runs {
     }
 }
 
+/// Whether a run about to be driven is paused: as the store says (when it
+/// was read), else as this host noted; a cancellation overrides it.
+fn paused(control: &RunControl, fresh: bool, stored: bool) -> bool {
+    if !fresh {
+        control.set_paused(stored);
+    }
+    control.is_paused()
+}
+
 /// Hands the wake-ups other hosts leave to the runs they are for, until the
-/// host is gone: a cancellation stops the run's attempt here, and either
-/// news rings its bell.
+/// host is gone: a cancellation stops the run's attempt here, a pause or a
+/// resumption is noted, and any news rings its bell.
 async fn handle_wakeups(host: std::sync::Weak<Host>, mut queue: tokio::sync::mpsc::Receiver<Wakeup>) {
     while let Some(Wakeup { tenant, run }) = queue.recv().await {
         let Some(host) = host.upgrade() else { return };
         let runtime = Runs { host };
-        match runtime.records(&tenant, &run).cancel_request().await {
+        let records = runtime.records(&tenant, &run);
+        let (cancel, pause) = futures::join!(records.cancel_request(), records.pause_request());
+        match cancel {
             Ok(Some(_)) => runtime.host.controls.cancel(&tenant, &run),
             Ok(None) => {}
             Err(e) => tracing::warn!(%run, "cannot read whether the woken run was cancelled: {e}"),
+        }
+        match pause {
+            Ok(pause) => runtime.host.controls.set_paused(&tenant, &run, pause.is_some(), false),
+            Err(e) => tracing::warn!(%run, "cannot read whether the woken run was paused: {e}"),
         }
         runtime.host.controls.ring(&tenant, &run);
     }

@@ -169,6 +169,10 @@ pub struct RunStatus {
     /// continued as new (absent for a run that was started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain: Option<crate::journal::ChainLink>,
+    /// Since when, and why, an unfinished run is paused (absent unless it
+    /// is): it stays in its state, and starts nothing until resumed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<crate::journal::PauseRecord>,
 }
 
 impl RunStatus {
@@ -184,6 +188,7 @@ impl RunStatus {
             journaled_calls,
             state,
             chain: record.chain,
+            paused: None,
         }
     }
 }
@@ -340,10 +345,13 @@ impl Runs {
         // after the last entry: a finished run shows its every call.
         let (record, entries) = futures::try_join!(records.run(), records.entry_seqs())?;
         let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let mut paused = None;
         let state = match records.outcome().await? {
             Some(outcome) => RunState::ended(outcome),
             None => {
-                let (timers, retries) = futures::try_join!(records.timers(), records.retries())?;
+                let (timers, retries, pause) =
+                    futures::try_join!(records.timers(), records.retries(), records.pause_request())?;
+                paused = pause;
                 let open_wait = timers.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
                 let open_retry = retries.into_iter().rev().find(|(seq, _)| !entries.contains(seq));
                 match (open_wait, open_retry) {
@@ -364,7 +372,10 @@ impl Runs {
                 }
             }
         };
-        Ok(RunStatus::of(record, entries.len(), state))
+        Ok(RunStatus {
+            paused,
+            ..RunStatus::of(record, entries.len(), state)
+        })
     }
 
     /// Whether `run` exists and has not finished; for a run that

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::DayUsage;
+use super::control::RunControl;
 use super::retry::RetryPolicy;
 use super::stand_in::{AttemptCall, StandIn, taking};
 use super::step_host::StepHost;
@@ -45,6 +46,8 @@ pub struct StepCall {
     pub resumes_attempts: bool,
     /// Its run's priority, which places its attempts in line for a slot.
     pub priority: u8,
+    /// How its run is reached: a paused run starts no attempt.
+    pub control: Arc<RunControl>,
 }
 
 /// Runs `step` to its final result and journals it. The result is durable
@@ -140,6 +143,10 @@ async fn attempt_until_done(
     // The real step, loaded for its first attempt that a stand-in leaves to it.
     let mut real: Option<RealStep> = None;
     loop {
+        if step.control.is_paused() {
+            tracing::info!(seq = step.seq, step = %step.call.name, attempt, "the run is paused: the attempt waits for its resumption");
+            step.control.unpaused().await;
+        }
         // A host that lost its claim starts no attempt: another may run it.
         records.check_claim().map_err(journal)?;
         let started_at_ms = now_ms();

@@ -232,6 +232,12 @@ impl RunKeys<'_> {
         self.key(&["cancel"])
     }
 
+    /// A request to pause the run, written by whoever asks and deleted by
+    /// whoever resumes it.
+    pub fn pause(&self) -> Key {
+        self.key(&["pause"])
+    }
+
     /// How the run ended, written once when it ends.
     pub fn outcome(&self) -> Key {
         self.key(&["outcome"])
