@@ -157,6 +157,40 @@ fn signals_and_cancels_sent_to_another_host_reach_the_owner_within_a_second() {
     );
 }
 
+/// A run paused through a host that does not drive it is paused on its
+/// owner (a wake-up carries it), takes no signal while paused, and is not
+/// driven by the host that takes it over once its owner is killed; resumed
+/// there, it goes on where it stopped.
+#[test]
+fn a_run_paused_through_another_host_is_driven_by_none_until_resumed() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &["--lease-ttl", "2s"]);
+    let (owner, other) = (&servers[0], &servers[1]);
+    owner.upload(TOKEN, "hello");
+    begin(owner, "hello", "await-go", &json!(null), "held");
+    let waiting = await_state(owner, "held", "awaiting-signal", Duration::from_secs(30));
+    other
+        .post_json("/v1/runs/held/pause", TOKEN, &json!({"reason": "elsewhere"}))
+        .expect(202);
+    signal(other, "held", "go", &json!({"via": "the other host"}));
+    // Unpaused, the signal would end the run within a second.
+    let paused = other.get("/v1/runs/held/wait?timeout=3s", TOKEN).expect(200);
+    assert_eq!(paused["state"], "awaiting-signal", "{paused}");
+    assert_eq!(paused["paused"]["reason"], "elsewhere", "{paused}");
+
+    servers[0].kill();
+    let other = &servers[1];
+    other.await_log("claimed the run", Duration::from_secs(30));
+    let still = other.get("/v1/runs/held/wait?timeout=3s", TOKEN).expect(200);
+    assert_eq!(still["state"], "awaiting-signal", "taken over, still paused: {still}");
+    assert_eq!(still["journaled_calls"], waiting["journaled_calls"], "{still}");
+
+    other.post_json("/v1/runs/held/resume", TOKEN, &json!({})).expect(202);
+    let done = await_state(other, "held", "completed", Duration::from_secs(30));
+    assert_eq!(done["output"], json!({"via": "the other host"}));
+    assert_contiguous(other, "held");
+}
+
 /// A host paused (SIGSTOP) mid-step past its lease: another host judges it
 /// dead, takes the run over and runs the step again; the paused host, once
 /// resumed, finds its lease lapsed and writes nothing (no entry, no

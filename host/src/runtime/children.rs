@@ -159,6 +159,14 @@ impl WorkflowState {
         let wait = self.run.host.wait;
         let waiting_since = Instant::now();
         loop {
+            // A pause evicts the run at once, before it takes its child's
+            // end: it waits, suspended, to be resumed.
+            if self.run.control.is_paused() {
+                return Err(Interruption::Suspend(Suspension {
+                    child: Some(child),
+                    ..Suspension::until(u64::MAX)
+                }));
+            }
             let records = crate::journal::RunRecords::new(store.clone(), child.clone());
             match records.outcome().await? {
                 Some(Outcome::Continued { next }) => {
@@ -178,10 +186,7 @@ impl WorkflowState {
                 }
                 None => {}
             }
-            let until_eviction = wait
-                .until_eviction(waiting_since)
-                .filter(|_| !self.run.control.is_paused());
-            let Some(until_eviction) = until_eviction else {
+            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
                 return Err(Interruption::Suspend(Suspension {
                     child: Some(child),
                     ..Suspension::until(u64::MAX)

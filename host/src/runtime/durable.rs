@@ -389,6 +389,14 @@ impl WorkflowState {
         let wait = self.run.host.wait;
         loop {
             let (taken, next) = look;
+            // A pause evicts the run at once, before it takes a signal or
+            // times out: it waits, suspended, to be resumed.
+            if self.run.control.is_paused() {
+                return Err(Interruption::Suspend(Suspension {
+                    signal: Some((name, taken)),
+                    ..Suspension::until(timer.deadline_ms)
+                }));
+            }
             if let Some((key, payload)) = next {
                 self.consumed_signals.insert(key.clone());
                 let recorded = Recorded::Signal {
@@ -414,11 +422,7 @@ impl WorkflowState {
                 tracing::info!(seq, signal = %name, "signal wait timed out");
                 return Ok(None);
             }
-            // A pause evicts the run at once: it waits, suspended, to be resumed.
-            let until_eviction = wait
-                .until_eviction(waiting_since)
-                .filter(|_| !self.run.control.is_paused());
-            let Some(until_eviction) = until_eviction else {
+            let Some(until_eviction) = wait.until_eviction(waiting_since) else {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension {
                     signal,
