@@ -47,6 +47,27 @@ fn a_day_long_saga_approved_half_an_hour_into_its_window_ships() {
     assert_eq!(report.replays.len(), 1, "{report}");
 }
 
+/// Paused an hour into its day-long sleep for two days, the saga starts
+/// nothing while paused: its sleep ends on time, but its next step starts
+/// only once it is resumed, and it ships as it would have.
+#[test]
+fn a_saga_paused_for_two_days_ships_only_once_resumed() {
+    let scenario = Scenario::new("place-order", order("o-9"))
+        .paused(Duration::from_secs(3600), 2 * DAY)
+        .signal_at(DAY + Duration::from_secs(1800), "approve", json!({"approved": true}))
+        .expect(Expectations {
+            outcome: Some("completed".into()),
+            output_contains: Some(json!({"status": "shipped", "tracking": "trk-o-9"})),
+            ..Expectations::default()
+        });
+    let report = harness().run(&scenario).expect("the scenario runs");
+    assert!(report.passed(), "{report}");
+    assert!(
+        report.virtual_elapsed >= 2 * DAY + Duration::from_secs(3600),
+        "nothing ran while it was paused: {report}"
+    );
+}
+
 #[test]
 fn a_permanent_stubbed_decline_is_not_retried_and_is_compensated() {
     let declined = Stub::answers(vec![Answer::Failure {

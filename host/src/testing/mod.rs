@@ -254,7 +254,7 @@ fn host_config() -> HostConfig {
     config
 }
 
-/// Starts a task per signal (and the cancellation) that sends it at its
+/// Starts a task per signal (and the cancellation, and the pause) that sends it at its
 /// virtual time from now, the run's start (a time past the end of time
 /// never comes); dropping the set stops those not yet sent.
 fn send_events(
@@ -291,6 +291,24 @@ fn send_events(
             match runtime.cancel(&tenant, &run, "cancelled by the scenario").await {
                 Ok(()) | Err(RunError::Finished { .. }) => {}
                 Err(e) => lock(&failures).push(format!("the cancellation could not be sent: {e}")),
+            }
+        });
+    }
+    if let Some((at, lasts)) = scenario.pause {
+        let (runtime, tenant, run, failures) = (runtime.clone(), tenant.clone(), run.clone(), failures.clone());
+        events.spawn(async move {
+            tokio::time::sleep(at).await;
+            let paused = runtime.runs().pause(&tenant, &run, "paused by the scenario").await;
+            let resumed = match paused {
+                Ok(()) => {
+                    tokio::time::sleep(lasts).await;
+                    runtime.runs().resume(&tenant, &run).await
+                }
+                other => other,
+            };
+            match resumed {
+                Ok(()) | Err(RunError::Finished { .. }) => {}
+                Err(e) => lock(&failures).push(format!("the pause could not be sent: {e}")),
             }
         });
     }

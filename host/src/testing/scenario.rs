@@ -71,6 +71,9 @@ pub struct Scenario {
     pub signals: Vec<TimedSignal>,
     /// When the run is cancelled, in virtual time from its start.
     pub cancel_at: Option<Duration>,
+    /// When the run is paused, in virtual time from its start, and for how
+    /// long (it is resumed then).
+    pub pause: Option<(Duration, Duration)>,
     /// The virtual time the run may take before the scenario fails.
     pub until: Duration,
     /// What the run must come to.
@@ -161,6 +164,7 @@ impl Scenario {
             stubs: BTreeMap::new(),
             signals: Vec::new(),
             cancel_at: None,
+            pause: None,
             until: DEFAULT_UNTIL,
             expect: Expectations::default(),
         }
@@ -191,6 +195,12 @@ impl Scenario {
     /// Cancels the run `at` after it starts.
     pub fn cancel_at(mut self, at: Duration) -> Self {
         self.cancel_at = Some(at);
+        self
+    }
+
+    /// Pauses the run `at` after it starts, and resumes it `lasts` later.
+    pub fn paused(mut self, at: Duration, lasts: Duration) -> Self {
+        self.pause = Some((at, lasts));
         self
     }
 
@@ -278,6 +288,23 @@ impl Answer {
     }
 }
 
+/// A pause as a scenario file writes it: `pause = { at = "10s", for = "3h" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PauseFile {
+    at: String,
+    #[serde(rename = "for")]
+    lasts: String,
+}
+
+impl PauseFile {
+    fn window(self) -> Result<(Duration, Duration), String> {
+        let at = duration(&self.at).map_err(|e| format!("`pause.at`: {e}"))?;
+        let lasts = duration(&self.lasts).map_err(|e| format!("`pause.for`: {e}"))?;
+        Ok((at, lasts))
+    }
+}
+
 /// A scenario as its TOML file writes it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -293,6 +320,7 @@ struct ScenarioFile {
     #[serde(default)]
     signals: Vec<SignalFile>,
     cancel_at: Option<String>,
+    pause: Option<PauseFile>,
     until: Option<String>,
     #[serde(default)]
     expect: ExpectFile,
@@ -393,6 +421,7 @@ impl ScenarioFile {
                 .map(duration)
                 .transpose()
                 .map_err(|e| format!("`cancel_at`: {e}"))?,
+            pause: self.pause.map(PauseFile::window).transpose()?,
             until: match self.until.as_deref() {
                 Some(until) => duration(until).map_err(|e| format!("`until`: {e}"))?,
                 None => DEFAULT_UNTIL,
@@ -540,6 +569,7 @@ mod tests {
             start_time = "2026-01-01T00:00:00Z"
             until = "2days"
             cancel_at = "30h"
+            pause = { at = "1h", for = "3h 30m" }
             [steps.charge]
             attempts = [{ fail = "timed-out" }, { output = { charge = "ch-1" } }]
             takes = "2s"
@@ -561,6 +591,10 @@ mod tests {
         assert_eq!(scenario.start_time_ms, Some(1_767_225_600_000));
         assert_eq!(scenario.until, Duration::from_secs(2 * 24 * 3600));
         assert_eq!(scenario.cancel_at, Some(Duration::from_secs(30 * 3600)));
+        assert_eq!(
+            scenario.pause,
+            Some((Duration::from_secs(3600), Duration::from_secs(3 * 3600 + 1800)))
+        );
         let charge = &scenario.stubs["charge"];
         assert_eq!(charge.takes, Duration::from_secs(2));
         assert_eq!(
