@@ -871,7 +871,8 @@ fn rfc3339_now() -> String {
 /// not taken, and the pause outlives a SIGKILL of its host; resumed, it
 /// takes the signal and ends as it would have. Pausing twice keeps the
 /// first reason; another tenant's run answers 404 as an unknown one does,
-/// and a finished run 409; the CLI pauses and resumes through the API.
+/// and a finished run 409; the CLI pauses and resumes through the API; a
+/// paused run is cancelled as any other.
 #[test]
 fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_where_it_stopped() {
     const OTHER: &str = "sst_lifecycle_other";
@@ -931,4 +932,10 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
     cli(&["pause", "again", "--reason", "from the CLI"]);
     let paused = server.get("/v1/runs/again", TOKEN).expect(200);
     assert_eq!(paused["paused"]["reason"], "from the CLI", "{paused}");
+    // A cancellation goes through the pause.
+    server
+        .post_json("/v1/runs/again/cancel", TOKEN, &json!({"reason": "enough"}))
+        .expect(202);
+    let cancelled = server.get("/v1/runs/again/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
 }

@@ -50,9 +50,10 @@ impl RunControl {
         *self.cancelled.borrow()
     }
 
-    /// Whether the run is paused, as far as this host has heard.
+    /// Whether the run is paused, as far as this host has heard: a
+    /// cancelled run is not, since a cancellation goes through a pause.
     pub fn is_paused(&self) -> bool {
-        *self.paused.borrow()
+        *self.paused.borrow() && !self.is_cancelled()
     }
 
     /// Notes whether the run is paused, and rings its bell: a run waiting
@@ -63,8 +64,11 @@ impl RunControl {
         }
     }
 
-    /// Resolves once the run is paused.
+    /// Resolves once the run is paused (never, once it is cancelled).
     pub async fn paused(&self) {
+        if self.is_cancelled() {
+            return std::future::pending().await;
+        }
         // The sender lives as long as `self`, so waiting cannot fail.
         let _ = self.paused.subscribe().wait_for(|paused| *paused).await;
     }

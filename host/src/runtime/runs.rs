@@ -832,8 +832,8 @@ impl Runs {
     }
 }
 
-/// Whether a run about to be driven is paused: as the store says (when it
-/// was read), else as this host noted; a cancellation overrides it.
+/// Whether a run about to be driven, and not cancelled, is paused: as the
+/// store says (when it was read), else as this host noted.
 fn paused(control: &RunControl, fresh: bool, stored: bool) -> bool {
     if !fresh {
         control.set_paused(stored);
