@@ -69,8 +69,14 @@ impl std::ops::AddAssign for FaultCounts {
 }
 
 /// Pauses last this many TTLs: shorter than the lease, longer, and past
-/// the point where peers clean the host's heartbeat up.
+/// the point where peers clean the host's heartbeat up; each drawn within
+/// a tenth of it either way (`PAUSE_SPREAD`), so that a pause ends at any
+/// moment of its peers' looks around, a cleanup's included.
 const PAUSES: [f64; 3] = [0.5, 1.2, 2.5];
+
+/// How far a pause's length is drawn from its share of `PAUSES`, in
+/// thousandths of it either way.
+const PAUSE_SPREAD: u64 = 100;
 
 /// Partitions last this many TTLs: past the lease, and past the cleanup.
 const PARTITIONS: [f64; 2] = [1.2, 2.5];
@@ -87,6 +93,8 @@ impl HostFaults {
         }
         for _ in 0..self.pauses {
             let ttls = PAUSES[(rng.next_u64() % PAUSES.len() as u64) as usize];
+            let spread = (rng.next_u64() % (2 * PAUSE_SPREAD + 1)) as f64 - PAUSE_SPREAD as f64;
+            let ttls = ttls * (1.0 + spread / 1000.0);
             faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Pause(ttls)));
         }
         for _ in 0..self.partitions {
