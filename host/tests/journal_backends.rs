@@ -319,7 +319,7 @@ async fn a_run_folder_without_its_record_is_no_run() {
 /// A run's first drive on the host that created it reads nothing back: the
 /// store holds only the run record this host wrote. The same run driven by
 /// another host reads the record (and the build record an upgrade may have
-/// left), the outcome, the cancel request, and lists the journal's
+/// left), the outcome, the cancel and pause requests, and lists the journal's
 /// snapshots, the journal and the failed attempts before it starts, and
 /// looks for each step's entry before its attempt (its last owner's late
 /// write).
@@ -358,8 +358,8 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     };
     assert_eq!(
         read_back - fresh,
-        10,
-        "a fresh run skips 4 reads and 3 listings, and a takeover costs a listing of the claims, a claim and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
+        11,
+        "a fresh run skips 5 reads and 3 listings, and a takeover costs a listing of the claims, a claim and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
     );
 }
 
