@@ -397,7 +397,7 @@ fn reason_given(given: &str, default: &str) -> String {
     }
 }
 
-/// `POST /ui/runs/{id}/pause` (with a reason) and `/resume`.
+/// `POST /ui/runs/{id}/pause`.
 pub async fn pause(
     State(state): State<ApiState>,
     signed: Signed,
