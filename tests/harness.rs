@@ -368,6 +368,19 @@ pub fn arg(path: &Path) -> &str {
 }
 
 /// SHA-256 of a token, as the tenants file stores it.
+/// A tenants file of `tenants`, each an id and its token, with no quotas.
+pub fn tenants_file(tenants: &[(&str, &str)]) -> String {
+    tenants
+        .iter()
+        .map(|(id, token)| {
+            format!(
+                "[[tenants]]\nid = \"{id}\"\ntoken_sha256 = [\"{}\"]\n",
+                token_hash(token)
+            )
+        })
+        .collect()
+}
+
 pub fn token_hash(token: &str) -> String {
     let output = Command::new("sha256sum")
         .stdin(Stdio::piped())

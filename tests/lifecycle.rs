@@ -5,16 +5,14 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, Origin, ReliabilityResult, Server, arg, guest, order_input, record_reliability, token_hash};
+use stepstone_e2e::{
+    Host, Origin, ReliabilityResult, Server, arg, guest, order_input, record_reliability, tenants_file, token_hash,
+};
 
 const TOKEN: &str = "sst_lifecycle";
 
 fn server() -> Server {
-    let tenants = format!(
-        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n",
-        token_hash(TOKEN)
-    );
-    let server = Server::start(&tenants);
+    let server = Server::start(&tenants_file(&[("acme", TOKEN)]));
     server.upload(TOKEN, "hello");
     server.upload(TOKEN, "order");
     server
@@ -876,12 +874,7 @@ fn rfc3339_now() -> String {
 #[test]
 fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_where_it_stopped() {
     const OTHER: &str = "sst_lifecycle_other";
-    let tenants = format!(
-        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n",
-        token_hash(TOKEN),
-        token_hash(OTHER)
-    );
-    let server = Server::start(&tenants);
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
     server.upload(TOKEN, "hello");
     let held = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "held"});
     server.post_json("/v1/runs", TOKEN, &held).expect(202);

@@ -5,19 +5,14 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Server, order_input, record_reliability, token_hash};
+use stepstone_e2e::{Host, ReliabilityResult, Server, order_input, record_reliability, tenants_file, token_hash};
 
 const TOKEN: &str = "sst_schedules";
 const OTHER: &str = "sst_schedules_other";
 const EVERY_SECOND: &str = "* * * * * *";
 
 fn server() -> Server {
-    let tenants = format!(
-        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[[tenants]]\nid = \"globex\"\ntoken_sha256 = [\"{}\"]\n",
-        token_hash(TOKEN),
-        token_hash(OTHER)
-    );
-    let server = Server::start(&tenants);
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
     server.upload(TOKEN, "hello");
     server.upload(TOKEN, "order");
     server

@@ -365,8 +365,10 @@ pub async fn signal(
     }
 }
 
+/// A form of an action on a run: its CSRF token and, for a cancellation or
+/// a pause, a reason (none for a resumption).
 #[derive(Deserialize)]
-pub struct CancelForm {
+pub struct ReasonForm {
     csrf: String,
     #[serde(default)]
     reason: String,
@@ -377,7 +379,7 @@ pub async fn cancel(
     State(state): State<ApiState>,
     signed: Signed,
     Path(RunPath { id }): Path<RunPath>,
-    Form(form): Form<CancelForm>,
+    Form(form): Form<ReasonForm>,
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
     let reason = reason_given(&form.reason, "cancelled from the console");
@@ -402,7 +404,7 @@ pub async fn pause(
     State(state): State<ApiState>,
     signed: Signed,
     Path(RunPath { id }): Path<RunPath>,
-    Form(form): Form<CancelForm>,
+    Form(form): Form<ReasonForm>,
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
     let reason = reason_given(&form.reason, "paused from the console");
@@ -415,7 +417,7 @@ pub async fn resume(
     State(state): State<ApiState>,
     signed: Signed,
     Path(RunPath { id }): Path<RunPath>,
-    Form(form): Form<CancelForm>,
+    Form(form): Form<ReasonForm>,
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
     let resumed = state.runtime().runs().resume(&signed.0.tenant.id, &id).await;

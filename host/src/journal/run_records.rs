@@ -231,6 +231,14 @@ impl RunRecords {
         Ok(self.store.create(key, Bytes::from(encode(record))).await?)
     }
 
+    /// Creates `record` at `key` unless one is there: the first stands.
+    async fn create_first<R: Serialize>(&self, key: &StoreKey, record: &R) -> Result<(), JournalError> {
+        match self.create(key, record).await {
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
+            other => other,
+        }
+    }
+
     /// How the run was started, or `None` for an unknown run.
     /// The run record, on the build the run runs on now: the one an
     /// upgrade moved it to, if one did.
@@ -337,10 +345,7 @@ impl RunRecords {
 
     /// Records a request to cancel the run; the first request stands.
     pub async fn request_cancel(&self, request: &CancelRecord) -> Result<(), JournalError> {
-        match self.create(&keys_of(&self.run).cancel(), request).await {
-            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
-            other => other,
-        }
+        self.create_first(&keys_of(&self.run).cancel(), request).await
     }
 
     /// The request to pause the run, if it is paused.
@@ -350,10 +355,7 @@ impl RunRecords {
 
     /// Pauses the run; pausing a paused run keeps the first request.
     pub async fn request_pause(&self, request: &PauseRecord) -> Result<(), JournalError> {
-        match self.create(&keys_of(&self.run).pause(), request).await {
-            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
-            other => other,
-        }
+        self.create_first(&keys_of(&self.run).pause(), request).await
     }
 
     /// Resumes the run: its pause request goes (none is fine).
