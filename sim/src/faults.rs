@@ -1,8 +1,8 @@
 //! The simulator's fault language: what a seed's store does to every call
 //! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
 //! and what its hosts suffer
-//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,drift=100`), the
-//! times (and each host's clock drift) drawn from the seed.
+//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,outages=1,drift=100`),
+//! the times (and each host's clock drift) drawn from the seed.
 //!
 //! Invariant: a setting is read whole or refused with its name and why
 //! (an unknown name, a number out of range, a rate outside 0 to 1); no
@@ -23,7 +23,7 @@ pub const MAX_DRIFT: u32 = 900;
 /// The longest a call may be made to wait.
 pub const MAX_LATENCY: Duration = Duration::from_secs(60);
 
-/// What a host suffers.
+/// What a host suffers, or, for an outage, every host at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum HostFault {
     /// Stops for so many lease TTLs, then runs on.
@@ -36,6 +36,9 @@ pub enum HostFault {
     /// lease TTLs, its runs' records at once: its heartbeats stall while
     /// its journal writes go on, so peers judge it dead while it drives.
     Partition(f64),
+    /// The store fails every call of every host for so many lease TTLs:
+    /// longer than the store layer's retries, so callers see it fail.
+    Outage(f64),
 }
 
 /// How many of each fault a seed plans.
@@ -45,6 +48,7 @@ pub struct HostFaults {
     pub pauses: u32,
     pub restarts: u32,
     pub partitions: u32,
+    pub outages: u32,
     /// Each host's lease clock runs up to this many parts per thousand
     /// fast or slow, drawn per host.
     pub drift_permille: u32,
@@ -57,6 +61,7 @@ pub struct FaultCounts {
     pub pauses: u64,
     pub restarts: u64,
     pub partitions: u64,
+    pub outages: u64,
 }
 
 impl std::ops::AddAssign for FaultCounts {
@@ -65,6 +70,7 @@ impl std::ops::AddAssign for FaultCounts {
         self.pauses += other.pauses;
         self.restarts += other.restarts;
         self.partitions += other.partitions;
+        self.outages += other.outages;
     }
 }
 
@@ -80,6 +86,11 @@ const PAUSE_SPREAD: u64 = 100;
 
 /// Partitions last this many TTLs: past the lease, and past the cleanup.
 const PARTITIONS: [f64; 2] = [1.2, 2.5];
+
+/// Outages of the store last this many TTLs: each past the store layer's
+/// retries (about 2.5 s), the longer past a host's lease and the secrets'
+/// cache, so that every caller meets a failed call.
+const OUTAGES: [f64; 3] = [0.5, 1.2, 2.5];
 
 impl HostFaults {
     /// The faults, each at a time within `span` and on one of `hosts`.
@@ -100,6 +111,10 @@ impl HostFaults {
         for _ in 0..self.partitions {
             let ttls = PARTITIONS[(rng.next_u64() % PARTITIONS.len() as u64) as usize];
             faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Partition(ttls)));
+        }
+        for _ in 0..self.outages {
+            let ttls = OUTAGES[(rng.next_u64() % OUTAGES.len() as u64) as usize];
+            faults.push((at(rng), 0, HostFault::Outage(ttls)));
         }
         for _ in 0..self.restarts {
             let same_id = rng.next_u64().is_multiple_of(2);
@@ -162,8 +177,9 @@ impl FromStr for HostFaults {
                 "pauses" => faults.pauses = count,
                 "restarts" => faults.restarts = count,
                 "partitions" => faults.partitions = count,
+                "outages" => faults.outages = count,
                 _ => {
-                    let known = "kills, pauses, restarts, partitions or drift";
+                    let known = "kills, pauses, restarts, partitions, outages or drift";
                     return Err(bad(name, value, &format!("no such fault: {known}")));
                 }
             }
@@ -237,13 +253,13 @@ mod tests {
 
     #[test]
     fn every_setting_is_read_at_its_edges() {
-        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000,drift=900"
+        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000,outages=1000,drift=900"
             .parse()
             .expect("valid");
         assert_eq!(faults.drift_permille, 900);
         assert_eq!(
-            (faults.kills, faults.pauses, faults.restarts, faults.partitions),
-            (0, 1000, 7, 1000)
+            (faults.kills, faults.pauses, faults.restarts, faults.partitions, faults.outages),
+            (0, 1000, 7, 1000, 1000)
         );
         assert_eq!("".parse::<HostFaults>(), Ok(HostFaults::default()));
         let store: StoreFaults = "latency=60s,errors=1,lost=0,stale=60s,stale-rate=1"
@@ -261,6 +277,8 @@ mod tests {
         for (bad, says) in [
             ("kills=1001", "from 0 to 1000"),
             ("partitions=1001", "from 0 to 1000"),
+            ("outages=1001", "from 0 to 1000"),
+            ("outages=-1", "from 0 to 1000"),
             ("drift=901", "from 0 to 900"),
             ("drift=-1", "from 0 to 900"),
             ("drift=0.5", "from 0 to 900"),
@@ -298,11 +316,12 @@ mod tests {
             pauses: 50,
             restarts: 50,
             partitions: 50,
+            outages: 50,
             drift_permille: 0,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));
-        assert_eq!(drawn.len(), 200);
+        assert_eq!(drawn.len(), 250);
         assert!(
             drawn
                 .iter()

@@ -2,7 +2,7 @@
 //! runtimes and a real workflow guest, on one seeded generator and virtual
 //! time, over a store that delays, fails and loses replies ([`network`]),
 //! with hosts killed, paused, restarted, partitioned from their peers and
-//! on drifting clocks ([`faults`]); after each seed the
+//! on drifting clocks, and the whole store out for a while ([`faults`]); after each seed the
 //! invariants are checked ([`check`]). The same seed plays the same way,
 //! so a failing seed is a bug to replay.
 

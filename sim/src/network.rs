@@ -5,8 +5,10 @@
 //! while ago, as an eventually consistent store would, and cuts a host off
 //! (dead: its calls never return) or holds its calls (paused: they return
 //! once it runs again), or holds only its calls to `cluster/` for a while
-//! (partitioned from the other hosts, not from its runs). Listings of a run's own records are answered as
-//! they stand: the journal relies on listing what was written (S3, GCS,
+//! (partitioned from the other hosts, not from its runs), or fails every
+//! call of every host for a while (an outage, outlasting the retries of
+//! the store layer). Listings of a run's own records are answered as they
+//! stand: the journal relies on listing what was written (S3, GCS,
 //! Azure and SeaweedFS list so). Versions are written as Azure writes
 //! them: an ETag quoted in a write's or a read's answer, bare in a
 //! listing, so a host comparing them as given would find a heartbeat
@@ -83,6 +85,8 @@ struct State {
     /// Until when each host's calls to `cluster/` wait.
     partitioned: Vec<Option<Instant>>,
     counts: StoreCounts,
+    /// Until when every call fails: an outage of the store.
+    outage: Option<Instant>,
     /// Listings of `cluster/` answered lately, by what was listed, oldest
     /// first: what a stale listing is answered from.
     listed: HashMap<String, VecDeque<(Instant, Listing)>>,
@@ -114,6 +118,7 @@ impl Network {
                 hosts: Vec::new(),
                 partitioned: Vec::new(),
                 counts: StoreCounts::default(),
+                outage: None,
                 listed: HashMap::new(),
             }),
         })
@@ -146,6 +151,11 @@ impl Network {
     /// Holds `host`'s calls to `cluster/` until `until`.
     pub fn partition(&self, host: usize, until: Instant) {
         self.state().partitioned[host] = Some(until);
+    }
+
+    /// Fails every call, of every host, until `until`.
+    pub fn outage(&self, until: Instant) {
+        self.state().outage = Some(until);
     }
 
     pub fn reach(&self, host: usize) -> Reach {
@@ -187,11 +197,16 @@ impl Network {
         let mut state = self.state();
         state.counts.calls += 1;
         let State {
-            rng, faults, counts, ..
+            rng,
+            faults,
+            counts,
+            outage,
+            ..
         } = &mut *state;
         let max = u64::try_from(faults.max_latency.as_micros()).unwrap_or(u64::MAX);
         let latency = Duration::from_micros(if max == 0 { 0 } else { rng.next_u64() % (max + 1) });
-        if !chance(rng, faults.error_rate) {
+        let out = outage.is_some_and(|until| until > Instant::now());
+        if !out && !chance(rng, faults.error_rate) {
             return (latency, Fate::Done);
         }
         counts.failed += 1;

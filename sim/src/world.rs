@@ -257,11 +257,7 @@ impl World<'_> {
         let storage = Storage::new(Arc::new(store));
         let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
         let bench = load_while_the_world_stands_still(&runtime, self.guest)?;
-        runtime.runs().live().await?;
-        for tenant in runtime.serve_tenants([self.tenant.clone()]) {
-            runtime.runs().recover(&tenant).await?;
-        }
-        runtime.runs().take_over_from_dead_hosts();
+        self.start_serving(&runtime).await?;
         let policy = TenantPolicy {
             retention: Some(RETENTION),
             ..(*runtime.policy(&self.tenant)).clone()
@@ -277,6 +273,31 @@ impl World<'_> {
         });
         self.log(format!("host {index} started as {id}, its clock {drift:+}‰"));
         Ok(index)
+    }
+
+    /// Joins the hosts and recovers the tenant's unfinished runs, as `serve`
+    /// starts; a start the store fails (an outage) is tried again a second
+    /// later, as a supervisor starts a server that exited again.
+    async fn start_serving(&mut self, runtime: &Runtime) -> anyhow::Result<()> {
+        loop {
+            let started = async {
+                runtime.runs().live().await?;
+                for tenant in runtime.serve_tenants([self.tenant.clone()]) {
+                    runtime.runs().recover(&tenant).await?;
+                }
+                Ok::<(), RunError>(())
+            };
+            match started.await {
+                Ok(()) => break,
+                Err(e) if e.is_storage_failure() => {
+                    self.log(format!("a host's start failed, started again in a second: {e}"));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        runtime.runs().take_over_from_dead_hosts();
+        Ok(())
     }
 
     /// Host `index`'s clock drift, in parts per thousand: drawn from the
@@ -377,10 +398,15 @@ impl World<'_> {
     }
 
     async fn inflict(&mut self, host: usize, fault: HostFault) -> anyhow::Result<()> {
-        if host >= self.hosts.len() || self.hosts[host].runtime.is_none() {
-            return Ok(());
-        }
         match fault {
+            HostFault::Outage(ttls) => {
+                let lasts = self.config.ttl.mul_f64(ttls);
+                self.network.outage(Instant::now() + lasts);
+                self.faults.outages += 1;
+                self.log(format!("the store failed every call for {lasts:?}"));
+            }
+            // A host's fault strikes a host still running.
+            _ if host >= self.hosts.len() || self.hosts[host].runtime.is_none() => {}
             HostFault::Pause(ttls) => {
                 let lasts = self.config.ttl.mul_f64(ttls);
                 self.network.set_reach(host, Reach::Paused(Instant::now() + lasts));

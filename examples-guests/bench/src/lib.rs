@@ -116,9 +116,10 @@ fn a_minute() -> u64 {
     60
 }
 
-/// Each leg runs a step that may fail (retried), sleeps `nap_s` on a
-/// durable timer, runs a child of `n` sequential steps, and continues as
-/// new with one leg less; the last generation returns the sum of every
+/// Each leg runs a step that may fail (retried), starts a child of `n`
+/// sequential steps, sleeps `nap_s` on a durable timer, awaits the child
+/// (long ended by then: the parent still needs its outcome), and continues
+/// as new with one leg less; the last generation returns the sum of every
 /// leg's step and child.
 fn relay(ctx: &Workflow, leg: Leg) -> Result<u32, Error> {
     if leg.n == 0 {
@@ -126,8 +127,9 @@ fn relay(ctx: &Workflow, leg: Leg) -> Result<u32, Error> {
     }
     let retried = StepOptions::new().max_attempts(3).initial_backoff(Duration::from_secs(1));
     let mut sum = leg.sum.wrapping_add(ctx.step_with::<_, u32>("flaky", &leg.n, retried)?);
+    let child = ctx.start_child::<_, u32>("sequential", &Leg { n: leg.n, ..leg }, None)?;
     ctx.sleep(Duration::from_secs(leg.nap_s));
-    sum = sum.wrapping_add(ctx.child::<_, u32>("sequential", &Leg { n: leg.n, ..leg })?);
+    sum = sum.wrapping_add(child.join()?);
     ctx.continue_as_new(&Leg { n: leg.n - 1, sum, ..leg })
 }
 
