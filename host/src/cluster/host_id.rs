@@ -131,6 +131,35 @@ mod tests {
         assert!(!gone_elsewhere.process_gone());
     }
 
+    /// Run again under `unshare --pid --fork` (a pid namespace of its own,
+    /// with the `/proc` of the one it came from), this test finds that
+    /// `/proc` is not its own and judges no host of its machine gone by it.
+    #[test]
+    fn a_proc_of_another_pid_namespace_is_never_read() {
+        const INSIDE: &str = "STEPSTONE_TEST_IN_A_NEW_PID_NAMESPACE";
+        let gone = HostId::try_from(format!("{}.4000000.abc", machine())).expect("a valid id");
+        if std::env::var_os(INSIDE).is_some() {
+            assert!(!proc_is_ours(), "/proc is the parent namespace's");
+            assert!(!gone.process_gone(), "{gone} judged by a /proc of another namespace");
+            return;
+        }
+        assert!(proc_is_ours() && gone.process_gone(), "{gone}: this namespace's /proc is read");
+        let test = "cluster::host_id::tests::a_proc_of_another_pid_namespace_is_never_read";
+        let inside = std::process::Command::new("unshare")
+            .args(["--pid", "--fork"])
+            .arg(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", test])
+            .env(INSIDE, "1")
+            .output()
+            .expect("unshare(1) runs: install util-linux");
+        let said = String::from_utf8_lossy(&inside.stdout);
+        assert!(
+            inside.status.success() && said.contains("1 passed"),
+            "inside a new pid namespace (unshare needs root or CAP_SYS_ADMIN): {said}{}",
+            String::from_utf8_lossy(&inside.stderr)
+        );
+    }
+
     #[test]
     fn ids_round_trip_and_junk_is_refused() {
         let me = HostId::fresh();
