@@ -36,9 +36,10 @@ pub enum HostFault {
     /// lease TTLs, its runs' records at once: its heartbeats stall while
     /// its journal writes go on, so peers judge it dead while it drives.
     Partition(f64),
-    /// The store fails every call of every host for so many lease TTLs:
-    /// longer than the store layer's retries, so callers see it fail.
-    Outage(f64),
+    /// The store fails this share of every host's calls (all of them, or
+    /// most: a storm of throttling) for so many lease TTLs: longer than the
+    /// store layer's retries, so callers see calls fail, any call of all.
+    Outage { ttls: f64, rate: f64 },
 }
 
 /// How many of each fault a seed plans.
@@ -92,6 +93,10 @@ const PARTITIONS: [f64; 2] = [1.2, 2.5];
 /// cache, so that every caller meets a failed call.
 const OUTAGES: [f64; 3] = [0.5, 1.2, 2.5];
 
+/// The share of calls an outage fails: all, or most (then a call of eight
+/// tries fails one time in eighteen, wherever it is made).
+const OUTAGE_RATES: [f64; 2] = [1.0, 0.7];
+
 impl HostFaults {
     /// The faults, each at a time within `span` and on one of `hosts`.
     pub fn draw(&self, rng: &mut ChaCha20Rng, hosts: usize, span: Duration) -> Vec<(Duration, usize, HostFault)> {
@@ -114,7 +119,8 @@ impl HostFaults {
         }
         for _ in 0..self.outages {
             let ttls = OUTAGES[(rng.next_u64() % OUTAGES.len() as u64) as usize];
-            faults.push((at(rng), 0, HostFault::Outage(ttls)));
+            let rate = OUTAGE_RATES[(rng.next_u64() % OUTAGE_RATES.len() as u64) as usize];
+            faults.push((at(rng), 0, HostFault::Outage { ttls, rate }));
         }
         for _ in 0..self.restarts {
             let same_id = rng.next_u64().is_multiple_of(2);

@@ -173,7 +173,7 @@ fn main() -> anyhow::Result<ExitCode> {
             "suite": "sim",
             "fault": format!(
                 "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention); {}; store faults and stale listings of cluster/",
-                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (every call failing for 0.5, 1.2 or 2.5 TTLs), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.drift_permille)
+                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.drift_permille)
             ),
             "trials": played,
             "outcome": format!("seeds {}..{}: {summary}", args.from, args.from + played),

@@ -85,8 +85,8 @@ struct State {
     /// Until when each host's calls to `cluster/` wait.
     partitioned: Vec<Option<Instant>>,
     counts: StoreCounts,
-    /// Until when every call fails: an outage of the store.
-    outage: Option<Instant>,
+    /// Until when, and how many of, the calls fail: an outage of the store.
+    outage: Option<(Instant, f64)>,
     /// Listings of `cluster/` answered lately, by what was listed, oldest
     /// first: what a stale listing is answered from.
     listed: HashMap<String, VecDeque<(Instant, Listing)>>,
@@ -153,9 +153,9 @@ impl Network {
         self.state().partitioned[host] = Some(until);
     }
 
-    /// Fails every call, of every host, until `until`.
-    pub fn outage(&self, until: Instant) {
-        self.state().outage = Some(until);
+    /// Fails `rate` of every host's calls until `until`.
+    pub fn outage(&self, until: Instant, rate: f64) {
+        self.state().outage = Some((until, rate));
     }
 
     pub fn reach(&self, host: usize) -> Reach {
@@ -205,12 +205,16 @@ impl Network {
         } = &mut *state;
         let max = u64::try_from(faults.max_latency.as_micros()).unwrap_or(u64::MAX);
         let latency = Duration::from_micros(if max == 0 { 0 } else { rng.next_u64() % (max + 1) });
-        let out = outage.is_some_and(|until| until > Instant::now());
-        if !out && !chance(rng, faults.error_rate) {
+        // A call an outage fails never reaches the store.
+        let (rate, may_land) = match *outage {
+            Some((until, rate)) if until > Instant::now() => (rate, false),
+            _ => (faults.error_rate, true),
+        };
+        if !chance(rng, rate) {
             return (latency, Fate::Done);
         }
         counts.failed += 1;
-        if write && chance(rng, faults.lost_reply_rate) {
+        if write && may_land && chance(rng, faults.lost_reply_rate) {
             counts.lost_replies += 1;
             return (latency, Fate::Lost);
         }

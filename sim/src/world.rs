@@ -399,11 +399,11 @@ impl World<'_> {
 
     async fn inflict(&mut self, host: usize, fault: HostFault) -> anyhow::Result<()> {
         match fault {
-            HostFault::Outage(ttls) => {
+            HostFault::Outage { ttls, rate } => {
                 let lasts = self.config.ttl.mul_f64(ttls);
-                self.network.outage(Instant::now() + lasts);
+                self.network.outage(Instant::now() + lasts, rate);
                 self.faults.outages += 1;
-                self.log(format!("the store failed every call for {lasts:?}"));
+                self.log(format!("the store failed {rate} of the calls for {lasts:?}"));
             }
             // A host's fault strikes a host still running.
             _ if host >= self.hosts.len() || self.hosts[host].runtime.is_none() => {}
