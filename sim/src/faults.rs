@@ -1,7 +1,7 @@
 //! The simulator's fault language: what a seed's store does to every call
 //! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
 //! and what its hosts suffer
-//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,outages=1,drift=100`),
+//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,outages=1,clones=1,drift=100`),
 //! the times (and each host's clock drift) drawn from the seed.
 //!
 //! Invariant: a setting is read whole or refused with its name and why
@@ -32,6 +32,9 @@ pub enum HostFault {
     Kill,
     /// Dies and starts again, as a new host or with its old id.
     Restart { same_id: bool },
+    /// A second host starts with its id, both running on: a cloned
+    /// machine.
+    Clone,
     /// Reaches the hosts' shared folder (`cluster/`) only after so many
     /// lease TTLs, its runs' records at once: its heartbeats stall while
     /// its journal writes go on, so peers judge it dead while it drives.
@@ -50,6 +53,7 @@ pub struct HostFaults {
     pub restarts: u32,
     pub partitions: u32,
     pub outages: u32,
+    pub clones: u32,
     /// Each host's lease clock runs up to this many parts per thousand
     /// fast or slow, drawn per host.
     pub drift_permille: u32,
@@ -63,6 +67,7 @@ pub struct FaultCounts {
     pub restarts: u64,
     pub partitions: u64,
     pub outages: u64,
+    pub clones: u64,
 }
 
 impl std::ops::AddAssign for FaultCounts {
@@ -72,6 +77,7 @@ impl std::ops::AddAssign for FaultCounts {
         self.restarts += other.restarts;
         self.partitions += other.partitions;
         self.outages += other.outages;
+        self.clones += other.clones;
     }
 }
 
@@ -121,6 +127,9 @@ impl HostFaults {
             let ttls = OUTAGES[(rng.next_u64() % OUTAGES.len() as u64) as usize];
             let rate = OUTAGE_RATES[(rng.next_u64() % OUTAGE_RATES.len() as u64) as usize];
             faults.push((at(rng), 0, HostFault::Outage { ttls, rate }));
+        }
+        for _ in 0..self.clones {
+            faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Clone));
         }
         for _ in 0..self.restarts {
             let same_id = rng.next_u64().is_multiple_of(2);
@@ -184,8 +193,9 @@ impl FromStr for HostFaults {
                 "restarts" => faults.restarts = count,
                 "partitions" => faults.partitions = count,
                 "outages" => faults.outages = count,
+                "clones" => faults.clones = count,
                 _ => {
-                    let known = "kills, pauses, restarts, partitions, outages or drift";
+                    let known = "kills, pauses, restarts, partitions, outages, clones or drift";
                     return Err(bad(name, value, &format!("no such fault: {known}")));
                 }
             }
@@ -259,13 +269,13 @@ mod tests {
 
     #[test]
     fn every_setting_is_read_at_its_edges() {
-        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000,outages=1000,drift=900"
+        let faults: HostFaults = "kills=0, pauses=1000,restarts=7,partitions=1000,outages=1000,clones=1000,drift=900"
             .parse()
             .expect("valid");
         assert_eq!(faults.drift_permille, 900);
         assert_eq!(
-            (faults.kills, faults.pauses, faults.restarts, faults.partitions, faults.outages),
-            (0, 1000, 7, 1000, 1000)
+            (faults.kills, faults.pauses, faults.restarts, faults.partitions, faults.outages, faults.clones),
+            (0, 1000, 7, 1000, 1000, 1000)
         );
         assert_eq!("".parse::<HostFaults>(), Ok(HostFaults::default()));
         let store: StoreFaults = "latency=60s,errors=1,lost=0,stale=60s,stale-rate=1"
@@ -285,6 +295,7 @@ mod tests {
             ("partitions=1001", "from 0 to 1000"),
             ("outages=1001", "from 0 to 1000"),
             ("outages=-1", "from 0 to 1000"),
+            ("clones=1001", "from 0 to 1000"),
             ("drift=901", "from 0 to 900"),
             ("drift=-1", "from 0 to 900"),
             ("drift=0.5", "from 0 to 900"),
@@ -323,11 +334,12 @@ mod tests {
             restarts: 50,
             partitions: 50,
             outages: 50,
+            clones: 50,
             drift_permille: 0,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));
-        assert_eq!(drawn.len(), 250);
+        assert_eq!(drawn.len(), 300);
         assert!(
             drawn
                 .iter()

@@ -35,7 +35,7 @@ struct Args {
     #[arg(long = "store", default_value = STORE_FAULTS)]
     store_text: String,
     /// What each seed's hosts suffer.
-    #[arg(long, default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,drift=100")]
+    #[arg(long, default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,clones=1,drift=100")]
     faults: HostFaults,
     /// Stop starting seeds after this much wall-clock time.
     #[arg(long, value_parser = duration)]
@@ -149,7 +149,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     let host_hours = host_seconds / 3600.0;
     let summary = format!(
-        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages; store: {}",
+        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages, {} clones; store: {}",
         if failing.is_empty() {
             String::new()
         } else {
@@ -161,6 +161,7 @@ fn main() -> anyhow::Result<ExitCode> {
         faults.restarts,
         faults.partitions,
         faults.outages,
+        faults.clones,
         args.store_text,
     );
     println!(
@@ -173,7 +174,7 @@ fn main() -> anyhow::Result<ExitCode> {
             "suite": "sim",
             "fault": format!(
                 "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention); {}; store faults and stale listings of cluster/",
-                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.drift_permille)
+                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), {} clones (a second host with a running host's id), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.clones, args.faults.drift_permille)
             ),
             "trials": played,
             "outcome": format!("seeds {}..{}: {summary}", args.from, args.from + played),

@@ -430,6 +430,12 @@ impl World<'_> {
                 let new = self.start_host(id).await?;
                 self.log(format!("host {host} restarted as host {new}"));
             }
+            HostFault::Clone => {
+                let id = self.hosts[host].id.clone();
+                self.faults.clones += 1;
+                let clone = self.start_host(Some(id)).await?;
+                self.log(format!("host {host} cloned: host {clone} runs with its id"));
+            }
         }
         Ok(())
     }

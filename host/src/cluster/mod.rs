@@ -78,8 +78,13 @@ pub struct Cluster {
     /// The version of the heartbeat this host last wrote: found otherwise
     /// at the next renewal, another wrote or deleted it.
     written: Mutex<Option<String>>,
+    /// When this host last found its heartbeat written by another.
+    overwritten_at: Mutex<Option<BootInstant>>,
     /// How many hosts this one has found dead: a change is the signal to
-    /// look for their runs.
+    /// look for their runs. A second process found writing this host's
+    /// heartbeat counts too: the runs it claimed carry this host's id, so
+    /// no peer takes them over while this host lives, and should it die
+    /// they are this host's to drive.
     deaths: watch::Sender<u64>,
     wakeups: mpsc::Sender<Wakeup>,
     /// Taken by whoever handles the wake-ups.
@@ -102,6 +107,7 @@ impl Cluster {
             held: Mutex::default(),
             joined: OnceCell::new(),
             written: Mutex::default(),
+            overwritten_at: Mutex::default(),
             deaths: watch::Sender::new(0),
             wakeups,
             wakeup_queue: Mutex::new(Some(queue)),
@@ -177,7 +183,11 @@ impl Cluster {
     /// Writes the next heartbeat. One found otherwise than this host left
     /// it (another process writes it: a clone with the same id; or a peer
     /// deleted it) voids every claim first: peers may have judged this
-    /// host dead meanwhile.
+    /// host dead meanwhile; and this host looks for runs to drive, a
+    /// clone's among them, at every renewal until a TTL has passed without
+    /// another write: a clone that dies right after this host's renewal
+    /// leaves no trace the next one sees, yet it may have started runs
+    /// since the last look.
     async fn renew(&self) -> Result<(), StoreError> {
         let _writing = self.heartbeat_writes.lock().await;
         if self.lease.has_left() {
@@ -194,7 +204,11 @@ impl Cluster {
                     "this host's heartbeat was written or deleted by another (a second process with this host's id, or a peer that took it for dead): voiding every claim it holds"
                 );
                 self.lease.void();
+                *lock(&self.overwritten_at) = Some(sent);
             }
+        }
+        if lock(&self.overwritten_at).is_some_and(|at| sent.duration_since(at) <= self.ttl()) {
+            self.deaths.send_modify(|deaths| *deaths += 1);
         }
         let heartbeat = serde_json::json!({
             "renewal": self.lease.next_renewal(),
@@ -371,7 +385,8 @@ mod tests {
     /// A second process writing this host's heartbeat (a cloned machine with
     /// the same id), or a peer deleting it, is found at the next renewal:
     /// every claim made before is void, since peers may have judged this
-    /// host dead meanwhile.
+    /// host dead meanwhile, and the host looks for runs to drive (a
+    /// clone's carry its id: no peer takes them over).
     #[tokio::test]
     async fn a_heartbeat_written_or_deleted_by_another_voids_the_claims() -> Result<(), StoreError> {
         let storage = Storage::in_memory();
@@ -382,8 +397,10 @@ mod tests {
             Duration::from_secs(60),
         );
         let first = cluster.live().await?;
+        let mut looks = cluster.deaths();
         cluster.renew().await?;
         assert_eq!(cluster.lease.generation(), first, "its own renewals change nothing");
+        assert!(!looks.has_changed().expect("the cluster lives"));
         let key = heartbeat_key(&cluster.me);
         cluster
             .store
@@ -392,6 +409,13 @@ mod tests {
         cluster.renew().await?;
         let after_clone = cluster.lease.generation();
         assert_eq!(after_clone, first + 1, "a clone's write voids the claims");
+        assert!(looks.has_changed().expect("the cluster lives"), "and looks for its runs");
+        looks.mark_unchanged();
+        cluster.renew().await?;
+        assert!(
+            looks.has_changed().expect("the cluster lives"),
+            "and again at each renewal for a TTL: the clone may have died after starting runs"
+        );
         cluster.store.delete(&key).await?;
         cluster.renew().await?;
         assert_eq!(cluster.lease.generation(), after_clone + 1, "a peer's delete too");

@@ -47,6 +47,17 @@ pub(super) enum Driving {
     Ended(Option<Arc<RunStatus>>),
 }
 
+/// Tries again after a storage failure, waiting longer each time up to a
+/// minute, for as long as it takes: a server carries on by itself once its
+/// store recovers.
+fn through_outages() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_jitter()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(60))
+        .without_max_times()
+}
+
 /// Waits for the task driving a run to end: the run's final status, if the
 /// run ended in it.
 pub(super) async fn driving_ended(mut driving: watch::Receiver<Driving>) -> Option<Arc<RunStatus>> {
@@ -100,13 +111,8 @@ impl Runs {
     /// run again, unless another host has), or another writer's entry came
     /// first (it replays it).
     async fn run_to_end_through_outages(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
-        let outages = ExponentialBuilder::default()
-            .with_jitter()
-            .with_min_delay(Duration::from_secs(1))
-            .with_max_delay(Duration::from_secs(60))
-            .without_max_times();
         (|| self.run_to_end(tenant, run, None))
-            .retry(outages)
+            .retry(through_outages())
             .when(|e| e.is_storage_failure() || e.is_stood_down() || matches!(e, RunError::Conflict { .. }))
             .notify(|e, wait| tracing::error!(%tenant, %run, retry_in_ms = crate::clock::millis(wait), "run stopped on a storage failure; driving it again: {e}"))
             .await
@@ -159,14 +165,21 @@ impl Runs {
 
     /// From now on, drives the unfinished runs of the served tenants that
     /// no live host drives each time a host is found dead, until this host
-    /// leaves.
+    /// leaves. A look the store fails is made again once it recovers: no
+    /// later death may come to prompt it (found by the simulation, seed 101,
+    /// the store failing most calls just after a host's death).
     pub fn take_over_from_dead_hosts(&self) {
         let runtime = self.clone();
         let mut deaths = self.host.cluster.deaths();
         tokio::spawn(async move {
             while deaths.changed().await.is_ok() {
                 for tenant in &runtime.served() {
-                    match runtime.recover(tenant).await {
+                    let looked = (|| runtime.recover(tenant))
+                        .retry(through_outages())
+                        .when(RunError::is_storage_failure)
+                        .notify(|e, wait| tracing::error!(%tenant, retry_in_ms = crate::clock::millis(wait), "cannot look for runs of dead hosts; looking again: {e}"))
+                        .await;
+                    match looked {
                         Ok(runs) => tracing::info!(%tenant, runs, "looked for runs of dead hosts among the unfinished"),
                         Err(e) => tracing::error!(%tenant, "cannot look for runs of dead hosts: {e}"),
                     }
