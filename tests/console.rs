@@ -445,8 +445,15 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     submit(client, "#resume-form", &[]).await?;
     await_text(client, "p.notice", |t| t.starts_with("Resumed")).await?;
     assert!(!text(client, "#live p.standing").await?.contains("paused"));
+    await_shown(client, "#advance-form button").await?;
     submit(client, "#cancel-form", &[("reason", "customer called")]).await?;
     await_shown(client, "#live .state[data-state=cancelled]").await?;
+    client.refresh().await?;
+    await_shown(client, "#replay-form").await?;
+    assert!(
+        client.find(Locator::Css("#advance-form")).await.is_err(),
+        "a finished run has no timer to advance"
+    );
     assert!(text(client, "table.timeline").await?.contains("release"), "compensated");
 
     // A failed run says why.
@@ -548,6 +555,11 @@ fn refusals_without_a_browser(server: &Server, cookie: &str) {
         ),
         403,
         "another site's form"
+    );
+    assert_eq!(
+        post("/ui/runs/o-wait/advance", Some(cookie), None, &cancel),
+        403,
+        "an advance with a wrong CSRF token"
     );
     assert_eq!(
         post("/ui/runs/o-fail/cancel", None, None, &cancel),

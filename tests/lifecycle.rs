@@ -932,3 +932,57 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
     let cancelled = server.get("/v1/runs/again/wait?timeout=30s", TOKEN).expect(200);
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
 }
+
+/// Advancing a run ends its current wait now: an hour's sleep, after the
+/// host was SIGKILLed during it, then through the CLI the approval wait's
+/// hour-long timeout, so the order compensates at once. Another tenant's
+/// run is not found, and a run in no wait, or finished, is refused.
+#[test]
+fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart() {
+    const OTHER: &str = "sst_lifecycle_other";
+    const HOUR_MS: u64 = 3_600_000;
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
+    server.upload(TOKEN, "order");
+    let order = |run: &str| {
+        let input = order_input(run, HOUR_MS, json!({"approval_timeout_ms": HOUR_MS}));
+        json!({"component": "order", "workflow": "place-order", "input": input, "run_id": run})
+    };
+    server.post_json("/v1/runs", TOKEN, &order("adv")).expect(202);
+    server
+        .post_json("/v1/runs", TOKEN, &with_times(order("later"), json!({"delay": "1h"})))
+        .expect(202);
+    server.await_state(TOKEN, "adv", "sleeping");
+    server.post_json("/v1/runs/adv/advance", OTHER, &json!({})).expect(404);
+    server.post_json("/v1/runs/none/advance", TOKEN, &json!({})).expect(404);
+    let idle = server.post_json("/v1/runs/later/advance", TOKEN, &json!({})).expect(409);
+    assert!(
+        idle["error"].as_str().is_some_and(|e| e.contains("nothing to advance")),
+        "{idle}"
+    );
+
+    let server = server.restart_after("KILL");
+    let advanced = server.post_json("/v1/runs/adv/advance", TOKEN, &json!({})).expect(200);
+    assert_eq!(advanced["signal"], Value::Null, "a sleep: {advanced}");
+    let deadline = advanced["deadline_ms"].as_u64().expect("a deadline");
+    let at = advanced["advanced_at_ms"].as_u64().expect("a time");
+    assert!(deadline > at + HOUR_MS - 60_000, "{advanced}");
+    server.await_state(TOKEN, "adv", "awaiting-signal");
+
+    let cli = server
+        .host
+        .run(&["--server", server.url.as_str(), "--token", TOKEN, "advance", "adv"])
+        .success();
+    assert!(cli.stdout().contains("\"approve\""), "the approval wait: {}", cli.stdout());
+    let done = server.get("/v1/runs/adv/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(done["state"], "failed", "{done}");
+    assert!(
+        done["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no approval within 3600000 ms")),
+        "{done}"
+    );
+    let journal = server.get("/v1/runs/adv/journal", TOKEN).expect(200);
+    assert_eq!(steps_of(&journal), ["reserve", "charge", "refund", "release"]);
+    assert!(now_ms() < at + 60_000, "the hour's waits were cut short");
+    server.post_json("/v1/runs/adv/advance", TOKEN, &json!({})).expect(409);
+}

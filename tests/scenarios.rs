@@ -67,6 +67,8 @@ fn the_order_sagas_scenarios_pass_and_a_day_passes_at_once() {
     assert!(approved.contains("replayed identically"), "{approved}");
     let timed_out = line(&stdout, "approval-times-out");
     assert!(timed_out.contains("after 1day 1h"), "{timed_out}");
+    let advanced = line(&stdout, "advanced-by-an-operator");
+    assert!(advanced.contains("after 1h 30m"), "both waits cut short: {advanced}");
     let xml = std::fs::read_to_string(&junit).expect("the JUnit report is written");
     assert!(
         xml.contains(&format!(

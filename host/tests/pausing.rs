@@ -1,13 +1,16 @@
-//! Pausing a run through the library: a step whose attempt failed while
-//! its run was paused makes no further attempt until the run is resumed,
-//! and the attempt under way when the pause came finished and counted.
+//! Pausing and advancing a run through the library: a step whose attempt
+//! failed while its run was paused makes no further attempt until the run
+//! is resumed, and the attempt under way when the pause came finished and
+//! counted; a sleep waited out in its instance ends once advanced.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
-use stepstone::runtime::{AttemptCall, AttemptFailure, Runtime, StandIn, StepErrorKind, StepStandIn, Submission};
+use stepstone::runtime::{
+    AttemptCall, AttemptFailure, RunState, Runtime, StandIn, StepErrorKind, StepStandIn, Submission,
+};
 use stepstone::store::{RunId, Storage, TenantId};
 use stepstone_e2e::guest;
 
@@ -97,4 +100,36 @@ async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
     assert!(ended.state.is_finished(), "{ended:?}");
     assert_eq!(*stand_in.attempts.lock().expect("unpoisoned"), 2);
     assert!(ended.paused.is_none());
+}
+
+/// A sleep shorter than the eviction threshold is waited out in its
+/// instance: advancing it rings the run's bell, and the wait reads the
+/// advance and ends, ten minutes early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_waited_in_its_instance_ends_once_advanced() {
+    let mut config = HostConfig::new();
+    config.wait.eviction_threshold = Duration::from_secs(3600);
+    let runtime = Runtime::new(config, Storage::in_memory(), CodeCache::disabled()).expect("a runtime");
+    let tenant = TenantId::default_tenant();
+    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
+    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
+    let run = runtime
+        .submit(&tenant, Submission::new(bench, "relay", r#"{"n":1,"nap_s":600}"#))
+        .await
+        .expect("submitted");
+    runtime.runs().drive_in_background(&tenant, &run);
+    let runs = runtime.runs();
+    let mut status = runs.status(&tenant, &run).await.expect("a status");
+    while !matches!(status.state, RunState::Sleeping { .. }) {
+        assert!(!status.state.is_finished(), "{status:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        status = runs.status(&tenant, &run).await.expect("a status");
+    }
+    let advanced = runs.advance(&tenant, &run).await.expect("advanced");
+    assert_eq!((advanced.seq, advanced.signal.as_deref()), (2, None), "{advanced:?}");
+    let ended = runs.wait(&tenant, &run, Duration::from_secs(30)).await.expect("a status");
+    assert!(
+        matches!(&ended.state, RunState::Completed { output } if output == "1"),
+        "{ended:?}"
+    );
 }

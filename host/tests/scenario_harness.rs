@@ -68,6 +68,28 @@ fn a_saga_paused_for_two_days_ships_only_once_resumed() {
     );
 }
 
+/// Advanced an hour into its day-long sleep, and again half an hour into
+/// its hour-long approval wait, the saga times its approval out then: it
+/// compensates an hour and a half in, not a day and an hour.
+#[test]
+fn a_saga_advanced_twice_times_its_approval_out_an_hour_and_a_half_in() {
+    let scenario = Scenario::new("place-order", order("o-10"))
+        .advanced_at(Duration::from_secs(3600))
+        .advanced_at(Duration::from_secs(5400))
+        .expect(Expectations {
+            outcome: Some("failed".into()),
+            error_contains: Some("no approval within 3600000 ms".into()),
+            steps: Some(vec![step("reserve"), step("charge"), step("refund"), step("release")]),
+            ..Expectations::default()
+        });
+    let report = harness().run(&scenario).expect("the scenario runs");
+    assert!(report.passed(), "{report}");
+    assert!(
+        report.virtual_elapsed >= Duration::from_secs(5400) && report.virtual_elapsed < Duration::from_secs(7200),
+        "both waits were cut short, no sooner than asked: {report}"
+    );
+}
+
 #[test]
 fn a_permanent_stubbed_decline_is_not_retried_and_is_compensated() {
     let declined = Stub::answers(vec![Answer::Failure {

@@ -19,7 +19,7 @@ use super::{components, groups, logs, runs, schedules, secrets, usage};
     paths(
         components::upload, components::list, components::get, components::delete, components::upgrade,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
-        runs::pause, runs::resume,
+        runs::pause, runs::resume, runs::advance,
         logs::logs,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,

@@ -119,6 +119,7 @@ impl From<RunError> for ApiError {
             },
             RunError::InputMismatch { .. }
             | RunError::Finished { .. }
+            | RunError::NotWaiting { .. }
             | RunError::Conflict { .. }
             | RunError::DrivenElsewhere { .. } => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Unknown { .. } | ComponentError::UnknownVersion { .. }) => {

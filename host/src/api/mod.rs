@@ -85,6 +85,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/cancel", accepting(post(runs::cancel), Accepts::Small))
         .route("/runs/{id}/pause", accepting(post(runs::pause), Accepts::Small))
         .route("/runs/{id}/resume", accepting(post(runs::resume), Accepts::Small))
+        .route("/runs/{id}/advance", accepting(post(runs::advance), Accepts::Small))
         .route("/groups", accepting(post(groups::start), Accepts::Group))
         .route("/groups/{id}", get(groups::status))
         .route("/groups/{id}/events", get(groups::events))

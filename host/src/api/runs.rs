@@ -22,7 +22,7 @@ use crate::clock::parse_time;
 use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
-use crate::runtime::{DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
+use crate::runtime::{Advanced, DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
@@ -560,6 +560,24 @@ pub async fn resume(
 ) -> Result<StatusCode, ApiError> {
     state.runtime.runs().resume(&tenant.id, &id).await?;
     Ok(StatusCode::ACCEPTED)
+}
+
+/// End a run's current wait now (a sleep, or a signal wait's timeout: the
+/// wait then takes no signal), as if its timer had run out: for operators,
+/// and for testing by hand. Given a run that continued as new, the chain's
+/// latest generation's wait. Advancing a wait twice is harmless.
+#[utoipa::path(post, path = "/v1/runs/{id}/advance", params(RunPath),
+    responses(
+        (status = 200, body = Advanced, description = "the wait ends now, and the run goes on from it"),
+        (status = 409, body = ErrorBody, description = "the run has finished, or is in no wait a timer ends"),
+        Malformed, Oversized, UnknownRun, Refusals,
+    ))]
+pub async fn advance(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(RunPath { id }): Path<RunPath>,
+) -> Result<Json<Advanced>, ApiError> {
+    Ok(Json(state.runtime.runs().advance(&tenant.id, &id).await?))
 }
 
 /// What a replay checks the journal against.

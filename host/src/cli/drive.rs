@@ -291,6 +291,16 @@ pub async fn pause(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
+pub async fn advance(runtime: &Runtime, run: &RunId) -> anyhow::Result<ExitCode> {
+    let advanced = runtime
+        .runs()
+        .advance(&TenantId::default_tenant(), run)
+        .await
+        .with_context(|| format!("cannot advance run {run}"))?;
+    println!("{}", serde_json::to_string_pretty(&advanced)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn signal(
     runtime: &Runtime,
     run: &RunId,

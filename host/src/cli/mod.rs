@@ -232,6 +232,10 @@ enum Command {
         #[arg(long, default_value = "paused by the user")]
         reason: String,
     },
+    /// End a run's current wait (a sleep, or a signal wait's timeout) now,
+    /// as if its timer had run out; a server driving the run goes on at
+    /// once (without one, `stepstone resume` drives it on).
+    Advance { run: RunId },
     /// Show where a run stands.
     Status {
         run: RunId,
@@ -475,6 +479,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Wait { run, timeout } => inspect::wait(&host().await?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
         Command::Pause { run, reason } => drive::pause(&host().await?, &run, &reason).await,
+        Command::Advance { run } => drive::advance(&host().await?, &run).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
         Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
         Command::List { json, workflow, tag } => {

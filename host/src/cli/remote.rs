@@ -59,6 +59,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Resume { run: Some(run), .. } => remote.pause(run.as_str(), None).await.map(|()| ExitCode::SUCCESS),
+        Command::Advance { run } => {
+            let advanced = remote
+                .send(remote.request(Method::POST, &format!("/v1/runs/{run}/advance")))
+                .await?;
+            print(&advanced)
+        }
         Command::Replay { run, component: None } => {
             let report = remote.replay(run.as_str()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);

@@ -8,10 +8,17 @@ use super::lease::{Lease, LeaseLapsed};
 use super::{Cluster, HostId};
 use crate::journal::RunRecord;
 use crate::shared_map::lock;
-use crate::store::{RunId, StoreError, TenantId, TenantStore, keys_of};
+use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of};
 
 /// Claims tried in a row before giving up on a run others keep claiming.
 const CLAIM_TRIES: usize = 3;
+
+/// What the claim retention makes before it deletes a run says: an epoch
+/// past every host's, so that a driver late to the run (a retry after an
+/// outage's backoff, a clone's stale claim) stands down at its next fence
+/// instead of running it again from a journal half deleted, and no host
+/// claims it again.
+const DELETING: &[u8] = b"deleting";
 
 /// The host of a run's highest claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +28,8 @@ pub struct Owner {
     /// `None` for a run stored before hosts claimed runs, or whose claim
     /// cannot be read: anyone may claim it.
     pub host: Option<HostId>,
+    /// Retention is deleting the run: no host may claim it.
+    pub deleting: bool,
 }
 
 /// This host's right to drive one run, for as long as its lease holds.
@@ -77,35 +86,74 @@ pub enum ClaimError {
         /// The host that drives the run.
         host: HostId,
     },
+    /// Retention is deleting the run (it finished long ago).
+    #[error("it finished, and is being deleted by retention")]
+    Deleting,
     /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The newest epoch claimed of `run`, if any.
+async fn newest_epoch(store: &TenantStore, run: &RunId) -> Result<Option<u64>, StoreError> {
+    Ok(store
+        .list(&keys_of(run).owners())
+        .await?
+        .iter()
+        .filter_map(|key| key.filename()?.parse::<u64>().ok())
+        .max())
+}
+
+/// Whether the claim at `key` is still the one retention made: a run
+/// created anew under the id after the old one's record was deleted may
+/// have taken the key since.
+pub async fn is_claimed_for_deletion(store: &TenantStore, key: &StoreKey) -> Result<bool, StoreError> {
+    Ok(store.get(key).await?.as_deref() == Some(DELETING))
+}
+
+/// Claims `run` for its deletion, past every host's claim (or finds that
+/// claim made by an earlier pass), and says its key, to delete last; `None`
+/// if hosts kept claiming the run first.
+pub async fn claim_for_deletion(store: &TenantStore, run: &RunId) -> Result<Option<StoreKey>, StoreError> {
+    let keys = keys_of(run);
+    for _ in 0..CLAIM_TRIES {
+        let newest = newest_epoch(store, run).await?;
+        if let Some(epoch) = newest
+            && store.get(&keys.owner(epoch)).await?.as_deref() == Some(DELETING)
+        {
+            return Ok(Some(keys.owner(epoch)));
+        }
+        let key = keys.owner(newest.unwrap_or(0) + 1);
+        match store.create(&key, Bytes::from_static(DELETING)).await {
+            Ok(()) => return Ok(Some(key)),
+            Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
 }
 
 impl Cluster {
     /// The host that drives `record`'s run now (which may be dead).
     pub async fn owner(&self, store: &TenantStore, record: &RunRecord) -> Result<Owner, StoreError> {
         let keys = keys_of(&record.run_id);
-        let newest = store
-            .list(&keys.owners())
-            .await?
-            .iter()
-            .filter_map(|key| key.filename()?.parse::<u64>().ok())
-            .max();
-        let Some(epoch) = newest else {
+        let Some(epoch) = newest_epoch(store, &record.run_id).await? else {
             return Ok(Owner {
                 epoch: 0,
                 host: record.host.clone(),
+                deleting: false,
             });
         };
-        let host = store.get(&keys.owner(epoch)).await?.and_then(|bytes| {
+        let claim = store.get(&keys.owner(epoch)).await?;
+        let deleting = claim.as_deref() == Some(DELETING);
+        let host = claim.filter(|_| !deleting).and_then(|bytes| {
             let host = HostId::try_from(String::from_utf8_lossy(&bytes).into_owned());
             if let Err(e) = &host {
                 tracing::warn!(run = %record.run_id, epoch, "a claim names no host, so the run may be claimed again: {e}");
             }
             host.ok()
         });
-        Ok(Owner { epoch, host })
+        Ok(Owner { epoch, host, deleting })
     }
 
     /// A claim on `record`'s run for this host: the one it holds, or a new
@@ -121,6 +169,9 @@ impl Cluster {
         let generation = self.live().await?;
         let mut owner = self.owner(store, record).await?;
         for _ in 0..CLAIM_TRIES {
+            if owner.deleting {
+                return Err(ClaimError::Deleting);
+            }
             if let Some(host) = &owner.host
                 && *host != self.me
                 && !self.is_dead(host).await?

@@ -78,6 +78,9 @@ fn redirected_notice(name: &str) -> Option<Notice> {
             "Paused: the run starts nothing more until resumed; an attempt under way finishes.",
         )),
         "resumed" => Some(Notice::done("Resumed: the run goes on where it stopped.")),
+        "advanced" => Some(Notice::done(
+            "Advanced: the run's wait ended now, as if its timer had run out; the run goes on from it.",
+        )),
         _ => None,
     }
 }
@@ -307,6 +310,12 @@ fn actions(run: &RunId, csrf: &str, status: &RunStatus, names: &[(crate::store::
                         button type="submit" { "Pause the run" }
                     }
                 }
+                form #advance-form method="post" action=(action("advance")) {
+                    h3 { "Advance" }
+                    input type="hidden" name="csrf" value=(csrf);
+                    p.hint { "Ends its current sleep, or its signal wait's timeout, now." }
+                    button type="submit" { "Advance its timer" }
+                }
                 form #cancel-form method="post" action=(action("cancel")) {
                     h3 { "Cancel" }
                     input type="hidden" name="csrf" value=(csrf);
@@ -422,6 +431,18 @@ pub async fn resume(
     signed.check(&form.csrf)?;
     let resumed = state.runtime().runs().resume(&signed.0.tenant.id, &id).await;
     redirect_or_refuse(&state, &signed, &id, resumed, "resumed").await
+}
+
+/// `POST /ui/runs/{id}/advance`.
+pub async fn advance(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<ReasonForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let advanced = state.runtime().runs().advance(&signed.0.tenant.id, &id).await.map(drop);
+    redirect_or_refuse(&state, &signed, &id, advanced, "advanced").await
 }
 
 /// Back to the run's page with `notice`, or the page with the refusal.

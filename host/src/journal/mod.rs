@@ -20,8 +20,8 @@ pub use cursor::NonDeterminism;
 internal_use!(cursor::{Cursor, PatchMark});
 internal_use!(envelope::{FORMAT_VERSION, decode, encode});
 pub use records::{
-    AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit, DEFAULT_PRIORITY, Entry,
-    FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
+    AdvanceRecord, AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit,
+    DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RunRecord, SignalRecord, TimerRecord, digest,
 };
 internal_use!(run_records::{RunRecords, SnapshotListing});
 

@@ -273,6 +273,14 @@ pub struct PauseRecord {
     pub paused_at_ms: u64,
 }
 
+/// A request to end a run's wait (a sleep, or a signal wait's timeout) at
+/// once: its timer's deadline becomes the moment it was advanced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AdvanceRecord {
+    /// When it was advanced, in milliseconds since the Unix epoch.
+    pub advanced_at_ms: u64,
+}
+
 /// What kind of durable call an entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CallKind {

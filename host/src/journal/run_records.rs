@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::records::{
-    AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord, TimerRecord,
+    AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
+    TimerRecord,
 };
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
@@ -573,8 +574,19 @@ impl RunRecords {
         signal: Option<&str>,
     ) -> Result<TimerRecord, JournalError> {
         let key = keys_of(&self.run).timer(seq);
-        if let Some(timer) = self.read(&key).await? {
-            return Ok(timer);
+        if let Some(timer) = self.read::<TimerRecord>(&key).await? {
+            // Only a wait resumed before its deadline may have been advanced:
+            // one that ran its course costs no further read.
+            if timer.deadline_ms <= started_at_ms {
+                return Ok(timer);
+            }
+            return Ok(match self.advance_request(seq).await? {
+                Some(advance) => TimerRecord {
+                    deadline_ms: advance.advanced_at_ms.min(timer.deadline_ms),
+                    ..timer
+                },
+                None => timer,
+            });
         }
         let timer = TimerRecord {
             deadline_ms: started_at_ms.saturating_add(wait_ms),
@@ -586,6 +598,31 @@ impl RunRecords {
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(self.read(&key).await?.unwrap_or(timer)),
             other => other.map(|()| timer),
         }
+    }
+
+    /// The wait the run is in (a sleep, or a signal wait with its timeout),
+    /// by seq: the newest timer, if its call has no entry yet (waits come
+    /// one after another, and entries are never deleted).
+    pub async fn open_timer(&self) -> Result<Option<(u64, TimerRecord)>, JournalError> {
+        let keys = keys_of(&self.run);
+        let Some(seq) = self.store.list(&keys.timers()).await?.iter().filter_map(seq_of).max() else {
+            return Ok(None);
+        };
+        let (timer_key, entry_key) = (keys.timer(seq), keys.entry(seq));
+        let (timer, entry) = futures::try_join!(self.read::<TimerRecord>(&timer_key), async {
+            Ok(self.store.version(&entry_key).await?)
+        })?;
+        Ok(timer.filter(|_| entry.is_none()).map(|timer| (seq, timer)))
+    }
+
+    /// The request to end the wait at `seq` at once, if one was made.
+    pub async fn advance_request(&self, seq: u64) -> Result<Option<AdvanceRecord>, JournalError> {
+        self.read(&keys_of(&self.run).advance(seq)).await
+    }
+
+    /// Ends the wait at `seq` at once; the first request stands.
+    pub async fn request_advance(&self, seq: u64, request: &AdvanceRecord) -> Result<(), JournalError> {
+        self.create_first(&keys_of(&self.run).advance(seq), request).await
     }
 
     /// The waits (sleeps and signal waits) ever begun, by seq.

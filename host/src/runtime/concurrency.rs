@@ -147,7 +147,7 @@ impl Runs {
             }
             tokio::select! {
                 () = freed => {}
-                () = control.nap(PLACE_POLL) => {}
+                _ = control.nap(PLACE_POLL) => {}
             }
         }
     }

@@ -10,6 +10,11 @@
 //! call, or before a step's next attempt; an attempt under way finishes
 //! and is journaled. A cancellation goes through a pause: the run executes
 //! to end cancelled.
+//!
+//! Advancing a run ends its current wait (a sleep, or a signal wait's
+//! timeout) now: a record beside the wait's timer, which the wait reads
+//! when the run's bell rings (or its backstop poll comes) and the replay
+//! reads when it meets the timer again before its deadline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +26,7 @@ use tokio::sync::{Notify, watch};
 use super::{RunError, Runs};
 use crate::clock::now_ms;
 use crate::clock::rfc3339;
-use crate::journal::{CancelRecord, PauseRecord, Recorded, RunRecord, RunRecords, SignalRecord};
+use crate::journal::{AdvanceRecord, CancelRecord, PauseRecord, Recorded, RunRecord, RunRecords, SignalRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalId, SignalName, TenantId};
 use crate::telemetry::spans;
@@ -88,12 +93,13 @@ impl RunControl {
         let _ = self.cancelled.subscribe().wait_for(|cancelled| *cancelled).await;
     }
 
-    /// Sleeps for `at_most`, or until the bell rings or the run is cancelled.
-    pub async fn nap(&self, at_most: Duration) {
+    /// Sleeps for `at_most`, or until the bell rings or the run is
+    /// cancelled. Says whether the bell rang.
+    pub async fn nap(&self, at_most: Duration) -> bool {
         tokio::select! {
-            () = self.bell.notified() => {}
-            () = self.cancelled() => {}
-            () = tokio::time::sleep(at_most) => {}
+            () = self.bell.notified() => true,
+            () = self.cancelled() => false,
+            () = tokio::time::sleep(at_most) => false,
         }
     }
 }
@@ -347,6 +353,31 @@ impl Runs {
         Ok(())
     }
 
+    /// Ends the run's current wait (a sleep, or a signal wait's timeout:
+    /// the wait then takes no signal) now, as if its timer had run out, on
+    /// whichever host drives it: for operators, and for testing by hand. A
+    /// run that continued as new is advanced in its chain's latest
+    /// generation. Advancing a wait twice is harmless; a run in no such
+    /// wait is refused ([`RunError::NotWaiting`]).
+    pub async fn advance(&self, tenant: &TenantId, run: &RunId) -> Result<Advanced, RunError> {
+        let run = &self.latest_generation(tenant, run).await?;
+        let records = self.records_of_unfinished(tenant, run).await?;
+        let (seq, timer) = records
+            .open_timer()
+            .await?
+            .ok_or_else(|| RunError::NotWaiting { run: run.clone() })?;
+        let advanced_at_ms = now_ms();
+        records.request_advance(seq, &AdvanceRecord { advanced_at_ms }).await?;
+        self.wake(tenant, run).await;
+        Ok(Advanced {
+            run: run.clone(),
+            seq,
+            signal: timer.signal,
+            deadline_ms: timer.deadline_ms,
+            advanced_at_ms,
+        })
+    }
+
     /// Cancels every run below `root`, a level at a time, a few runs at once.
     /// A child that already ended, or whose cancellation fails, stops no
     /// other.
@@ -409,6 +440,22 @@ impl Runs {
             None => Ok(false),
         }
     }
+}
+
+/// A wait ended early by [`Runs::advance`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Advanced {
+    /// The run (the chain's latest generation) whose wait ended.
+    #[schema(value_type = String)]
+    pub run: RunId,
+    /// The durable call's seq: its entry records the wait's end.
+    pub seq: u64,
+    /// The signal it awaited, or none for a sleep.
+    pub signal: Option<String>,
+    /// When the wait would have ended, in milliseconds since the Unix epoch.
+    pub deadline_ms: u64,
+    /// When it was advanced, in milliseconds since the Unix epoch.
+    pub advanced_at_ms: u64,
 }
 
 /// Runs a tree's cancellation writes to at once.

@@ -338,19 +338,27 @@ impl WorkflowState {
         Ok(done.result)
     }
 
-    /// Waits until `deadline_ms` in this instance, or suspends the run if the
-    /// wait is longer than the eviction threshold or the run is paused
-    /// meanwhile. Returns whether the wait
-    /// ended because the run was cancelled.
-    async fn wait_until(&self, deadline_ms: u64) -> Result<bool, Interruption> {
-        let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-        if remaining > self.run.host.wait.eviction_threshold {
-            return Err(Interruption::Suspend(Suspension::until(deadline_ms)));
-        }
-        tokio::select! {
-            () = tokio::time::sleep(remaining) => Ok(false),
-            () = self.run.control.cancelled() => Ok(true),
-            () = self.run.control.paused() => Err(Interruption::Suspend(Suspension::until(deadline_ms))),
+    /// Waits in this instance until `deadline_ms`, when the timer of the
+    /// wait at `seq` ends, or suspends the run if the wait is longer than
+    /// the eviction threshold or the run is paused meanwhile. A ring of the
+    /// run's bell may mean the wait was advanced: the store says. Returns
+    /// whether the wait ended because the run was cancelled.
+    async fn wait_until(&self, seq: u64, mut deadline_ms: u64) -> Result<bool, Interruption> {
+        loop {
+            let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+            if remaining.is_zero() {
+                return Ok(false);
+            }
+            if remaining > self.run.host.wait.eviction_threshold || self.run.control.is_paused() {
+                return Err(Interruption::Suspend(Suspension::timer(seq, deadline_ms)));
+            }
+            let rung = self.run.control.nap(remaining).await;
+            if self.run.control.is_cancelled() {
+                return Ok(true);
+            }
+            if rung && let Some(advance) = self.run.records.advance_request(seq).await? {
+                deadline_ms = deadline_ms.min(advance.advanced_at_ms);
+            }
         }
     }
 
@@ -385,6 +393,7 @@ impl WorkflowState {
         // The wait began when its timer was first written, perhaps before
         // an eviction: the entry says how long it really lasted.
         let started_at_ms = timer.started_at_ms;
+        let mut deadline_ms = timer.deadline_ms;
         let waiting_since = Instant::now();
         let wait = self.run.host.wait;
         loop {
@@ -394,7 +403,7 @@ impl WorkflowState {
             if self.run.control.is_paused() {
                 return Err(Interruption::Suspend(Suspension {
                     signal: Some((name, taken)),
-                    ..Suspension::until(timer.deadline_ms)
+                    ..Suspension::timer(seq, deadline_ms)
                 }));
             }
             if let Some((key, payload)) = next {
@@ -408,7 +417,7 @@ impl WorkflowState {
                 return Ok(Some(payload));
             }
             let now = now_ms();
-            if now >= timer.deadline_ms {
+            if now >= deadline_ms {
                 self.append(
                     seq,
                     call,
@@ -426,17 +435,21 @@ impl WorkflowState {
                 let signal = Some((name, taken));
                 return Err(Interruption::Suspend(Suspension {
                     signal,
-                    ..Suspension::until(timer.deadline_ms)
+                    ..Suspension::timer(seq, deadline_ms)
                 }));
             };
-            let left = Duration::from_millis(timer.deadline_ms - now);
-            self.run
+            let left = Duration::from_millis(deadline_ms - now);
+            let rung = self
+                .run
                 .control
                 .nap(left.min(wait.signal_poll_interval).min(until_eviction))
                 .await;
             if self.run.control.is_cancelled() {
                 self.record_cancelled(seq, call, started_at_ms).await?;
                 return Ok(None);
+            }
+            if rung && let Some(advance) = self.run.records.advance_request(seq).await? {
+                deadline_ms = deadline_ms.min(advance.advanced_at_ms);
             }
             look = self.next_signal(&name).await?;
         }
@@ -609,7 +622,7 @@ impl durable::Host for WorkflowState {
                 (seq, None) => {
                     let timer = self.run.records.timer(seq, now_ms(), duration_ms, None).await?;
                     let started_at_ms = timer.started_at_ms;
-                    if self.run.control.is_cancelled() || self.wait_until(timer.deadline_ms).await? {
+                    if self.run.control.is_cancelled() || self.wait_until(seq, timer.deadline_ms).await? {
                         self.record_cancelled(seq, call.clone(), started_at_ms).await?;
                         return Ok(());
                     }

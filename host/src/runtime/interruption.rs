@@ -23,6 +23,9 @@ pub struct Suspension {
     /// It was paused: only its resumption (or its cancellation, or its
     /// deadline) wakes it.
     pub paused: bool,
+    /// The wait (by seq) whose timer `wake_at_ms` is: advancing it wakes
+    /// the run at once.
+    pub timer: Option<u64>,
 }
 
 impl Suspension {
@@ -34,6 +37,16 @@ impl Suspension {
             child: None,
             step: None,
             paused: false,
+            timer: None,
+        }
+    }
+
+    /// A suspension until the timer of the wait at `seq` ends, at
+    /// `deadline_ms` or once it is advanced.
+    pub fn timer(seq: u64, deadline_ms: u64) -> Self {
+        Self {
+            timer: Some(seq),
+            ..Self::until(deadline_ms)
         }
     }
 

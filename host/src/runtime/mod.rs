@@ -70,6 +70,7 @@ pub use crate::policy::{Refusal, RunQuotas};
 pub use crate::sandbox::{AttemptFailure, Role, SandboxError, StepErrorKind};
 pub use catalog::Catalog;
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
+pub use control::Advanced;
 pub use groups::{GroupRecord, Groups, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
@@ -171,6 +172,15 @@ pub enum RunError {
     #[error("run `{run}` has already finished")]
     Finished {
         /// The run that ended.
+        run: RunId,
+    },
+    /// The run is in no wait a timer ends (a sleep, or a signal wait's
+    /// timeout), so there is nothing to advance.
+    #[error(
+        "run `{run}` is not waiting on a timer (a sleep, or a signal wait's timeout): there is nothing to advance; its status says what it waits for"
+    )]
+    NotWaiting {
+        /// The run asked to advance.
         run: RunId,
     },
     /// Another host wrote the run's journal first: this host goes on from the

@@ -152,20 +152,35 @@ async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Re
             store.delete(&chain_key(&link.root)).await?;
         }
     }
-    // The record goes last: until it is gone no run of this id can be
-    // created, so nothing this pass deletes belongs to a newer run. The
-    // outcome goes just before it, so the run never looks unfinished for
-    // longer than one delete.
-    let (record_key, outcome_key) = (keys.run(), keys.outcome());
+    // Claimed past every host first: a driver late to the run stands down
+    // at its next fence (the claim after its own exists) instead of
+    // running it again from a journal half deleted, and no host claims it
+    // again (found by the simulation, seed 2085: a clone's drive retried
+    // after an outage started a step of a run retention was deleting).
+    let Some(deleting) = crate::cluster::claim_for_deletion(store, run).await? else {
+        return Ok(None);
+    };
+    // The record goes after all but the claims: until it is gone no run of
+    // this id can be created, so nothing this pass deletes belongs to a
+    // newer run. The outcome goes just before it, so the run never looks
+    // unfinished for longer than one delete. The claims go after the
+    // record, this pass's last, so a fence fails for as long as the run
+    // can still be driven.
+    let (record_key, outcome_key, claims) = (keys.run(), keys.outcome(), keys.owners());
     let stored = store.list(&keys.root()).await?;
-    let rest: Vec<StoreKey> = stored
+    let (earlier_claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
         .iter()
-        .filter(|key| **key != record_key && **key != outcome_key)
+        .filter(|key| **key != record_key && **key != outcome_key && **key != deleting)
         .cloned()
-        .collect();
+        .partition(|key| key.prefix_matches(&claims));
     store.delete_all(&rest).await?;
     store.delete(&outcome_key).await?;
     store.delete(&record_key).await?;
+    store.delete_all(&earlier_claims).await?;
+    // Unless a new run of the id took the key meanwhile.
+    if crate::cluster::is_claimed_for_deletion(store, &deleting).await? {
+        store.delete(&deleting).await?;
+    }
     Ok(Some(stored.len() as u64))
 }
 
@@ -343,6 +358,39 @@ mod tests {
         let signals: Vec<_> = storage.tenant(&tenant).list(&keys_of(&run(1)).all_signals()).await?;
         assert_eq!(signals.len(), 1, "the new run's signal alone: {signals:?}");
         assert!(signals[0].as_ref().contains("/go/"), "{signals:?}");
+        Ok(())
+    }
+
+    /// Retention claims a run past every host before it deletes anything:
+    /// a driver late to the run finds its claim overtaken at its next
+    /// fence, and no host may claim the run again; a second pass finds
+    /// that claim again, and the sweep deletes it last, leaving nothing.
+    #[tokio::test]
+    async fn a_run_being_deleted_is_claimed_past_every_host_first() -> Result<(), RunError> {
+        use crate::cluster::{Cluster, ClaimError, HostId, LeasePolicy, claim_for_deletion};
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let record = RunRecord::example("r0001", 1);
+        let records = RunRecords::new(store.clone(), run(1));
+        records.create_run(&record).await?;
+        let cluster = Cluster::new(&storage, HostId::fresh(), &LeasePolicy::default(), Duration::from_secs(60));
+        let late = cluster.claim(&store, &record).await.expect("claimed");
+        let deleting = claim_for_deletion(&store, &run(1)).await?.expect("claimed for deletion");
+        assert_eq!(deleting, keys_of(&run(1)).owner(late.epoch + 1));
+        assert!(
+            late.overtaken(&store, &run(1)).await?.is_some(),
+            "the late driver's fence fails"
+        );
+        cluster.release(&tenant, &run(1));
+        assert!(matches!(
+            cluster.claim(&store, &record).await,
+            Err(ClaimError::Deleting)
+        ));
+        assert_eq!(claim_for_deletion(&store, &run(1)).await?, Some(deleting), "found again");
+        records.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
+        assert_eq!(delete_run(&store, &run(1), 2).await?, Some(4), "record, outcome and two claims");
+        assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
         Ok(())
     }
 

@@ -549,7 +549,17 @@ impl Runs {
         let control = self.host.controls.of(tenant, run);
         loop {
             let left = suspension.wake_at_ms.saturating_sub(now_ms());
-            if left == 0 || control.is_cancelled() || records.cancel_request().await?.is_some() {
+            if left == 0 || control.is_cancelled() {
+                return Ok(());
+            }
+            let advanced = async {
+                match suspension.timer {
+                    Some(seq) => Ok(records.advance_request(seq).await?.is_some()),
+                    None => Ok::<bool, JournalError>(false),
+                }
+            };
+            let (cancel, advanced) = futures::try_join!(records.cancel_request(), advanced)?;
+            if cancel.is_some() || advanced {
                 return Ok(());
             }
             // The store says when a pause ends: a resumption's wake-up may
@@ -680,6 +690,9 @@ impl Runs {
                 ClaimError::Owned { host } => RunError::DrivenElsewhere {
                     run: record.run_id.clone(),
                     host,
+                },
+                ClaimError::Deleting => RunError::UnknownRun {
+                    run: record.run_id.clone(),
                 },
                 ClaimError::Store(e) => e.into(),
             })

@@ -310,6 +310,12 @@ impl RunKeys<'_> {
         self.key(&["timers", &seq_part(seq)])
     }
 
+    /// A request to end the wait at `seq` now, written once by whoever
+    /// advances the run's timer.
+    pub fn advance(&self, seq: u64) -> Key {
+        self.key(&["advances", &seq_part(seq)])
+    }
+
     /// The prefix of every signal sent to the run.
     pub fn all_signals(&self) -> Key {
         self.key(&["signals"])

@@ -254,7 +254,7 @@ fn host_config() -> HostConfig {
     config
 }
 
-/// Starts a task per signal (and the cancellation, and the pause) that sends it at its
+/// Starts a task per signal (and the cancellation, the pause, each advance) that sends it at its
 /// virtual time from now, the run's start (a time past the end of time
 /// never comes); dropping the set stops those not yet sent.
 fn send_events(
@@ -291,6 +291,19 @@ fn send_events(
             match runtime.cancel(&tenant, &run, "cancelled by the scenario").await {
                 Ok(()) | Err(RunError::Finished { .. }) => {}
                 Err(e) => lock(&failures).push(format!("the cancellation could not be sent: {e}")),
+            }
+        });
+    }
+    for &at in &scenario.advance_at {
+        let (runtime, tenant, run, failures) = (runtime.clone(), tenant.clone(), run.clone(), failures.clone());
+        events.spawn(async move {
+            tokio::time::sleep(at).await;
+            match runtime.runs().advance(&tenant, &run).await {
+                Ok(_) | Err(RunError::Finished { .. }) => {}
+                Err(e) => lock(&failures).push(format!(
+                    "the advance at {} could not be made: {e}",
+                    humantime::format_duration(at)
+                )),
             }
         });
     }

@@ -74,6 +74,9 @@ pub struct Scenario {
     /// When the run is paused, in virtual time from its start, and for how
     /// long (it is resumed then).
     pub pause: Option<(Duration, Duration)>,
+    /// When the run's current wait (a sleep, or a signal wait's timeout)
+    /// is advanced, ended at once, in virtual time from its start.
+    pub advance_at: Vec<Duration>,
     /// The virtual time the run may take before the scenario fails.
     pub until: Duration,
     /// What the run must come to.
@@ -165,6 +168,7 @@ impl Scenario {
             signals: Vec::new(),
             cancel_at: None,
             pause: None,
+            advance_at: Vec::new(),
             until: DEFAULT_UNTIL,
             expect: Expectations::default(),
         }
@@ -201,6 +205,13 @@ impl Scenario {
     /// Pauses the run `at` after it starts, and resumes it `lasts` later.
     pub fn paused(mut self, at: Duration, lasts: Duration) -> Self {
         self.pause = Some((at, lasts));
+        self
+    }
+
+    /// Ends the run's current wait `at` after it starts, as an operator's
+    /// `stepstone advance` would.
+    pub fn advanced_at(mut self, at: Duration) -> Self {
+        self.advance_at.push(at);
         self
     }
 
@@ -321,6 +332,8 @@ struct ScenarioFile {
     signals: Vec<SignalFile>,
     cancel_at: Option<String>,
     pause: Option<PauseFile>,
+    #[serde(default)]
+    advance_at: Vec<String>,
     until: Option<String>,
     #[serde(default)]
     expect: ExpectFile,
@@ -422,6 +435,11 @@ impl ScenarioFile {
                 .transpose()
                 .map_err(|e| format!("`cancel_at`: {e}"))?,
             pause: self.pause.map(PauseFile::window).transpose()?,
+            advance_at: self
+                .advance_at
+                .iter()
+                .map(|at| duration(at).map_err(|e| format!("`advance_at`: {e}")))
+                .collect::<Result<_, _>>()?,
             until: match self.until.as_deref() {
                 Some(until) => duration(until).map_err(|e| format!("`until`: {e}"))?,
                 None => DEFAULT_UNTIL,
@@ -570,6 +588,7 @@ mod tests {
             until = "2days"
             cancel_at = "30h"
             pause = { at = "1h", for = "3h 30m" }
+            advance_at = ["2h", "25h"]
             [steps.charge]
             attempts = [{ fail = "timed-out" }, { output = { charge = "ch-1" } }]
             takes = "2s"
@@ -594,6 +613,10 @@ mod tests {
         assert_eq!(
             scenario.pause,
             Some((Duration::from_secs(3600), Duration::from_secs(3 * 3600 + 1800)))
+        );
+        assert_eq!(
+            scenario.advance_at,
+            [Duration::from_secs(2 * 3600), Duration::from_secs(25 * 3600)]
         );
         let charge = &scenario.stubs["charge"];
         assert_eq!(charge.takes, Duration::from_secs(2));
@@ -654,6 +677,8 @@ mod tests {
                 "workflow = \"w\"\n[[signals]]\nat = \"-1s\"\nname = \"s\"",
                 "[[signals]] number 1",
             ),
+            ("workflow = \"w\"\nadvance_at = [\"1h\", \"soon\"]", "`advance_at`: `soon` is no duration"),
+            ("workflow = \"w\"\nadvance_at = \"1h\"", "advance_at"),
             ("workflow = \"w\"\nstart_time = \"yesterday\"", "no RFC 3339 time"),
             ("workflow = \"w\"\nstart_time = \"1969-12-31T00:00:00Z\"", "before 1970"),
             ("workflow = \"w\"\nuntil = \"99999999999999999999999years\"", "`until`"),
