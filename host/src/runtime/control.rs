@@ -94,11 +94,14 @@ impl RunControl {
     }
 
     /// Sleeps for `at_most`, or until the bell rings or the run is
-    /// cancelled. Says whether the bell rang.
+    /// cancelled. Says whether the bell rang. Biased, so that of two ready
+    /// at once the same one always wins: what follows depends on which,
+    /// and a seed of the simulation must play one way.
     pub async fn nap(&self, at_most: Duration) -> bool {
         tokio::select! {
-            () = self.bell.notified() => true,
+            biased;
             () = self.cancelled() => false,
+            () = self.bell.notified() => true,
             () = tokio::time::sleep(at_most) => false,
         }
     }
