@@ -256,7 +256,7 @@ impl World<'_> {
         };
         let storage = Storage::new(Arc::new(store));
         let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
-        let bench = load_while_the_world_stands_still(&runtime, self.guest)?;
+        let bench = load_while_the_world_stands_still(&runtime, &self.tenant, self.guest)?;
         self.start_serving(&runtime).await?;
         let policy = TenantPolicy {
             retention: Some(RETENTION),
@@ -453,15 +453,22 @@ impl World<'_> {
     }
 }
 
-/// Loads the guest on `runtime` on a thread of its own, this one waiting:
-/// loading reads the code cache on wall-clock threads, and were the other
-/// hosts' tasks to run meanwhile, when it ended would decide what they did
-/// first, so a seed could play two ways.
-fn load_while_the_world_stands_still(runtime: &Runtime, guest: &Bytes) -> anyhow::Result<Arc<Loaded>> {
+/// Loads the guest on `runtime` on a thread of its own, this one waiting,
+/// every role compiled and kept for `tenant`: loading reads the code cache
+/// on wall-clock threads, and were the other hosts' tasks to run
+/// meanwhile, when it ended would decide what they did first, so a seed
+/// could play two ways. (Validating alone left the workflow's compilation
+/// to its first run, and its load to the host's first signal or takeover:
+/// first seeds played two ways under load.)
+fn load_while_the_world_stands_still(runtime: &Runtime, tenant: &TenantId, guest: &Bytes) -> anyhow::Result<Arc<Loaded>> {
     std::thread::scope(|scope| {
         let loading = scope.spawn(|| -> anyhow::Result<Arc<Loaded>> {
             let own = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            Ok(own.block_on(runtime.validate("bench", guest.clone()))?)
+            own.block_on(async {
+                let loaded = runtime.validate("bench", guest.clone()).await?;
+                runtime.catalog().preload(tenant, &loaded).await?;
+                Ok(loaded)
+            })
         });
         loading
             .join()

@@ -269,6 +269,19 @@ impl Components {
         program.await.cloned()
     }
 
+    /// Compiles every role `loaded` has, and keeps it for `tenant`: see
+    /// [`Catalog::preload`](crate::runtime::Catalog::preload).
+    pub async fn preload(&self, tenant: &TenantId, loaded: &Arc<Loaded>) -> Result<(), ComponentError> {
+        if !loaded.manifest.workflows.is_empty() {
+            self.workflow(loaded).await?;
+        }
+        if !loaded.manifest.steps.is_empty() {
+            self.steps(loaded).await?;
+        }
+        self.remember(tenant, loaded.clone());
+        Ok(())
+    }
+
     fn remember(&self, tenant: &TenantId, loaded: Arc<Loaded>) {
         let bytes = loaded.size();
         self.loaded
@@ -438,5 +451,19 @@ mod tests {
         let (_, loaded, report) = attempt_example_step(&config).await;
         assert_eq!(loaded.manifest.steps, ["wrap"]);
         assert_eq!(report.result.expect("attempt"), r#"{"from":"wat","value":1}"#);
+    }
+
+    /// A preloaded component is kept for its tenant: loading it again
+    /// reads nothing from the store (here an empty one, which would answer
+    /// that it is unknown).
+    #[tokio::test]
+    async fn a_preloaded_component_loads_without_the_store() {
+        let (components, loaded, _) = attempt_example_step(&HostConfig::new()).await;
+        let tenant = TenantId::default_tenant();
+        let store = crate::store::Storage::in_memory().tenant(&tenant);
+        assert!(components.get(&store, &loaded.digest).await.is_err(), "not kept before");
+        components.preload(&tenant, &loaded).await.expect("preloaded");
+        let again = components.get(&store, &loaded.digest).await.expect("kept");
+        assert!(Arc::ptr_eq(&again, &loaded));
     }
 }

@@ -54,6 +54,13 @@ impl Catalog {
         Ok(self.components.validate(what, bytes).await?)
     }
 
+    /// Compiles every role a run of `loaded` needs and keeps it loaded for
+    /// `tenant`, so no run of it waits for a compilation or a load: what a
+    /// host that knows its components when it starts may do first.
+    pub async fn preload(&self, tenant: &TenantId, loaded: &Arc<Loaded>) -> Result<(), RunError> {
+        Ok(self.components.preload(tenant, loaded).await?)
+    }
+
     /// Validates a component and stores it for the tenant; with `name`, the
     /// name then points at it. Nothing is stored if validation fails, if
     /// the name is written as a digest (a reference to it would mean the

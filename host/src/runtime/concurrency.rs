@@ -146,6 +146,7 @@ impl Runs {
                 continue;
             }
             tokio::select! {
+                biased;
                 () = freed => {}
                 _ = control.nap(PLACE_POLL) => {}
             }

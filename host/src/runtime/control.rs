@@ -82,6 +82,7 @@ impl RunControl {
     pub async fn unpaused(&self) {
         let mut paused = self.paused.subscribe();
         tokio::select! {
+            biased;
             _ = paused.wait_for(|paused| !*paused) => {}
             () = self.cancelled() => {}
         }

@@ -280,14 +280,18 @@ impl WorkflowState {
     async fn finish(&mut self, handle: u32) -> Result<Result<String, StepError>, Interruption> {
         let step = self.started(handle)?;
         let eviction = tokio::time::sleep(self.run.host.wait.step_eviction_threshold);
+        // Biased: a result ready when the threshold passes is taken, the
+        // same way every time (a seed of the simulation plays one way).
         let result = if self.cancellation_seen {
             tokio::select! {
+                biased;
                 result = step.clone() => result,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
                 () = self.run.control.paused() => return Err(self.evict_awaiting(handle, step)),
             }
         } else {
             tokio::select! {
+                biased;
                 result = step.clone() => result,
                 () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
