@@ -101,8 +101,10 @@ impl Components {
     }
 
     /// Validates `bytes` (read from `what`, for messages), storing nothing.
-    /// Compiles every role a run of it will need, so no run waits for a
-    /// compilation (a run may share the CPU with other uploads' compiles).
+    /// Compiles and links its steps, so no step attempt waits for that (an
+    /// attempt may share the CPU with other uploads' compiles); the
+    /// workflow role is compiled at its first run, or by
+    /// [`preload`](Self::preload).
     pub async fn validate(&self, what: &str, bytes: Bytes) -> Result<Arc<Loaded>, ComponentError> {
         self.validate_for(&TenantId::default_tenant(), what, bytes).await
     }
