@@ -119,7 +119,7 @@ pub async fn claim_for_deletion(store: &TenantStore, run: &RunId) -> Result<Opti
     for _ in 0..CLAIM_TRIES {
         let newest = newest_epoch(store, run).await?;
         if let Some(epoch) = newest
-            && store.get(&keys.owner(epoch)).await?.as_deref() == Some(DELETING)
+            && is_claimed_for_deletion(store, &keys.owner(epoch)).await?
         {
             return Ok(Some(keys.owner(epoch)));
         }

@@ -360,10 +360,19 @@ impl WorkflowState {
             if self.run.control.is_cancelled() {
                 return Ok(true);
             }
-            if rung && let Some(advance) = self.run.records.advance_request(seq).await? {
-                deadline_ms = deadline_ms.min(advance.advanced_at_ms);
-            }
+            deadline_ms = self.advanced(seq, deadline_ms, rung).await?;
         }
+    }
+
+    /// The deadline of the wait at `seq`, brought forward to its advance if
+    /// one was made: looked for only when the run's bell `rung`, since an
+    /// advance rings it.
+    async fn advanced(&self, seq: u64, deadline_ms: u64, rung: bool) -> Result<u64, Interruption> {
+        if !rung {
+            return Ok(deadline_ms);
+        }
+        let advance = self.run.records.advance_request(seq).await?;
+        Ok(advance.map_or(deadline_ms, |advance| deadline_ms.min(advance.advanced_at_ms)))
     }
 
     /// The oldest signal called `name` the run has not taken yet.
@@ -452,9 +461,7 @@ impl WorkflowState {
                 self.record_cancelled(seq, call, started_at_ms).await?;
                 return Ok(None);
             }
-            if rung && let Some(advance) = self.run.records.advance_request(seq).await? {
-                deadline_ms = deadline_ms.min(advance.advanced_at_ms);
-            }
+            deadline_ms = self.advanced(seq, deadline_ms, rung).await?;
             look = self.next_signal(&name).await?;
         }
     }
