@@ -68,14 +68,7 @@ async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
     )
     .expect("a runtime");
     *stand_in.runtime.lock().expect("unpoisoned") = Some(runtime.clone());
-    let tenant = TenantId::default_tenant();
-    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
-    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
-    let run = runtime
-        .submit(&tenant, Submission::new(bench, "relay", r#"{"n":1,"nap_s":0}"#))
-        .await
-        .expect("submitted");
-    runtime.runs().drive_in_background(&tenant, &run);
+    let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":0}"#).await;
 
     // Unpaused, the retry would come a second after the failure.
     let waited = runtime
@@ -110,14 +103,7 @@ async fn a_sleep_waited_in_its_instance_ends_once_advanced() {
     let mut config = HostConfig::new();
     config.wait.eviction_threshold = Duration::from_secs(3600);
     let runtime = Runtime::new(config, Storage::in_memory(), CodeCache::disabled()).expect("a runtime");
-    let tenant = TenantId::default_tenant();
-    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
-    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
-    let run = runtime
-        .submit(&tenant, Submission::new(bench, "relay", r#"{"n":1,"nap_s":600}"#))
-        .await
-        .expect("submitted");
-    runtime.runs().drive_in_background(&tenant, &run);
+    let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":600}"#).await;
     let runs = runtime.runs();
     let mut status = runs.status(&tenant, &run).await.expect("a status");
     while !matches!(status.state, RunState::Sleeping { .. }) {
@@ -132,4 +118,17 @@ async fn a_sleep_waited_in_its_instance_ends_once_advanced() {
         matches!(&ended.state, RunState::Completed { output } if output == "1"),
         "{ended:?}"
     );
+}
+
+/// Uploads the bench guest and drives a relay on `input` in the background.
+async fn drive_relay(runtime: &Runtime, input: &str) -> (TenantId, RunId) {
+    let tenant = TenantId::default_tenant();
+    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
+    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
+    let run = runtime
+        .submit(&tenant, Submission::new(bench, "relay", input))
+        .await
+        .expect("submitted");
+    runtime.runs().drive_in_background(&tenant, &run);
+    (tenant, run)
 }
