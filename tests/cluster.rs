@@ -234,6 +234,38 @@ fn a_paused_owner_stands_down_once_another_host_took_its_run_over() {
     );
 }
 
+/// A server that finds its heartbeat written by another process under its
+/// id (a machine cloned while it ran; here, bytes written into its store
+/// every 100 ms, as a twin renewing would) stops driving runs and exits,
+/// saying why and what to do.
+#[test]
+fn a_server_whose_heartbeat_another_process_writes_exits_saying_why() {
+    let _turn = one_at_a_time();
+    let mut server = start(Host::new(), &["--lease-ttl", "2s"]);
+    let heartbeats = server.host.stored("cluster/hosts/");
+    let key = heartbeats
+        .keys()
+        .next()
+        .expect("the server wrote its heartbeat at its start");
+    let path = server.host.data_dir().join("objects").join(key);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let exited = loop {
+        std::fs::write(&path, br#"{"renewal":1,"nonce":"another process"}"#).expect("the heartbeat is written");
+        if let Some(status) = server.try_exit() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server went on beside another process");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!exited.success(), "{exited}");
+    let log = server.log();
+    assert!(
+        log.contains("another process wrote its heartbeat under the same id")
+            && log.contains("restart it under a fresh id"),
+        "{log}"
+    );
+}
+
 /// An owner paused for 2.5 TTLs while two other hosts run: its run is
 /// taken over once; its heartbeat, judged dead, is cleaned up by a peer
 /// about when it resumes; and a run it starts once resumed stays its own:

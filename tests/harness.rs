@@ -528,6 +528,11 @@ impl Server {
         let _ = self.process.wait();
     }
 
+    /// How the server exited, if it has.
+    pub fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.try_wait().expect("the server's status")
+    }
+
     /// Waits until the server has logged `text`, for at most `timeout`.
     pub fn await_log(&self, text: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;

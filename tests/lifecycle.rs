@@ -954,7 +954,9 @@ fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart()
     server.await_state(TOKEN, "adv", "sleeping");
     server.post_json("/v1/runs/adv/advance", OTHER, &json!({})).expect(404);
     server.post_json("/v1/runs/none/advance", TOKEN, &json!({})).expect(404);
-    let idle = server.post_json("/v1/runs/later/advance", TOKEN, &json!({})).expect(409);
+    let idle = server
+        .post_json("/v1/runs/later/advance", TOKEN, &json!({}))
+        .expect(409);
     assert!(
         idle["error"].as_str().is_some_and(|e| e.contains("nothing to advance")),
         "{idle}"
@@ -972,7 +974,11 @@ fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart()
         .host
         .run(&["--server", server.url.as_str(), "--token", TOKEN, "advance", "adv"])
         .success();
-    assert!(cli.stdout().contains("\"approve\""), "the approval wait: {}", cli.stdout());
+    assert!(
+        cli.stdout().contains("\"approve\""),
+        "the approval wait: {}",
+        cli.stdout()
+    );
     let done = server.get("/v1/runs/adv/wait?timeout=30s", TOKEN).expect(200);
     assert_eq!(done["state"], "failed", "{done}");
     assert!(

@@ -113,7 +113,10 @@ async fn a_sleep_waited_in_its_instance_ends_once_advanced() {
     }
     let advanced = runs.advance(&tenant, &run).await.expect("advanced");
     assert_eq!((advanced.seq, advanced.signal.as_deref()), (2, None), "{advanced:?}");
-    let ended = runs.wait(&tenant, &run, Duration::from_secs(30)).await.expect("a status");
+    let ended = runs
+        .wait(&tenant, &run, Duration::from_secs(30))
+        .await
+        .expect("a status");
     assert!(
         matches!(&ended.state, RunState::Completed { output } if output == "1"),
         "{ended:?}"

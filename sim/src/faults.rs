@@ -274,7 +274,14 @@ mod tests {
             .expect("valid");
         assert_eq!(faults.drift_permille, 900);
         assert_eq!(
-            (faults.kills, faults.pauses, faults.restarts, faults.partitions, faults.outages, faults.clones),
+            (
+                faults.kills,
+                faults.pauses,
+                faults.restarts,
+                faults.partitions,
+                faults.outages,
+                faults.clones
+            ),
             (0, 1000, 7, 1000, 1000, 1000)
         );
         assert_eq!("".parse::<HostFaults>(), Ok(HostFaults::default()));

@@ -39,7 +39,7 @@ use chacha20::ChaCha20Rng;
 use chacha20::rand_core::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
 use stepstone::clock::VirtualTime;
-use stepstone::cluster::HostId;
+use stepstone::cluster::{HostId, LiveError};
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
 use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
@@ -257,7 +257,18 @@ impl World<'_> {
         let storage = Storage::new(Arc::new(store));
         let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
         let bench = load_while_the_world_stands_still(&runtime, &self.tenant, self.guest)?;
-        self.start_serving(&runtime).await?;
+        let started = Instant::now();
+        if !self.start_serving(&runtime).await? {
+            self.network.set_reach(index, Reach::Down);
+            self.hosts.push(SimHost {
+                id,
+                runtime: None,
+                bench,
+                started,
+                stopped: Some(Instant::now()),
+            });
+            return Ok(index);
+        }
         let policy = TenantPolicy {
             retention: Some(RETENTION),
             ..(*runtime.policy(&self.tenant)).clone()
@@ -268,7 +279,7 @@ impl World<'_> {
             id: id.clone(),
             runtime: Some(runtime),
             bench,
-            started: Instant::now(),
+            started,
             stopped: None,
         });
         self.log(format!("host {index} started as {id}, its clock {drift:+}‰"));
@@ -277,8 +288,9 @@ impl World<'_> {
 
     /// Joins the hosts and recovers the tenant's unfinished runs, as `serve`
     /// starts; a start the store fails (an outage) is tried again a second
-    /// later, as a supervisor starts a server that exited again.
-    async fn start_serving(&mut self, runtime: &Runtime) -> anyhow::Result<()> {
+    /// later, as a supervisor starts a server that exited again. `false`
+    /// if the start was refused: another host runs under the id.
+    async fn start_serving(&mut self, runtime: &Runtime) -> anyhow::Result<bool> {
         // Served once: a second call adds no tenant, and so would recover
         // none (found by seeds 1300, 2112, 5718 and 6730 of the first
         // 10,000 with outages: a restart the store failed left the dead
@@ -298,11 +310,15 @@ impl World<'_> {
                     self.log(format!("a host's start failed, started again in a second: {e}"));
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
+                Err(e @ RunError::NotLive(LiveError::IdInUse { .. })) => {
+                    self.log(format!("a host's start was refused: {e}"));
+                    return Ok(false);
+                }
                 Err(e) => return Err(e.into()),
             }
         }
         runtime.runs().take_over_from_dead_hosts();
-        Ok(())
+        Ok(true)
     }
 
     /// Host `index`'s clock drift, in parts per thousand: drawn from the
@@ -320,9 +336,29 @@ impl World<'_> {
         i32::try_from(drawn).unwrap_or(0) - i32::try_from(most).unwrap_or(0)
     }
 
+    /// Host `host` exits, as `serve` does once it stops driving runs
+    /// (another process wrote its heartbeat).
+    fn exit(&mut self, host: usize, why: &LiveError) {
+        self.network.set_reach(host, Reach::Down);
+        self.hosts[host].runtime = None;
+        self.hosts[host].stopped = Some(Instant::now());
+        self.log(format!("host {host} exited: {why}"));
+    }
+
     /// A host running now, the one asked for or the next after it; while
     /// none is (all paused), the client waits, as a client retrying would.
-    async fn running(&self, asked: usize) -> Option<usize> {
+    /// A host found stopped exits first.
+    async fn running(&mut self, asked: usize) -> Option<usize> {
+        for host in 0..self.hosts.len() {
+            let stopped = self.hosts[host]
+                .runtime
+                .as_ref()
+                .and_then(|runtime| *runtime.runs().stopped().borrow());
+            if let Some(why) = stopped {
+                let id = self.hosts[host].id.clone();
+                self.exit(host, &LiveError::Stopped { host: id, why });
+            }
+        }
         let count = self.hosts.len();
         loop {
             let alive = (0..count).map(|offset| (asked + offset) % count);
@@ -337,29 +373,36 @@ impl World<'_> {
 
     async fn play(&mut self, runs: &[PlannedRun], event: Event) -> anyhow::Result<()> {
         match event {
-            Event::Submit { run, host } => {
-                let Some(host) = self.running(host).await else {
-                    return Ok(());
-                };
+            Event::Submit { run, host: asked } => {
                 let planned = &runs[run];
-                let runtime = self.hosts[host].runtime.clone().expect("a running host");
-                let component = self.hosts[host].bench.clone();
                 let input = format!("{{\"n\":{},\"nap_s\":{}}}", planned.n, planned.nap_s);
                 // A submission cut short by the store is the client's to
-                // retry: the run id makes it idempotent.
-                loop {
-                    let mut submission = Submission::new(component.clone(), planned.workflow, &input);
-                    submission.run_id = Some(planned.id.clone());
-                    submission.concurrency = planned.key.clone().map(|key| ConcurrencyLimit { key, limit: 1 });
-                    match runtime.submit(&self.tenant, submission).await {
-                        Ok(run) => {
-                            runtime.runs().drive_in_background(&self.tenant, &run);
-                            break;
+                // retry: the run id makes it idempotent. One refused by a
+                // host that stopped goes to another, as a client's would.
+                let host = 'hosts: loop {
+                    let Some(host) = self.running(asked).await else {
+                        return Ok(());
+                    };
+                    let runtime = self.hosts[host].runtime.clone().expect("a running host");
+                    let component = self.hosts[host].bench.clone();
+                    loop {
+                        let mut submission = Submission::new(component.clone(), planned.workflow, &input);
+                        submission.run_id = Some(planned.id.clone());
+                        submission.concurrency = planned.key.clone().map(|key| ConcurrencyLimit { key, limit: 1 });
+                        match runtime.submit(&self.tenant, submission).await {
+                            Ok(run) => {
+                                runtime.runs().drive_in_background(&self.tenant, &run);
+                                break 'hosts host;
+                            }
+                            Err(e) if e.is_storage_failure() => {}
+                            Err(RunError::NotLive(e)) => {
+                                self.exit(host, &e);
+                                continue 'hosts;
+                            }
+                            Err(e) => anyhow::bail!("run {} was refused: {e}", planned.id),
                         }
-                        Err(e) if e.is_storage_failure() => {}
-                        Err(e) => anyhow::bail!("run {} was refused: {e}", planned.id),
                     }
-                }
+                };
                 let key = planned
                     .key
                     .as_ref()
@@ -370,12 +413,8 @@ impl World<'_> {
                     planned.id, planned.workflow, planned.n
                 ));
             }
-            Event::Signal { run, host } => {
-                let Some(host) = self.running(host).await else {
-                    return Ok(());
-                };
+            Event::Signal { run, host: asked } => {
                 let planned = &runs[run];
-                let runtime = self.hosts[host].runtime.clone().expect("a running host");
                 let payload = planned.go.unwrap_or_default().to_string();
                 let name = SignalName::new("go")?;
                 let id = SignalId::new(&format!("go-{}", planned.id))?;
@@ -383,18 +422,28 @@ impl World<'_> {
                 // id makes it one signal. A try whose reply was lost may
                 // have been taken, and the run ended, before the next.
                 let mut retried = false;
-                loop {
-                    match runtime
-                        .runs()
-                        .signal_with_id(&self.tenant, &planned.id, &name, &payload, Some(&id))
-                        .await
-                    {
-                        Ok(()) => break,
-                        Err(RunError::Finished { .. }) if retried => break,
-                        Err(e) if e.is_storage_failure() => retried = true,
-                        Err(e) => anyhow::bail!("the signal of run {} was refused: {e}", planned.id),
+                let host = 'hosts: loop {
+                    let Some(host) = self.running(asked).await else {
+                        return Ok(());
+                    };
+                    let runtime = self.hosts[host].runtime.clone().expect("a running host");
+                    loop {
+                        match runtime
+                            .runs()
+                            .signal_with_id(&self.tenant, &planned.id, &name, &payload, Some(&id))
+                            .await
+                        {
+                            Ok(()) => break 'hosts host,
+                            Err(RunError::Finished { .. }) if retried => break 'hosts host,
+                            Err(e) if e.is_storage_failure() => retried = true,
+                            Err(RunError::NotLive(e)) => {
+                                self.exit(host, &e);
+                                continue 'hosts;
+                            }
+                            Err(e) => anyhow::bail!("the signal of run {} was refused: {e}", planned.id),
+                        }
                     }
-                }
+                };
                 self.log(format!("host {host} signalled run {}", planned.id));
             }
             Event::Fault { host, fault } => self.inflict(host, fault).await?,
@@ -439,7 +488,7 @@ impl World<'_> {
                 let id = self.hosts[host].id.clone();
                 self.faults.clones += 1;
                 let clone = self.start_host(Some(id)).await?;
-                self.log(format!("host {host} cloned: host {clone} runs with its id"));
+                self.log(format!("host {host} cloned: host {clone} started with its id"));
             }
         }
         Ok(())
@@ -460,7 +509,11 @@ impl World<'_> {
 /// could play two ways. (Validating alone left the workflow's compilation
 /// to its first run, and its load to the host's first signal or takeover:
 /// first seeds played two ways under load.)
-fn load_while_the_world_stands_still(runtime: &Runtime, tenant: &TenantId, guest: &Bytes) -> anyhow::Result<Arc<Loaded>> {
+fn load_while_the_world_stands_still(
+    runtime: &Runtime,
+    tenant: &TenantId,
+    guest: &Bytes,
+) -> anyhow::Result<Arc<Loaded>> {
     std::thread::scope(|scope| {
         let loading = scope.spawn(|| -> anyhow::Result<Arc<Loaded>> {
             let own = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use stepstone::api::{self, ApiState};
+use stepstone::runtime::HostStop;
 use stepstone::runtime::Runtime;
 use stepstone::store::TenantId;
 use stepstone::tenancy::{LiveTenants, Tenants};
+use tokio::sync::watch;
 
 /// How long a shutdown waits for step attempts in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -66,7 +68,8 @@ pub async fn serve(
     let router = api::router(ApiState::new(runtime.clone(), tenants));
     runtime.retention().sweep_forever();
     runtime.usage().keep();
-    let api = api::serve(listener, router, shutdown());
+    let mut stopped = runtime.runs().stopped();
+    let api = api::serve(listener, router, shutdown(stopped.clone()));
     match operator {
         Some(operator) => {
             let metrics = api::serve(operator, api::operator_router(runtime.clone()), std::future::pending());
@@ -86,6 +89,9 @@ pub async fn serve(
             grace_ms = stepstone::clock::millis(SHUTDOWN_GRACE),
             "step attempts still running after the grace period are abandoned; they run again at the next start"
         );
+    }
+    if let Some(why @ HostStop::Twin) = *stopped.borrow_and_update() {
+        anyhow::bail!("this server stopped: {why}");
     }
     tracing::info!("stopped; unfinished runs resume from their journals at the next start");
     Ok(ExitCode::SUCCESS)
@@ -110,7 +116,9 @@ fn single_tenant() -> Tenants {
     tenants
 }
 
-async fn shutdown() {
+/// Ends at SIGTERM or Ctrl-C, or once this host stops driving runs for
+/// another process under its id.
+async fn shutdown(mut stopped: watch::Receiver<Option<HostStop>>) {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => drop(signal.recv().await),
@@ -123,6 +131,7 @@ async fn shutdown() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+        _ = stopped.wait_for(|why| *why == Some(HostStop::Twin)) => {}
     }
     tracing::info!("shutting down: finishing requests in flight");
 }

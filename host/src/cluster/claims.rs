@@ -5,8 +5,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::lease::{Lease, LeaseLapsed};
-use super::{Cluster, HostId};
-use crate::journal::RunRecord;
+use super::{Cluster, HostId, LiveError};
+use crate::journal::{JournalError, RunRecord, RunRecords};
 use crate::shared_map::lock;
 use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of};
 
@@ -89,9 +89,15 @@ pub enum ClaimError {
     /// Retention is deleting the run (it finished long ago).
     #[error("it finished, and is being deleted by retention")]
     Deleting,
+    /// This host may claim no run (see [`LiveError`]).
+    #[error(transparent)]
+    Live(#[from] LiveError),
     /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run's record, read again after a first claim, could not be used.
+    #[error(transparent)]
+    Record(JournalError),
 }
 
 /// The newest epoch claimed of `run`, if any.
@@ -181,6 +187,10 @@ impl Cluster {
             let epoch = owner.epoch + 1;
             let key = keys_of(&record.run_id).owner(epoch);
             match store.create(&key, Bytes::from(self.me.to_string())).await {
+                Ok(()) if owner.epoch == 0 && !self.still_stored(store, record).await? => {
+                    store.delete(&key).await?;
+                    return Err(ClaimError::Deleting);
+                }
                 Ok(()) => {
                     tracing::info!(run = %record.run_id, epoch, from = owner.host.as_ref().map(HostId::as_str), "claimed the run");
                     return Ok(self.hold(&run_key.0, &run_key.1, generation, epoch));
@@ -192,6 +202,23 @@ impl Cluster {
         Err(ClaimError::Owned {
             host: owner.host.unwrap_or_else(|| self.me.clone()),
         })
+    }
+
+    /// Whether `record` is still the run stored under its id, read after a
+    /// first claim: retention deletes a run's record before its claims, so
+    /// a claim made once they are all gone (by a driver that read the
+    /// record just before) finds the record gone, or another run's
+    /// (found by the simulation, seed 4993: a step of a deleted run ran
+    /// again from an empty journal).
+    async fn still_stored(&self, store: &TenantStore, record: &RunRecord) -> Result<bool, ClaimError> {
+        let stored = RunRecords::new(store.clone(), record.run_id.clone())
+            .run()
+            .await
+            .map_err(|e| match e {
+                JournalError::Store(e) => ClaimError::Store(e),
+                e => ClaimError::Record(e),
+            })?;
+        Ok(stored.is_some_and(|stored| stored.created_at_ms == record.created_at_ms))
     }
 
     /// Holds the claim of `epoch`, made in `generation` of the lease.

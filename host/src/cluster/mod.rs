@@ -35,6 +35,7 @@ mod claims;
 mod host_id;
 mod lease;
 mod liveness;
+mod twins;
 mod wakeups;
 
 use std::collections::HashMap;
@@ -47,12 +48,14 @@ use tokio::sync::{OnceCell, mpsc, watch};
 pub use claims::{Claim, ClaimError, ClaimLost, Owner, claim_for_deletion, is_claimed_for_deletion};
 pub use host_id::{HostId, InvalidHostId};
 pub use lease::{LeaseLapsed, LeasePolicy};
+pub use twins::{HostStop, LiveError};
 pub use wakeups::Wakeup;
 
 use crate::clock::{BootInstant, LeaseClock};
 use crate::shared_map::lock;
 use crate::store::{RunId, Scope, Storage, StoreError, StoreKey, TenantId};
 use lease::Lease;
+use twins::Found;
 use liveness::Observations;
 
 /// Wake-ups waiting to be handled; past this many, the rest stay in the
@@ -78,13 +81,13 @@ pub struct Cluster {
     /// The version of the heartbeat this host last wrote: found otherwise
     /// at the next renewal, another wrote or deleted it.
     written: Mutex<Option<String>>,
-    /// When this host last found its heartbeat written by another.
-    overwritten_at: Mutex<Option<BootInstant>>,
+    /// The bytes of the heartbeat this host last sent, which a write whose
+    /// reply was lost left stored.
+    sent: Mutex<Option<Bytes>>,
+    /// Why this host stopped driving runs, once it has.
+    stopped: watch::Sender<Option<HostStop>>,
     /// How many hosts this one has found dead: a change is the signal to
-    /// look for their runs. A second process found writing this host's
-    /// heartbeat counts too: the runs it claimed carry this host's id, so
-    /// no peer takes them over while this host lives, and should it die
-    /// they are this host's to drive.
+    /// look for their runs.
     deaths: watch::Sender<u64>,
     wakeups: mpsc::Sender<Wakeup>,
     /// Taken by whoever handles the wake-ups.
@@ -107,7 +110,8 @@ impl Cluster {
             held: Mutex::default(),
             joined: OnceCell::new(),
             written: Mutex::default(),
-            overwritten_at: Mutex::default(),
+            sent: Mutex::default(),
+            stopped: watch::Sender::new(None),
             deaths: watch::Sender::new(0),
             wakeups,
             wakeup_queue: Mutex::new(Some(queue)),
@@ -128,17 +132,25 @@ impl Cluster {
 
     /// The generation of this host's lease, renewed first if it does not
     /// hold now; on first use, writes the first heartbeat and starts
-    /// renewing it.
-    pub async fn live(self: &Arc<Self>) -> Result<u64, StoreError> {
+    /// renewing it, once no other process may hold a lease under this
+    /// host's id (see `twins`).
+    pub async fn live(self: &Arc<Self>) -> Result<u64, LiveError> {
         self.joined
             .get_or_try_init(|| async {
+                self.wait_out_an_earlier_process().await?;
                 self.renew().await?;
                 tokio::spawn(keep_alive(Arc::downgrade(self)));
                 tokio::spawn(wakeups::watch(Arc::downgrade(self)));
                 tracing::info!(host = %self.me, ttl_ms = crate::clock::millis(self.ttl()), "joined the hosts sharing the store");
-                Ok::<(), StoreError>(())
+                Ok::<(), LiveError>(())
             })
             .await?;
+        if let Some(why) = *self.stopped.borrow() {
+            return Err(LiveError::Stopped {
+                host: self.me.clone(),
+                why,
+            });
+        }
         if let Some(generation) = self.lease.current() {
             return Ok(generation);
         }
@@ -158,6 +170,11 @@ impl Cluster {
         self.deaths.subscribe()
     }
 
+    /// Says why, once this host stops driving runs.
+    pub fn stopped(&self) -> watch::Receiver<Option<HostStop>> {
+        self.stopped.subscribe()
+    }
+
     /// Stops driving anything and takes this host's heartbeat and wake-ups
     /// out of the store, so its runs can be taken over at once: the last
     /// thing a host does before it exits.
@@ -167,6 +184,7 @@ impl Cluster {
             return;
         }
         self.lease.leave();
+        self.stopped.send_replace(Some(HostStop::Left));
         let gone = async {
             self.store.overwrite(&left_key(&self.me), Bytes::new()).await?;
             self.store.delete(&heartbeat_key(&self.me)).await?;
@@ -181,14 +199,10 @@ impl Cluster {
     }
 
     /// Writes the next heartbeat. One found otherwise than this host left
-    /// it (another process writes it: a clone with the same id; or a peer
-    /// deleted it) voids every claim first: peers may have judged this
-    /// host dead meanwhile; and this host looks for runs to drive, a
-    /// clone's among them, at every renewal until a TTL has passed without
-    /// another write: a clone that dies right after this host's renewal
-    /// leaves no trace the next one sees, yet it may have started runs
-    /// since the last look.
-    async fn renew(&self) -> Result<(), StoreError> {
+    /// it was deleted by a peer that judged this host dead, which voids
+    /// every claim; or written by another process under this host's id,
+    /// which stops this host for good (see `twins`).
+    async fn renew(&self) -> Result<(), LiveError> {
         let _writing = self.heartbeat_writes.lock().await;
         if self.lease.has_left() {
             return Ok(());
@@ -199,22 +213,20 @@ impl Cluster {
         if expected.is_some() {
             let found = self.store.version(&key).await?;
             if found != expected {
-                tracing::error!(
-                    host = %self.me,
-                    "this host's heartbeat was written or deleted by another (a second process with this host's id, or a peer that took it for dead): voiding every claim it holds"
-                );
-                self.lease.void();
-                *lock(&self.overwritten_at) = Some(sent);
+                match self.found_in_heartbeat(found).await? {
+                    Found::Its => {}
+                    Found::Deleted => {
+                        tracing::error!(host = %self.me, "this host's heartbeat was deleted by a peer that took it for dead: voiding every claim it holds");
+                        self.lease.void();
+                    }
+                    Found::Another => return Err(self.stop_for_twin()),
+                }
             }
         }
-        if lock(&self.overwritten_at).is_some_and(|at| sent.duration_since(at) <= self.ttl()) {
-            self.deaths.send_modify(|deaths| *deaths += 1);
-        }
-        let heartbeat = serde_json::json!({
-            "renewal": self.lease.next_renewal(),
-            "ttl_ms": u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX),
-        });
-        self.store.overwrite(&key, Bytes::from(heartbeat.to_string())).await?;
+        let ttl_ms = u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX);
+        let heartbeat = twins::heartbeat_bytes(self.lease.next_renewal(), ttl_ms);
+        *lock(&self.sent) = Some(heartbeat.clone());
+        self.store.overwrite(&key, heartbeat).await?;
         self.lease.renewed(sent, self.now());
         *lock(&self.written) = self.store.version(&key).await?;
         Ok(())
@@ -360,7 +372,7 @@ mod tests {
     /// slowed to a second) lands before the leave's delete: the heartbeat
     /// is gone for good, and others may take the host's runs over at once.
     #[tokio::test(start_paused = true)]
-    async fn a_renewal_under_way_when_the_host_leaves_does_not_bring_its_heartbeat_back() -> Result<(), StoreError> {
+    async fn a_renewal_under_way_when_the_host_leaves_does_not_bring_its_heartbeat_back() -> Result<(), LiveError> {
         let slow_puts = ThrottleConfig {
             wait_put_per_call: Duration::from_secs(1),
             ..ThrottleConfig::default()
@@ -382,13 +394,14 @@ mod tests {
         Ok(())
     }
 
-    /// A second process writing this host's heartbeat (a cloned machine with
-    /// the same id), or a peer deleting it, is found at the next renewal:
-    /// every claim made before is void, since peers may have judged this
-    /// host dead meanwhile, and the host looks for runs to drive (a
-    /// clone's carry its id: no peer takes them over).
+    /// A heartbeat found changed at a renewal: one deleted by a peer that
+    /// took the host for dead voids every claim, and the host goes on; its
+    /// own bytes again (a write whose reply was lost) change nothing; bytes
+    /// another process wrote under its id stop it for good, and it writes
+    /// nothing more.
     #[tokio::test]
-    async fn a_heartbeat_written_or_deleted_by_another_voids_the_claims() -> Result<(), StoreError> {
+    async fn a_heartbeat_deleted_voids_the_claims_and_one_written_by_another_process_stops_the_host()
+    -> Result<(), LiveError> {
         let storage = Storage::in_memory();
         let cluster = Cluster::new(
             &storage,
@@ -397,32 +410,69 @@ mod tests {
             Duration::from_secs(60),
         );
         let first = cluster.live().await?;
-        let mut looks = cluster.deaths();
-        cluster.renew().await?;
-        assert_eq!(cluster.lease.generation(), first, "its own renewals change nothing");
-        assert!(!looks.has_changed().expect("the cluster lives"));
         let key = heartbeat_key(&cluster.me);
-        cluster
-            .store
-            .overwrite(&key, Bytes::from_static(b"{\"renewal\":1}"))
-            .await?;
+        let own = lock(&cluster.sent).clone().expect("a heartbeat sent");
+        cluster.store.overwrite(&key, own).await?;
         cluster.renew().await?;
-        let after_clone = cluster.lease.generation();
-        assert_eq!(after_clone, first + 1, "a clone's write voids the claims");
-        assert!(looks.has_changed().expect("the cluster lives"), "and looks for its runs");
-        looks.mark_unchanged();
-        cluster.renew().await?;
-        assert!(
-            looks.has_changed().expect("the cluster lives"),
-            "and again at each renewal for a TTL: the clone may have died after starting runs"
-        );
+        assert_eq!(cluster.lease.generation(), first, "its own bytes change nothing");
+
         cluster.store.delete(&key).await?;
         cluster.renew().await?;
-        assert_eq!(cluster.lease.generation(), after_clone + 1, "a peer's delete too");
+        assert_eq!(cluster.lease.generation(), first + 1, "a peer's delete voids the claims");
+        assert!(cluster.live().await.is_ok(), "and the host goes on");
+
+        let another = Bytes::from_static(b"{\"renewal\":1,\"nonce\":\"another\"}");
+        cluster.store.overwrite(&key, another.clone()).await?;
+        let stopped = cluster.renew().await;
         assert!(
-            cluster.store.version(&key).await?.is_some(),
-            "the renewal wrote it again"
+            matches!(stopped, Err(LiveError::Stopped { why: HostStop::Twin, .. })),
+            "{stopped:?}"
         );
+        assert!(matches!(
+            cluster.live().await,
+            Err(LiveError::Stopped { why: HostStop::Twin, .. })
+        ));
+        assert_eq!(*cluster.stopped().borrow(), Some(HostStop::Twin));
+        cluster.renew().await?;
+        cluster.leave().await;
+        assert_eq!(
+            cluster.store.get(&key).await?,
+            Some(another),
+            "the other process's heartbeat stays"
+        );
+        Ok(())
+    }
+
+    /// A host started under an id whose heartbeat another process renews
+    /// is refused; one whose heartbeat stands still joins once it stayed
+    /// so for a TTL (its process is dead, as a peer would judge); one with
+    /// no heartbeat joins at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_start_under_an_id_in_use_is_refused_and_under_a_dead_ones_waits_a_ttl() -> Result<(), LiveError> {
+        let _virtual = VirtualTime::start(1_000);
+        let storage = Storage::in_memory();
+        let policy = LeasePolicy::default();
+        let start = |id: &HostId| Cluster::new(&storage, id.clone(), &policy, Duration::from_secs(60));
+        let first = start(&HostId::fresh());
+        let joining = tokio::time::Instant::now();
+        first.live().await?;
+        assert_eq!(joining.elapsed(), Duration::ZERO, "no heartbeat: joined at once");
+
+        let refused = start(first.me()).live().await;
+        assert!(
+            matches!(&refused, Err(LiveError::IdInUse { host }) if host == first.me()),
+            "{refused:?}"
+        );
+        assert!(joining.elapsed() < policy.ttl, "refused at the first renewal seen");
+
+        let dead = HostId::fresh();
+        first
+            .store
+            .overwrite(&heartbeat_key(&dead), Bytes::from_static(b"{\"renewal\":9}"))
+            .await?;
+        let waiting = tokio::time::Instant::now();
+        start(&dead).live().await?;
+        assert!(waiting.elapsed() >= policy.ttl, "joined after {:?}", waiting.elapsed());
         Ok(())
     }
 

@@ -763,8 +763,8 @@ mod tests {
         }
     }
 
-    /// Run `run`'s records as this host drives them, under its claim (made
-    /// at epoch 0: the run is its own), and the store they are in.
+    /// Run `run`'s records, stored, as this host drives them under its
+    /// first claim.
     async fn driven(
         cluster: &Arc<crate::cluster::Cluster>,
         run: &str,
@@ -774,8 +774,10 @@ mod tests {
             host: Some(cluster.me().clone()),
             ..RunRecord::example(run, 1)
         };
+        let records = RunRecords::new(store.clone(), record.run_id.clone());
+        records.create_run(&record).await?;
         let claim = cluster.claim(&store, &record).await?;
-        Ok(RunRecords::new(store, record.run_id).driven_under(claim))
+        Ok(records.driven_under(claim))
     }
 
     /// Another host's claim of the run, at the epoch after `records`'.

@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use crate::cluster::{HostId, InvalidHostId};
+pub use crate::cluster::{HostId, HostStop, InvalidHostId, LiveError};
 pub use crate::egress::HostsFileError;
 pub use crate::guest_log::{Level, LogLine, Source};
 pub use crate::policy::{Refusal, RunQuotas};
@@ -203,6 +203,10 @@ pub enum RunError {
         /// The host that drives it.
         host: HostId,
     },
+    /// This host may claim or create no run: its id is another process's,
+    /// or it stopped driving runs (see [`LiveError`]).
+    #[error(transparent)]
+    NotLive(LiveError),
     /// The run's workflow instance could not be started.
     #[error("cannot start the workflow instance of run `{run}`: {reason}")]
     Instance {
@@ -326,6 +330,15 @@ impl RunError {
 impl From<JournalError> for RunError {
     fn from(error: JournalError) -> Self {
         Self::Journal(Arc::new(error))
+    }
+}
+
+impl From<LiveError> for RunError {
+    fn from(error: LiveError) -> Self {
+        match error {
+            LiveError::Store(e) => e.into(),
+            e => Self::NotLive(e),
+        }
     }
 }
 

@@ -367,16 +367,23 @@ mod tests {
     /// that claim again, and the sweep deletes it last, leaving nothing.
     #[tokio::test]
     async fn a_run_being_deleted_is_claimed_past_every_host_first() -> Result<(), RunError> {
-        use crate::cluster::{Cluster, ClaimError, HostId, LeasePolicy, claim_for_deletion};
+        use crate::cluster::{ClaimError, Cluster, HostId, LeasePolicy, claim_for_deletion};
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
         let record = RunRecord::example("r0001", 1);
         let records = RunRecords::new(store.clone(), run(1));
         records.create_run(&record).await?;
-        let cluster = Cluster::new(&storage, HostId::fresh(), &LeasePolicy::default(), Duration::from_secs(60));
+        let cluster = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
         let late = cluster.claim(&store, &record).await.expect("claimed");
-        let deleting = claim_for_deletion(&store, &run(1)).await?.expect("claimed for deletion");
+        let deleting = claim_for_deletion(&store, &run(1))
+            .await?
+            .expect("claimed for deletion");
         assert_eq!(deleting, keys_of(&run(1)).owner(late.epoch + 1));
         assert!(
             late.overtaken(&store, &run(1)).await?.is_some(),
@@ -387,10 +394,64 @@ mod tests {
             cluster.claim(&store, &record).await,
             Err(ClaimError::Deleting)
         ));
-        assert_eq!(claim_for_deletion(&store, &run(1)).await?, Some(deleting), "found again");
+        assert_eq!(
+            claim_for_deletion(&store, &run(1)).await?,
+            Some(deleting),
+            "found again"
+        );
         records.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
-        assert_eq!(delete_run(&store, &run(1), 2).await?, Some(4), "record, outcome and two claims");
+        assert_eq!(
+            delete_run(&store, &run(1), 2).await?,
+            Some(4),
+            "record, outcome and two claims"
+        );
         assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
+        Ok(())
+    }
+
+    /// A driver that read the run's record just before retention deleted
+    /// it, and claims the run once every claim is gone too, makes the first
+    /// claim again: it finds the record gone, takes its claim back and
+    /// drives nothing (the simulation's seed 4993 ran step 0 again).
+    #[tokio::test]
+    async fn a_driver_claiming_a_run_retention_deleted_finds_it_gone() -> Result<(), RunError> {
+        use crate::cluster::{ClaimError, Cluster, HostId, LeasePolicy};
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let record = RunRecord::example("r0001", 1);
+        let records = RunRecords::new(store.clone(), run(1));
+        records.create_run(&record).await?;
+        records.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
+        let read_before = records.run().await?.expect("stored");
+
+        assert!(delete_run(&store, &run(1), 2).await?.is_some());
+        let cluster = Cluster::new(
+            &storage,
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
+        assert!(matches!(
+            cluster.claim(&store, &read_before).await,
+            Err(ClaimError::Deleting)
+        ));
+        assert_eq!(
+            store.list(&keys_of(&run(1)).root()).await?,
+            Vec::<StoreKey>::new(),
+            "the claim taken back"
+        );
+
+        let anew = RunRecord::example("r0001", 3);
+        records.create_run(&anew).await?;
+        assert!(
+            matches!(cluster.claim(&store, &read_before).await, Err(ClaimError::Deleting)),
+            "a run created anew under the id is another run"
+        );
+        assert!(
+            cluster.claim(&store, &anew).await.is_ok(),
+            "which its own record claims"
+        );
         Ok(())
     }
 

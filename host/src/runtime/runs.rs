@@ -19,7 +19,7 @@ use super::control::{Controls, RunControl};
 use super::interruption::Interruption;
 use super::workflow::{Mode, WorkflowProgram, WorkflowState};
 use crate::byte_budget::ByteBudgetCache;
-use crate::cluster::{Claim, ClaimError, Cluster, HostId, Wakeup};
+use crate::cluster::{Claim, ClaimError, Cluster, HostId, HostStop, Wakeup};
 use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::egress::{Egress, Outbound};
@@ -673,6 +673,12 @@ impl Runs {
         Ok(generation)
     }
 
+    /// Says why, once this host stops driving runs: it left, or another
+    /// process writes its heartbeat (then a server exits).
+    pub fn stopped(&self) -> tokio::sync::watch::Receiver<Option<HostStop>> {
+        self.host.cluster.stopped()
+    }
+
     /// Takes this host out of the hosts sharing the store: it drives
     /// nothing more, and its runs can be taken over at once.
     pub async fn leave(&self) {
@@ -695,6 +701,8 @@ impl Runs {
                     run: record.run_id.clone(),
                 },
                 ClaimError::Store(e) => e.into(),
+                ClaimError::Record(e) => e.into(),
+                ClaimError::Live(e) => e.into(),
             })
     }
 

@@ -677,7 +677,10 @@ mod tests {
                 "workflow = \"w\"\n[[signals]]\nat = \"-1s\"\nname = \"s\"",
                 "[[signals]] number 1",
             ),
-            ("workflow = \"w\"\nadvance_at = [\"1h\", \"soon\"]", "`advance_at`: `soon` is no duration"),
+            (
+                "workflow = \"w\"\nadvance_at = [\"1h\", \"soon\"]",
+                "`advance_at`: `soon` is no duration",
+            ),
             ("workflow = \"w\"\nadvance_at = \"1h\"", "advance_at"),
             ("workflow = \"w\"\nstart_time = \"yesterday\"", "no RFC 3339 time"),
             ("workflow = \"w\"\nstart_time = \"1969-12-31T00:00:00Z\"", "before 1970"),

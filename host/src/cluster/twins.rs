@@ -1,0 +1,148 @@
+//! Two processes under one host id: a start under an id another process
+//! still renews is refused, and a host that finds its heartbeat written by
+//! another process stops driving runs for good.
+//!
+//! Claims name a host id, and a host claims a run its own id claimed
+//! without asking whether that host lives (it is itself), so two live
+//! processes under one id would take each other's runs turn about and run
+//! their steps at once. A host's id is fresh for each process
+//! ([`HostId::fresh`]); two share one only when it is given
+//! (`HostConfig::host_id`) to a second process while the first runs, or
+//! when a process comes back from a pause longer than its lease to find
+//! its id taken by a successor.
+//!
+//! Invariants:
+//! - A host joins under an id whose heartbeat is stored only once it saw
+//!   that heartbeat stay the same for a whole TTL on its own clock, as a
+//!   peer judges a host dead: the earlier process's lease ran out. A
+//!   heartbeat that changes meanwhile refuses the start.
+//! - A host that finds its heartbeat holding bytes it did not send stops
+//!   for good before it writes anything again: its lease ends, no claim of
+//!   it holds, and it claims nothing more. The survivor recovered the
+//!   runs when it joined. (A write whose reply was lost is told apart by
+//!   its bytes: each heartbeat carries a nonce of its own.)
+//! - A heartbeat deleted under a host is no other process's: a peer judged
+//!   the host dead and took its runs over, so the host voids its claims and
+//!   goes on.
+
+use bytes::Bytes;
+
+use super::{Cluster, HostId, heartbeat_key};
+use crate::shared_map::lock;
+use crate::store::StoreError;
+
+/// Why this host may not claim or create runs.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// Another process renews the heartbeat of this host's id.
+    #[error(
+        "host id `{host}` is in use: another process renewed its heartbeat while this one waited a lease TTL to join; give each process its own id (leave `host_id` unset for a fresh one)"
+    )]
+    IdInUse {
+        /// The id in use.
+        host: HostId,
+    },
+    /// This host drives no more runs.
+    #[error("host `{host}` drives no more runs: {why}")]
+    Stopped {
+        /// This host.
+        host: HostId,
+        /// Why it stopped.
+        why: HostStop,
+    },
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a host stopped driving runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostStop {
+    /// It left the hosts sharing the store: it is shutting down.
+    #[error("it left the hosts sharing the store (it is shutting down)")]
+    Left,
+    /// Another process wrote its heartbeat.
+    #[error(
+        "another process wrote its heartbeat under the same id (one given this id while it ran, or one that took the id while this process was paused past its lease); restart it under a fresh id"
+    )]
+    Twin,
+}
+
+/// What a host finds in its heartbeat at a renewal.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Found {
+    /// What it wrote last.
+    Its,
+    /// Nothing: a peer judged it dead and deleted it.
+    Deleted,
+    /// Another process's bytes.
+    Another,
+}
+
+impl Cluster {
+    /// Waits, before the first heartbeat, until no other process may hold
+    /// a lease under this host's id: at once if no heartbeat is stored (or
+    /// it goes), after a TTL in which it stayed the same otherwise. Fails
+    /// if it changes meanwhile.
+    pub(super) async fn wait_out_an_earlier_process(&self) -> Result<(), LiveError> {
+        let key = heartbeat_key(&self.me);
+        let Some(first) = self.store.version(&key).await? else {
+            return Ok(());
+        };
+        tracing::warn!(host = %self.me, ttl_ms = crate::clock::millis(self.ttl()), "this host's id has a heartbeat stored; waiting a lease TTL to find whether the process that wrote it still runs");
+        let since = self.now();
+        loop {
+            let waited = self.now().duration_since(since);
+            if waited >= self.ttl() {
+                return Ok(());
+            }
+            tokio::time::sleep((self.ttl() - waited).min(self.ttl() / 4)).await;
+            match self.store.version(&key).await? {
+                None => return Ok(()),
+                Some(now) if now != first => return Err(LiveError::IdInUse { host: self.me.clone() }),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// What the heartbeat holds, if not at the version this host last
+    /// wrote: its own bytes again (a write whose reply was lost), none, or
+    /// another's.
+    pub(super) async fn found_in_heartbeat(&self, found: Option<String>) -> Result<Found, StoreError> {
+        if found.is_none() {
+            return Ok(Found::Deleted);
+        }
+        let stored = self.store.get(&heartbeat_key(&self.me)).await?;
+        let sent = lock(&self.sent).clone();
+        Ok(match stored {
+            None => Found::Deleted,
+            Some(bytes) if Some(&bytes) == sent.as_ref() => Found::Its,
+            Some(_) => Found::Another,
+        })
+    }
+
+    /// Stops driving runs for good: another process writes this host's
+    /// heartbeat.
+    pub(super) fn stop_for_twin(&self) -> LiveError {
+        tracing::error!(host = %self.me, "{}", HostStop::Twin);
+        self.lease.leave();
+        self.stopped.send_replace(Some(HostStop::Twin));
+        LiveError::Stopped {
+            host: self.me.clone(),
+            why: HostStop::Twin,
+        }
+    }
+}
+
+/// The bytes of a heartbeat: its renewal's number and a nonce drawn from
+/// the operating system, so that no two writes, of any process, match.
+pub(super) fn heartbeat_bytes(renewal: u64, ttl_ms: u64) -> Bytes {
+    use rand::TryRngCore;
+    let nonce = rand::rngs::OsRng.try_next_u64().unwrap_or_else(|_| rand::random());
+    let heartbeat = serde_json::json!({
+        "renewal": renewal,
+        "ttl_ms": ttl_ms,
+        "nonce": format!("{nonce:016x}"),
+    });
+    Bytes::from(heartbeat.to_string())
+}
