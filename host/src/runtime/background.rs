@@ -19,7 +19,7 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::watch;
 
 use super::recently_ended::RecentlyEnded;
-use super::{Progress, RunError, RunState, RunStatus, Runs};
+use super::{HostStop, LiveError, Progress, RunError, RunState, RunStatus, Runs};
 use crate::journal::Outcome;
 use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
@@ -88,6 +88,11 @@ impl Runs {
             let (tenant, run) = &key;
             match runtime.run_to_end_through_outages(tenant, run).await {
                 Err(e @ RunError::DrivenElsewhere { .. }) => tracing::info!(%tenant, %run, "not driven here: {e}"),
+                Err(RunError::NotLive(LiveError::Stopped {
+                    why: HostStop::Twin, ..
+                })) => {
+                    runtime.hand_over(tenant, run).await;
+                }
                 Err(e) => tracing::error!(%tenant, %run, "run stopped: {e}"),
                 Ok(Progress::Finished(Outcome::Continued { next })) => runtime.drive_in_background(tenant, &next),
                 Ok(_) => {}
@@ -102,6 +107,21 @@ impl Runs {
                 Driving::Ended(_) => false,
             });
         });
+    }
+
+    /// Leaves `run` to the other process under this host's id, once this
+    /// one stopped for it: a wake-up addressed to the id, which that
+    /// process drives the run at. Its recovery at its join found the runs
+    /// there were then; this hands it any this host created or claimed
+    /// since, which carry the id, so no peer takes them over.
+    async fn hand_over(&self, tenant: &TenantId, run: &RunId) {
+        let cluster = &self.host.cluster;
+        match cluster.wake(cluster.me(), tenant, run).await {
+            Ok(()) => tracing::info!(%tenant, %run, "left the run to the other process under this host's id"),
+            Err(e) => {
+                tracing::error!(%tenant, %run, "cannot leave the run to the other process under this host's id; it is driven again at that process's next start: {e}")
+            }
+        }
     }
 
     /// Drives a run to its end, and again each time storage failed under

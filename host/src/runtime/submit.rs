@@ -168,9 +168,6 @@ impl Runs {
         }
         let chosen_id = submission.run_id.is_some();
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
-        // The run's creator drives it first: it must be alive to others
-        // before the run record names it.
-        let generation = self.live().await?;
         let record = RunRecord {
             run_id: run_id.clone(),
             workflow: submission.workflow,
@@ -212,6 +209,10 @@ impl Runs {
             self.host.hooks.enqueue(records.store(), &run_id, url).await?;
         }
         super::search::index(records.store(), &record).await?;
+        // The run's creator drives it first: it must be alive to others
+        // before the run record names it, and asks just before, so that a
+        // host stopping meanwhile names no run it then leaves undriven.
+        let generation = self.live().await?;
         match records.create_run(&record).await {
             Ok(()) => {
                 let started = super::DayUsage {
