@@ -184,6 +184,8 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
         ("POST", "/v1/runs/r/pause", 1 << 20, 65536),
         ("POST", "/v1/runs/r/resume", 1 << 20, 65536),
         ("POST", "/v1/runs/r/advance", 1 << 20, 65536),
+        ("POST", "/v1/batch/pause", 1 << 20, 65536),
+        ("POST", "/v1/batch/resume", 1 << 20, 65536),
         ("POST", "/v1/components", 100_001, 100_000),
     ] {
         let (status, answer) = announced(&server, method, path, over);
@@ -208,8 +210,8 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
         Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
     }
     record(
-        "bodies announced at 64 MiB to the secrets, runs and schedules routes, one byte over a signal's quota, 1 MiB to a cancel, a pause, a resume and an advance, and an endless chunked signal",
-        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 64 KiB (16384 characters of 4 bytes), the tenant's payload quota, 64 KiB for a cancel, a pause, a resume, an advance",
+        "bodies announced at 64 MiB to the secrets, runs and schedules routes, one byte over a signal's quota, 1 MiB to a cancel, a pause, a resume, an advance and a batch pause or resume, and an endless chunked signal",
+        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 64 KiB (16384 characters of 4 bytes), the tenant's payload quota, 64 KiB for a cancel, a pause, a resume, an advance, a batch",
     );
 }
 

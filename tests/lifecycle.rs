@@ -933,6 +933,77 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
 }
 
+/// A batch pauses the unfinished runs of one component, every version of
+/// its name, and none of another component's or another tenant's: a
+/// signal sent to a paused run is kept; the CLI resumes the batch through
+/// `--server`, and the runs end as they would have. An unknown component
+/// is not found, and a field the batch does not know is refused.
+#[test]
+fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
+    const OTHER: &str = "sst_lifecycle_other";
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
+    server.upload(TOKEN, "hello");
+    server.upload(TOKEN, "order");
+    server.upload(OTHER, "hello");
+    let awaiting = |token: &str, run: &str| {
+        let body = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": run});
+        server.post_json("/v1/runs", token, &body).expect(202);
+        server.await_state(token, run, "awaiting-signal");
+    };
+    awaiting(TOKEN, "b1");
+    awaiting(TOKEN, "b2");
+    awaiting(OTHER, "g1");
+    let input = order_input("o1", 3_600_000, json!({}));
+    let order = json!({"component": "order", "workflow": "place-order", "input": input, "run_id": "o1"});
+    server.post_json("/v1/runs", TOKEN, &order).expect(202);
+    server.await_state(TOKEN, "o1", "sleeping");
+
+    let batch = json!({"component": "hello", "reason": "a bad deploy"});
+    let page = server.post_json("/v1/batch/pause", TOKEN, &batch).expect(200);
+    assert_eq!(page, json!({"runs": ["b1", "b2"], "next": null}));
+    for (token, run) in [(TOKEN, "o1"), (OTHER, "g1")] {
+        let status = server.get(&format!("/v1/runs/{run}"), token).expect(200);
+        assert!(status.get("paused").is_none(), "{status}");
+    }
+    let paused = server.get("/v1/runs/b2", TOKEN).expect(200);
+    assert_eq!(paused["paused"]["reason"], "a bad deploy", "{paused}");
+    server
+        .post_json("/v1/batch/pause", TOKEN, &json!({"component": "nothing"}))
+        .expect(404);
+    server
+        .post_json("/v1/batch/pause", TOKEN, &json!({"run": "b1"}))
+        .expect(422);
+    server
+        .post_json("/v1/runs/b1/signals/go", TOKEN, &json!({"n": 1}))
+        .expect(202);
+    let kept = server.get("/v1/runs/b1/wait?timeout=2s", TOKEN).expect(200);
+    assert_eq!(kept["state"], "awaiting-signal", "paused, the signal is kept: {kept}");
+
+    let cli = server
+        .host
+        .run(&[
+            "--server",
+            server.url.as_str(),
+            "--token",
+            TOKEN,
+            "batch",
+            "resume",
+            "--component",
+            "hello",
+        ])
+        .success();
+    let resumed: Value = serde_json::from_str(&cli.stdout()).expect("JSON");
+    assert_eq!(resumed, json!({"count": 2, "runs": ["b1", "b2"]}));
+    let done = server.get("/v1/runs/b1/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(
+        (done["state"].as_str(), &done["output"]),
+        (Some("completed"), &json!({"n": 1})),
+        "{done}"
+    );
+    let waiting = server.get("/v1/runs/b2", TOKEN).expect(200);
+    assert!(waiting.get("paused").is_none(), "{waiting}");
+}
+
 /// Advancing a run ends its current wait now: an hour's sleep, after the
 /// host was SIGKILLed during it, then through the CLI the approval wait's
 /// hour-long timeout, so the order compensates at once. Another tenant's

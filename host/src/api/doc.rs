@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::error::ErrorBody;
-use super::{components, groups, logs, runs, schedules, secrets, usage};
+use super::{batch, components, groups, logs, runs, schedules, secrets, usage};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -20,6 +20,7 @@ use super::{components, groups, logs, runs, schedules, secrets, usage};
         components::upload, components::list, components::get, components::delete, components::upgrade,
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         runs::pause, runs::resume, runs::advance,
+        batch::pause, batch::resume,
         logs::logs,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,

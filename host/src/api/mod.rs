@@ -7,6 +7,7 @@
 //! not exist.
 
 mod auth;
+mod batch;
 mod body_limit;
 mod components;
 mod doc;
@@ -86,6 +87,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/pause", accepting(post(runs::pause), Accepts::Small))
         .route("/runs/{id}/resume", accepting(post(runs::resume), Accepts::Small))
         .route("/runs/{id}/advance", accepting(post(runs::advance), Accepts::Small))
+        .route("/batch/pause", accepting(post(batch::pause), Accepts::Small))
+        .route("/batch/resume", accepting(post(batch::resume), Accepts::Small))
         .route("/groups", accepting(post(groups::start), Accepts::Group))
         .route("/groups/{id}", get(groups::status))
         .route("/groups/{id}/events", get(groups::events))

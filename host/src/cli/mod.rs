@@ -1,6 +1,7 @@
 //! The command line: what each `stepstone` subcommand takes, and the shared
 //! setup (data directory, host) they run on.
 
+mod batch;
 mod drive;
 mod group;
 mod inspect;
@@ -297,6 +298,10 @@ enum Command {
     /// Manage the cron schedules that start runs (they fire while `stepstone serve` runs).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Pause or resume many unfinished runs at once: every one, or those of
+    /// a component, workflow or tag (how an operator stops a bad deploy).
+    #[command(subcommand)]
+    Batch(batch::BatchCommand),
     /// Declare the JSON Schema of each signal a component's workflows await:
     /// writes a copy of COMPONENT with SCHEMAS (a JSON object, signal name →
     /// schema) embedded. Sends that do not match are then refused.
@@ -436,6 +441,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
+        Command::Batch(command) => batch::local(&host().await?, command).await,
         Command::Upgrade(args) => upgrade::local(&host().await?, args).await,
         Command::Group(_) => {
             anyhow::bail!("a group's runs are driven by `stepstone serve`: give --server URL --token T")

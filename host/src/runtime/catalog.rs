@@ -6,6 +6,7 @@
 //! earlier one); a component a name, a schedule or a stored run refers to
 //! is never deleted.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,6 +113,22 @@ impl Catalog {
         }
         let store = self.storage.tenant(tenant);
         Ok(self.components.get(&store, &digest).await?)
+    }
+
+    /// The builds `reference` names, by digest: every version of a
+    /// component name, or one build by its digest. Unknown: an error.
+    pub async fn builds(&self, tenant: &TenantId, reference: &str) -> Result<BTreeSet<String>, RunError> {
+        if let Ok(name) = ComponentName::new(reference) {
+            let versions = self.component_versions(tenant, &name).await?;
+            if !versions.is_empty() {
+                return Ok(versions.into_iter().map(|version| version.digest).collect());
+            }
+        }
+        Ok(BTreeSet::from([self
+            .component(tenant, reference)
+            .await?
+            .digest
+            .clone()]))
     }
 
     /// Version `version` of the tenant's component `name` (see

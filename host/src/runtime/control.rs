@@ -33,6 +33,21 @@ use crate::telemetry::spans;
 
 type RunKey = (TenantId, RunId);
 
+/// The longest reason a pause keeps, in bytes: it is stored on the run.
+pub const MAX_PAUSE_REASON: usize = 1024;
+
+/// Refuses a pause's reason longer than [`MAX_PAUSE_REASON`].
+pub(super) fn check_pause_reason(reason: &str) -> Result<(), RunError> {
+    match reason.len() {
+        size if size > MAX_PAUSE_REASON => Err(RunError::TooLarge {
+            what: "a pause's reason".into(),
+            size,
+            limit: MAX_PAUSE_REASON,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// How the host reaches one run.
 pub struct RunControl {
     bell: Notify,
@@ -333,6 +348,7 @@ impl Runs {
     /// on whichever host drives it; an attempt under way finishes and is
     /// journaled. Pausing a paused run keeps the first pause's reason.
     pub async fn pause(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+        check_pause_reason(reason)?;
         let run = &self.latest_generation(tenant, run).await?;
         let records = self.records_of_unfinished(tenant, run).await?;
         let request = PauseRecord {

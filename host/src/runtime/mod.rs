@@ -24,6 +24,7 @@
 //! ```
 
 mod background;
+mod batch;
 mod cancellation;
 mod catalog;
 mod children;
@@ -68,9 +69,10 @@ pub use crate::egress::HostsFileError;
 pub use crate::guest_log::{Level, LogLine, Source};
 pub use crate::policy::{Refusal, RunQuotas};
 pub use crate::sandbox::{AttemptFailure, Role, SandboxError, StepErrorKind};
+pub use batch::{BATCH_PAGE, BatchAction, BatchPage, RunSelector};
 pub use catalog::Catalog;
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
-pub use control::Advanced;
+pub use control::{Advanced, MAX_PAUSE_REASON};
 pub use groups::{GroupRecord, Groups, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;
