@@ -307,6 +307,62 @@ fn the_console_shows_a_tenants_runs_and_acts_on_them_and_nothing_of_another_tena
     Ok(())
 }
 
+/// A component's page pauses every unfinished run of it at once (each
+/// keeping the reason given), and none of another component's, then
+/// resumes them, saying how many each time.
+#[test]
+fn the_console_pauses_and_resumes_every_run_of_a_component() -> Result {
+    let driver = Chromedriver::start();
+    let server = Server::start(&two_tenants());
+    let base = server.url.clone();
+    server.upload(ACME, "hello");
+    server.upload(ACME, "order");
+    for run in ["h-1", "h-2"] {
+        let body = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": run});
+        server.post_json("/v1/runs", ACME, &body).expect(202);
+        await_state(&server, run, "awaiting-signal");
+    }
+    order(&server, ACME, "order", "o-apart", false);
+    await_state(&server, "o-apart", "awaiting-signal");
+
+    let profile = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let client = runtime.block_on(browser(&driver, profile.path()))?;
+    runtime.block_on(async {
+        let walked = async {
+            client.goto(&format!("{base}/ui/components/hello")).await?;
+            submit(&client, "main.signin form", &[("token", ACME)]).await?;
+            await_shown(&client, "#batch-pause-form").await?;
+            submit(&client, "#batch-pause-form", &[("reason", "a bad deploy")]).await?;
+            await_text(&client, "p.notice", |t| {
+                t == "Paused 2 unfinished runs of this component."
+            })
+            .await?;
+            for (run, paused) in [("h-2", true), ("o-apart", false)] {
+                client.goto(&format!("{base}/ui/runs/{run}")).await?;
+                let standing = text(&client, "#live p.standing").await?;
+                assert_eq!(standing.contains("a bad deploy"), paused, "{run}: {standing}");
+            }
+            client.goto(&format!("{base}/ui/components/hello")).await?;
+            submit(&client, "#batch-resume-form", &[]).await?;
+            await_text(&client, "p.notice", |t| {
+                t == "Resumed 2 unfinished runs of this component."
+            })
+            .await?;
+            Ok::<(), Box<dyn std::error::Error>>(())
+        };
+        let walked = walked.await;
+        client.clone().close().await?;
+        walked
+    })?;
+    for run in ["h-1", "h-2", "o-apart"] {
+        let status = server.get(&format!("/v1/runs/{run}"), ACME).expect(200);
+        assert!(status.get("paused").is_none(), "{status}");
+        assert_eq!(status["state"], "awaiting-signal", "{status}");
+    }
+    Ok(())
+}
+
 /// Signs in, goes through every page and action, and returns the session
 /// cookie it was given (for the refusals checked without a browser).
 async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, patched: &Value) -> Result<String> {
@@ -560,6 +616,11 @@ fn refusals_without_a_browser(server: &Server, cookie: &str) {
         post("/ui/runs/o-wait/advance", Some(cookie), None, &cancel),
         403,
         "an advance with a wrong CSRF token"
+    );
+    assert_eq!(
+        post("/ui/components/order/pause", Some(cookie), None, &cancel),
+        403,
+        "a batch pause with a wrong CSRF token"
     );
     assert_eq!(
         post("/ui/runs/o-fail/cancel", None, None, &cancel),

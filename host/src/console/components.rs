@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
 
-use super::extract::Path;
+use super::extract::{Form, Path, Query};
 use super::layout::{self, Nav};
 use super::runs::PAGE_SIZE;
 use super::{PageError, Signed};
 use crate::api::state::ApiState;
-use crate::runtime::RunQuery;
+use crate::runtime::{BatchAction, RunQuery, RunSelector};
 use crate::store::ComponentName;
 
 /// `GET /ui/components`.
@@ -63,11 +63,34 @@ pub struct ComponentPath {
     reference: ComponentName,
 }
 
+/// What a batch the page redirects from did.
+#[derive(Deserialize, Default)]
+pub struct PageParams {
+    #[serde(default)]
+    batch: String,
+    #[serde(default)]
+    count: usize,
+}
+
+impl PageParams {
+    /// The notice of the batch done, if any (only these words and the count
+    /// reach the page, never text from the URL).
+    fn notice(&self) -> Option<String> {
+        let done = match self.batch.as_str() {
+            "paused" => "Paused",
+            "resumed" => "Resumed",
+            _ => return None,
+        };
+        Some(format!("{done} {} unfinished runs of this component.", self.count))
+    }
+}
+
 /// `GET /ui/components/{name or digest}`.
 pub async fn page(
     State(state): State<ApiState>,
     signed: Signed,
     Path(ComponentPath { reference }): Path<ComponentPath>,
+    Query(params): Query<PageParams>,
 ) -> Result<Response, PageError> {
     let tenant = &signed.0.tenant.id;
     let runtime = state.runtime();
@@ -89,8 +112,10 @@ pub async fn page(
     };
     let (runs, more) = runtime.search().page(tenant, &query).await?;
     let schemas = loaded.signals.declared();
+    let csrf = signed.0.csrf.clone();
     let body = html! {
         h1 { "Component " code { (reference) } }
+        @if let Some(notice) = params.notice() { p.notice { (notice) } }
         section.facts {
             dl {
                 dt { "Digest" } dd #digest { code { (loaded.digest) } }
@@ -128,6 +153,19 @@ pub async fn page(
                 }
             }
         }
+        section.actions {
+            h2 { "All its runs" }
+            p.hint { "Every unfinished run of " code { (reference) } (if names.contains(&reference) { ", every version," } else { "" }) " at once: how to stop a bad deploy from doing more damage." }
+            form #batch-pause-form method="post" action={ "/ui/components/" (reference) "/pause" } {
+                input type="hidden" name="csrf" value=(csrf);
+                label { "Reason " input type="text" name="reason" maxlength=(super::run::MAX_REASON) placeholder="paused from the console"; }
+                button type="submit" { "Pause every unfinished run" }
+            }
+            form #batch-resume-form method="post" action={ "/ui/components/" (reference) "/resume" } {
+                input type="hidden" name="csrf" value=(csrf);
+                button type="submit" { "Resume every paused run" }
+            }
+        }
         section {
             h2 { "Runs using it" }
             @if runs.runs.is_empty() {
@@ -156,4 +194,61 @@ pub async fn page(
     };
     let title = format!("Component {reference}");
     Ok(layout::page(&signed.frame(&title, Nav::Components), body).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct BatchForm {
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /ui/components/{reference}/pause`: every unfinished run of it.
+pub async fn pause(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(ComponentPath { reference }): Path<ComponentPath>,
+    Form(form): Form<BatchForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let reason = super::run::reason_given(&form.reason, "paused from the console");
+    batch(&state, &signed, &reference, BatchAction::Pause(&reason), "paused").await
+}
+
+/// `POST /ui/components/{reference}/resume`: every paused run of it.
+pub async fn resume(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(ComponentPath { reference }): Path<ComponentPath>,
+    Form(form): Form<BatchForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    batch(&state, &signed, &reference, BatchAction::Resume, "resumed").await
+}
+
+/// Acts on every page of the component's unfinished runs, then back to
+/// its page saying how many.
+async fn batch(
+    state: &ApiState,
+    signed: &Signed,
+    reference: &ComponentName,
+    action: BatchAction<'_>,
+    done: &str,
+) -> Result<Response, PageError> {
+    let tenant = &signed.0.tenant.id;
+    let builds = state.runtime().catalog().builds(tenant, reference.as_str()).await?;
+    let mut selector = RunSelector {
+        builds: Some(builds),
+        ..RunSelector::default()
+    };
+    let mut count = 0;
+    loop {
+        let page = state.runtime().runs().batch(tenant, &selector, action).await?;
+        count += page.runs.len();
+        match page.next {
+            Some(next) => selector.after = Some(next),
+            None => break,
+        }
+    }
+    Ok(Redirect::to(&format!("/ui/components/{reference}?batch={done}&count={count}")).into_response())
 }

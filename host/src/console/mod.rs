@@ -59,6 +59,8 @@ pub fn router() -> Router<ApiState> {
         .route("/ui/runs/{id}/upgrade", post(run::upgrade))
         .route("/ui/components", get(components::list))
         .route("/ui/components/{reference}", get(components::page))
+        .route("/ui/components/{reference}/pause", post(components::pause))
+        .route("/ui/components/{reference}/resume", post(components::resume))
         .route("/ui/tenant", get(tenant::page))
         .route("/ui/assets/{name}", get(assets::serve))
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))

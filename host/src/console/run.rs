@@ -26,8 +26,9 @@ use crate::store::{RunId, SignalName, TenantId};
 const LOG_PAGE: usize = 100;
 /// How often an unfinished run's page refreshes, in milliseconds.
 const REFRESH_MS: u32 = 2000;
-/// The longest reason a cancellation keeps.
-const MAX_REASON: usize = 1000;
+/// The longest reason a cancellation or a pause keeps, in bytes: a
+/// pause's limit.
+pub(super) const MAX_REASON: usize = crate::runtime::MAX_PAUSE_REASON;
 
 #[derive(Deserialize)]
 pub struct RunPath {
@@ -400,11 +401,18 @@ pub async fn cancel(
     redirect_or_refuse(&state, &signed, &id, cancelled, "cancel-requested").await
 }
 
-/// The reason a form gave, cut to [`MAX_REASON`] characters, or `default`.
-fn reason_given(given: &str, default: &str) -> String {
+/// The reason a form gave, cut to [`MAX_REASON`] bytes (at a character's
+/// edge), or `default`.
+pub(super) fn reason_given(given: &str, default: &str) -> String {
     match given.trim() {
         "" => default.to_owned(),
-        reason => reason.chars().take(MAX_REASON).collect(),
+        reason => {
+            let end = (0..=reason.len().min(MAX_REASON))
+                .rev()
+                .find(|&end| reason.is_char_boundary(end))
+                .unwrap_or(0);
+            reason[..end].to_owned()
+        }
     }
 }
 

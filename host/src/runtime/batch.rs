@@ -208,11 +208,18 @@ mod tests {
         };
         let too_long = "x".repeat(crate::runtime::MAX_PAUSE_REASON + 1);
         let refused = runs.batch(&tenant, &of_w, BatchAction::Pause(&too_long)).await;
-        assert!(matches!(refused, Err(RunError::TooLarge { size: 1025, .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Err(RunError::TooLarge { size: 1025, .. })),
+            "{refused:?}"
+        );
         assert_eq!(paused(&store, 0).await, None, "nothing paused");
         let longest = &too_long[1..];
         runs.pause(&tenant, &run(1), longest).await?;
-        assert_eq!(paused(&store, 1).await.as_deref(), Some(longest), "a reason at the limit");
+        assert_eq!(
+            paused(&store, 1).await.as_deref(),
+            Some(longest),
+            "a reason at the limit"
+        );
         runs.resume(&tenant, &run(1)).await?;
 
         let first = runs.batch(&tenant, &of_w, BatchAction::Pause("a bad deploy")).await?;
