@@ -186,6 +186,9 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
         ("POST", "/v1/runs/r/advance", 1 << 20, 65536),
         ("POST", "/v1/batch/pause", 1 << 20, 65536),
         ("POST", "/v1/batch/resume", 1 << 20, 65536),
+        ("PUT", "/v1/hooks/h", 1 << 20, 65536),
+        ("POST", "/hooks/acme/h", 1001, 1000),
+        ("POST", "/hooks/initech/h", 1 << 20, 65536),
         ("POST", "/v1/components", 100_001, 100_000),
     ] {
         let (status, answer) = announced(&server, method, path, over);
@@ -210,8 +213,8 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
         Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
     }
     record(
-        "bodies announced at 64 MiB to the secrets, runs and schedules routes, one byte over a signal's quota, 1 MiB to a cancel, a pause, a resume, an advance and a batch pause or resume, and an endless chunked signal",
-        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 64 KiB (16384 characters of 4 bytes), the tenant's payload quota, 64 KiB for a cancel, a pause, a resume, an advance, a batch",
+        "bodies announced past each route's limit (secrets, runs, schedules, signals, run controls, batches, hooks and a tenant's hook calls) and an endless chunked signal",
+        "each 413 before the body was read (or as soon as it passed its limit), naming the route's own limit: a secret's 64 KiB (16384 characters of 4 bytes), the tenant's payload quota (a signal, a call of its hook), 64 KiB for options (a cancel, pause, resume, advance, batch, a hook's definition, a call of an unknown tenant's hook)",
     );
 }
 
@@ -366,7 +369,7 @@ fn the_consoles_inputs_are_held_at_their_edges() {
     assert_eq!(ended["state"], "cancelled", "{ended}");
     assert_eq!(
         ended["reason"],
-        "\u{e9}".repeat(1000),
-        "cut at 1000 characters, not bytes"
+        "\u{e9}".repeat(512),
+        "cut at 1,024 bytes (a pause's limit), at a character's edge"
     );
 }

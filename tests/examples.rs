@@ -237,7 +237,8 @@ fn upload_start_resume_and_wait_on_the_embedded_store() {
             "stamp",
             "await-go",
             "greet-all",
-            "await-go-child"
+            "await-go-child",
+            "echo"
         ])
     );
     let started = host

@@ -1004,6 +1004,150 @@ fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
     assert!(waiting.get("paused").is_none(), "{waiting}");
 }
 
+/// `Stepstone-Signature` for `body` at `t` under `key`, as a sender signs it.
+fn hook_signature(key: &str, t: u64, body: &str) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).expect("any key");
+    mac.update(format!("{t}.{body}").as_bytes());
+    format!("t={t},sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A signed request to a tenant's hook starts a run of its workflow with
+/// the request as its input (the method, the header the hook names and no
+/// other, the query, the body); the same request again answers the same
+/// run. A forged, unsigned or stale request, an unknown hook or tenant,
+/// and a tenant without a signing key start nothing.
+#[test]
+fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
+    const OTHER: &str = "sst_lifecycle_other";
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", &"5a".repeat(32));
+    let server = Server::start_on(host, &tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
+    server.upload(TOKEN, "hello");
+    server.upload(OTHER, "hello");
+    let hook = json!({"component": "hello", "workflow": "echo", "headers": ["X-Event"]});
+    let stored = server
+        .request(reqwest::Method::PUT, "/v1/hooks/orders", OTHER)
+        .json(&hook)
+        .send()
+        .expect("sent");
+    assert_eq!(stored.status(), 200);
+    let cli = [
+        "--server",
+        server.url.as_str(),
+        "--token",
+        TOKEN,
+        "hook",
+        "put",
+        "orders",
+        "hello",
+        "echo",
+    ];
+    let put = server
+        .host
+        .run(&[&cli[..], &["--header", "X-Event"][..]].concat())
+        .success();
+    assert!(put.stdout().contains("\"x-event\""), "{}", put.stdout());
+    let key = server
+        .request(reqwest::Method::PUT, "/v1/secrets/hook-signing-key", TOKEN)
+        .body("whsec_acme")
+        .send()
+        .expect("sent");
+    assert_eq!(key.status(), 204);
+    let client = reqwest::blocking::Client::new();
+    let call = |path: &str, signature: Option<String>, body: &str| {
+        let mut request = client
+            .post(format!("{}{path}", server.url))
+            .header("x-event", "push")
+            .header("x-secret", "not passed")
+            .body(body.to_owned());
+        if let Some(signature) = signature {
+            request = request.header("stepstone-signature", signature);
+        }
+        let reply = request.send().expect("an answer");
+        (reply.status().as_u16(), reply.json::<Value>().expect("JSON"))
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let body = r#"{"order":7}"#;
+    let signed = hook_signature("whsec_acme", now, body);
+    let (status, started) = call("/hooks/acme/orders?ref=main", Some(signed.clone()), body);
+    assert_eq!(status, 202, "{started}");
+    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    assert!(run.starts_with("orders-") && run.len() == "orders-".len() + 20, "{run}");
+    let done = server
+        .get(&format!("/v1/runs/{run}/wait?timeout=30s"), TOKEN)
+        .expect(200);
+    assert_eq!(
+        done["output"],
+        json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7}}),
+        "{done}"
+    );
+    let (status, again) = call("/hooks/acme/orders?ref=main", Some(signed.clone()), body);
+    assert_eq!(
+        (status, &again["run_id"]),
+        (202, &json!(run)),
+        "the same request, the same run"
+    );
+
+    let refused = |path: &str, signature: Option<String>, body: &str, status: u16, says: &str| {
+        let (answered, reply) = call(path, signature, body);
+        assert_eq!(answered, status, "{path}: {reply}");
+        let error = reply["error"].as_str().unwrap_or_default();
+        assert!(error.contains(says), "{path}: {error}");
+    };
+    let forged = hook_signature("whsec_guess", now, body);
+    refused("/hooks/acme/orders", Some(forged), body, 401, "does not match");
+    refused(
+        "/hooks/acme/orders",
+        Some(signed.clone()),
+        r#"{"order":8}"#,
+        401,
+        "does not match",
+    );
+    refused("/hooks/acme/orders", None, body, 401, "no `Stepstone-Signature`");
+    let stale = hook_signature("whsec_acme", now - 301, body);
+    refused("/hooks/acme/orders", Some(stale), body, 401, "300 s");
+    refused("/hooks/acme/orders", Some("t=1,sha256=zz".into()), body, 401, "is not");
+    refused("/hooks/globex/orders", Some(signed.clone()), body, 404, "no hook");
+    refused("/hooks/acme/nothing", Some(signed.clone()), body, 404, "no hook");
+    refused("/hooks/initech/orders", Some(signed), body, 404, "no hook");
+    let listed = server.get("/v1/runs?workflow=echo", TOKEN).expect(200);
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(1), "{listed}");
+    let others = server.get("/v1/runs?workflow=echo", OTHER).expect(200);
+    assert_eq!(others["runs"].as_array().map(Vec::len), Some(0), "{others}");
+
+    let hooks = server.get("/v1/hooks", TOKEN).expect(200);
+    assert_eq!(
+        hooks,
+        json!({"hooks": [{"name": "orders", "component": "hello", "workflow": "echo", "headers": ["x-event"]}]})
+    );
+    for (bad, status) in [
+        (
+            json!({"component": "hello", "workflow": "echo", "headers": ["no spaces"]}),
+            400,
+        ),
+        (json!({"component": "hello", "workflow": "nothing"}), 404),
+        (json!({"component": "nothing", "workflow": "echo"}), 404),
+        (json!({"component": "hello", "workflow": "echo", "extra": 1}), 422),
+    ] {
+        let reply = server
+            .request(reqwest::Method::PUT, "/v1/hooks/bad", TOKEN)
+            .json(&bad)
+            .send()
+            .expect("sent");
+        assert_eq!(reply.status().as_u16(), status, "{bad}");
+    }
+    let deleted = server
+        .request(reqwest::Method::DELETE, "/v1/hooks/orders", TOKEN)
+        .send()
+        .expect("sent");
+    assert_eq!(deleted.status(), 204);
+    let signed = hook_signature("whsec_acme", now, "{}");
+    refused("/hooks/acme/orders", Some(signed), "{}", 404, "no hook");
+}
+
 /// Advancing a run ends its current wait now: an hour's sleep, after the
 /// host was SIGKILLed during it, then through the CLI the approval wait's
 /// hour-long timeout, so the order compensates at once. Another tenant's

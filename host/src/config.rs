@@ -417,7 +417,10 @@ pub struct HostConfig {
     pub egress: EgressConfig,
     /// This host's id among the hosts sharing the store; `None`: a fresh
     /// one naming this process (see `cluster::HostId`). A simulation of
-    /// many hosts in one process names each of them.
+    /// many hosts in one process names each of them. Given an id whose
+    /// heartbeat is stored, the host waits a lease TTL before it joins,
+    /// and is refused if another process renews it meanwhile
+    /// (`LiveError::IdInUse`): two live processes may not share an id.
     ///
     /// Default: `None`.
     pub host_id: Option<HostId>,

@@ -68,6 +68,7 @@ macro_rules! internal_use {
 pub mod api;
 pub mod component;
 pub mod config;
+pub mod http_hooks;
 pub mod journal;
 pub mod metrics;
 pub mod policy;

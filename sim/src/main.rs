@@ -35,7 +35,10 @@ struct Args {
     #[arg(long = "store", default_value = STORE_FAULTS)]
     store_text: String,
     /// What each seed's hosts suffer.
-    #[arg(long, default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,clones=1,drift=100")]
+    #[arg(
+        long,
+        default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,clones=1,drift=100"
+    )]
     faults: HostFaults,
     /// Stop starting seeds after this much wall-clock time.
     #[arg(long, value_parser = duration)]

@@ -86,6 +86,11 @@ fn await_go_child(ctx: &Workflow, input: Value) -> Result<Value, Error> {
     ctx.child("await-go", &input)
 }
 
+/// Returns its input: what a run was given, as a hook's request.
+fn echo(_ctx: &Workflow, input: Value) -> Result<Value, Error> {
+    Ok(input)
+}
+
 export! {
     workflows: {
         "greet" => greet,
@@ -94,6 +99,7 @@ export! {
         "await-go" => await_go,
         "greet-all" => greet_all,
         "await-go-child" => await_go_child,
+        "echo" => echo,
     },
     steps: {
         "make-greeting" => make_greeting,

@@ -26,6 +26,7 @@ use super::error::ApiError;
 use crate::policy::TenantPolicy;
 use crate::runtime::MAX_GROUP_RUNS;
 use crate::secrets::MAX_SECRET_CHARS;
+use crate::store::TenantId;
 
 /// The body of a route that takes options only: a cancel's reason, a
 /// replay's or an upgrade's options.
@@ -58,6 +59,10 @@ pub enum Accepts {
     Secret,
     /// Options only ([`SMALL_BODY`]).
     Small,
+    /// A request to a tenant's HTTP hook, `/hooks/{tenant}/{name}`, which
+    /// becomes a run's input: the `max_payload_bytes` of the tenant the
+    /// path names (no caller is known).
+    HookRequest,
 }
 
 impl Accepts {
@@ -69,7 +74,7 @@ impl Accepts {
             Self::Group => policy
                 .max_payload_bytes
                 .saturating_add(MAX_GROUP_RUNS.saturating_mul(GROUP_RUN_FIELDS_BYTES)),
-            Self::Payload => policy.max_payload_bytes,
+            Self::Payload | Self::HookRequest => policy.max_payload_bytes,
             Self::Secret => MAX_SECRET_CHARS * char::MAX_LEN_UTF8,
             Self::Small => SMALL_BODY,
         }
@@ -81,7 +86,7 @@ impl Accepts {
             Self::Component => "the tenant's max_component_bytes",
             Self::Run => "the tenant's max_payload_bytes for the input, and 16 KiB for the run's other fields",
             Self::Group => "the tenant's max_payload_bytes for the runs' inputs together, and 2 KiB a run for the rest",
-            Self::Payload => "the tenant's max_payload_bytes",
+            Self::Payload | Self::HookRequest => "the tenant's max_payload_bytes",
             Self::Secret => "the longest secret value, its characters taken at 4 bytes",
             Self::Small => "this endpoint takes options only",
         }
@@ -100,10 +105,14 @@ pub fn limited(route: MethodRouter<ApiState>, state: &ApiState, accepts: Accepts
 /// [`SMALL_BODY`]), then hands the request on with the body read.
 async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    let limit = match Caller::from_request_parts(&mut parts, &state).await {
-        Ok(Caller(tenant)) => accepts.limit(&state.runtime().policy(&tenant.id)),
-        Err(_) => SMALL_BODY,
+    let tenant = match accepts {
+        Accepts::HookRequest => hooked_tenant(&state, parts.uri.path()),
+        _ => Caller::from_request_parts(&mut parts, &state)
+            .await
+            .ok()
+            .map(|Caller(tenant)| tenant.id.clone()),
     };
+    let limit = tenant.map_or(SMALL_BODY, |tenant| accepts.limit(&state.runtime().policy(&tenant)));
     let over = || too_large(limit, accepts.made_of());
     let announced = parts.headers.get(header::CONTENT_LENGTH);
     let announced = announced.and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
@@ -124,6 +133,12 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
         read.extend_from_slice(&data);
     }
     next.run(Request::from_parts(parts, Body::from(read.freeze()))).await
+}
+
+/// The tenant a hook's path (`/hooks/{tenant}/{name}`) names, if it is one.
+fn hooked_tenant(state: &ApiState, path: &str) -> Option<TenantId> {
+    let tenant = TenantId::new(path.strip_prefix("/hooks/")?.split('/').next()?).ok()?;
+    state.tenants().iter().any(|known| known.id == tenant).then_some(tenant)
 }
 
 /// The refusal `response`, with the connection closed after it and the

@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::error::ErrorBody;
-use super::{batch, components, groups, logs, runs, schedules, secrets, usage};
+use super::{batch, components, groups, hooks, logs, runs, schedules, secrets, usage};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -21,6 +21,7 @@ use super::{batch, components, groups, logs, runs, schedules, secrets, usage};
         runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
         runs::pause, runs::resume, runs::advance,
         batch::pause, batch::resume,
+        hooks::put, hooks::list, hooks::delete, hooks::call,
         logs::logs,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,

@@ -140,6 +140,7 @@ impl From<RunError> for ApiError {
             }
             RunError::Secrets(e) => secret_status(e),
             RunError::Schedule(e) => schedule_status(e),
+            RunError::Hook(e) => super::hooks::hook_status(e),
             // The chain's latest generation is found by asking again.
             RunError::Continuation(ContinuationError::Unresolved { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             RunError::Continuation(_) => StatusCode::CONFLICT,
@@ -151,7 +152,7 @@ impl From<RunError> for ApiError {
     }
 }
 
-fn store_status(error: &StoreError) -> StatusCode {
+pub(super) fn store_status(error: &StoreError) -> StatusCode {
     match error {
         StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::AlreadyExists { .. } => StatusCode::CONFLICT,

@@ -14,6 +14,7 @@ mod doc;
 pub(crate) mod error;
 mod extract;
 mod groups;
+mod hooks;
 mod listener;
 mod logs;
 mod params;
@@ -87,6 +88,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/pause", accepting(post(runs::pause), Accepts::Small))
         .route("/runs/{id}/resume", accepting(post(runs::resume), Accepts::Small))
         .route("/runs/{id}/advance", accepting(post(runs::advance), Accepts::Small))
+        .route("/hooks", get(hooks::list))
+        .route(
+            "/hooks/{name}",
+            accepting(put(hooks::put), Accepts::Small).delete(hooks::delete),
+        )
         .route("/batch/pause", accepting(post(batch::pause), Accepts::Small))
         .route("/batch/resume", accepting(post(batch::resume), Accepts::Small))
         .route("/groups", accepting(post(groups::start), Accepts::Group))
@@ -113,8 +119,10 @@ pub fn router(state: ApiState) -> Router {
             accepting(put(secrets::set), Accepts::Secret).delete(secrets::delete),
         )
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
+    let hook_calls = accepting(post(hooks::call).put(hooks::call), Accepts::HookRequest);
     Router::new()
         .nest("/v1", v1)
+        .route("/hooks/{tenant}/{name}", hook_calls)
         .merge(console::router())
         .route("/healthz", get(|| async { "ok" }))
         // After every route: the 405 fallback applies to the routes so far.

@@ -10,7 +10,8 @@ use utoipa::openapi::{Content, HeaderBuilder, Ref, RefOr, Response, ResponseBuil
 use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
 use crate::store::{
-    ComponentName, ConcurrencyKey, GroupId, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName, WorkflowName,
+    ComponentName, ConcurrencyKey, GroupId, HookName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
+    TenantId, WorkflowName,
 };
 
 /// An error answer, `{"error": "..."}`, with the headers `ApiError` adds to
@@ -100,6 +101,8 @@ const PREFIX_NAME_MAX: usize = 100;
 const TAG_MAX: usize = 64;
 /// The longest signal ids.
 const SIGNAL_ID_MAX: usize = 64;
+/// The longest tenant ids.
+const TENANT_ID_MAX: usize = 64;
 
 /// A regular expression for a name `store::keys` accepts: 1 to `max` ASCII
 /// letters, digits, `-`, `_` and `.`, not starting with `.` (unanchored).
@@ -142,6 +145,8 @@ name_schemas! {
     ConcurrencyKey: NAME_MAX, "What runs share to be limited together, e.g. a customer's id.";
     WorkflowName: NAME_MAX, "A workflow a component declares.";
     GroupId: PREFIX_NAME_MAX, "A group of runs; its runs without an id of their own are `{group}-{index}`.";
+    HookName: PREFIX_NAME_MAX, "An HTTP hook's name; the runs it starts are `{name}-{20 hex digits}`.";
+    TenantId: TENANT_ID_MAX, "A tenant's id, as the tenants file names it.";
 }
 
 #[cfg(test)]
@@ -160,6 +165,9 @@ mod tests {
         let [fits, over] = longest(PREFIX_NAME_MAX);
         assert!(ScheduleName::new(&fits).is_ok() && ScheduleName::new(&over).is_err());
         assert!(GroupId::new(&fits).is_ok() && GroupId::new(&over).is_err());
+        assert!(HookName::new(&fits).is_ok() && HookName::new(&over).is_err());
+        let [fits, over] = longest(TENANT_ID_MAX);
+        assert!(TenantId::new(&fits).is_ok() && TenantId::new(&over).is_err());
         let [fits, over] = longest(NAME_MAX);
         assert!(WorkflowName::new(&fits).is_ok() && WorkflowName::new(&over).is_err());
         assert!(SecretName::new(&fits).is_ok() && SecretName::new(&over).is_err());

@@ -4,6 +4,7 @@
 mod batch;
 mod drive;
 mod group;
+mod hook;
 mod inspect;
 mod remote;
 mod scaffold;
@@ -298,6 +299,10 @@ enum Command {
     /// Manage the cron schedules that start runs (they fire while `stepstone serve` runs).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Manage the HTTP hooks: paths on the host, `/hooks/{tenant}/{name}`,
+    /// each starting a run per signed request (while `stepstone serve` runs).
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
     /// Pause or resume many unfinished runs at once: every one, or those of
     /// a component, workflow or tag (how an operator stops a bad deploy).
     #[command(subcommand)]
@@ -442,6 +447,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
         Command::Batch(command) => batch::local(&host().await?, command).await,
+        Command::Hook(command) => hook::local(&host().await?, command).await,
         Command::Upgrade(args) => upgrade::local(&host().await?, args).await,
         Command::Group(_) => {
             anyhow::bail!("a group's runs are driven by `stepstone serve`: give --server URL --token T")

@@ -93,6 +93,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         }
         Command::Schedule(command) => super::schedule::remote(&remote, command).await,
         Command::Batch(command) => super::batch::remote(&remote, command).await,
+        Command::Hook(command) => super::hook::remote(&remote, command).await,
         // It writes files here and asks the server nothing.
         Command::New(args) => super::scaffold::create(&args),
         Command::Group(command) => super::group::remote(&remote, command).await,

@@ -19,9 +19,10 @@
 //!   TTL from sending that renewal) ran out.
 //! - A claim holds only while the lease it was made under does, and only
 //!   for 0.8 of its TTL (see `lease`); a host that went a TTL without
-//!   renewing, or found its heartbeat written by another, voids every
+//!   renewing, or found its heartbeat deleted by a peer, voids every
 //!   claim it made (a new generation) and must claim again, at a new
-//!   epoch, before it writes for a run again. Every write of a run's driver
+//!   epoch, before it writes for a run again. One that found it written
+//!   by another process under its id stops for good (see `twins`). Every write of a run's driver
 //!   checks its claim, and before every step attempt the driver also reads
 //!   whether a later epoch exists ([`Claim::overtaken`]): a host wrongly
 //!   judged dead stops starting attempts as soon as it could know.
@@ -81,9 +82,9 @@ pub struct Cluster {
     /// The version of the heartbeat this host last wrote: found otherwise
     /// at the next renewal, another wrote or deleted it.
     written: Mutex<Option<String>>,
-    /// The bytes of the heartbeat this host last sent, which a write whose
-    /// reply was lost left stored.
-    sent: Mutex<Option<Bytes>>,
+    /// The heartbeats this host sent since it last read back the version
+    /// it wrote: a write whose reply was lost may have stored any of them.
+    sent: Mutex<Vec<Bytes>>,
     /// Why this host stopped driving runs, once it has.
     stopped: watch::Sender<Option<HostStop>>,
     /// How many hosts this one has found dead: a change is the signal to
@@ -145,16 +146,19 @@ impl Cluster {
                 Ok::<(), LiveError>(())
             })
             .await?;
+        if let Some(generation) = self.lease.current() {
+            return Ok(generation);
+        }
+        self.renew().await?;
+        // A renewal under way may have stopped the host meanwhile (this
+        // one then returns at once), and a stopped host's lease never
+        // holds.
         if let Some(why) = *self.stopped.borrow() {
             return Err(LiveError::Stopped {
                 host: self.me.clone(),
                 why,
             });
         }
-        if let Some(generation) = self.lease.current() {
-            return Ok(generation);
-        }
-        self.renew().await?;
         // A renewal slower than the TTL leaves the lease lapsed: a claim
         // made in it fails its first check, saying so.
         Ok(self.lease.generation())
@@ -219,16 +223,17 @@ impl Cluster {
                         tracing::error!(host = %self.me, "this host's heartbeat was deleted by a peer that took it for dead: voiding every claim it holds");
                         self.lease.void();
                     }
-                    Found::Another => return Err(self.stop_for_twin()),
+                    Found::Another => return Err(self.stop_for_twin().await),
                 }
             }
         }
         let ttl_ms = u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX);
         let heartbeat = twins::heartbeat_bytes(self.lease.next_renewal(), ttl_ms);
-        *lock(&self.sent) = Some(heartbeat.clone());
-        self.store.overwrite(&key, heartbeat).await?;
+        twins::note_sent(&mut lock(&self.sent), heartbeat.clone());
+        self.store.overwrite(&key, heartbeat.clone()).await?;
         self.lease.renewed(sent, self.now());
         *lock(&self.written) = self.store.version(&key).await?;
+        *lock(&self.sent) = vec![heartbeat];
         Ok(())
     }
 
@@ -411,10 +416,17 @@ mod tests {
         );
         let first = cluster.live().await?;
         let key = heartbeat_key(&cluster.me);
-        let own = lock(&cluster.sent).clone().expect("a heartbeat sent");
+        let own = lock(&cluster.sent).last().cloned().expect("a heartbeat sent");
         cluster.store.overwrite(&key, own).await?;
         cluster.renew().await?;
         assert_eq!(cluster.lease.generation(), first, "its own bytes change nothing");
+        // A renewal whose write landed though its reply was lost, then one
+        // whose write failed: the bytes stored are still its own.
+        let (landed, failed) = (twins::heartbeat_bytes(98, 1), twins::heartbeat_bytes(99, 1));
+        lock(&cluster.sent).extend([landed.clone(), failed]);
+        cluster.store.overwrite(&key, landed).await?;
+        cluster.renew().await?;
+        assert_eq!(cluster.lease.generation(), first, "an older write of its own changes nothing");
 
         cluster.store.delete(&key).await?;
         cluster.renew().await?;
@@ -444,9 +456,11 @@ mod tests {
     }
 
     /// A host started under an id whose heartbeat another process renews
-    /// is refused; one whose heartbeat stands still joins once it stayed
-    /// so for a TTL (its process is dead, as a peer would judge); one with
-    /// no heartbeat joins at once.
+    /// is refused, once it never stood still for a TTL in three; one whose
+    /// heartbeat stands still joins once it stayed so for a TTL (its
+    /// process is dead, as a peer would judge), and one written once more
+    /// meanwhile (a dead process's last write, landing late) a TTL after
+    /// that write; one with no heartbeat joins at once.
     #[tokio::test(start_paused = true)]
     async fn a_start_under_an_id_in_use_is_refused_and_under_a_dead_ones_waits_a_ttl() -> Result<(), LiveError> {
         let _virtual = VirtualTime::start(1_000);
@@ -463,16 +477,35 @@ mod tests {
             matches!(&refused, Err(LiveError::IdInUse { host }) if host == first.me()),
             "{refused:?}"
         );
-        assert!(joining.elapsed() < policy.ttl, "refused at the first renewal seen");
+        let waited = joining.elapsed();
+        assert!(
+            waited >= policy.ttl * twins::JOIN_WAIT_TTLS && waited < policy.ttl * (twins::JOIN_WAIT_TTLS + 1),
+            "refused after {waited:?}"
+        );
 
         let dead = HostId::fresh();
-        first
-            .store
-            .overwrite(&heartbeat_key(&dead), Bytes::from_static(b"{\"renewal\":9}"))
-            .await?;
+        let key = heartbeat_key(&dead);
+        first.store.overwrite(&key, Bytes::from_static(b"{\"renewal\":9}")).await?;
         let waiting = tokio::time::Instant::now();
         start(&dead).live().await?;
         assert!(waiting.elapsed() >= policy.ttl, "joined after {:?}", waiting.elapsed());
+
+        let late = HostId::fresh();
+        let key = heartbeat_key(&late);
+        first.store.overwrite(&key, Bytes::from_static(b"{\"renewal\":9}")).await?;
+        let waiting = tokio::time::Instant::now();
+        let joined = tokio::spawn({
+            let late = start(&late);
+            async move { late.live().await }
+        });
+        tokio::time::sleep(policy.ttl / 2).await;
+        first.store.overwrite(&key, Bytes::from_static(b"{\"renewal\":10}")).await?;
+        joined.await.expect("joined")?;
+        let waited = waiting.elapsed();
+        assert!(
+            waited >= policy.ttl * 3 / 2 && waited < policy.ttl * 2,
+            "a TTL after the late write: {waited:?}"
+        );
         Ok(())
     }
 

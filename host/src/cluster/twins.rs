@@ -14,13 +14,20 @@
 //! Invariants:
 //! - A host joins under an id whose heartbeat is stored only once it saw
 //!   that heartbeat stay the same for a whole TTL on its own clock, as a
-//!   peer judges a host dead: the earlier process's lease ran out. A
-//!   heartbeat that changes meanwhile refuses the start.
+//!   peer judges a host dead: the earlier process's lease ran out. One
+//!   that does not stand still that long within [`JOIN_WAIT_TTLS`] TTLs
+//!   refuses the start (found by the simulation, seed 4421: refused at
+//!   the first change, a restart was refused for good over the last write
+//!   of the process it replaced, which landed after that one was killed).
 //! - A host that finds its heartbeat holding bytes it did not send stops
 //!   for good before it writes anything again: its lease ends, no claim of
 //!   it holds, and it claims nothing more. The survivor recovered the
-//!   runs when it joined. (A write whose reply was lost is told apart by
-//!   its bytes: each heartbeat carries a nonce of its own.)
+//!   runs when it joined, and is handed those the host held since. (A
+//!   write whose reply was lost is told apart by its bytes: each heartbeat
+//!   carries a nonce of its own, and a host keeps those it sent since it
+//!   last read back the version it wrote, since any of them may be the
+//!   one stored; found by the simulation, seed 2091: a write whose reply
+//!   was lost, then one that failed, in an outage.)
 //! - A heartbeat deleted under a host is no other process's: a peer judged
 //!   the host dead and took its runs over, so the host voids its claims and
 //!   goes on.
@@ -29,14 +36,18 @@ use bytes::Bytes;
 
 use super::{Cluster, HostId, heartbeat_key};
 use crate::shared_map::lock;
-use crate::store::StoreError;
+use crate::store::{RunId, StoreError, TenantId};
+
+/// TTLs a host starting under an id waits, at most, for its stored
+/// heartbeat to stand still for one of them.
+pub const JOIN_WAIT_TTLS: u32 = 3;
 
 /// Why this host may not claim or create runs.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// Another process renews the heartbeat of this host's id.
     #[error(
-        "host id `{host}` is in use: another process renewed its heartbeat while this one waited a lease TTL to join; give each process its own id (leave `host_id` unset for a fresh one)"
+        "host id `{host}` is in use: another process kept renewing its heartbeat while this one waited three lease TTLs to join; give each process its own id (leave `host_id` unset for a fresh one)"
     )]
     IdInUse {
         /// The id in use.
@@ -82,24 +93,30 @@ pub(super) enum Found {
 impl Cluster {
     /// Waits, before the first heartbeat, until no other process may hold
     /// a lease under this host's id: at once if no heartbeat is stored (or
-    /// it goes), after a TTL in which it stayed the same otherwise. Fails
-    /// if it changes meanwhile.
+    /// it goes), once it stayed the same for a TTL otherwise. A heartbeat
+    /// that changed once may be the last write of a process that died
+    /// with it under way, so the wait starts again from it; one that never
+    /// stands still for [`JOIN_WAIT_TTLS`] TTLs is a live process's.
     pub(super) async fn wait_out_an_earlier_process(&self) -> Result<(), LiveError> {
         let key = heartbeat_key(&self.me);
-        let Some(first) = self.store.version(&key).await? else {
+        let Some(mut seen) = self.store.version(&key).await? else {
             return Ok(());
         };
         tracing::warn!(host = %self.me, ttl_ms = crate::clock::millis(self.ttl()), "this host's id has a heartbeat stored; waiting a lease TTL to find whether the process that wrote it still runs");
-        let since = self.now();
+        let began = self.now();
+        let mut still_since = began;
         loop {
-            let waited = self.now().duration_since(since);
-            if waited >= self.ttl() {
+            let still = self.now().duration_since(still_since);
+            if still >= self.ttl() {
                 return Ok(());
             }
-            tokio::time::sleep((self.ttl() - waited).min(self.ttl() / 4)).await;
+            if self.now().duration_since(began) >= self.ttl() * JOIN_WAIT_TTLS {
+                return Err(LiveError::IdInUse { host: self.me.clone() });
+            }
+            tokio::time::sleep((self.ttl() - still).min(self.ttl() / 4)).await;
             match self.store.version(&key).await? {
                 None => return Ok(()),
-                Some(now) if now != first => return Err(LiveError::IdInUse { host: self.me.clone() }),
+                Some(now) if now != seen => (seen, still_since) = (now, self.now()),
                 Some(_) => {}
             }
         }
@@ -113,25 +130,46 @@ impl Cluster {
             return Ok(Found::Deleted);
         }
         let stored = self.store.get(&heartbeat_key(&self.me)).await?;
-        let sent = lock(&self.sent).clone();
         Ok(match stored {
             None => Found::Deleted,
-            Some(bytes) if Some(&bytes) == sent.as_ref() => Found::Its,
+            Some(bytes) if lock(&self.sent).contains(&bytes) => Found::Its,
             Some(_) => Found::Another,
         })
     }
 
     /// Stops driving runs for good: another process writes this host's
-    /// heartbeat.
-    pub(super) fn stop_for_twin(&self) -> LiveError {
+    /// heartbeat. The runs it holds are handed to that process, with a
+    /// wake-up each addressed to the id, which it drives them at: those it
+    /// created or claimed since the other joined carry the id, so no peer
+    /// takes them over, and the other's recovery at its join did not find
+    /// them.
+    pub(super) async fn stop_for_twin(&self) -> LiveError {
         tracing::error!(host = %self.me, "{}", HostStop::Twin);
         self.lease.leave();
         self.stopped.send_replace(Some(HostStop::Twin));
+        let held: Vec<(TenantId, RunId)> = lock(&self.held).keys().cloned().collect();
+        for (tenant, run) in held {
+            if let Err(e) = self.wake(&self.me, &tenant, &run).await {
+                tracing::error!(%tenant, %run, "cannot leave the run to the other process under this host's id; it is driven again at that process's next start: {e}");
+            }
+        }
         LiveError::Stopped {
             host: self.me.clone(),
             why: HostStop::Twin,
         }
     }
+}
+
+/// Heartbeats kept as possibly stored while renewals fail: a quarter TTL
+/// apart, 64 TTLs of them, longer than any outage a host rides out.
+const UNCONFIRMED_KEPT: usize = 256;
+
+/// Notes `heartbeat` among those `sent` that a write may have stored.
+pub(super) fn note_sent(sent: &mut Vec<Bytes>, heartbeat: Bytes) {
+    if sent.len() == UNCONFIRMED_KEPT {
+        sent.remove(0);
+    }
+    sent.push(heartbeat);
 }
 
 /// The bytes of a heartbeat: its renewal's number and a nonce drawn from

@@ -298,6 +298,9 @@ pub enum RunError {
     /// A schedule could not be added, changed or read.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// An HTTP hook could not be stored or read.
+    #[error(transparent)]
+    Hook(#[from] crate::http_hooks::HookError),
     /// A run could not continue as new, or its chain could not be followed.
     #[error(transparent)]
     Continuation(#[from] ContinuationError),
@@ -501,6 +504,32 @@ impl Runtime {
     /// The tenants' components: uploaded, named, looked up, deleted.
     pub fn catalog(&self) -> &Catalog {
         &self.runs.host.catalog
+    }
+
+    /// The tenants' HTTP hooks, each starting a run per signed request.
+    pub fn hooks(&self) -> crate::http_hooks::Hooks {
+        crate::http_hooks::Hooks::new(self.runs.host.storage.clone())
+    }
+
+    /// Stores the tenant's hook `name` (its header names lowercased), once
+    /// its component is found to have its workflow.
+    pub async fn put_hook(
+        &self,
+        tenant: &TenantId,
+        name: &crate::store::HookName,
+        hook: crate::http_hooks::Hook,
+    ) -> Result<crate::http_hooks::Hook, RunError> {
+        let hook = hook.checked()?;
+        let component = self.component(tenant, hook.component.as_str()).await?;
+        if !component.has_workflow(hook.workflow.as_str()) {
+            return Err(RunError::UnknownWorkflow {
+                workflow: hook.workflow.to_string(),
+                digest: component.digest.clone(),
+                available: component.manifest.workflows.join(", "),
+            });
+        }
+        self.hooks().put(tenant, name, &hook).await?;
+        Ok(hook)
     }
 
     /// Searching the runs, a page at a time.

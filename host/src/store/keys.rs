@@ -156,6 +156,13 @@ name_type!(
 );
 
 name_type!(
+    /// The name of a tenant's HTTP hook (`/hooks/{tenant}/{name}`); each
+    /// run it starts is `{name}-{20 hex digits of the request's
+    /// signature}`, so it leaves room for them within a run id.
+    HookName, "hook name", 100
+);
+
+name_type!(
     /// A group of runs submitted at once; a run of it without an id of its
     /// own is `{group}-{index}`, so it leaves room for the index.
     GroupId, "group id", 100
@@ -389,6 +396,16 @@ pub fn runs_key() -> Key {
 /// Where every schedule is stored.
 pub fn schedules_key() -> Key {
     Key::from("schedules")
+}
+
+/// Where the tenant's HTTP hooks are stored, one object each.
+pub fn hooks_key() -> Key {
+    Key::from("hooks")
+}
+
+/// Where hook `name` is stored.
+pub fn hook_key(name: &HookName) -> Key {
+    Key::from_iter(["hooks", name.as_str()])
 }
 
 /// Where `name`'s `part` (`spec` or `state`) is stored.

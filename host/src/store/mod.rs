@@ -42,15 +42,15 @@ pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore,
 // The layout's keys are the store's own.
 internal_use!(keys::{RunKeys, keys_of, place_generation, unfinished_key, unfinished_marker});
 pub use keys::{
-    ComponentName, ConcurrencyKey, GroupId, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
-    TenantId, WorkflowName,
+    ComponentName, ConcurrencyKey, GroupId, HookName, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId,
+    SignalName, TenantId, WorkflowName,
 };
 // Where each object of the layout lives is the store's own business.
 pub(crate) use keys::{
     chain_key, component_key, component_name_key, component_names_key, component_version_key, component_versions_key,
-    components_key, finished_key, finished_marker, group_key, outbox_entry, outbox_key, parse_finished_marker,
-    parse_place_generation, parse_ticket, places_key, runs_key, schedule_key, schedules_key, ticket, tickets_key,
-    unfinished_index_complete,
+    components_key, finished_key, finished_marker, group_key, hook_key, hooks_key, outbox_entry, outbox_key,
+    parse_finished_marker, parse_place_generation, parse_ticket, places_key, runs_key, schedule_key, schedules_key,
+    ticket, tickets_key, unfinished_index_complete,
 };
 pub use local::{Durability, LocalStore, UnknownDurability};
 pub use object_store::path::Path as StoreKey;

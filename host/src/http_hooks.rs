@@ -1,0 +1,350 @@
+//! HTTP hooks: a tenant's paths on the host, `/hooks/{tenant}/{name}`,
+//! each starting a run of one workflow for every request signed with the
+//! tenant's secret `hook-signing-key`.
+//!
+//! A request is taken only with `Stepstone-Signature: t={unix seconds},sha256={hex}`,
+//! the HMAC-SHA256 of `{t}.{body}` under that key (the scheme the host's
+//! completion hooks sign with, the time signed too, as Stripe's), `t`
+//! within [`TOLERANCE`] of the host's clock. The run's id is the hook's
+//! name and the first 20 hex digits of the signature, so a request sent
+//! again (a retry, or a replay by whoever captured it) starts no second
+//! run but answers the first; past the tolerance a replay is refused. The
+//! request's method, the headers the hook names, its query and its body
+//! become the run's input:
+//!
+//! ```json
+//! {"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7}}
+//! ```
+//!
+//! The body is its JSON if it parses, else its text; an empty one is `null`.
+//! The tenant's quotas hold for these runs as for any other.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use utoipa::ToSchema;
+
+use crate::store::{ComponentName, HookName, RunId, Storage, StoreError, TenantId, WorkflowName, hook_key, hooks_key};
+
+/// The tenant's secret every request to its hooks is signed with.
+pub const SIGNING_KEY_SECRET: &str = "hook-signing-key";
+/// How far a signature's time may be from the host's clock.
+pub const TOLERANCE: Duration = Duration::from_secs(300);
+/// Hooks one tenant may hold.
+pub const MAX_HOOKS: usize = 100;
+/// Request headers one hook may pass into its runs' input.
+pub const MAX_HEADERS: usize = 16;
+/// Hex digits of the signature in a run's id.
+const RUN_ID_HEX: usize = 20;
+
+/// What a hook starts: a run of `workflow` of `component` per request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Hook {
+    /// A component name (each request runs the build it points at then) or
+    /// a digest.
+    #[schema(value_type = String)]
+    pub component: ComponentName,
+    /// The workflow each request starts.
+    #[schema(value_type = String)]
+    pub workflow: WorkflowName,
+    /// The request headers passed into the run's input, by name (any
+    /// case); at most 16. Others are not passed.
+    #[serde(default)]
+    pub headers: Vec<String>,
+}
+
+/// Why a hook could not be stored or read.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// No hook of that name.
+    #[error("no hook `{name}`")]
+    Unknown {
+        /// The name asked for.
+        name: HookName,
+    },
+    /// The tenant holds [`MAX_HOOKS`] hooks already.
+    #[error("the tenant holds {MAX_HOOKS} hooks, the limit: delete one first")]
+    TooMany,
+    /// A header the hook names is no header name, or it names too many.
+    #[error("a hook passes at most {MAX_HEADERS} request headers, each a header name: {0}")]
+    Headers(String),
+    /// A stored hook does not decode.
+    #[error("hook `{name}` is stored corrupt ({reason}): put it again")]
+    Corrupt {
+        /// The hook.
+        name: HookName,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a request to a hook was refused: it was not signed by a holder of
+/// the tenant's `hook-signing-key`, or not lately.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No signature.
+    #[error(
+        "no `Stepstone-Signature` header: sign the request with `t={{unix seconds}},sha256={{hex HMAC-SHA256 of \"{{t}}.{{body}}\" under the tenant's secret `hook-signing-key`}}`"
+    )]
+    Unsigned,
+    /// A signature not of the scheme's form.
+    #[error("the `Stepstone-Signature` header is not `t={{unix seconds}},sha256={{64 hex digits}}`")]
+    Malformed,
+    /// A signature made too long before (or after) now.
+    #[error(
+        "the signature's time is {off_s} s from the host's clock, over the 300 s allowed: sign each request as it is sent"
+    )]
+    Stale {
+        /// How far the signed time is from now, in seconds.
+        off_s: u64,
+    },
+    /// A signature that does not match.
+    #[error("the signature does not match the body under the tenant's `hook-signing-key`")]
+    Forged,
+}
+
+impl Hook {
+    /// The hook with its header names lowercased, if they are header names
+    /// and few enough.
+    pub fn checked(mut self) -> Result<Self, HookError> {
+        if self.headers.len() > MAX_HEADERS {
+            return Err(HookError::Headers(format!("{} given", self.headers.len())));
+        }
+        for name in &mut self.headers {
+            let parsed = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| HookError::Headers(format!("`{name}` is no header name")))?;
+            *name = parsed.as_str().to_owned();
+        }
+        Ok(self)
+    }
+}
+
+/// `Stepstone-Signature` for `body` sent at `t` (unix seconds) under `key`.
+pub fn sign(key: &[u8], t: u64, body: &[u8]) -> String {
+    format!(
+        "t={t},sha256={}",
+        hex::encode(mac(key, t, body).finalize().into_bytes())
+    )
+}
+
+fn mac(key: &[u8], t: u64, body: &[u8]) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    mac
+}
+
+/// Checks a request's signature `header` over `body` under `key` at
+/// `now_s` (unix seconds); the signature's bytes, if it holds.
+pub fn verify(key: &[u8], header: Option<&str>, body: &[u8], now_s: u64) -> Result<Vec<u8>, Refusal> {
+    let header = header.ok_or(Refusal::Unsigned)?;
+    let (t, signature) = header
+        .split_once(',')
+        .and_then(|(t, signature)| Some((t.strip_prefix("t=")?, signature.strip_prefix("sha256=")?)))
+        .ok_or(Refusal::Malformed)?;
+    let t: u64 = t.parse().map_err(|_| Refusal::Malformed)?;
+    let signature = hex::decode(signature).map_err(|_| Refusal::Malformed)?;
+    if signature.len() != 32 {
+        return Err(Refusal::Malformed);
+    }
+    let off_s = now_s.abs_diff(t);
+    if off_s > TOLERANCE.as_secs() {
+        return Err(Refusal::Stale { off_s });
+    }
+    mac(key, t, body)
+        .verify_slice(&signature)
+        .map_err(|_| Refusal::Forged)?;
+    Ok(signature)
+}
+
+/// The id of the run a request signed `signature` starts through `name`.
+pub fn run_id(name: &HookName, signature: &[u8]) -> RunId {
+    let digits = hex::encode(signature);
+    RunId::new(&format!("{name}-{}", &digits[..RUN_ID_HEX.min(digits.len())]))
+        .expect("a hook name leaves room for the digits, which are a run id's characters")
+}
+
+/// The run's input: the request's `method`, the `headers` the hook names
+/// (as `(name, value)`, names lowercase), its `query` and its `body`.
+pub fn input<'a>(
+    method: &str,
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+    hook: &Hook,
+    query: Option<&str>,
+    body: &[u8],
+) -> Value {
+    let passed: BTreeMap<&str, String> = headers
+        .filter(|(name, _)| hook.headers.iter().any(|wanted| wanted == name))
+        .map(|(name, value)| (name, String::from_utf8_lossy(value).into_owned()))
+        .collect();
+    let query: BTreeMap<String, String> = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect();
+    let body = match body {
+        [] => Value::Null,
+        bytes => {
+            serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+        }
+    };
+    json!({"method": method, "headers": passed, "query": query, "body": body})
+}
+
+/// A tenant's hooks in the store; [`Runtime::hooks`](crate::runtime::Runtime::hooks) gives it.
+#[derive(Clone)]
+pub struct Hooks {
+    storage: Storage,
+}
+
+impl Hooks {
+    pub(crate) fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+
+    /// Stores `hook` as the tenant's `name`, replacing one of that name.
+    pub async fn put(&self, tenant: &TenantId, name: &HookName, hook: &Hook) -> Result<(), HookError> {
+        let store = self.storage.tenant(tenant);
+        if self.get(tenant, name).await?.is_none() && store.list(&hooks_key()).await?.len() >= MAX_HOOKS {
+            return Err(HookError::TooMany);
+        }
+        let bytes = serde_json::to_vec(hook).expect("a hook serializes");
+        Ok(store.overwrite(&hook_key(name), Bytes::from(bytes)).await?)
+    }
+
+    /// The tenant's hook `name`, if it has one.
+    pub async fn get(&self, tenant: &TenantId, name: &HookName) -> Result<Option<Hook>, HookError> {
+        let Some(bytes) = self.storage.tenant(tenant).get(&hook_key(name)).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| HookError::Corrupt {
+                name: name.clone(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Every hook of the tenant, by name.
+    pub async fn list(&self, tenant: &TenantId) -> Result<Vec<(HookName, Hook)>, HookError> {
+        let mut hooks = Vec::new();
+        for key in self.storage.tenant(tenant).list(&hooks_key()).await? {
+            let Some(name) = key.filename().and_then(|name| HookName::new(name).ok()) else {
+                continue;
+            };
+            if let Some(hook) = self.get(tenant, &name).await? {
+                hooks.push((name, hook));
+            }
+        }
+        Ok(hooks)
+    }
+
+    /// Deletes the tenant's hook `name`; whether it had it.
+    pub async fn delete(&self, tenant: &TenantId, name: &HookName) -> Result<bool, HookError> {
+        let store = self.storage.tenant(tenant);
+        let existed = store.version(&hook_key(name)).await?.is_some();
+        store.delete(&hook_key(name)).await?;
+        Ok(existed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000;
+
+    /// A signature holds for its body, key and time alone: another body or
+    /// key is forged, a time past the tolerance stale (at its edge, not),
+    /// and anything not of the scheme's form malformed.
+    #[test]
+    fn a_signature_holds_for_its_body_key_and_time_only() {
+        let signed = sign(b"key", NOW, b"{}");
+        assert!(verify(b"key", Some(&signed), b"{}", NOW).is_ok());
+        assert_eq!(verify(b"key", Some(&signed), b"{ }", NOW), Err(Refusal::Forged));
+        assert_eq!(verify(b"other", Some(&signed), b"{}", NOW), Err(Refusal::Forged));
+        let edge = TOLERANCE.as_secs();
+        assert!(verify(b"key", Some(&signed), b"{}", NOW + edge).is_ok());
+        assert!(verify(b"key", Some(&signed), b"{}", NOW - edge).is_ok());
+        assert_eq!(
+            verify(b"key", Some(&signed), b"{}", NOW + edge + 1),
+            Err(Refusal::Stale { off_s: edge + 1 })
+        );
+        let retimed = signed.replacen(&format!("t={NOW}"), &format!("t={}", NOW + 1), 1);
+        assert_eq!(verify(b"key", Some(&retimed), b"{}", NOW), Err(Refusal::Forged));
+        assert_eq!(verify(b"key", None, b"{}", NOW), Err(Refusal::Unsigned));
+        let digits = &signed[signed.find(",sha256=").unwrap_or(0) + 8..];
+        for malformed in [
+            String::new(),
+            "sha256=00".into(),
+            format!("t={NOW}"),
+            format!("t=-1,sha256={digits}"),
+            format!("t={NOW},sha256=zz"),
+            format!("t={NOW},sha256=00"),
+            format!("t={},sha256={}", u64::MAX, "0".repeat(64)),
+        ] {
+            let refused = verify(b"key", Some(&malformed), b"{}", NOW);
+            assert!(
+                matches!(refused, Err(Refusal::Malformed | Refusal::Stale { .. })),
+                "{malformed}: {refused:?}"
+            );
+        }
+    }
+
+    /// A run's id is the hook's name and 20 hex digits of the signature,
+    /// within a run id's length for the longest hook name.
+    #[test]
+    fn a_requests_run_is_named_by_its_hook_and_signature() {
+        let longest = HookName::new(&"h".repeat(100)).expect("a name");
+        let id = run_id(&longest, &[0xab; 32]);
+        assert_eq!(id.as_str().len(), 121);
+        assert!(id.as_str().ends_with(&format!("-{}", "ab".repeat(10))));
+    }
+
+    /// The input holds the method, the named headers alone, the query
+    /// (the last of a repeated key) and the body as JSON, text or null.
+    #[test]
+    fn the_input_holds_the_method_the_named_headers_the_query_and_the_body() {
+        let hook = Hook {
+            component: ComponentName::new("c").expect("a name"),
+            workflow: WorkflowName::new("w").expect("a name"),
+            headers: vec!["x-event".into()],
+        }
+        .checked()
+        .expect("valid");
+        let headers = [("x-event", b"push".as_slice()), ("authorization", b"secret".as_slice())];
+        let input = input("POST", headers.into_iter(), &hook, Some("a=1&a=2&b=%20"), br#"{"n":1}"#);
+        assert_eq!(
+            input,
+            json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"a": "2", "b": " "}, "body": {"n": 1}})
+        );
+        assert_eq!(input_of_body(&hook, b"not json")["body"], json!("not json"));
+        assert_eq!(input_of_body(&hook, b"")["body"], Value::Null);
+        let shouting = Hook {
+            headers: vec!["X-Event".into()],
+            ..hook.clone()
+        };
+        assert_eq!(shouting.checked().expect("valid").headers, ["x-event"]);
+        let bad = Hook {
+            headers: vec!["no spaces".into()],
+            ..hook.clone()
+        };
+        assert!(matches!(bad.checked(), Err(HookError::Headers(_))));
+        let many = Hook {
+            headers: (0..=MAX_HEADERS).map(|n| format!("x-{n}")).collect(),
+            ..hook
+        };
+        assert!(matches!(many.checked(), Err(HookError::Headers(_))));
+    }
+
+    fn input_of_body(hook: &Hook, body: &[u8]) -> Value {
+        input("PUT", std::iter::empty(), hook, None, body)
+    }
+}
