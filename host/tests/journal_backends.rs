@@ -358,8 +358,8 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     };
     assert_eq!(
         read_back - fresh,
-        11,
-        "a fresh run skips 5 reads and 3 listings, and a takeover costs a listing of the claims, a claim and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
+        13,
+        "a fresh run skips 5 reads and 3 listings, and a takeover costs a listing of the claims, a claim, the run's record read again after its first claim (the record and its build: retention may have deleted the run) and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
     );
 }
 
