@@ -1121,7 +1121,7 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     let hooks = server.get("/v1/hooks", TOKEN).expect(200);
     assert_eq!(
         hooks,
-        json!({"hooks": [{"name": "orders", "component": "hello", "workflow": "echo", "headers": ["x-event"]}]})
+        json!({"hooks": [{"name": "orders", "hook": {"component": "hello", "workflow": "echo", "headers": ["x-event"]}}]})
     );
     for (bad, status) in [
         (

@@ -48,15 +48,26 @@ const RUN_ID_HEX: usize = 20;
 pub struct Hook {
     /// A component name (each request runs the build it points at then) or
     /// a digest.
-    #[schema(value_type = String)]
     pub component: ComponentName,
     /// The workflow each request starts.
-    #[schema(value_type = String)]
     pub workflow: WorkflowName,
     /// The request headers passed into the run's input, by name (any
     /// case); at most 16. Others are not passed.
     #[serde(default)]
+    #[schema(schema_with = header_names)]
     pub headers: Vec<String>,
+}
+
+/// What [`Hook::headers`] holds: at most 16 header names (RFC 9110 tokens).
+fn header_names() -> utoipa::openapi::Array {
+    let name = utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .pattern(Some("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))
+        .max_length(Some(256));
+    utoipa::openapi::ArrayBuilder::new()
+        .items(name)
+        .max_items(Some(MAX_HEADERS))
+        .build()
 }
 
 /// Why a hook could not be stored or read.
@@ -120,6 +131,9 @@ impl Hook {
             return Err(HookError::Headers(format!("{} given", self.headers.len())));
         }
         for name in &mut self.headers {
+            if name.len() > 256 {
+                return Err(HookError::Headers(format!("a name of {} bytes", name.len())));
+            }
             let parsed = http::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| HookError::Headers(format!("`{name}` is no header name")))?;
             *name = parsed.as_str().to_owned();

@@ -25,10 +25,8 @@ pub struct Batch {
     /// Only runs of this workflow.
     pub workflow: Option<String>,
     /// Only runs given this tag.
-    #[schema(value_type = Option<String>)]
     pub tag: Option<RunTag>,
     /// Only runs after this one: the previous page's `next`.
-    #[schema(value_type = Option<String>)]
     pub after: Option<RunId>,
     /// Why, kept on each run paused (a pause only).
     pub reason: Option<String>,

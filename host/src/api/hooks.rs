@@ -40,9 +40,8 @@ pub struct PublicHookPath {
 /// A hook, by name.
 #[derive(Serialize, ToSchema)]
 pub struct NamedHook {
-    #[schema(value_type = String)]
     pub name: HookName,
-    #[serde(flatten)]
+    /// What it starts.
     pub hook: Hook,
 }
 
@@ -59,6 +58,7 @@ pub struct HookList {
     (status = 400, body = ErrorBody, description = "a header name that is none, or more than 16"),
     (status = 403, body = ErrorBody, description = "the tenant holds 100 hooks, the limit"),
     (status = 404, body = ErrorBody, description = "no such component, or no such workflow in it"),
+    (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
     Malformed, Oversized, JsonBody, Refusals,
 ))]
 pub async fn put(
@@ -96,7 +96,7 @@ pub async fn delete(
     }
 }
 
-/// Start a run of the hook's workflow with the request as its input
+/// Start a run of the hook's workflow with the POSTed request as its input
 /// (`{method, headers, query, body}`), if it is signed:
 /// `Stepstone-Signature: t={unix seconds},sha256={hex HMAC-SHA256 of "{t}.{body}"}`
 /// under the tenant's secret `hook-signing-key`, `t` within 300 s. No

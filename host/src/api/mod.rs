@@ -119,7 +119,7 @@ pub fn router(state: ApiState) -> Router {
             accepting(put(secrets::set), Accepts::Secret).delete(secrets::delete),
         )
         .route("/openapi.json", get(|| async { axum::Json(doc::ApiDoc::openapi()) }));
-    let hook_calls = accepting(post(hooks::call).put(hooks::call), Accepts::HookRequest);
+    let hook_calls = accepting(post(hooks::call), Accepts::HookRequest);
     Router::new()
         .nest("/v1", v1)
         .route("/hooks/{tenant}/{name}", hook_calls)

@@ -87,11 +87,7 @@ pub async fn remote(remote: &Remote, command: HookCommand) -> anyhow::Result<Exi
 }
 
 fn named(name: &HookName, hook: &Hook) -> Value {
-    let mut named = json!({ "name": name });
-    if let (Some(named), Value::Object(fields)) = (named.as_object_mut(), json!(hook)) {
-        named.extend(fields);
-    }
-    named
+    json!({ "name": name, "hook": hook })
 }
 
 fn print(answer: &Value) -> anyhow::Result<ExitCode> {

@@ -55,10 +55,8 @@ impl RunSelector {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct BatchPage {
     /// The runs paused (or resumed) by this call.
-    #[schema(value_type = Vec<String>)]
     pub runs: Vec<RunId>,
     /// Given as `after`, the next page; none once every run was looked at.
-    #[schema(value_type = Option<String>)]
     pub next: Option<RunId>,
 }
 
