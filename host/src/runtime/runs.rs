@@ -881,10 +881,14 @@ async fn handle_wakeups(host: std::sync::Weak<Host>, mut queue: tokio::sync::mps
             Err(e) => tracing::warn!(%run, "cannot read whether the woken run was paused: {e}"),
         }
         runtime.host.controls.ring(&tenant, &run);
-        // One no task here drives was left to this host, by another
-        // process that stopped under its id (see `hand_over`), or its
-        // driving ended: driving it claims it, unless a live host holds it.
-        runtime.drive_in_background(&tenant, &run);
+        // One this host holds no claim on was left to it, by another
+        // process that stopped under its id (see `hand_over`): driving it
+        // claims it, unless a live host holds it. One it holds is driven
+        // here already (in the background, or by a caller in the
+        // foreground, as `stepstone run` does).
+        if !runtime.host.cluster.holds(&tenant, &run) {
+            runtime.drive_in_background(&tenant, &run);
+        }
     }
 }
 
