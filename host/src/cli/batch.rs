@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 use stepstone::runtime::{BatchAction, BatchPage, RunSelector, Runtime};
 use stepstone::store::{ComponentName, RunId, RunTag, TenantId};
 
@@ -113,7 +113,5 @@ pub async fn remote(remote: &Remote, command: BatchCommand) -> anyhow::Result<Ex
 }
 
 fn print(runs: &[RunId]) -> anyhow::Result<ExitCode> {
-    let answer: Value = json!({ "count": runs.len(), "runs": runs });
-    println!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(ExitCode::SUCCESS)
+    super::print_json(&json!({ "count": runs.len(), "runs": runs }))
 }

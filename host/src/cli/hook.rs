@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{Value, json};
 use stepstone::http_hooks::Hook;
@@ -17,38 +17,41 @@ pub enum HookCommand {
     /// Add or replace a hook: `/hooks/{tenant}/NAME` then starts a run of
     /// WORKFLOW for each request signed with the tenant's secret
     /// `hook-signing-key`, its input the request.
-    Put {
-        name: HookName,
-        /// A component name (each request runs the build it points at then) or digest.
-        component: ComponentName,
-        workflow: WorkflowName,
-        /// A request header passed into the run's input (at most 16).
-        #[arg(long = "header")]
-        headers: Vec<String>,
-    },
+    Put(PutArgs),
     /// List the hooks.
     List,
     /// Delete a hook; the runs it started go on.
     Rm { name: HookName },
 }
 
+#[derive(Args)]
+pub struct PutArgs {
+    name: HookName,
+    /// A component name (each request runs the build it points at then) or digest.
+    component: ComponentName,
+    workflow: WorkflowName,
+    /// A request header passed into the run's input (at most 16).
+    #[arg(long = "header")]
+    headers: Vec<String>,
+}
+
+impl PutArgs {
+    fn hook(&self) -> Hook {
+        Hook {
+            component: self.component.clone(),
+            workflow: self.workflow.clone(),
+            headers: self.headers.clone(),
+        }
+    }
+}
+
 /// `stepstone hook` for the embedded tenant.
 pub async fn local(runtime: &Runtime, command: HookCommand) -> anyhow::Result<ExitCode> {
     let tenant = TenantId::default_tenant();
     let answer = match command {
-        HookCommand::Put {
-            name,
-            component,
-            workflow,
-            headers,
-        } => {
-            let hook = Hook {
-                component,
-                workflow,
-                headers,
-            };
-            let hook = runtime.put_hook(&tenant, &name, hook).await?;
-            named(&name, &hook)
+        HookCommand::Put(put) => {
+            let hook = runtime.put_hook(&tenant, &put.name, put.hook()).await?;
+            named(&put.name, &hook)
         }
         HookCommand::List => {
             let hooks = runtime.hooks().list(&tenant).await?;
@@ -59,20 +62,16 @@ pub async fn local(runtime: &Runtime, command: HookCommand) -> anyhow::Result<Ex
             return Ok(ExitCode::SUCCESS);
         }
     };
-    print(&answer)
+    super::print_json(&answer)
 }
 
 /// `stepstone hook` for the token's tenant, through `/v1/hooks`.
 pub async fn remote(remote: &Remote, command: HookCommand) -> anyhow::Result<ExitCode> {
     let answer = match command {
-        HookCommand::Put {
-            name,
-            component,
-            workflow,
-            headers,
-        } => {
-            let hook = json!({"component": component, "workflow": workflow, "headers": headers});
-            let request = remote.request(Method::PUT, &format!("/v1/hooks/{name}")).json(&hook);
+        HookCommand::Put(put) => {
+            let request = remote
+                .request(Method::PUT, &format!("/v1/hooks/{}", put.name))
+                .json(&put.hook());
             remote.send(request).await?
         }
         HookCommand::List => remote.send(remote.request(Method::GET, "/v1/hooks")).await?,
@@ -83,14 +82,9 @@ pub async fn remote(remote: &Remote, command: HookCommand) -> anyhow::Result<Exi
             return Ok(ExitCode::SUCCESS);
         }
     };
-    print(&answer)
+    super::print_json(&answer)
 }
 
 fn named(name: &HookName, hook: &Hook) -> Value {
     json!({ "name": name, "hook": hook })
-}
-
-fn print(answer: &Value) -> anyhow::Result<ExitCode> {
-    println!("{}", serde_json::to_string_pretty(answer)?);
-    Ok(ExitCode::SUCCESS)
 }

@@ -34,6 +34,13 @@ use stepstone::store::{
 use stepstone::telemetry::LogFormat;
 
 /// Stepstone: durable workflows and steps as WebAssembly components.
+/// Prints `answer` as pretty JSON on standard output: what a command that
+/// answers with a record says.
+fn print_json(answer: &serde_json::Value) -> anyhow::Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(answer)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 #[derive(Parser)]
 #[command(version, about)]
 pub struct Cli {

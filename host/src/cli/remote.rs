@@ -13,10 +13,7 @@ use super::{Command, SecretCommand, SecretScope, read_file, secret_from_stdin};
 
 /// Runs `command` against the server.
 pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCode> {
-    let print = |value: &Value| -> anyhow::Result<ExitCode> {
-        println!("{}", serde_json::to_string_pretty(value)?);
-        Ok(ExitCode::SUCCESS)
-    };
+    let print = super::print_json;
     match command {
         Command::Upload { component, name } => {
             print(&remote.upload(read_file(&component)?.to_vec(), name.as_deref()).await?)

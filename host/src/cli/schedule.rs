@@ -85,7 +85,7 @@ pub async fn local(runtime: &Runtime, command: ScheduleCommand) -> anyhow::Resul
             return Ok(ExitCode::SUCCESS);
         }
     };
-    print(&answer)
+    super::print_json(&answer)
 }
 
 /// `stepstone schedule` for the token's tenant, through `/v1/schedules`.
@@ -110,10 +110,5 @@ pub async fn remote(remote: &Remote, command: ScheduleCommand) -> anyhow::Result
             return Ok(ExitCode::SUCCESS);
         }
     };
-    print(&answer)
-}
-
-fn print(answer: &Value) -> anyhow::Result<ExitCode> {
-    println!("{}", serde_json::to_string_pretty(answer)?);
-    Ok(ExitCode::SUCCESS)
+    super::print_json(&answer)
 }

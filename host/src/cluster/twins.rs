@@ -110,7 +110,7 @@ impl Cluster {
             if still >= self.ttl() {
                 return Ok(());
             }
-            if self.now().duration_since(began) >= self.ttl() * JOIN_WAIT_TTLS {
+            if self.now().duration_since(began) >= self.ttl().saturating_mul(JOIN_WAIT_TTLS) {
                 return Err(LiveError::IdInUse { host: self.me.clone() });
             }
             tokio::time::sleep((self.ttl() - still).min(self.ttl() / 4)).await;
