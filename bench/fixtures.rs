@@ -27,7 +27,7 @@ use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
 use stepstone::policy::{RunQuotas, TenantPolicy};
-use stepstone::runtime::{Progress, Runtime, Submission};
+use stepstone::runtime::{Progress, Runtime, StepStandIn, Submission};
 use stepstone::store::{Storage, TenantId};
 
 /// The guests' directory: `target/guests` of this repository.
@@ -178,6 +178,15 @@ pub struct Host {
 
 impl Host {
     pub async fn new(backend: Backend, config: HostConfig) -> anyhow::Result<Self> {
+        Self::with_stand_in(backend, config, None).await
+    }
+
+    /// A host whose step attempts `stand_in` answers, if given.
+    pub async fn with_stand_in(
+        backend: Backend,
+        config: HostConfig,
+        stand_in: Option<Arc<dyn StepStandIn>>,
+    ) -> anyhow::Result<Self> {
         let requests = Arc::new(Requests::default());
         let probe = |inner: Arc<dyn ObjectStore>, keep_journal| Probe {
             inner,
@@ -204,7 +213,10 @@ impl Host {
             }
             Backend::SeaweedFs => Storage::new(Arc::new(probe(stepstone_e2e::seaweedfs().object_store(), true))),
         };
-        let runtime = Runtime::new(config, storage.clone(), CodeCache::disabled())?;
+        let runtime = match stand_in {
+            Some(stand_in) => Runtime::with_step_stand_in(config, storage.clone(), CodeCache::disabled(), stand_in)?,
+            None => Runtime::new(config, storage.clone(), CodeCache::disabled())?,
+        };
         let tenant = TenantId::default_tenant();
         // The benchmarks measure the host, not its quotas.
         let unbounded = RunQuotas {

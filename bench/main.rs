@@ -5,6 +5,7 @@
 //! this process (or its memory, tracing and HTTP clients' children) in this run.
 
 mod console;
+mod control;
 mod fixtures;
 mod http_clients;
 mod invocation;
@@ -66,6 +67,7 @@ fn main() -> anyhow::Result<()> {
             Box::pin(async { scenarios::day_long_saga() }),
         ),
         ("console runs page", Box::pin(console::runs_page())),
+        ("operator controls", Box::pin(control::operator_controls())),
     ];
     // `cargo bench -p stepstone-bench -- replay journal` runs only the
     // benchmarks whose names contain a given word, into target/ instead.

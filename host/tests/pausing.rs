@@ -135,3 +135,88 @@ async fn drive_relay(runtime: &Runtime, input: &str) -> (TenantId, RunId) {
     runtime.runs().drive_in_background(&tenant, &run);
     (tenant, run)
 }
+
+/// Answers every attempt at once with its input, as the bench guest's
+/// `noop` does, and counts them.
+#[derive(Default)]
+struct Instant(Mutex<u32>);
+
+impl StepStandIn for Instant {
+    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
+        *self.0.lock().expect("unpoisoned") += 1;
+        StandIn {
+            answer: Some(Ok(call.input.to_owned())),
+            takes: Duration::ZERO,
+        }
+    }
+}
+
+/// A run of steps driven to its end by one caller is paused, resumed,
+/// paused again and cancelled: each pause stops its steps, each resumption
+/// starts them again, and the cancellation ends the run, so the caller's
+/// drive returns it cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_driven_to_its_end_is_paused_resumed_paused_and_cancelled_and_its_driver_returns() {
+    let attempts = Arc::new(Instant::default());
+    let runtime = Runtime::with_step_stand_in(
+        HostConfig::new(),
+        Storage::in_memory(),
+        CodeCache::disabled(),
+        attempts.clone(),
+    )
+    .expect("a runtime");
+    let tenant = TenantId::default_tenant();
+    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
+    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
+    let run = runtime
+        .submit(&tenant, Submission::new(bench, "sequential", r#"{"n":1000000}"#))
+        .await
+        .expect("submitted");
+    let driver = {
+        let (runtime, tenant, run) = (runtime.clone(), tenant.clone(), run.clone());
+        tokio::spawn(async move { runtime.run_to_end(&tenant, &run, None).await })
+    };
+    let count = || *attempts.0.lock().expect("unpoisoned");
+    let runs = runtime.runs();
+    let moving = |at_least: u32| async move {
+        while count() < at_least {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let stands_still = || async {
+        loop {
+            let before = count();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if count() == before {
+                return before;
+            }
+        }
+    };
+    for round in 0..2 {
+        moving(count() + 10).await;
+        runs.pause(&tenant, &run, "a look").await.expect("paused");
+        let stopped = tokio::time::timeout(Duration::from_secs(10), stands_still())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the steps go on while paused"));
+        assert!(!driver.is_finished(), "round {round}: a paused run is not ended");
+        if round == 0 {
+            runs.resume(&tenant, &run).await.expect("resumed");
+            tokio::time::timeout(Duration::from_secs(10), moving(stopped + 10))
+                .await
+                .expect("the steps go on once resumed");
+        }
+    }
+    runs.cancel(&tenant, &run, "enough").await.expect("cancelled");
+    let ended = tokio::time::timeout(Duration::from_secs(10), driver)
+        .await
+        .expect("the driver returns once the run is cancelled")
+        .expect("the driver's task")
+        .expect("driven");
+    assert!(
+        matches!(
+            &ended,
+            stepstone::runtime::Progress::Finished(stepstone::journal::Outcome::Cancelled { .. })
+        ),
+        "{ended:?}"
+    );
+}

@@ -1,0 +1,147 @@
+//! Reaching a run that is going: how soon a pause stops its steps and a
+//! resumption starts them again, against the time one of its steps takes;
+//! and restarting a finished run from its end, against running it anew.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use stepstone::journal::Outcome;
+use stepstone::runtime::{AttemptCall, Progress, Restart, StandIn, StepStandIn, Submission};
+use stepstone::store::RunId;
+use tokio::sync::watch;
+
+use crate::fixtures::{Backend, Host, served_config};
+use crate::measure::{Samples, millis, time};
+use crate::report::{Row, Section};
+
+/// Pauses and resumptions measured.
+const ROUNDS: usize = 20;
+/// Steps of the run a restart keeps, and a new run executes.
+const KEPT: u32 = 100;
+
+/// Answers each attempt at once, as the bench guest's `noop` would, and
+/// notes when it started: what tells a run's steps are going.
+struct Attempts(watch::Sender<(u64, Instant)>);
+
+impl StepStandIn for Attempts {
+    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
+        self.0.send_modify(|(count, at)| {
+            *count += 1;
+            *at = Instant::now();
+        });
+        StandIn {
+            answer: Some(Ok(call.input.to_owned())),
+            takes: Duration::ZERO,
+        }
+    }
+}
+
+pub async fn operator_controls() -> anyhow::Result<Section> {
+    let backend = Backend::InMemoryWith20ms;
+    let (sender, mut attempts) = watch::channel((0, Instant::now()));
+    let host = Host::with_stand_in(backend, served_config(), Some(Arc::new(Attempts(sender)))).await?;
+    let submission = Submission::new(host.bench.clone(), "sequential", r#"{"n":1000000}"#);
+    let run = host.runtime.submit(&host.tenant, submission).await?;
+    let (mut stopping, mut starting, mut steps) = (Samples::default(), Samples::default(), Samples::default());
+    for _ in 0..ROUNDS {
+        let driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
+        for _ in 0..5 {
+            let before = attempts.borrow_and_update().1;
+            attempts.changed().await?;
+            steps.push(attempts.borrow().1 - before);
+        }
+        let (stopped, suspended) = time(async {
+            host.runtime.runs().pause(&host.tenant, &run, "a look").await?;
+            driver.await?
+        })
+        .await;
+        suspended?;
+        stopping.push(stopped);
+        let resumed = Instant::now();
+        attempts.borrow_and_update();
+        host.runtime.runs().resume(&host.tenant, &run).await?;
+        let driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
+        attempts.changed().await?;
+        starting.push(attempts.borrow().1 - resumed);
+        host.runtime.runs().pause(&host.tenant, &run, "between rounds").await?;
+        driver.await??;
+        host.runtime.runs().resume(&host.tenant, &run).await?;
+    }
+    let step = millis(steps.median());
+    let mut section = Section::new(
+        "Operator controls",
+        format!(
+            "A run of `sequential` (a million steps, each answered at once by a stand-in, so a step \
+             costs what its journal entry does) on {backend}, driven as `Runtime::run_to_end` \
+             drives a run to its next suspension. *Pause to stopped*: from `Runs::pause` until its \
+             driver returned, the run suspended at its next step; *resume to running*: from \
+             `Runs::resume` until the run's next step attempt started, its driver started at once \
+             as a woken host's is. Medians of {ROUNDS}, against the median time from one step's \
+             attempt to the next's while it runs. *Restart*: a finished run of `sequential` over \
+             {KEPT} steps restarted from its end (`Runs::restart`, then driven: it copies the {KEPT} \
+             entries and replays them), against a new run of the same {KEPT} steps; median of 5."
+        ),
+    );
+    section
+        .rows
+        .push(Row::new("pause to stopped", millis(stopping.median()), "ms").against("one step", step));
+    section
+        .rows
+        .push(Row::new("resume to running", millis(starting.median()), "ms").against("one step", step));
+    let (restarted, anew) = restart_against_new(&host).await?;
+    section.rows.push(
+        Row::new(format!("restart keeping {KEPT} steps"), millis(restarted), "ms")
+            .against(format!("a new run of {KEPT} steps"), millis(anew)),
+    );
+    Ok(section)
+}
+
+/// Drives `run` until it suspends; fails if it ends.
+async fn drive(
+    runtime: stepstone::runtime::Runtime,
+    tenant: stepstone::store::TenantId,
+    run: RunId,
+) -> anyhow::Result<()> {
+    match runtime.run_to_end(&tenant, &run, Some(Duration::ZERO)).await? {
+        Progress::Suspended(_) => Ok(()),
+        ended => bail!("run {run} ended: {ended:?}"),
+    }
+}
+
+/// Medians of 5: a restart of a finished run from its end, driven to its
+/// end; and a new run of the same steps.
+async fn restart_against_new(host: &Host) -> anyhow::Result<(Duration, Duration)> {
+    let (mut restarts, mut news) = (Samples::default(), Samples::default());
+    for _ in 0..5 {
+        let input = format!(r#"{{"n":{KEPT}}}"#);
+        let (took, run) = time(async {
+            let submission = Submission::new(host.bench.clone(), "sequential", &input);
+            let run = host.runtime.submit(&host.tenant, submission).await?;
+            completed(host, &run).await.map(|()| run)
+        })
+        .await;
+        news.push(took);
+        let run = run?;
+        let kept = host.runtime.history(&host.tenant, &run).await?.len();
+        let (took, restarted) = time(async {
+            let restart = Restart {
+                seq: u64::try_from(kept)?,
+                ..Restart::default()
+            };
+            let restarted = host.runtime.runs().restart(&host.tenant, &run, restart).await?;
+            completed(host, &restarted.run_id).await
+        })
+        .await;
+        restarted?;
+        restarts.push(took);
+    }
+    Ok((restarts.median(), news.median()))
+}
+
+async fn completed(host: &Host, run: &RunId) -> anyhow::Result<()> {
+    match host.runtime.run_to_end(&host.tenant, run, None).await? {
+        Progress::Finished(Outcome::Completed { .. }) => Ok(()),
+        other => bail!("run {run} did not complete: {other:?}"),
+    }
+}
