@@ -7,6 +7,7 @@
 //! One chromedriver, one browser and one server serve the whole file, so it
 //! runs as one test.
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,25 +41,38 @@ impl Chromedriver {
                 "{path} is missing: run `make test` as root, which installs it, or `apt-get install -y chromium chromium-driver`"
             );
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
-        let process = Command::new(CHROMEDRIVER)
-            .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".to_owned()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let deadline = Instant::now() + PATIENCE;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
+        // A port found free may be taken by another test's server before
+        // chromedriver binds it: then it exits, and another port is tried.
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .expect("a free port")
+                .port();
+            let mut process = Command::new(CHROMEDRIVER)
+                .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".to_owned()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver starts");
+            let stdout = process.stdout.take().expect("piped");
+            // It says so once it listens; it ends its output if it cannot.
+            let mut lines = BufReader::new(stdout).lines();
+            let listening = lines
+                .by_ref()
+                .map_while(std::result::Result::ok)
+                .any(|line| line.contains("started successfully"));
+            if listening {
+                // Read on, so that a line it writes later finds its pipe open.
+                std::thread::spawn(move || lines.for_each(drop));
+                return Self {
+                    process,
+                    url: format!("http://127.0.0.1:{port}"),
+                };
+            }
+            let _ = process.kill();
+            let _ = process.wait();
         }
-        Self {
-            process,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        panic!("chromedriver did not listen on any of 5 ports");
     }
 }
 
@@ -279,6 +293,12 @@ fn the_console_shows_a_tenants_runs_and_acts_on_them_and_nothing_of_another_tena
     for run in ["o-wait", "o-cancel"] {
         await_state(&server, run, "awaiting-signal");
     }
+    let hook = json!({"component": "order", "workflow": "place-order", "headers": ["X-Shop"]});
+    let stored = server
+        .request(reqwest::Method::PUT, "/v1/hooks/orders", ACME)
+        .json(&hook)
+        .send()?;
+    assert_eq!(stored.status(), 200);
 
     let profile = tempfile::tempdir()?;
     let runtime = tokio::runtime::Runtime::new()?;
@@ -511,6 +531,14 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
         "a finished run has no timer to advance"
     );
     assert!(text(client, "table.timeline").await?.contains("release"), "compensated");
+    // Restarted from the UI: past its journal it is refused; from seq 1
+    // (its reservation kept) a new run starts, linked to it.
+    submit(client, "#restart-form", &[("seq", "999")]).await?;
+    await_text(client, "p.notice.refused", |t| t.contains("or earlier")).await?;
+    submit(client, "#restart-form", &[("seq", "1")]).await?;
+    await_text(client, "p.notice", |t| t.starts_with("Restarted")).await?;
+    let link = text(client, "#restarted-from").await?;
+    assert!(link.contains("o-cancel") && link.contains("before seq 1"), "{link}");
 
     // A failed run says why.
     client.goto(&format!("{base}/ui/runs/o-fail")).await?;
@@ -527,14 +555,19 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     assert!(text(client, "table.runs").await?.contains("o-done"));
     screenshot(client, "component").await?;
 
-    // The tenant: quotas and usage.
+    // The tenant: quotas, usage and its HTTP hooks.
     client.goto(&format!("{base}/ui/tenant")).await?;
+    let hooks = text(client, "#hooks").await?;
+    assert!(
+        hooks.contains("POST /hooks/acme/orders") && hooks.contains("place-order") && hooks.contains("x-shop"),
+        "{hooks}"
+    );
     let started = client
         .find(Locator::XPath(
             "//table[@id='gauges']//tr[th='Runs started today']/td[1]",
         ))
         .await?;
-    assert_eq!(started.text().await?, "4");
+    assert_eq!(started.text().await?, "5", "four runs and a restart");
     assert!(text(client, "#quotas").await?.contains("max_active_runs"));
     screenshot(client, "tenant").await?;
 

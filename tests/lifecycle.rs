@@ -1090,6 +1090,22 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         (202, &json!(run)),
         "the same request, the same run"
     );
+    // With `wait`, the answer is the run's end.
+    let waited = r#"{"order":9}"#;
+    let (status, ended) = call(
+        "/hooks/acme/orders?wait=30s",
+        Some(hook_signature("whsec_acme", now, waited)),
+        waited,
+    );
+    assert_eq!((status, &ended["state"]), (200, &json!("completed")), "{ended}");
+    assert_eq!(ended["output"]["body"], json!({"order": 9}), "{ended}");
+    assert_eq!(ended["output"]["query"], json!({"wait": "30s"}), "{ended}");
+    let (status, _) = call(
+        "/hooks/acme/orders?wait=soon",
+        Some(hook_signature("whsec_acme", now, waited)),
+        waited,
+    );
+    assert_eq!(status, 400, "a wait that is no duration");
 
     let refused = |path: &str, signature: Option<String>, body: &str, status: u16, says: &str| {
         let (answered, reply) = call(path, signature, body);
@@ -1114,7 +1130,7 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     refused("/hooks/acme/nothing", Some(signed.clone()), body, 404, "no hook");
     refused("/hooks/initech/orders", Some(signed), body, 404, "no hook");
     let listed = server.get("/v1/runs?workflow=echo", TOKEN).expect(200);
-    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(2), "{listed}");
     let others = server.get("/v1/runs?workflow=echo", OTHER).expect(200);
     assert_eq!(others["runs"].as_array().map(Vec::len), Some(0), "{others}");
 
@@ -1206,4 +1222,131 @@ fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart()
     assert_eq!(steps_of(&journal), ["reserve", "charge", "refund", "release"]);
     assert!(now_ms() < at + 60_000, "the hour's waits were cut short");
     server.post_json("/v1/runs/adv/advance", TOKEN, &json!({})).expect(409);
+}
+
+fn restart(server: &Server, token: &str, run: &str, body: Value) -> stepstone_e2e::Reply {
+    server.post_json(&format!("/v1/runs/{run}/restart"), token, &body)
+}
+
+/// The steps whose code ran for `run`: those that logged.
+fn steps_logged(server: &Server, run: &str) -> Vec<String> {
+    let logs = server.get(&format!("/v1/runs/{run}/logs"), TOKEN).expect(200);
+    let mut steps: Vec<String> = logs["lines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|line| line["source"] == "guest")
+        .filter_map(|line| line["step"].as_str().map(str::to_owned))
+        .collect();
+    steps.dedup();
+    steps
+}
+
+/// A run restarted from before its charge keeps its earlier calls (its
+/// entries byte for byte, their steps not run again), runs the charge and
+/// the rest, takes the approval its old run was sent and had not taken,
+/// and goes on after a SIGKILL; the old run is cancelled. A point past the
+/// journal, another tenant, or a build that does not replay the kept calls
+/// is refused; a chosen id makes restarting idempotent; the CLI restarts
+/// through the API.
+#[test]
+fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_across_a_restart() {
+    const OTHER: &str = "sst_lifecycle_other";
+    const HOUR_MS: u64 = 3_600_000;
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("globex", OTHER)]));
+    server.upload(TOKEN, "order");
+    let reordered = std::fs::read(guest("order-reordered")).expect("the guest is built");
+    server
+        .post_bytes("/v1/components?name=order-v2", TOKEN, reordered)
+        .expect(201);
+    let input = order_input("saga", HOUR_MS, json!({"approval_timeout_ms": HOUR_MS}));
+    let order = json!({"component": "order", "workflow": "place-order", "input": input, "run_id": "saga"});
+    server.post_json("/v1/runs", TOKEN, &order).expect(202);
+    server.await_state(TOKEN, "saga", "sleeping");
+    server
+        .post_bytes("/v1/runs/saga/signals/approve", TOKEN, br#"{"approved":true}"#.to_vec())
+        .expect(202);
+    let old_journal = server.get("/v1/runs/saga/journal", TOKEN).expect(200);
+    let entries = old_journal.as_array().expect("entries");
+    let charge = entries
+        .iter()
+        .position(|entry| entry["name"] == "charge")
+        .expect("a charge") as u64;
+    let calls = entries.len() as u64;
+
+    restart(&server, OTHER, "saga", json!({"seq": charge})).expect(404);
+    restart(&server, TOKEN, "none", json!({"seq": 0})).expect(404);
+    let past = restart(&server, TOKEN, "saga", json!({"seq": calls + 1})).expect(409);
+    let expected = format!("restart from {calls} or earlier");
+    assert!(past["error"].as_str().is_some_and(|e| e.contains(&expected)), "{past}");
+    let diverged = restart(&server, TOKEN, "saga", json!({"seq": charge, "component": "order-v2"})).expect(409);
+    assert!(
+        diverged["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not replay the kept calls")),
+        "{diverged}"
+    );
+    restart(&server, TOKEN, "saga", json!({"seq": charge, "bogus": 1})).expect(422);
+
+    let restarted = restart(&server, TOKEN, "saga", json!({"seq": charge})).expect(201);
+    assert_eq!(
+        restarted["restarted_from"],
+        json!({"run": "saga", "seq": charge}),
+        "{restarted}"
+    );
+    assert_eq!(restarted["signals_again"], 1, "the approval: {restarted}");
+    assert_eq!(restarted["old_cancelled"], true, "{restarted}");
+    let new = restarted["run_id"].as_str().expect("a run id").to_owned();
+    server.await_state(TOKEN, "saga", "cancelled");
+    let sleeping = server.await_state(TOKEN, &new, "sleeping");
+    assert_eq!(sleeping["restarted_from"]["run"], "saga", "{sleeping}");
+
+    let server = server.restart_after("KILL");
+    server
+        .post_json(&format!("/v1/runs/{new}/advance"), TOKEN, &json!({}))
+        .expect(200);
+    let done = server
+        .get(&format!("/v1/runs/{new}/wait?timeout=30s"), TOKEN)
+        .expect(200);
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["output"]["charge"], "ch-saga", "{done}");
+    let new_journal = server.get(&format!("/v1/runs/{new}/journal"), TOKEN).expect(200);
+    let kept = usize::try_from(charge).expect("a small seq");
+    assert_eq!(
+        new_journal.as_array().expect("entries")[..kept],
+        entries[..kept],
+        "kept as recorded"
+    );
+    assert_eq!(steps_of(&new_journal), ["reserve", "charge", "ship"]);
+    assert_eq!(
+        steps_logged(&server, &new),
+        ["charge", "ship"],
+        "the kept reserve did not run again"
+    );
+
+    let again = json!({"seq": 0, "run_id": "again", "keep_old": true});
+    let first = restart(&server, TOKEN, "saga", again.clone()).expect(201);
+    assert_eq!(
+        restart(&server, TOKEN, "saga", again).expect(201),
+        first,
+        "idempotent by its id"
+    );
+    restart(&server, TOKEN, "saga", json!({"seq": 1, "run_id": "again"})).expect(409);
+    let cli = server
+        .host
+        .run(&[
+            "--server",
+            server.url.as_str(),
+            "--token",
+            TOKEN,
+            "restart",
+            &new,
+            "--seq",
+            "1",
+            "--keep-old",
+        ])
+        .success();
+    let answer: Value = serde_json::from_str(&cli.stdout()).expect("JSON");
+    assert_eq!(answer["restarted_from"], json!({"run": new, "seq": 1}), "{answer}");
+    assert_eq!(answer["old_cancelled"], false, "a finished run: {answer}");
 }

@@ -121,6 +121,7 @@ impl From<RunError> for ApiError {
             | RunError::Finished { .. }
             | RunError::NotWaiting { .. }
             | RunError::Conflict { .. }
+            | RunError::RestartRefused { .. }
             | RunError::DrivenElsewhere { .. } => StatusCode::CONFLICT,
             RunError::Component(ComponentError::Unknown { .. } | ComponentError::UnknownVersion { .. }) => {
                 StatusCode::NOT_FOUND

@@ -88,6 +88,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/pause", accepting(post(runs::pause), Accepts::Small))
         .route("/runs/{id}/resume", accepting(post(runs::resume), Accepts::Small))
         .route("/runs/{id}/advance", accepting(post(runs::advance), Accepts::Small))
+        .route("/runs/{id}/restart", accepting(post(runs::restart), Accepts::Small))
         .route("/hooks", get(hooks::list))
         .route(
             "/hooks/{name}",

@@ -22,7 +22,9 @@ use crate::clock::parse_time;
 use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
-use crate::runtime::{Advanced, DEADLINE, Moment, ReplayReport, RunQuery, RunStatus, START, Submission, UnreadableRun};
+use crate::runtime::{
+    Advanced, DEADLINE, Moment, ReplayReport, Restart, Restarted, RunQuery, RunStatus, START, Submission, UnreadableRun,
+};
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
 
@@ -36,7 +38,7 @@ const MAX_PAGE: u32 = 1000;
 const DEFAULT_PAGE: u32 = 100;
 
 /// How long a wait asked to wait `timeout` holds its request.
-fn held_for(Timeout(timeout): Timeout) -> Duration {
+pub(super) fn held_for(Timeout(timeout): Timeout) -> Duration {
     timeout.min(MAX_WAIT)
 }
 
@@ -154,7 +156,7 @@ pub struct StartParams {
     /// status (200), as `GET /v1/runs/{id}/wait` does (at most 60 s),
     /// instead of answering at once with its id (202).
     #[param(inline)]
-    wait: Option<Timeout>,
+    pub(super) wait: Option<Timeout>,
 }
 
 /// Start a run (or return the run its `run_id` already names); with `wait`,
@@ -578,6 +580,62 @@ pub async fn advance(
     Path(RunPath { id }): Path<RunPath>,
 ) -> Result<Json<Advanced>, ApiError> {
     Ok(Json(state.runtime.runs().advance(&tenant.id, &id).await?))
+}
+
+/// Where to restart a run from.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestartRun {
+    /// The first seq to execute anew: the run's journal entries before it
+    /// are kept, replayed and not executed again (0 keeps none).
+    pub seq: WholeNumber,
+    /// A component name or digest of the tenant's (a new build) to run on
+    /// instead of the run's own: it must replay the kept calls as recorded.
+    pub component: Option<ComponentName>,
+    /// The new run's id, which makes restarting idempotent; by default one
+    /// is generated.
+    pub run_id: Option<RunId>,
+    /// Leave the run going if it has not finished; by default it is
+    /// cancelled.
+    #[serde(default)]
+    pub keep_old: bool,
+}
+
+/// Restart a run from a point: a new run, linked to this one, keeps its
+/// journal before `seq` and executes from there, on the run's build or
+/// another. The run is taken as named (not as its chain's latest
+/// generation) and is cancelled unless it has finished or is kept. The
+/// new run is admitted like any other; the signals the run had not taken
+/// by `seq` are delivered to it again.
+#[utoipa::path(post, path = "/v1/runs/{id}/restart", params(RunPath),
+    request_body = RestartRun,
+    responses(
+        (status = 201, body = Restarted, description = "the new run is started"),
+        (status = 404, body = ErrorBody, description = "no such run, or no such component"),
+        (status = 409, body = ErrorBody, description = "the run cannot restart there: past its journal, inside a step still running or a child not yet awaited, after its cancellation, or on a build that does not replay the kept calls"),
+        (status = 415, body = ErrorBody, description = "the body is not `Content-Type: application/json`"),
+        Malformed, Oversized, JsonBody, Refusals,
+    ))]
+pub async fn restart(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(RunPath { id }): Path<RunPath>,
+    extract::Json(request): extract::Json<RestartRun>,
+) -> Result<(StatusCode, Json<Restarted>), ApiError> {
+    let component = match request.component {
+        Some(reference) => Some(state.runtime.component(&tenant.id, reference.as_str()).await?),
+        None => None,
+    };
+    let restart = Restart {
+        seq: request.seq.0,
+        component,
+        run_id: request.run_id,
+        keep_old: request.keep_old,
+    };
+    let runs = state.runtime.runs();
+    let restarted = runs.restart(&tenant.id, &id, restart).await?;
+    runs.drive_in_background(&tenant.id, &restarted.run_id);
+    Ok((StatusCode::CREATED, Json(restarted)))
 }
 
 /// What a replay checks the journal against.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{DEADLINE, Moment, Progress, RunError, Runtime, START, Submission};
+use stepstone::runtime::{DEADLINE, Moment, Progress, Restart, RunError, Runtime, START, Submission};
 use stepstone::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, TenantId};
 
 use super::read_file;
@@ -299,6 +299,34 @@ pub async fn advance(runtime: &Runtime, run: &RunId) -> anyhow::Result<ExitCode>
         .with_context(|| format!("cannot advance run {run}"))?;
     println!("{}", serde_json::to_string_pretty(&advanced)?);
     Ok(ExitCode::SUCCESS)
+}
+
+pub async fn restart(
+    runtime: &Runtime,
+    run: &RunId,
+    seq: u64,
+    component: Option<&str>,
+    run_id: Option<RunId>,
+    keep_old: bool,
+) -> anyhow::Result<ExitCode> {
+    let tenant = TenantId::default_tenant();
+    let component = match component {
+        Some(reference) => Some(runtime.component(&tenant, reference).await?),
+        None => None,
+    };
+    let restart = Restart {
+        seq,
+        component,
+        run_id,
+        keep_old,
+    };
+    let restarted = (runtime.runs().restart(&tenant, run, restart).await)
+        .with_context(|| format!("cannot restart run {run} from seq {seq}"))?;
+    eprintln!(
+        "run {} submitted; on the embedded store `stepstone resume` drives it",
+        restarted.run_id
+    );
+    super::print_json(&serde_json::to_value(&restarted)?)
 }
 
 pub async fn signal(

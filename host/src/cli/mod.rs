@@ -245,6 +245,25 @@ enum Command {
     /// as if its timer had run out; a server driving the run goes on at
     /// once (without one, `stepstone resume` drives it on).
     Advance { run: RunId },
+    /// Restart a run from a point: a new run keeps its journal before
+    /// `--seq` (those calls are not executed again) and executes from
+    /// there, on its build or `--component`; the run is cancelled unless it
+    /// finished or `--keep-old`. Prints the new run.
+    Restart {
+        run: RunId,
+        /// The first seq to execute anew (0 keeps nothing).
+        #[arg(long)]
+        seq: u64,
+        /// A component name or digest to run on instead of the run's build.
+        #[arg(long)]
+        component: Option<String>,
+        /// The new run's id (restarting again with it is a no-op).
+        #[arg(long)]
+        run_id: Option<RunId>,
+        /// Leave the run going if it has not finished.
+        #[arg(long)]
+        keep_old: bool,
+    },
     /// Show where a run stands.
     Status {
         run: RunId,
@@ -499,6 +518,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
         Command::Pause { run, reason } => drive::pause(&host().await?, &run, &reason).await,
         Command::Advance { run } => drive::advance(&host().await?, &run).await,
+        Command::Restart {
+            run,
+            seq,
+            component,
+            run_id,
+            keep_old,
+        } => drive::restart(&host().await?, &run, seq, component.as_deref(), run_id, keep_old).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
         Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
         Command::List { json, workflow, tag } => {

@@ -62,6 +62,23 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
                 .await?;
             print(&advanced)
         }
+        Command::Restart {
+            run,
+            seq,
+            component,
+            run_id,
+            keep_old,
+        } => {
+            let request = json!({"seq": seq, "component": component, "run_id": run_id, "keep_old": keep_old});
+            let restarted = remote
+                .send(
+                    remote
+                        .request(Method::POST, &format!("/v1/runs/{run}/restart"))
+                        .json(&request),
+                )
+                .await?;
+            print(&restarted)
+        }
         Command::Replay { run, component: None } => {
             let report = remote.replay(run.as_str()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);

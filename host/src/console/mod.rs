@@ -55,6 +55,7 @@ pub fn router() -> Router<ApiState> {
         .route("/ui/runs/{id}/pause", post(run::pause))
         .route("/ui/runs/{id}/resume", post(run::resume))
         .route("/ui/runs/{id}/advance", post(run::advance))
+        .route("/ui/runs/{id}/restart", post(run::restart))
         .route("/ui/runs/{id}/replay", post(run::replay))
         .route("/ui/runs/{id}/upgrade", post(run::upgrade))
         .route("/ui/components", get(components::list))

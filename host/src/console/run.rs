@@ -19,7 +19,7 @@ use crate::api::state::ApiState;
 use crate::clock::{now_ms, rfc3339};
 use crate::guest_log::Source;
 use crate::journal::RunRecord;
-use crate::runtime::{LogCursor, LogPage, ReplayReport, RunError, RunState, RunStatus};
+use crate::runtime::{LogCursor, LogPage, ReplayReport, Restart, RunError, RunState, RunStatus};
 use crate::store::{RunId, SignalName, TenantId};
 
 /// Log lines a page shows.
@@ -81,6 +81,9 @@ fn redirected_notice(name: &str) -> Option<Notice> {
         "resumed" => Some(Notice::done("Resumed: the run goes on where it stopped.")),
         "advanced" => Some(Notice::done(
             "Advanced: the run's wait ended now, as if its timer had run out; the run goes on from it.",
+        )),
+        "restarted" => Some(Notice::done(
+            "Restarted: this new run replays the calls it kept, without executing them again, and executes from there.",
         )),
         _ => None,
     }
@@ -230,6 +233,10 @@ fn facts(record: &RunRecord) -> Markup {
                     dt { "Chain" }
                     dd { "generation " (chain.generation) " of " (run_link(&chain.root)) ", after " (run_link(&chain.previous)) }
                 }
+                @if let Some(point) = &record.restarted_from {
+                    dt { "Restarted from" }
+                    dd #restarted-from { (run_link(&point.run)) ", keeping its calls before seq " (point.seq) }
+                }
                 @if let Some(concurrency) = &record.concurrency {
                     dt { "Concurrency" } dd { "key " code { (concurrency.key) } ", " (concurrency.limit) " at once" }
                 }
@@ -323,6 +330,17 @@ fn actions(run: &RunId, csrf: &str, status: &RunStatus, names: &[(crate::store::
                     label { "Reason " input type="text" name="reason" maxlength=(MAX_REASON) placeholder="cancelled from the console"; }
                     button.danger type="submit" { "Cancel the run" }
                 }
+            }
+            form #restart-form method="post" action=(action("restart")) {
+                h3 { "Restart from a point" }
+                input type="hidden" name="csrf" value=(csrf);
+                p.hint { "A new run keeps this run's calls before the seq, and executes from there." }
+                label { "From seq " input type="number" name="seq" required min="0" value=(status.journaled_calls); }
+                label { "On build " input type="text" name="build" list="component-names" placeholder="its own (or a name or digest)"; }
+                @if !finished {
+                    label.check { input type="checkbox" name="keep_old" value="on"; " keep this run going (else it is cancelled)" }
+                }
+                button type="submit" { "Restart" }
             }
             form #replay-form method="post" action=(action("replay")) {
                 h3 { "Replay check" }
@@ -464,6 +482,47 @@ async fn redirect_or_refuse(
     match done {
         Ok(()) => Ok(Redirect::to(&format!("/ui/runs/{id}?notice={notice}")).into_response()),
         Err(e) => refused(state, signed, id, e.into()).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RestartForm {
+    csrf: String,
+    seq: u64,
+    #[serde(default)]
+    build: String,
+    keep_old: Option<String>,
+}
+
+/// `POST /ui/runs/{id}/restart`: on to the new run's page.
+pub async fn restart(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(RunPath { id }): Path<RunPath>,
+    Form(form): Form<RestartForm>,
+) -> Result<Response, PageError> {
+    signed.check(&form.csrf)?;
+    let tenant = &signed.0.tenant.id;
+    let runs = state.runtime().runs();
+    let restarted = async {
+        let component = match form.build.trim() {
+            "" => None,
+            reference => Some(state.runtime().component(tenant, reference).await?),
+        };
+        let restart = Restart {
+            seq: form.seq,
+            component,
+            run_id: None,
+            keep_old: form.keep_old.is_some(),
+        };
+        runs.restart(tenant, &id, restart).await
+    };
+    match restarted.await {
+        Ok(restarted) => {
+            runs.drive_in_background(tenant, &restarted.run_id);
+            Ok(Redirect::to(&format!("/ui/runs/{}?notice=restarted", restarted.run_id)).into_response())
+        }
+        Err(e) => refused(&state, &signed, &id, e.into()).await,
     }
 }
 

@@ -21,10 +21,10 @@ internal_use!(cursor::{Cursor, PatchMark});
 internal_use!(envelope::{FORMAT_VERSION, decode, encode});
 pub use records::{
     AdvanceRecord, AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit,
-    DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RunRecord, SignalRecord,
-    TimerRecord, digest,
+    DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RestartPoint, RunRecord,
+    SignalRecord, TimerRecord, digest,
 };
-internal_use!(run_records::{RunRecords, SnapshotListing});
+internal_use!(run_records::{RunRecords, SnapshotListing, taken_signals});
 
 use crate::store::StoreError;
 

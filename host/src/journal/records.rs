@@ -79,6 +79,10 @@ pub struct RunRecord {
     /// `None` for a run a client or a parent started (a chain's root).
     #[serde(default)]
     pub chain: Option<ChainLink>,
+    /// The run this one restarts, and where: its journal begins with that
+    /// run's entries before the seq, which it replays and never executes.
+    #[serde(default)]
+    pub restarted_from: Option<RestartPoint>,
 }
 
 impl RunRecord {
@@ -88,6 +92,23 @@ impl RunRecord {
         self.created_at_us
             .unwrap_or_else(|| self.created_at_ms.saturating_mul(1_000))
     }
+
+    /// How many entries the run's journal begins with that another run
+    /// wrote: those a restart kept (0 for a run that was not restarted).
+    pub fn kept_calls(&self) -> u64 {
+        self.restarted_from.as_ref().map_or(0, |point| point.seq)
+    }
+}
+
+/// Where a run was restarted from (see `runtime::restart`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RestartPoint {
+    /// The run restarted.
+    #[schema(value_type = String)]
+    pub run: RunId,
+    /// The first seq executed anew: the restarted run's entries before it
+    /// are kept.
+    pub seq: u64,
 }
 
 /// Which build a run moved to by an upgrade, and those it ran on before.
@@ -164,6 +185,7 @@ impl RunRecord {
             concurrency: None,
             earlier_builds: Vec::new(),
             chain: None,
+            restarted_from: None,
         }
     }
 }

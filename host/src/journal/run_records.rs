@@ -5,7 +5,7 @@
 //! snapshot) is only what the store holds: entries read from it, or written
 //! to it create-only.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -668,17 +668,43 @@ impl RunRecords {
 
     /// How many signals were sent to the run and not yet taken by it.
     pub async fn buffered_signals(&self) -> Result<usize, JournalError> {
+        let taken = taken_signals(&self.entries().await?);
+        Ok(self.untaken_signals(&taken, u64::MAX).await?.len())
+    }
+
+    /// The keys of the signals sent to the run, at or before `sent_by_ms`,
+    /// that `taken` does not hold, oldest first: one listing.
+    pub async fn untaken_signals(
+        &self,
+        taken: &HashSet<String>,
+        sent_by_ms: u64,
+    ) -> Result<Vec<StoreKey>, JournalError> {
         let sent = self.store.list(&keys_of(&self.run).all_signals()).await?;
-        let taken: std::collections::HashSet<String> = self
-            .entries()
-            .await?
+        Ok(sent
             .into_iter()
-            .filter_map(|entry| match entry.recorded {
-                super::Recorded::Signal { key, .. } => key,
-                _ => None,
-            })
-            .collect();
-        Ok(sent.iter().filter(|key| !taken.contains(key.as_ref())).count())
+            .filter(|key| !taken.contains(key.as_ref()))
+            .filter(|key| signal_sent_at_ms(key).is_none_or(|at| at <= sent_by_ms))
+            .collect())
+    }
+
+    /// Sends the signals stored at `keys`, which were sent to `from`, to
+    /// this run, under the same names and times: copying again is harmless.
+    pub async fn copy_signals(&self, from: &RunRecords, keys: &[StoreKey]) -> Result<(), JournalError> {
+        let (source, target) = (keys_of(&from.run).all_signals(), keys_of(&self.run).all_signals());
+        for key in keys {
+            let Some(rest) = key.prefix_match(&source) else {
+                continue;
+            };
+            let copy = StoreKey::from_iter(target.parts().chain(rest));
+            let Some(signal) = self.store.get(key).await? else {
+                continue;
+            };
+            match self.store.create(&copy, signal).await {
+                Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Stores a signal for the run; it waits there until the run takes it.
@@ -736,6 +762,23 @@ impl RunRecords {
 /// The seq a key ends with.
 fn seq_of(key: &StoreKey) -> Option<u64> {
     key.filename()?.parse().ok()
+}
+
+/// The keys of the signals `entries` took.
+pub fn taken_signals(entries: &[Entry]) -> HashSet<String> {
+    entries
+        .iter()
+        .filter_map(|entry| match &entry.recorded {
+            super::Recorded::Signal { key, .. } => key.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// When the signal stored at `key` was sent: its name begins with the
+/// time (see `RunKeys::new_signal`).
+fn signal_sent_at_ms(key: &StoreKey) -> Option<u64> {
+    key.filename()?.split('-').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -1047,6 +1090,43 @@ mod tests {
         assert_eq!(run.timer(3, 60, 40, None).await?.deadline_ms, 100);
         let again = run.timer(3, 900, 99, None).await?;
         assert_eq!((again.deadline_ms, again.started_at_ms), (100, 60));
+        Ok(())
+    }
+
+    /// The signals a run had not taken, sent by a time, are copied to
+    /// another run under the same names, to be taken there in the same
+    /// order; copying again adds none, and a later signal stays behind.
+    #[tokio::test]
+    async fn untaken_signals_sent_by_a_time_are_copied_once_to_another_run() -> TestResult {
+        let old = records();
+        let new = RunRecords::new(old.store.clone(), RunId::new("r2")?);
+        let name = SignalName::new("go")?;
+        for (payload, sent_at_ms) in [("1", 10), ("2", 20), ("3", 30)] {
+            let signal = SignalRecord {
+                payload: payload.into(),
+                sent_at_ms,
+            };
+            old.send_signal(&name, &signal, None).await?;
+        }
+        let sent = old.signals(&name).await?;
+        let took_first = Entry {
+            recorded: Recorded::Signal {
+                payload: Some("1".into()),
+                key: Some(sent[0].0.clone()),
+            },
+            ..entry(0)
+        };
+        let taken = taken_signals(&[took_first, entry(1)]);
+        let untaken = old.untaken_signals(&taken, 20).await?;
+        assert_eq!(untaken.len(), 1, "the second only: the third came after 20 ms");
+        new.copy_signals(&old, &untaken).await?;
+        new.copy_signals(&old, &untaken).await?;
+        let copied = new.signals(&name).await?;
+        let payloads: Vec<&str> = copied.iter().map(|(_, signal)| signal.payload.as_str()).collect();
+        assert_eq!(payloads, ["2"]);
+        assert!(copied[0].0.starts_with("runs/r2/signals/go/"), "{}", copied[0].0);
+        assert_eq!(new.buffered_signals().await?, 1);
+        assert_eq!(old.untaken_signals(&taken, u64::MAX).await?.len(), 2);
         Ok(())
     }
 }

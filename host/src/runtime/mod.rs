@@ -43,6 +43,7 @@ mod moment;
 mod patches;
 mod recently_ended;
 mod replay;
+mod restart;
 mod retention;
 mod retry;
 mod runs;
@@ -79,6 +80,7 @@ pub use interruption::Suspension;
 pub use logs::{LogCursor, LogPage, Logs, MAX_LOG_PAGE, PagedLine};
 pub use moment::{DEADLINE, Moment, MomentFields, START};
 pub use replay::ReplayReport;
+pub use restart::{Restart, Restarted};
 pub use retention::{Retention, SWEEP_BATCH, Swept};
 pub use retry::RetryPolicy;
 pub use runs::Runs;
@@ -304,6 +306,16 @@ pub enum RunError {
     /// A run could not continue as new, or its chain could not be followed.
     #[error(transparent)]
     Continuation(#[from] ContinuationError),
+    /// A run cannot be restarted from the point asked (see [`Runs::restart`]).
+    #[error("cannot restart run `{run}` from seq {seq}: {reason}")]
+    RestartRefused {
+        /// The run asked to restart.
+        run: RunId,
+        /// The seq it was asked to restart from.
+        seq: u64,
+        /// Why not, and where it could restart from.
+        reason: String,
+    },
 }
 
 impl RunError {

@@ -37,7 +37,7 @@ use crate::telemetry::spans;
 
 use super::{
     Progress, Retention, RunError, RunListing, RunState, RunStatus, StepStandIn, Suspension, background, children,
-    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, step_host, usage,
+    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, restart, step_host, usage,
 };
 
 /// What every run on this host shares.
@@ -352,8 +352,16 @@ impl Runs {
         spans::join_run_trace(&span, tenant, run, self.host.cluster.me());
         let ending = spans::Ending::of(&span);
         let progress = async {
-            let entries = journal?;
-            if entries.is_empty() {
+            let entries = match self.kept_prefix(&context.records, &record, journal?).await? {
+                restart::KeptPrefix::Whole(entries) => entries,
+                restart::KeptPrefix::Gone(why) => {
+                    let outcome = self.end_without_prefix(&context.records, &record, why).await?;
+                    return Ok(Progress::Finished(outcome));
+                }
+            };
+            // Its first execution: a restarted run's journal begins with
+            // calls another run made.
+            if entries.iter().all(|entry| entry.seq < record.kept_calls()) {
                 if let Some(waiting) = self.before_start(&context.records, &record).await? {
                     return Ok(waiting);
                 }

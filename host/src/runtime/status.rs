@@ -169,6 +169,10 @@ pub struct RunStatus {
     /// continued as new (absent for a run that was started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain: Option<crate::journal::ChainLink>,
+    /// The run this one restarts, and the first seq it executed anew
+    /// (absent for a run that was not restarted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted_from: Option<crate::journal::RestartPoint>,
     /// Since when, and why, an unfinished run is paused (absent unless it
     /// is): it stays in its state, and starts nothing until resumed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,6 +192,7 @@ impl RunStatus {
             journaled_calls,
             state,
             chain: record.chain,
+            restarted_from: record.restarted_from,
             paused: None,
         }
     }

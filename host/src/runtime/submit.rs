@@ -49,6 +49,9 @@ pub struct Submission {
     /// The run's place in a chain, when it is a generation another run
     /// continued as (see `runtime::continuation`).
     pub chain: Option<crate::journal::ChainLink>,
+    /// The run this one restarts, and from which seq (see
+    /// `runtime::restart`).
+    pub restarted_from: Option<crate::journal::RestartPoint>,
 }
 
 impl Submission {
@@ -71,6 +74,7 @@ impl Submission {
             priority: DEFAULT_PRIORITY.into(),
             concurrency: None,
             chain: None,
+            restarted_from: None,
         }
     }
 
@@ -196,6 +200,7 @@ impl Runs {
             concurrency: submission.concurrency,
             earlier_builds: Vec::new(),
             chain: submission.chain,
+            restarted_from: submission.restarted_from,
         };
         let records = RunRecords::new(store, run_id.clone());
         // A generated id is new; a chosen one may name a run that exists,
@@ -235,8 +240,17 @@ impl Runs {
                     .ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
                 // A run an upgrade moved is still the run started on its first build.
                 let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
-                let same = (&existing.workflow, first_build, &existing.input_digest)
-                    == (&record.workflow, &record.component, &record.input_digest);
+                let same = (
+                    &existing.workflow,
+                    first_build,
+                    &existing.input_digest,
+                    &existing.restarted_from,
+                ) == (
+                    &record.workflow,
+                    &record.component,
+                    &record.input_digest,
+                    &record.restarted_from,
+                );
                 if same {
                     Ok(run_id)
                 } else {
