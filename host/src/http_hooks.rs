@@ -39,6 +39,8 @@ pub const TOLERANCE: Duration = Duration::from_secs(300);
 pub const MAX_HOOKS: usize = 100;
 /// Request headers one hook may pass into its runs' input.
 pub const MAX_HEADERS: usize = 16;
+/// The longest header name a hook passes, in bytes.
+pub const MAX_HEADER_NAME: usize = 256;
 /// Hex digits of the signature in a run's id.
 const RUN_ID_HEX: usize = 20;
 
@@ -131,7 +133,7 @@ impl Hook {
             return Err(HookError::Headers(format!("{} given", self.headers.len())));
         }
         for name in &mut self.headers {
-            if name.len() > 256 {
+            if name.len() > MAX_HEADER_NAME {
                 return Err(HookError::Headers(format!("a name of {} bytes", name.len())));
             }
             let parsed = http::HeaderName::from_bytes(name.as_bytes())
@@ -351,11 +353,41 @@ mod tests {
             ..hook.clone()
         };
         assert!(matches!(bad.checked(), Err(HookError::Headers(_))));
-        let many = Hook {
-            headers: (0..=MAX_HEADERS).map(|n| format!("x-{n}")).collect(),
-            ..hook
+        let headers = |count: usize, length: usize| Hook {
+            headers: (0..count).map(|n| format!("{n:x<length$}")).collect(),
+            ..hook.clone()
         };
-        assert!(matches!(many.checked(), Err(HookError::Headers(_))));
+        assert!(headers(MAX_HEADERS, MAX_HEADER_NAME).checked().is_ok(), "at the limits");
+        for over in [headers(MAX_HEADERS + 1, 8), headers(1, MAX_HEADER_NAME + 1)] {
+            assert!(matches!(over.checked(), Err(HookError::Headers(_))));
+        }
+    }
+
+    /// A tenant holds 100 hooks at most: the 101st is refused, one of
+    /// them replaced is not, and another tenant's count is its own.
+    #[tokio::test]
+    async fn a_tenant_holds_a_hundred_hooks_at_most() -> Result<(), HookError> {
+        let hooks = Hooks::new(Storage::in_memory());
+        let (acme, globex) = (TenantId::default_tenant(), TenantId::new("globex").expect("a valid id"));
+        let hook = Hook {
+            component: ComponentName::new("hello").expect("a valid name"),
+            workflow: WorkflowName::new("echo").expect("a valid name"),
+            headers: Vec::new(),
+        };
+        let name = |n: usize| HookName::new(&format!("h{n}")).expect("a valid name");
+        for n in 0..MAX_HOOKS {
+            hooks.put(&acme, &name(n), &hook).await?;
+        }
+        assert!(matches!(
+            hooks.put(&acme, &name(MAX_HOOKS), &hook).await,
+            Err(HookError::TooMany)
+        ));
+        hooks.put(&acme, &name(0), &hook).await?;
+        hooks.put(&globex, &name(MAX_HOOKS), &hook).await?;
+        assert_eq!(hooks.list(&acme).await?.len(), MAX_HOOKS);
+        assert!(hooks.delete(&acme, &name(7)).await?);
+        hooks.put(&acme, &name(MAX_HOOKS), &hook).await?;
+        Ok(())
     }
 
     fn input_of_body(hook: &Hook, body: &[u8]) -> Value {

@@ -5,18 +5,19 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{self, Path};
+use super::extract::{self, Path, Query};
 use super::responses::{JsonBody, Malformed, Oversized, Refusals};
-use super::runs::Started;
+use super::runs::{StartParams, Started, held_for};
 use crate::clock::now_ms;
 use crate::http_hooks::{self, Hook, HookError, SIGNING_KEY_SECRET};
-use crate::runtime::Submission;
+use crate::runtime::{RunStatus, Submission};
 use crate::store::{HookName, SecretName, TenantId};
 
 /// Which hook.
@@ -101,12 +102,14 @@ pub async fn delete(
 /// `Stepstone-Signature: t={unix seconds},sha256={hex HMAC-SHA256 of "{t}.{body}"}`
 /// under the tenant's secret `hook-signing-key`, `t` within 300 s. No
 /// token: the signature is the credential. The same request sent again
-/// answers the same run.
-#[utoipa::path(post, path = "/hooks/{tenant}/{name}", params(PublicHookPath),
+/// answers the same run. With `wait`, the answer is the run's status once
+/// it ends or the wait runs out (`wait` stays in the query the run sees).
+#[utoipa::path(post, path = "/hooks/{tenant}/{name}", params(PublicHookPath, StartParams),
     request_body(content = String, description = "any body: JSON, or text"),
     security(()),
     responses(
-        (status = 202, body = Started, description = "the run started (or the same request's, sent before)"),
+        (status = 202, body = Started, description = "the run started (or the same request's, sent before); without `wait`"),
+        (status = 200, body = RunStatus, description = "with `wait`: where the run stands when it finished or the wait ran out"),
         (status = 401, body = ErrorBody, description = "unsigned, forged, or signed over 300 s away from now"),
         (status = 404, body = ErrorBody, description = "no such hook (or its tenant has set no `hook-signing-key`)"),
         Malformed, Oversized, Refusals,
@@ -114,11 +117,12 @@ pub async fn delete(
 pub async fn call(
     State(state): State<ApiState>,
     Path(PublicHookPath { tenant, name }): Path<PublicHookPath>,
+    Query(params): Query<StartParams>,
     method: Method,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
     body: Bytes,
-) -> Result<(StatusCode, Json<Started>), ApiError> {
+) -> Result<Response, ApiError> {
     let unknown = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -144,7 +148,10 @@ pub async fn call(
     let mut submission = Submission::new(component, hook.workflow.as_str(), &input.to_string());
     submission.run_id = Some(http_hooks::run_id(&name, &signed));
     let run = state.runtime.start(&tenant, submission).await?;
-    Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })))
+    let Some(timeout) = params.wait else {
+        return Ok((StatusCode::ACCEPTED, Json(Started { run_id: run })).into_response());
+    };
+    Ok(Json(state.runtime.runs().wait(&tenant, &run, held_for(timeout)).await?).into_response())
 }
 
 pub(super) fn hook_status(error: &HookError) -> StatusCode {

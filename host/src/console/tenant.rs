@@ -1,5 +1,5 @@
 //! The tenant page: what the tenant uses against its quotas now, its use
-//! per UTC day, and every quota the operator set for it.
+//! per UTC day, its HTTP hooks, and every quota the operator set for it.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ pub async fn page(State(state): State<ApiState>, signed: Signed) -> Result<Respo
         days.push((day, runtime.usage().day(&tenant.id, day).await?));
     }
     let stored = runtime.catalog().stored_components(&tenant.id).await?;
+    let hooks = (runtime.hooks().list(&tenant.id).await).map_err(crate::runtime::RunError::from)?;
     let quotas = &tenant.quotas;
     let used_today = &days[0].1;
     let fuel_budget = quotas
@@ -76,6 +77,28 @@ pub async fn page(State(state): State<ApiState>, signed: Signed) -> Result<Respo
                                 td.num { (used.step_attempts) }
                                 td.num { (used.fuel) }
                                 td.num { (used.outbound_requests) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section {
+            h2 { "HTTP hooks" }
+            @if hooks.is_empty() {
+                p.hint #no-hooks { "None: `PUT /v1/hooks/{name}` or `stepstone hook put` maps a path to a workflow." }
+            } @else {
+                div.scroll {
+                    table.hooks #hooks {
+                        thead { tr { th { "Path" } th { "Component" } th { "Workflow" } th { "Headers passed" } } }
+                        tbody {
+                            @for (name, hook) in &hooks {
+                                tr {
+                                    td { code { "POST /hooks/" (tenant.id) "/" (name) } }
+                                    td { a href={ "/ui/components/" (hook.component) } { (hook.component) } }
+                                    td { (hook.workflow) }
+                                    td { (hook.headers.join(", ")) }
+                                }
                             }
                         }
                     }
