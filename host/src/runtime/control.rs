@@ -330,16 +330,15 @@ impl Runs {
         Ok(())
     }
 
-    /// The records of `run`, known and not finished.
+    /// The records of `run`, known and not finished: both read at once, as
+    /// each is a round trip on object storage.
     async fn records_of_unfinished(&self, tenant: &TenantId, run: &RunId) -> Result<RunRecords, RunError> {
         let records = self.records(tenant, run);
-        if records.run().await?.is_none() {
-            return Err(RunError::UnknownRun { run: run.clone() });
+        match futures::try_join!(records.run(), records.outcome())? {
+            (None, _) => Err(RunError::UnknownRun { run: run.clone() }),
+            (Some(_), Some(_)) => Err(RunError::Finished { run: run.clone() }),
+            (Some(_), None) => Ok(records),
         }
-        if records.outcome().await?.is_some() {
-            return Err(RunError::Finished { run: run.clone() });
-        }
-        Ok(records)
     }
 
     /// Pauses a run (a run that continued as new, in its chain's latest
