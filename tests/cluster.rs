@@ -191,6 +191,64 @@ fn a_run_paused_through_another_host_is_driven_by_none_until_resumed() {
     assert_contiguous(other, "held");
 }
 
+/// A run restarted through a host killed at once (SIGKILL) is driven by
+/// the other host, which completes its prefix if the first did not: the
+/// kept calls are the old run's entries as recorded, only the calls after
+/// the restart point run, and the approval the old run was sent and never
+/// took is taken by the new run. The old run ends cancelled.
+#[test]
+fn a_run_restarted_through_a_host_killed_at_once_keeps_its_calls_on_the_other() {
+    const HOUR_MS: u64 = 3_600_000;
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &["--lease-ttl", "2s"]);
+    let first = &servers[0];
+    first.upload(TOKEN, "order");
+    let input = stepstone_e2e::order_input("saga", HOUR_MS, json!({"approval_timeout_ms": HOUR_MS}));
+    begin(first, "order", "place-order", &input, "saga");
+    await_state(first, "saga", "sleeping", Duration::from_secs(30));
+    signal(first, "saga", "approve", &json!({"approved": true}));
+    let old = first.get("/v1/runs/saga/journal", TOKEN).expect(200);
+    let entries = old.as_array().expect("entries").clone();
+    let charge = entries
+        .iter()
+        .position(|entry| entry["name"] == "charge")
+        .expect("a charge");
+    let restarted = first
+        .post_json("/v1/runs/saga/restart", TOKEN, &json!({"seq": charge}))
+        .expect(201);
+    servers[0].kill();
+    let new = restarted["run_id"].as_str().expect("a run id");
+    let other = &servers[1];
+    await_state(other, new, "sleeping", Duration::from_secs(30));
+    other
+        .post_json(&format!("/v1/runs/{new}/advance"), TOKEN, &json!({}))
+        .expect(200);
+    let done = await_state(other, new, "completed", Duration::from_secs(30));
+    assert_eq!(done["output"]["charge"], "ch-saga", "{done}");
+    assert_eq!(done["restarted_from"], json!({"run": "saga", "seq": charge}), "{done}");
+    let journal = other.get(&format!("/v1/runs/{new}/journal"), TOKEN).expect(200);
+    assert_eq!(
+        journal.as_array().expect("entries")[..charge],
+        entries[..charge],
+        "kept as recorded"
+    );
+    let steps: Vec<&str> = journal
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["kind"] == "step")
+        .filter_map(|entry| entry["name"].as_str())
+        .collect();
+    assert_eq!(steps, ["reserve", "charge", "ship"]);
+    let logs = other.get(&format!("/v1/runs/{new}/logs"), TOKEN).expect(200);
+    assert!(
+        !logs.to_string().contains("reserving"),
+        "the kept reservation ran again: {logs}"
+    );
+    assert_contiguous(other, new);
+    await_state(other, "saga", "cancelled", Duration::from_secs(30));
+}
+
 /// A host paused (SIGSTOP) mid-step past its lease: another host judges it
 /// dead, takes the run over and runs the step again; the paused host, once
 /// resumed, finds its lease lapsed and writes nothing (no entry, no
