@@ -1350,3 +1350,60 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
     assert_eq!(answer["restarted_from"], json!({"run": new, "seq": 1}), "{answer}");
     assert_eq!(answer["old_cancelled"], false, "a finished run: {answer}");
 }
+
+/// A flood of signed requests to a hook meets the tenant's run quotas as
+/// any start does: past its rate, 429 with a time to retry, and no run;
+/// so does a restart.
+#[test]
+fn a_flood_of_hook_requests_or_restarts_meets_the_tenants_start_rate() {
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", &"5a".repeat(32));
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nmax_new_runs_per_minute = 2\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start_on(host, &tenants);
+    server.upload(TOKEN, "hello");
+    let hook = json!({"component": "hello", "workflow": "echo"});
+    let stored = server
+        .request(reqwest::Method::PUT, "/v1/hooks/flood", TOKEN)
+        .json(&hook)
+        .send()
+        .expect("sent");
+    assert_eq!(stored.status(), 200);
+    let key = server
+        .request(reqwest::Method::PUT, "/v1/secrets/hook-signing-key", TOKEN)
+        .body("whsec_acme")
+        .send()
+        .expect("sent");
+    assert_eq!(key.status(), 204);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let client = reqwest::blocking::Client::new();
+    let answers: Vec<(u16, Option<String>)> = (0..6)
+        .map(|n| {
+            let body = format!(r#"{{"n":{n}}}"#);
+            let reply = client
+                .post(format!("{}/hooks/acme/flood", server.url))
+                .header("stepstone-signature", hook_signature("whsec_acme", now, &body))
+                .body(body)
+                .send()
+                .expect("an answer");
+            let retry = reply
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            (reply.status().as_u16(), retry)
+        })
+        .collect();
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses, [202, 202, 429, 429, 429, 429], "{answers:?}");
+    assert!(answers[2].1.is_some(), "a time to retry: {answers:?}");
+    let listed = server.get("/v1/runs?workflow=echo", TOKEN).expect(200);
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(2), "{listed}");
+    let first = listed["runs"][0]["run_id"].as_str().expect("a run id").to_owned();
+    let refused = server.post_json(&format!("/v1/runs/{first}/restart"), TOKEN, &json!({"seq": 0}));
+    assert_eq!(refused.status, 429, "{}", refused.body);
+}
