@@ -1,0 +1,101 @@
+//! Restarting a run through the library: a restarted run executes only the
+//! calls after its point, on whichever host first drives it; one whose old
+//! run is gone before it copied its kept calls fails, saying so, and runs
+//! nothing.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stepstone::component::CodeCache;
+use stepstone::config::HostConfig;
+use stepstone::journal::Outcome;
+use stepstone::runtime::{AttemptCall, Progress, Restart, Runtime, StandIn, StepStandIn, Submission};
+use stepstone::store::{RunId, Storage, TenantId, keys_of};
+use stepstone_e2e::guest;
+
+/// Answers every attempt at once with its input, and counts them.
+#[derive(Default)]
+struct Counted(Mutex<u32>);
+
+impl StepStandIn for Counted {
+    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
+        *self.0.lock().expect("unpoisoned") += 1;
+        StandIn {
+            answer: Some(Ok(call.input.to_owned())),
+            takes: Duration::ZERO,
+        }
+    }
+}
+
+/// A run of five steps, driven to its end, on a runtime whose attempts
+/// `attempts` counts.
+async fn finished_run(attempts: &Arc<Counted>) -> (Runtime, Storage, TenantId, RunId) {
+    let storage = Storage::in_memory();
+    let runtime = Runtime::with_step_stand_in(
+        HostConfig::new(),
+        storage.clone(),
+        CodeCache::disabled(),
+        attempts.clone(),
+    )
+    .expect("a runtime");
+    let tenant = TenantId::default_tenant();
+    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
+    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
+    let run = runtime
+        .submit(&tenant, Submission::new(bench, "sequential", r#"{"n":5}"#))
+        .await
+        .expect("submitted");
+    let ended = runtime.run_to_end(&tenant, &run, None).await.expect("driven");
+    assert!(
+        matches!(ended, Progress::Finished(Outcome::Completed { .. })),
+        "{ended:?}"
+    );
+    (runtime, storage, tenant, run)
+}
+
+/// Restarted from seq 2 of five steps, a run runs three: the two kept are
+/// replayed, and it ends as the first did.
+#[tokio::test]
+async fn a_restarted_run_runs_only_the_calls_after_its_point() {
+    let attempts = Arc::new(Counted::default());
+    let (runtime, _, tenant, run) = finished_run(&attempts).await;
+    let before = *attempts.0.lock().expect("unpoisoned");
+    let restart = Restart {
+        seq: 2,
+        ..Restart::default()
+    };
+    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    assert!(!restarted.old_cancelled, "a finished run is not cancelled");
+    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    assert!(
+        matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output == "10"),
+        "{ended:?}"
+    );
+    assert_eq!(*attempts.0.lock().expect("unpoisoned") - before, 3);
+}
+
+/// A restarted run whose old run was deleted before any host copied its
+/// kept calls fails `restart-point-gone`, having run nothing.
+#[tokio::test]
+async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
+    let attempts = Arc::new(Counted::default());
+    let (runtime, storage, tenant, run) = finished_run(&attempts).await;
+    let before = *attempts.0.lock().expect("unpoisoned");
+    let restart = Restart {
+        seq: 3,
+        ..Restart::default()
+    };
+    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    let store = storage.tenant(&tenant);
+    let old = store.list(&keys_of(&run).root()).await.expect("listed");
+    store.delete_all(&old).await.expect("deleted");
+    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    match ended {
+        Progress::Finished(Outcome::Failed { kind, message }) => {
+            assert_eq!(kind, "restart-point-gone");
+            assert!(message.contains(run.as_str()), "{message}");
+        }
+        other => panic!("not failed: {other:?}"),
+    }
+    assert_eq!(*attempts.0.lock().expect("unpoisoned"), before, "nothing ran");
+}
