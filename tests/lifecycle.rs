@@ -688,11 +688,7 @@ fn a_group_of_runs_starts_at_once_counts_its_states_streams_each_end_and_cancels
     let file = dir.path().join("group.json");
     let cli = json!({"group_id": "from-cli", "runs": [greet(json!({"name": "Di"}))]});
     std::fs::write(&file, cli.to_string()).expect("written");
-    let remote = |args: &[&str]| {
-        let mut full = vec!["--server", server.url.as_str(), "--token", TOKEN, "group"];
-        full.extend_from_slice(args);
-        server.host.run(&full).success()
-    };
+    let remote = |args: &[&str]| through_server(&server, &[&["group"][..], args].concat());
     assert_eq!(
         remote(&["start", arg(&file)]).json()["run_ids"],
         json!(["from-cli-0000"])
@@ -904,12 +900,7 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
     assert_eq!(still["journaled_calls"], waiting["journaled_calls"], "{still}");
     assert!(still["paused"].is_object(), "paused after the restart: {still}");
 
-    let cli = |args: &[&str]| {
-        let mut full = vec!["--server", server.url.as_str(), "--token", TOKEN];
-        full.extend_from_slice(args);
-        server.host.run(&full).success();
-    };
-    cli(&["resume", "held"]);
+    through_server(&server, &["resume", "held"]);
     let done = server.get("/v1/runs/held/wait?timeout=30s", TOKEN).expect(200);
     assert_eq!(
         (done["state"].as_str(), &done["output"]),
@@ -922,7 +913,7 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
 
     let again = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "again"});
     server.post_json("/v1/runs", TOKEN, &again).expect(202);
-    cli(&["pause", "again", "--reason", "from the CLI"]);
+    through_server(&server, &["pause", "again", "--reason", "from the CLI"]);
     let paused = server.get("/v1/runs/again", TOKEN).expect(200);
     assert_eq!(paused["paused"]["reason"], "from the CLI", "{paused}");
     // A cancellation goes through the pause.
@@ -979,19 +970,7 @@ fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
     let kept = server.get("/v1/runs/b1/wait?timeout=2s", TOKEN).expect(200);
     assert_eq!(kept["state"], "awaiting-signal", "paused, the signal is kept: {kept}");
 
-    let cli = server
-        .host
-        .run(&[
-            "--server",
-            server.url.as_str(),
-            "--token",
-            TOKEN,
-            "batch",
-            "resume",
-            "--component",
-            "hello",
-        ])
-        .success();
+    let cli = through_server(&server, &["batch", "resume", "--component", "hello"]);
     let resumed: Value = serde_json::from_str(&cli.stdout()).expect("JSON");
     assert_eq!(resumed, json!({"count": 2, "runs": ["b1", "b2"]}));
     let done = server.get("/v1/runs/b1/wait?timeout=30s", TOKEN).expect(200);
@@ -1005,6 +984,16 @@ fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
 }
 
 /// `Stepstone-Signature` for `body` at `t` under `key`, as a sender signs it.
+/// Sets the tenant's `hook-signing-key` to `whsec_acme`.
+fn set_signing_key(server: &Server) {
+    let key = server
+        .request(reqwest::Method::PUT, "/v1/secrets/hook-signing-key", TOKEN)
+        .body("whsec_acme")
+        .send()
+        .expect("sent");
+    assert_eq!(key.status(), 204);
+}
+
 fn hook_signature(key: &str, t: u64, body: &str) -> String {
     use hmac::Mac;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).expect("any key");
@@ -1031,28 +1020,12 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         .send()
         .expect("sent");
     assert_eq!(stored.status(), 200);
-    let cli = [
-        "--server",
-        server.url.as_str(),
-        "--token",
-        TOKEN,
-        "hook",
-        "put",
-        "orders",
-        "hello",
-        "echo",
-    ];
-    let put = server
-        .host
-        .run(&[&cli[..], &["--header", "X-Event"][..]].concat())
-        .success();
+    let put = through_server(
+        &server,
+        &["hook", "put", "orders", "hello", "echo", "--header", "X-Event"],
+    );
     assert!(put.stdout().contains("\"x-event\""), "{}", put.stdout());
-    let key = server
-        .request(reqwest::Method::PUT, "/v1/secrets/hook-signing-key", TOKEN)
-        .body("whsec_acme")
-        .send()
-        .expect("sent");
-    assert_eq!(key.status(), 204);
+    set_signing_key(&server);
     let client = reqwest::blocking::Client::new();
     let call = |path: &str, signature: Option<String>, body: &str| {
         let mut request = client
@@ -1201,10 +1174,7 @@ fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart()
     assert!(deadline > at + HOUR_MS - 60_000, "{advanced}");
     server.await_state(TOKEN, "adv", "awaiting-signal");
 
-    let cli = server
-        .host
-        .run(&["--server", server.url.as_str(), "--token", TOKEN, "advance", "adv"])
-        .success();
+    let cli = through_server(&server, &["advance", "adv"]);
     assert!(
         cli.stdout().contains("\"approve\""),
         "the approval wait: {}",
@@ -1222,6 +1192,12 @@ fn advancing_a_run_ends_its_sleep_then_its_signal_timeout_now_across_a_restart()
     assert_eq!(steps_of(&journal), ["reserve", "charge", "refund", "release"]);
     assert!(now_ms() < at + 60_000, "the hour's waits were cut short");
     server.post_json("/v1/runs/adv/advance", TOKEN, &json!({})).expect(409);
+}
+
+/// `stepstone --server URL --token TOKEN ARGS`, which must succeed.
+fn through_server(server: &Server, args: &[&str]) -> stepstone_e2e::Run {
+    let remote = ["--server", server.url.as_str(), "--token", TOKEN];
+    server.host.run(&[&remote[..], args].concat()).success()
 }
 
 fn restart(server: &Server, token: &str, run: &str, body: Value) -> stepstone_e2e::Reply {
@@ -1332,20 +1308,7 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
         "idempotent by its id"
     );
     restart(&server, TOKEN, "saga", json!({"seq": 1, "run_id": "again"})).expect(409);
-    let cli = server
-        .host
-        .run(&[
-            "--server",
-            server.url.as_str(),
-            "--token",
-            TOKEN,
-            "restart",
-            &new,
-            "--seq",
-            "1",
-            "--keep-old",
-        ])
-        .success();
+    let cli = through_server(&server, &["restart", &new, "--seq", "1", "--keep-old"]);
     let answer: Value = serde_json::from_str(&cli.stdout()).expect("JSON");
     assert_eq!(answer["restarted_from"], json!({"run": new, "seq": 1}), "{answer}");
     assert_eq!(answer["old_cancelled"], false, "a finished run: {answer}");
@@ -1363,19 +1326,8 @@ fn a_flood_of_hook_requests_or_restarts_meets_the_tenants_start_rate() {
     );
     let server = Server::start_on(host, &tenants);
     server.upload(TOKEN, "hello");
-    let hook = json!({"component": "hello", "workflow": "echo"});
-    let stored = server
-        .request(reqwest::Method::PUT, "/v1/hooks/flood", TOKEN)
-        .json(&hook)
-        .send()
-        .expect("sent");
-    assert_eq!(stored.status(), 200);
-    let key = server
-        .request(reqwest::Method::PUT, "/v1/secrets/hook-signing-key", TOKEN)
-        .body("whsec_acme")
-        .send()
-        .expect("sent");
-    assert_eq!(key.status(), 204);
+    through_server(&server, &["hook", "put", "flood", "hello", "echo"]);
+    set_signing_key(&server);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("after 1970")

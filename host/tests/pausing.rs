@@ -3,6 +3,8 @@
 //! is resumed, and the attempt under way when the pause came finished and
 //! counted; a sleep waited out in its instance ends once advanced.
 
+mod answered;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +15,8 @@ use stepstone::runtime::{
 };
 use stepstone::store::{RunId, Storage, TenantId};
 use stepstone_e2e::guest;
+
+use answered::AnsweredAtOnce;
 
 /// Fails the first attempt of the step `flaky` (retried a second later),
 /// pausing its run as it starts; counts that step's attempts. Every other
@@ -136,28 +140,13 @@ async fn drive_relay(runtime: &Runtime, input: &str) -> (TenantId, RunId) {
     (tenant, run)
 }
 
-/// Answers every attempt at once with its input, as the bench guest's
-/// `noop` does, and counts them.
-#[derive(Default)]
-struct Instant(Mutex<u32>);
-
-impl StepStandIn for Instant {
-    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
-        *self.0.lock().expect("unpoisoned") += 1;
-        StandIn {
-            answer: Some(Ok(call.input.to_owned())),
-            takes: Duration::ZERO,
-        }
-    }
-}
-
 /// A run of steps driven to its end by one caller is paused, resumed,
 /// paused again and cancelled: each pause stops its steps, each resumption
 /// starts them again, and the cancellation ends the run, so the caller's
 /// drive returns it cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_driven_to_its_end_is_paused_resumed_paused_and_cancelled_and_its_driver_returns() {
-    let attempts = Arc::new(Instant::default());
+    let attempts = Arc::new(AnsweredAtOnce::default());
     let runtime = Runtime::with_step_stand_in(
         HostConfig::new(),
         Storage::in_memory(),
@@ -176,7 +165,7 @@ async fn a_run_driven_to_its_end_is_paused_resumed_paused_and_cancelled_and_its_
         let (runtime, tenant, run) = (runtime.clone(), tenant.clone(), run.clone());
         tokio::spawn(async move { runtime.run_to_end(&tenant, &run, None).await })
     };
-    let count = || *attempts.0.lock().expect("unpoisoned");
+    let count = || attempts.attempts();
     let runs = runtime.runs();
     let moving = |at_least: u32| async move {
         while count() < at_least {

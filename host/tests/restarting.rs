@@ -3,33 +3,22 @@
 //! run is gone before it copied its kept calls fails, saying so, and runs
 //! nothing.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod answered;
+
+use std::sync::Arc;
 
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{AttemptCall, Progress, Restart, Runtime, StandIn, StepStandIn, Submission};
+use stepstone::runtime::{Progress, Restart, Runtime, Submission};
 use stepstone::store::{RunId, Storage, TenantId, keys_of};
 use stepstone_e2e::guest;
 
-/// Answers every attempt at once with its input, and counts them.
-#[derive(Default)]
-struct Counted(Mutex<u32>);
-
-impl StepStandIn for Counted {
-    fn attempt(&self, call: &AttemptCall<'_>) -> StandIn {
-        *self.0.lock().expect("unpoisoned") += 1;
-        StandIn {
-            answer: Some(Ok(call.input.to_owned())),
-            takes: Duration::ZERO,
-        }
-    }
-}
+use answered::AnsweredAtOnce;
 
 /// A run of five steps, driven to its end, on a runtime whose attempts
 /// `attempts` counts.
-async fn finished_run(attempts: &Arc<Counted>) -> (Runtime, Storage, TenantId, RunId) {
+async fn finished_run(attempts: &Arc<AnsweredAtOnce>) -> (Runtime, Storage, TenantId, RunId) {
     let storage = Storage::in_memory();
     let runtime = Runtime::with_step_stand_in(
         HostConfig::new(),
@@ -57,9 +46,9 @@ async fn finished_run(attempts: &Arc<Counted>) -> (Runtime, Storage, TenantId, R
 /// replayed, and it ends as the first did.
 #[tokio::test]
 async fn a_restarted_run_runs_only_the_calls_after_its_point() {
-    let attempts = Arc::new(Counted::default());
+    let attempts = Arc::new(AnsweredAtOnce::default());
     let (runtime, _, tenant, run) = finished_run(&attempts).await;
-    let before = *attempts.0.lock().expect("unpoisoned");
+    let before = attempts.attempts();
     let restart = Restart {
         seq: 2,
         ..Restart::default()
@@ -71,16 +60,16 @@ async fn a_restarted_run_runs_only_the_calls_after_its_point() {
         matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output == "10"),
         "{ended:?}"
     );
-    assert_eq!(*attempts.0.lock().expect("unpoisoned") - before, 3);
+    assert_eq!(attempts.attempts() - before, 3);
 }
 
 /// A restarted run whose old run was deleted before any host copied its
 /// kept calls fails `restart-point-gone`, having run nothing.
 #[tokio::test]
 async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
-    let attempts = Arc::new(Counted::default());
+    let attempts = Arc::new(AnsweredAtOnce::default());
     let (runtime, storage, tenant, run) = finished_run(&attempts).await;
-    let before = *attempts.0.lock().expect("unpoisoned");
+    let before = attempts.attempts();
     let restart = Restart {
         seq: 3,
         ..Restart::default()
@@ -97,5 +86,5 @@ async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
         }
         other => panic!("not failed: {other:?}"),
     }
-    assert_eq!(*attempts.0.lock().expect("unpoisoned"), before, "nothing ran");
+    assert_eq!(attempts.attempts(), before, "nothing ran");
 }

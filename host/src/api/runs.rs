@@ -1,6 +1,7 @@
 //! `/v1/runs`: starting runs and everything a client does with one.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -19,6 +20,7 @@ use super::extract::{self, Body, OptionalJson, Path, Query};
 use super::params::{Cursor, Timeout, WholeNumber};
 use super::responses::{JsonBody, Malformed, Oversized, Refusals, Throttled, UnknownRun};
 use crate::clock::parse_time;
+use crate::component::Loaded;
 use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
@@ -622,10 +624,7 @@ pub async fn restart(
     Path(RunPath { id }): Path<RunPath>,
     extract::Json(request): extract::Json<RestartRun>,
 ) -> Result<(StatusCode, Json<Restarted>), ApiError> {
-    let component = match request.component {
-        Some(reference) => Some(state.runtime.component(&tenant.id, reference.as_str()).await?),
-        None => None,
-    };
+    let component = build_named(&state, &tenant, request.component.as_ref()).await?;
     let restart = Restart {
         seq: request.seq.0,
         component,
@@ -661,11 +660,20 @@ pub async fn replay(
     Path(RunPath { id }): Path<RunPath>,
     OptionalJson(request): OptionalJson<ReplayRun>,
 ) -> Result<Json<ReplayReport>, ApiError> {
-    let build = match request.component {
-        Some(reference) => Some(state.runtime.component(&tenant.id, reference.as_str()).await?),
-        None => None,
-    };
+    let build = build_named(&state, &tenant, request.component.as_ref()).await?;
     Ok(Json(state.runtime.runs().replay(&tenant.id, &id, build).await?))
+}
+
+/// The tenant's build `reference` names, if a request names one.
+async fn build_named(
+    state: &ApiState,
+    tenant: &Tenant,
+    reference: Option<&ComponentName>,
+) -> Result<Option<Arc<Loaded>>, ApiError> {
+    match reference {
+        Some(reference) => Ok(Some(state.runtime.component(&tenant.id, reference.as_str()).await?)),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

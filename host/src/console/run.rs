@@ -485,6 +485,18 @@ async fn redirect_or_refuse(
     }
 }
 
+/// The tenant's build a form's field names, if it names one.
+async fn build_given(
+    state: &ApiState,
+    tenant: &crate::store::TenantId,
+    field: &str,
+) -> Result<Option<std::sync::Arc<crate::component::Loaded>>, RunError> {
+    match field.trim() {
+        "" => Ok(None),
+        reference => Ok(Some(state.runtime().component(tenant, reference).await?)),
+    }
+}
+
 #[derive(Deserialize)]
 pub struct RestartForm {
     csrf: String,
@@ -505,10 +517,7 @@ pub async fn restart(
     let tenant = &signed.0.tenant.id;
     let runs = state.runtime().runs();
     let restarted = async {
-        let component = match form.build.trim() {
-            "" => None,
-            reference => Some(state.runtime().component(tenant, reference).await?),
-        };
+        let component = build_given(&state, tenant, &form.build).await?;
         let restart = Restart {
             seq: form.seq,
             component,
@@ -543,10 +552,7 @@ pub async fn replay(
     signed.check(&form.csrf)?;
     let tenant = &signed.0.tenant.id;
     let checked = async {
-        let build = match form.build.trim() {
-            "" => None,
-            reference => Some(state.runtime().component(tenant, reference).await?),
-        };
+        let build = build_given(&state, tenant, &form.build).await?;
         state.runtime().runs().replay(tenant, &id, build).await
     };
     match checked.await {
