@@ -3,7 +3,8 @@
 //! machines of their own. Any host takes any request; a run is driven by one
 //! host at a time; a signal or cancellation sent to another host reaches the
 //! owner at once; a host that dies has its runs taken over, and one that was
-//! only paused stands down when it wakes.
+//! only paused stands down when it wakes; a run's stream reads the same
+//! through any host, across a failover.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -189,6 +190,61 @@ fn a_run_paused_through_another_host_is_driven_by_none_until_resumed() {
     let done = await_state(other, "held", "completed", Duration::from_secs(30));
     assert_eq!(done["output"], json!({"via": "the other host"}));
     assert_contiguous(other, "held");
+}
+
+/// A stream read through a host that does not drive its run, from before
+/// the run's first value, gets every value once, in order, though the
+/// owner is killed (SIGKILL) a few values in and the reading host takes
+/// the run over, replays its appends and goes on; then the run's end.
+#[test]
+fn a_stream_read_through_another_host_sees_every_value_once_in_order_across_a_failover() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &["--lease-ttl", "2s"]);
+    let (owners, readers) = servers.split_at_mut(1);
+    let (owner, reader) = (&mut owners[0], &readers[0]);
+    owner.upload(TOKEN, "hello");
+    let input = json!({"ticks": 12, "every_ms": 250});
+    begin(owner, "hello", "stream-ticks", &input, "ticker");
+    let (third_read, third) = std::sync::mpsc::channel();
+    let events = std::thread::scope(|scope| {
+        let reading = scope.spawn(|| {
+            let request = reader.request(reqwest::Method::GET, "/v1/runs/ticker/streams/ticks", TOKEN);
+            reader.events(request, |event| {
+                if event.id.as_deref() == Some("2") {
+                    let _ = third_read.send(());
+                }
+                true
+            })
+        });
+        third
+            .recv_timeout(Duration::from_secs(30))
+            .expect("three values through the other host");
+        owner.kill();
+        reading.join().expect("the reader ends")
+    });
+    let values: Vec<(Option<&str>, Value)> = events
+        .iter()
+        .filter(|event| event.event == "value")
+        .map(|event| (event.id.as_deref(), serde_json::from_str(&event.data).expect("JSON")))
+        .collect();
+    let ids: Vec<String> = (0..12).map(|tick| tick.to_string()).collect();
+    let expected: Vec<(Option<&str>, Value)> = (0..12)
+        .map(|tick| (Some(ids[tick].as_str()), json!({ "tick": tick })))
+        .collect();
+    assert_eq!(values, expected, "every value once, in order");
+    let end = events.last().expect("events");
+    assert_eq!(end.event, "end", "{events:?}");
+    let ended: Value = serde_json::from_str(&end.data).expect("JSON");
+    assert_eq!(ended["state"], "completed", "{ended}");
+    reader.await_log("claimed the run", Duration::from_secs(1));
+    assert_contiguous(reader, "ticker");
+    record_reliability(&ReliabilityResult {
+        suite: "cluster",
+        fault: "the owner of a run streaming 12 values SIGKILLed after the third, read through the other host",
+        trials: 1,
+        outcome: "the reader got each value once, in order, and the end; the other host took the run over",
+        lost: 0,
+    });
 }
 
 /// A run restarted through a host killed at once (SIGKILL) is driven by

@@ -2,7 +2,7 @@
 //! and `chromium-driver`, which `make test` installs) against a served host
 //! with real runs of the order saga: every page, a signal sent, a run
 //! cancelled and another upgraded from the UI, another tenant's crafted
-//! URLs, and pages at 390 px wide. Screenshots go to `target/ui-screens/`.
+//! URLs, pages at 390 px wide, and a run's stream shown live. Screenshots go to `target/ui-screens/`.
 //!
 //! One chromedriver, one browser and one server serve the whole file, so it
 //! runs as one test.
@@ -329,9 +329,11 @@ fn the_console_shows_a_tenants_runs_and_acts_on_them_and_nothing_of_another_tena
 
 /// A component's page pauses every unfinished run of it at once (each
 /// keeping the reason given), and none of another component's, then
-/// resumes them, saying how many each time.
+/// resumes them, saying how many each time. A run's page shows its
+/// stream live: its values one by one as the run appends them, then its
+/// end.
 #[test]
-fn the_console_pauses_and_resumes_every_run_of_a_component() -> Result {
+fn the_console_pauses_a_components_runs_and_shows_a_runs_stream_live() -> Result {
     let driver = Chromedriver::start();
     let server = Server::start(&two_tenants());
     let base = server.url.clone();
@@ -369,6 +371,7 @@ fn the_console_pauses_and_resumes_every_run_of_a_component() -> Result {
                 t == "Resumed 2 unfinished runs of this component."
             })
             .await?;
+            watch_a_stream(&client, &server, &base).await?;
             Ok::<(), Box<dyn std::error::Error>>(())
         };
         let walked = walked.await;
@@ -380,6 +383,29 @@ fn the_console_pauses_and_resumes_every_run_of_a_component() -> Result {
         assert!(status.get("paused").is_none(), "{status}");
         assert_eq!(status["state"], "awaiting-signal", "{status}");
     }
+    Ok(())
+}
+
+/// The values the run page's stream `ticks` shows now.
+async fn stream_values(client: &Client) -> Result<Vec<String>> {
+    let script = "return Array.from(document.querySelectorAll('#streams .stream ol li'), (li) => li.innerText);";
+    Ok(serde_json::from_value(client.execute(script, Vec::new()).await?)?)
+}
+
+/// Opens the page of a run streaming six ticks, a second apart, as soon
+/// as it starts: the ticks come one by one, then the stream's end.
+async fn watch_a_stream(client: &Client, server: &Server, base: &str) -> Result {
+    let body = json!({"component": "hello", "workflow": "stream-ticks", "input": {"ticks": 6, "every_ms": 1000}, "run_id": "ticker"});
+    server.post_json("/v1/runs", ACME, &body).expect(202);
+    client.goto(&format!("{base}/ui/runs/ticker")).await?;
+    eventually(async || stream_values(client).await, |shown| !shown.is_empty()).await?;
+    let first_seen = stream_values(client).await?;
+    assert!(first_seen.len() < 6, "the ticks came one by one: {first_seen:?}");
+    await_shown(client, "#streams .stream[data-ended]").await?;
+    let ticks: Vec<String> = (0..6).map(|tick| format!(r#"{{"tick":{tick}}}"#)).collect();
+    assert_eq!(stream_values(client).await?, ticks);
+    assert_eq!(text(client, "#streams .stream h3").await?, "ticks");
+    screenshot(client, "run-stream").await?;
     Ok(())
 }
 

@@ -651,6 +651,48 @@ impl Server {
         done["output"].clone()
     }
 
+    /// Reads the server-sent events `request` answers with, handing each
+    /// to `each` as it comes (`false` stops reading), until the server
+    /// ends the response; returns those read. No timeout: the events end
+    /// when the server says.
+    pub fn events(
+        &self,
+        request: reqwest::blocking::RequestBuilder,
+        mut each: impl FnMut(&ServerEvent) -> bool,
+    ) -> Vec<ServerEvent> {
+        let response = request
+            .timeout(Duration::from_secs(600))
+            .send()
+            .expect("the server answers");
+        assert_eq!(response.status().as_u16(), 200, "the events are served");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(response));
+        let (mut read, mut event) = (Vec::new(), ServerEvent::default());
+        while let Some(Ok(line)) = lines.next() {
+            if !line.is_empty() {
+                let (field, value) = line.split_once(':').unwrap_or((&line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
+                match field {
+                    "event" => event.event = value,
+                    "id" => event.id = Some(value),
+                    "data" if event.data.is_empty() => event.data = value,
+                    "data" => event.data = format!("{}\n{value}", event.data),
+                    _ => {}
+                }
+                continue;
+            }
+            let done = std::mem::take(&mut event);
+            if done.event.is_empty() && done.data.is_empty() {
+                continue;
+            }
+            let go_on = each(&done);
+            read.push(done);
+            if !go_on {
+                break;
+            }
+        }
+        read
+    }
+
     /// Uploads an example guest under its name.
     pub fn upload(&self, token: &str, name: &str) -> Value {
         let bytes = std::fs::read(guest(name)).expect("the guest is built");
@@ -664,6 +706,15 @@ impl Drop for Server {
         let _ = self.process.kill();
         let _ = self.process.wait();
     }
+}
+
+/// One server-sent event: its `event` field, its `id`, and its `data`
+/// (its data lines joined).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerEvent {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: String,
 }
 
 /// An HTTP answer.

@@ -1,12 +1,15 @@
 //! The run lifecycle beyond start, signal and cancel: runs scheduled to
 //! start later (`start_at`, `delay`) and runs with a deadline (`deadline`,
-//! `timeout`), through the API and the CLI, across a host's death.
+//! `timeout`), through the API and the CLI, across a host's death; and
+//! what operators and authors reach a run with: pausing, restarting,
+//! advancing, hooks, groups, and the streams a run appends to.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use stepstone_e2e::{
-    Host, Origin, ReliabilityResult, Server, arg, guest, order_input, record_reliability, tenants_file, token_hash,
+    Host, Origin, ReliabilityResult, Server, ServerEvent, arg, guest, order_input, record_reliability, tenants_file,
+    token_hash,
 };
 
 const TOKEN: &str = "sst_lifecycle";
@@ -624,24 +627,10 @@ fn a_runs_end_is_posted_signed_to_its_notify_url_at_least_once_even_across_a_res
 /// The events of `GET /v1/groups/{group}/events`, read to the stream's end,
 /// as (event, data).
 fn group_events(server: &Server, group: &str) -> Vec<(String, Value)> {
-    let reply = server
-        .request(reqwest::Method::GET, &format!("/v1/groups/{group}/events"), TOKEN)
-        .send()
-        .expect("the stream opens");
-    assert_eq!(reply.status(), 200);
-    let text = reply.text().expect("the stream ends after `end`");
-    let mut events = Vec::new();
-    for block in text.split("\n\n") {
-        let field = |name: &str| {
-            block
-                .lines()
-                .find_map(|line| line.strip_prefix(name).map(str::to_owned))
-        };
-        if let (Some(event), Some(data)) = (field("event: "), field("data: ")) {
-            events.push((event, serde_json::from_str(&data).expect("JSON data")));
-        }
-    }
-    events
+    let request = server.request(reqwest::Method::GET, &format!("/v1/groups/{group}/events"), TOKEN);
+    let events = server.events(request, |_| true);
+    let data = |event: &ServerEvent| serde_json::from_str(&event.data).expect("JSON data");
+    events.iter().map(|event| (event.event.clone(), data(event))).collect()
 }
 
 #[test]
@@ -1358,4 +1347,113 @@ fn a_flood_of_hook_requests_or_restarts_meets_the_tenants_start_rate() {
     let first = listed["runs"][0]["run_id"].as_str().expect("a run id").to_owned();
     let refused = server.post_json(&format!("/v1/runs/{first}/restart"), TOKEN, &json!({"seq": 0}));
     assert_eq!(refused.status, 429, "{}", refused.body);
+}
+
+/// `GET /v1/runs/{run}/streams/ticks` as `token`, with `query` and
+/// `last_event_id`, read to the response's end: each value's offset and
+/// value, then the state the `end` event gives if it came. `on_value` sees
+/// each value as it comes.
+fn ticks_read(
+    server: &Server,
+    token: &str,
+    run: &str,
+    query: &str,
+    last_event_id: Option<&str>,
+    mut on_value: impl FnMut(u64),
+) -> (Vec<(u64, Value)>, Option<Value>) {
+    let path = format!("/v1/runs/{run}/streams/ticks{query}");
+    let mut request = server.request(reqwest::Method::GET, &path, token);
+    if let Some(id) = last_event_id {
+        request = request.header("Last-Event-ID", id);
+    }
+    let offset = |event: &ServerEvent| {
+        event
+            .id
+            .as_deref()
+            .and_then(|id| id.parse().ok())
+            .expect("an offset as id")
+    };
+    let events = server.events(request, |event| {
+        if event.event == "value" {
+            on_value(offset(event));
+        }
+        true
+    });
+    let (mut values, mut end) = (Vec::new(), None);
+    for event in events {
+        let data: Value = serde_json::from_str(&event.data).expect("JSON data");
+        match event.event.as_str() {
+            "value" => values.push((offset(&event), data)),
+            "end" => end = Some(data["state"].clone()),
+            other => panic!("an unexpected event `{other}`: {data}"),
+        }
+    }
+    (values, end)
+}
+
+fn tick_values(offsets: std::ops::Range<u64>) -> Vec<(u64, Value)> {
+    offsets.map(|tick| (tick, json!({ "tick": tick }))).collect()
+}
+
+/// A run's stream is read live over the API, each value as the run appends
+/// it, then its end; from an offset, or after the `Last-Event-ID` a client
+/// reconnects with; without following; through the CLI, locally and with
+/// --server. Another tenant's read is a 404; a malformed one a 400.
+#[test]
+fn a_runs_stream_is_read_live_from_any_offset_through_the_api_and_the_cli() {
+    const OTHER: &str = "sst_lifecycle_other";
+    let server = Server::start(&tenants_file(&[("acme", TOKEN), ("other", OTHER)]));
+    server.upload(TOKEN, "hello");
+    let body = json!({"component": "hello", "workflow": "stream-ticks", "input": {"ticks": 5, "every_ms": 300}, "run_id": "ticker"});
+    server.post_json("/v1/runs", TOKEN, &body).expect(202);
+    let mut states_at_values = Vec::new();
+    let read = ticks_read(&server, TOKEN, "ticker", "", None, |_| {
+        states_at_values.push(server.get("/v1/runs/ticker", TOKEN).expect(200)["state"].clone());
+    });
+    assert_eq!(read, (tick_values(0..5), Some(json!("completed"))));
+    assert_ne!(
+        states_at_values[0], "completed",
+        "the first value came while the run went on"
+    );
+    let completed = Some(json!("completed"));
+    assert_eq!(
+        ticks_read(&server, TOKEN, "ticker", "", Some("2"), |_| {}),
+        (tick_values(3..5), completed.clone())
+    );
+    assert_eq!(
+        ticks_read(&server, TOKEN, "ticker", "?offset=4&follow=false", None, |_| {}),
+        (tick_values(4..5), completed)
+    );
+    let lines = |run: stepstone_e2e::Run| run.stdout().lines().map(str::to_owned).collect::<Vec<_>>();
+    let remote = lines(through_server(&server, &["stream", "ticker", "ticks", "--follow"]));
+    assert_eq!(
+        remote,
+        (0..5).map(|tick| format!(r#"{{"tick":{tick}}}"#)).collect::<Vec<_>>()
+    );
+    let hello = guest("hello");
+    let local_run = [
+        "run",
+        arg(&hello),
+        "stream-ticks",
+        "--run-id",
+        "here",
+        "--input",
+        r#"{"ticks":5}"#,
+    ];
+    server.host.run(&local_run).success();
+    let local = lines(server.host.run(&["stream", "here", "ticks", "--offset", "3"]).success());
+    assert_eq!(local, [r#"{"tick":3}"#, r#"{"tick":4}"#]);
+
+    server.get("/v1/runs/ticker/streams/ticks", OTHER).expect(404);
+    let bad = server
+        .request(reqwest::Method::GET, "/v1/runs/ticker/streams/ticks", TOKEN)
+        .header("Last-Event-ID", "two")
+        .send()
+        .expect("answered");
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().expect("a body").contains("Last-Event-ID `two`"));
+    server.get("/v1/runs/ticker/streams/.hidden", TOKEN).expect(400);
+    server
+        .get(&format!("/v1/runs/ticker/streams/{}", "s".repeat(129)), TOKEN)
+        .expect(400);
 }

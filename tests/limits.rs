@@ -176,6 +176,52 @@ fn a_change_id_is_1_to_256_bytes_and_an_execution_asks_about_at_most_1000() {
     );
 }
 
+/// Runs the hostile guest's `stream-hostile` attack `how` as run `run`,
+/// under the global flags `flags`; it must fail, and its stderr is given.
+fn stream_attack(host: &Host, flags: &[&str], run: &str, how: &str) -> String {
+    let input = json!({ "how": how }).to_string();
+    let wasm = guest("hostile");
+    let args = ["run", arg(&wasm), "stream-hostile", "--run-id", run, "--input", &input];
+    host.run(&[flags, &args[..]].concat()).failure()
+}
+
+/// A run that floods a stream with tiny values stops at the quota of
+/// values (10,000 by default), failing `host-limit` and naming it, having
+/// streamed exactly that many; one that names a stream the host refuses,
+/// or appends no JSON, fails `invalid-call` having streamed nothing.
+#[test]
+fn a_stream_flood_stops_at_the_runs_quota_and_a_bad_append_is_refused() {
+    let host = Host::new();
+    for (flags, run, quota) in [
+        (&[][..], "flood", 10_000),
+        (&["--max-stream-values", "5"][..], "five", 5),
+    ] {
+        let stderr = stream_attack(&host, flags, run, "flood");
+        assert!(
+            stderr.contains("(host-limit)") && stderr.contains(&format!("quota of {quota} values")),
+            "{stderr}"
+        );
+        let streamed = host.run(&["stream", run, "flood"]).success();
+        assert_eq!(
+            streamed.stdout().lines().count(),
+            quota,
+            "{run}: exactly the quota streamed"
+        );
+        assert_eq!(streamed.stdout().lines().last(), Some((quota - 1).to_string().as_str()));
+    }
+    for (how, refusal) in [
+        ("name", "invalid stream name"),
+        ("not-json", "the value appended to stream `s` is not JSON"),
+    ] {
+        let stderr = stream_attack(&host, &[], how, how);
+        assert!(
+            stderr.contains("(invalid-call)") && stderr.contains(refusal),
+            "{stderr}"
+        );
+        assert!(host.history(how).is_empty(), "{how}: nothing journaled");
+    }
+}
+
 #[test]
 fn a_run_holds_only_so_many_untaken_signals() {
     let host = Host::new();

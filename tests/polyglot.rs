@@ -3,8 +3,9 @@
 //! Rust workflow (examples-guests/polyglot), their workflows calling a Rust
 //! step, and replays of those workflows find them deterministic, Python's
 //! and JavaScript's own clocks and random numbers included; each SDK's
-//! patch marker sends a new run down the changed path, and its
-//! continue-as-new call ends a generation and starts the next.
+//! patch marker sends a new run down the changed path, its continue-as-new
+//! call ends a generation and starts the next, and its stream call appends
+//! values `stepstone stream` reads.
 
 use serde_json::{Value, json};
 use stepstone_e2e::{Host, Run, arg, guest};
@@ -237,5 +238,33 @@ fn python_javascript_and_c_workflows_continue_as_new_through_their_sdks() {
         ("c-workflow", "c"),
     ] {
         check_countdown(component, via);
+    }
+}
+
+#[test]
+fn python_javascript_and_c_workflows_append_to_a_stream_through_their_sdks() {
+    let host = Host::new();
+    for (component, via) in [
+        ("py-workflow", "python"),
+        ("js-workflow", "javascript"),
+        ("c-workflow", "c"),
+    ] {
+        let run = format!("progress-{via}");
+        let wasm = guest(component);
+        let args = ["run", arg(&wasm), "progress", "--run-id", &run, "--input", "3"];
+        let done = host.run(&args).success();
+        assert_eq!(done.json_line(), json!({"streamed": 3, "via": via}), "{component}");
+        let streamed = host.run(&["stream", &run, "progress"]).success();
+        let values: Vec<Value> = streamed
+            .stdout()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON value a line"))
+            .collect();
+        assert_eq!(
+            values,
+            [json!({"done": 1}), json!({"done": 2}), json!({"done": 3})],
+            "{component}"
+        );
+        assert_replays_deterministically(&host, &run);
     }
 }

@@ -112,6 +112,7 @@ fn a_wrong_expectation_fails_its_scenario_naming_what_differs() {
         [expect]
         output_contains = { tracking = "trk-o-1" }
         steps = [{ step = "reserve" }, { step = "charge", attempts = 1 }, { step = "ship" }]
+        streams = { progress = [1] }
         "#,
     );
     let run = test(&host, &["--component", arg(&guest("order"))], &[scenario]);
@@ -124,6 +125,10 @@ fn a_wrong_expectation_fails_its_scenario_naming_what_differs() {
     );
     assert!(
         report.contains("expected `charge` to take 1 attempts, it took 2"),
+        "{report}"
+    );
+    assert!(
+        report.contains("expected stream `progress` to hold [1], got []"),
         "{report}"
     );
     assert!(stdout.contains("0 of 1 scenario runs passed"), "{stdout}");

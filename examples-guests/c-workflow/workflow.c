@@ -3,7 +3,7 @@
 // (examples-guests/hello). Payloads are JSON text, so the workflow picks
 // the greeting out of the step's output and splices it into its own.
 // `greet-again` is `greet` changed behind a patch marker; `countdown`
-// loops by continuing as new.
+// loops by continuing as new; `progress` streams its count.
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,17 +51,22 @@ static void greet_again(stepstone_input person, stepstone_output *out) {
   stepstone_print(out, ",\"via\":\"c\"}");
 }
 
+// Reads `n` as a whole number into `*number`; false if it is none.
+static bool whole_number(stepstone_input n, unsigned long long *number) {
+  char digits[24] = {0};
+  char *end = NULL;
+  if (n.len > 0 && n.len < sizeof digits) {
+    memcpy(digits, n.json, n.len);
+    *number = strtoull(digits, &end, 10);
+  }
+  return end != NULL && end != digits && *end == '\0';
+}
+
 // 3 -> {"done":true,"via":"c"}, one generation per number: each continues
 // as new on the number below its own.
 static void countdown(stepstone_input n, stepstone_output *out) {
-  char digits[24] = {0};
-  char *end = NULL;
   unsigned long long left = 0;
-  if (n.len > 0 && n.len < sizeof digits) {
-    memcpy(digits, n.json, n.len);
-    left = strtoull(digits, &end, 10);
-  }
-  if (end == NULL || end == digits || *end != '\0') {
+  if (!whole_number(n, &left)) {
     stepstone_fail(out, "countdown takes a whole number", false);
     return;
   }
@@ -74,9 +79,31 @@ static void countdown(stepstone_input n, stepstone_output *out) {
   stepstone_continue_as_new(stepstone_written(&next));
 }
 
+// 3 -> {"streamed":3,"via":"c"}, having appended {"done":1}, {"done":2}
+// and {"done":3} to the run's stream `progress`.
+static void progress(stepstone_input n, stepstone_output *out) {
+  unsigned long long count = 0;
+  if (!whole_number(n, &count)) {
+    stepstone_fail(out, "progress takes a whole number", false);
+    return;
+  }
+  for (unsigned long long done = 1; done <= count; done++) {
+    stepstone_output value = {0};
+    stepstone_print(&value, "{\"done\":");
+    stepstone_print_u64(&value, done);
+    stepstone_print(&value, "}");
+    stepstone_append_to_stream("progress", stepstone_written(&value));
+    stepstone_output_free(&value);
+  }
+  stepstone_print(out, "{\"streamed\":");
+  stepstone_print_u64(out, count);
+  stepstone_print(out, ",\"via\":\"c\"}");
+}
+
 const stepstone_workflow STEPSTONE_WORKFLOWS[] = {
     {"greet", greet},
     {"greet-again", greet_again},
     {"countdown", countdown},
+    {"progress", progress},
     {NULL, NULL},
 };

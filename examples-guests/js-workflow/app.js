@@ -1,7 +1,7 @@
 // Workflows in JavaScript: one calls a step written in Rust, one is that
 // workflow changed behind a patch marker, one reads the engine's own clock
-// and random numbers, which the host makes replay the same values, and one
-// loops by continuing as new.
+// and random numbers, which the host makes replay the same values, one
+// loops by continuing as new, and one streams its progress.
 
 import { workflows } from '../../guest-sdk/js/workflow.js';
 
@@ -43,6 +43,15 @@ const component = workflows({
       return { done: true, via: 'javascript' };
     }
     return ctx.continueAsNew(n - 1);
+  },
+
+  // 3 -> {"streamed": 3, "via": "javascript"}, having appended {"done": 1},
+  // {"done": 2} and {"done": 3} to the run's stream `progress`.
+  progress(ctx, n) {
+    for (let done = 1; done <= n; done++) {
+      ctx.appendToStream('progress', { done });
+    }
+    return { streamed: n, via: 'javascript' };
   },
 });
 

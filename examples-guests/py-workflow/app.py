@@ -1,7 +1,7 @@
 """Workflows in Python: one calls a step written in Rust, one is that
 workflow changed behind a patch marker, one reads Python's own clock and
-random numbers, which the host makes replay the same values, and one loops
-by continuing as new."""
+random numbers, which the host makes replay the same values, one loops
+by continuing as new, and one streams its progress."""
 
 import random
 import time
@@ -48,3 +48,12 @@ def countdown(ctx, n):
     if n <= 0:
         return {"done": True, "via": "python"}
     ctx.continue_as_new(n - 1)
+
+
+@stepstone.workflow("progress")
+def progress(ctx, n):
+    """3 -> {"streamed": 3, "via": "python"}, having appended {"done": 1},
+    {"done": 2} and {"done": 3} to the run's stream `progress`."""
+    for done in range(1, n + 1):
+        ctx.append_to_stream("progress", {"done": done})
+    return {"streamed": n, "via": "python"}

@@ -34,6 +34,12 @@ static workflows_option_u32_t some_u32(uint32_t value) { return (workflows_optio
 
 static workflows_option_u64_t some_u64(uint64_t value) { return (workflows_option_u64_t){value != 0, value}; }
 
+void stepstone_append_to_stream(const char *name, stepstone_input value) {
+  workflows_string_t stream = {(uint8_t *)name, strlen(name)};
+  workflows_string_t payload = {(uint8_t *)value.json, value.len};
+  stepstone_workflow_durable_append_to_stream(&stream, &payload);
+}
+
 bool stepstone_patched(const char *change_id) {
   workflows_string_t id = {(uint8_t *)change_id, strlen(change_id)};
   return stepstone_workflow_durable_patched(&id);

@@ -38,6 +38,12 @@ typedef struct {
 bool stepstone_call_step(const char *step, stepstone_input input, const stepstone_step_options *options,
                          stepstone_output *result);
 
+// Appends `value` (JSON text) to the run's stream `name` (NUL-terminated,
+// 1 to 128 letters, digits, `-`, `_` and `.`, not starting with `.`),
+// which clients read live (`GET /v1/runs/{id}/streams/{name}`): a durable
+// call, so a replay appends nothing twice.
+void stepstone_append_to_stream(const char *name, stepstone_input value);
+
 // Whether this run takes change `change_id` (NUL-terminated, 1 to 256
 // bytes) of the workflow's code: a patch marker. True for a run that
 // reaches the call on this build past its recorded history (the host

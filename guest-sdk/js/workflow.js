@@ -162,6 +162,14 @@ export class WorkflowContext {
     durable.log(level, message);
   }
 
+  // Appends `value` (any JSON value) to the run's stream `name`, which
+  // clients read live (`GET /v1/runs/{id}/streams/{name}`): a durable call,
+  // so a replay appends nothing twice. `name` is 1 to 128 letters, digits,
+  // `-`, `_` and `.`, not starting with `.`.
+  appendToStream(name, value) {
+    durable.appendToStream(name, JSON.stringify(value));
+  }
+
   // Whether this run takes change `changeId` of the workflow's code (a
   // patch marker): true for a run that reaches the call on this build past
   // its recorded history (the host journals a marker, once) or whose

@@ -227,6 +227,13 @@ class WorkflowContext(_Logging):
     def log(self, level, message):
         durable.log(_log_level(level), message)
 
+    def append_to_stream(self, name, value):
+        """Appends `value` (any JSON value) to the run's stream `name`, which
+        clients read live (`GET /v1/runs/{id}/streams/{name}`): a durable
+        call, so a replay appends nothing twice. `name` is 1 to 128 letters,
+        digits, `-`, `_` and `.`, not starting with `.`."""
+        durable.append_to_stream(name, json.dumps(value))
+
     def patched(self, change_id):
         """Whether this run takes change `change_id` of the workflow's code
         (a patch marker): True for a run that reaches the call on this build

@@ -179,6 +179,28 @@ impl Workflow {
         Ok(())
     }
 
+    /// Appends `value` to the run's stream `name`, which clients read live
+    /// (`GET /v1/runs/{id}/streams/{name}`, `stepstone stream`): a durable
+    /// call, so a replay appends nothing twice. For a long job's progress,
+    /// or an agent's tokens as they come.
+    ///
+    /// ```no_run
+    /// # fn work(ctx: &stepstone_guest::Workflow) -> Result<(), stepstone_guest::Error> {
+    /// for done in 1..=3 {
+    ///     ctx.append_to_stream("progress", &serde_json::json!({"done": done, "of": 3}))?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// `name` is 1 to 128 letters, digits, `-`, `_` and `.`, not starting
+    /// with `.`; past the host's quota of streamed values or bytes the run
+    /// fails, saying which.
+    pub fn append_to_stream<T: Serialize + ?Sized>(&self, name: &str, value: &T) -> Result<(), Error> {
+        durable::append_to_stream(name, &serde_json::to_string(value)?);
+        Ok(())
+    }
+
     /// Whether this run takes change `change_id` of the workflow's code: a
     /// patch marker, so one build serves the runs recorded before a change
     /// and those after it.

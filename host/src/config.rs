@@ -258,6 +258,16 @@ pub struct RunLimits {
     ///
     /// Default: 1,000.
     pub max_patch_changes: usize,
+    /// Values one run may append to its streams, all streams together
+    /// (each is a journal entry, read by every reader of the stream).
+    ///
+    /// Default: 10,000.
+    pub max_stream_values: u64,
+    /// Bytes of values one run may append to its streams, all streams
+    /// together.
+    ///
+    /// Default: 16 MiB.
+    pub max_stream_bytes: u64,
 }
 
 impl Default for RunLimits {
@@ -267,6 +277,8 @@ impl Default for RunLimits {
             max_buffered_signals: 1_000,
             max_log_bytes: 1 << 20,
             max_patch_changes: 1_000,
+            max_stream_values: 10_000,
+            max_stream_bytes: 16 << 20,
         }
     }
 }
@@ -323,6 +335,18 @@ pub struct WaitPolicy {
     ///
     /// Default: 250 ms.
     pub wakeup_poll_interval: Duration,
+    /// How often a stream's reader looks in the store for new values and
+    /// for the run's end. A value appended on this host wakes the readers
+    /// here at once; this is how soon one appended on another host arrives.
+    ///
+    /// Default: 200 ms.
+    pub stream_poll_interval: Duration,
+    /// How long one read of a stream lasts at most, so that no reader holds
+    /// a connection for ever: its client reads on from the offset after
+    /// the last value it got (an `EventSource` does so by itself).
+    ///
+    /// Default: 5 min.
+    pub stream_read_span: Duration,
 }
 
 impl WaitPolicy {
@@ -359,6 +383,8 @@ impl Default for WaitPolicy {
             step_eviction_threshold: Duration::from_secs(5),
             signal_poll_interval: Duration::from_millis(50),
             wakeup_poll_interval: Duration::from_millis(250),
+            stream_poll_interval: Duration::from_millis(200),
+            stream_read_span: Duration::from_secs(300),
         }
     }
 }

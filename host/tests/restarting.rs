@@ -1,7 +1,8 @@
 //! Restarting a run through the library: a restarted run executes only the
 //! calls after its point, on whichever host first drives it; one whose old
 //! run is gone before it copied its kept calls fails, saying so, and runs
-//! nothing.
+//! nothing; one whose copy of its kept calls was cut short copies the
+//! rest.
 
 mod answered;
 
@@ -87,4 +88,31 @@ async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
         other => panic!("not failed: {other:?}"),
     }
     assert_eq!(attempts.attempts(), before, "nothing ran");
+}
+
+/// A restarted run some of whose kept calls a driver copied before it died
+/// (here, the second of three, copied by hand) copies the rest, leaves the
+/// one there as it is, and runs only the calls after its point.
+#[tokio::test]
+async fn a_restarted_run_whose_copy_was_cut_short_copies_the_rest() {
+    let attempts = Arc::new(AnsweredAtOnce::default());
+    let (runtime, storage, tenant, run) = finished_run(&attempts).await;
+    let before = attempts.attempts();
+    let restart = Restart {
+        seq: 3,
+        ..Restart::default()
+    };
+    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    let store = storage.tenant(&tenant);
+    let (old, new) = (keys_of(&run), keys_of(&restarted.run_id));
+    let copied = store.get(&old.entry(1)).await.expect("read").expect("kept");
+    store.create(&new.entry(1), copied.clone()).await.expect("copied");
+    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    assert!(
+        matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output == "10"),
+        "{ended:?}"
+    );
+    assert_eq!(attempts.attempts() - before, 2, "only the calls after seq 3 ran");
+    let kept = store.get(&new.entry(1)).await.expect("read");
+    assert_eq!(kept, Some(copied), "the copy already there is left as it is");
 }

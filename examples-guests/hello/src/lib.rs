@@ -91,6 +91,27 @@ fn echo(_ctx: &Workflow, input: Value) -> Result<Value, Error> {
     Ok(input)
 }
 
+#[derive(Deserialize)]
+struct Ticks {
+    ticks: u64,
+    /// A durable timer between two ticks, in milliseconds.
+    #[serde(default)]
+    every_ms: u64,
+}
+
+/// `{"ticks": 3, "every_ms": 100}` → `3`, having appended `{"tick": 0}`,
+/// `{"tick": 1}` and `{"tick": 2}` to the run's stream `ticks`, sleeping
+/// between two: a stream its readers see grow.
+fn stream_ticks(ctx: &Workflow, ticks: Ticks) -> Result<u64, Error> {
+    for tick in 0..ticks.ticks {
+        if tick > 0 && ticks.every_ms > 0 {
+            ctx.sleep(Duration::from_millis(ticks.every_ms));
+        }
+        ctx.append_to_stream("ticks", &serde_json::json!({ "tick": tick }))?;
+    }
+    Ok(ticks.ticks)
+}
+
 export! {
     workflows: {
         "greet" => greet,
@@ -100,6 +121,7 @@ export! {
         "greet-all" => greet_all,
         "await-go-child" => await_go_child,
         "echo" => echo,
+        "stream-ticks" => stream_ticks,
     },
     steps: {
         "make-greeting" => make_greeting,

@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::error::ErrorBody;
-use super::{batch, components, groups, hooks, logs, runs, schedules, secrets, usage};
+use super::{batch, components, groups, hooks, logs, runs, schedules, secrets, streams, usage};
 
 /// The API's OpenAPI document.
 #[derive(OpenApi)]
@@ -23,6 +23,7 @@ use super::{batch, components, groups, hooks, logs, runs, schedules, secrets, us
         batch::pause, batch::resume,
         hooks::put, hooks::list, hooks::delete, hooks::call,
         logs::logs,
+        streams::read,
         secrets::set, secrets::list, secrets::delete,
         usage::usage,
         groups::start, groups::status, groups::events, groups::cancel,

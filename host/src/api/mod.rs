@@ -23,6 +23,7 @@ mod runs;
 mod schedules;
 mod secrets;
 pub(crate) mod state;
+pub(crate) mod streams;
 mod usage;
 
 use std::time::Duration;
@@ -79,6 +80,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/wait", get(runs::wait))
         .route("/runs/{id}/journal", get(runs::journal))
         .route("/runs/{id}/logs", get(logs::logs))
+        .route("/runs/{id}/streams/{name}", get(streams::read))
         .route(
             "/runs/{id}/signals/{name}",
             accepting(post(runs::signal), Accepts::Payload),

@@ -11,7 +11,7 @@ use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
 use crate::store::{
     ComponentName, ConcurrencyKey, GroupId, HookName, RunId, RunTag, ScheduleName, SecretName, SignalId, SignalName,
-    TenantId, WorkflowName,
+    StreamName, TenantId, WorkflowName,
 };
 
 /// An error answer, `{"error": "..."}`, with the headers `ApiError` adds to
@@ -138,6 +138,7 @@ name_schemas! {
     RunId: NAME_MAX, "A run's id: letters, digits, `-`, `_` and `.`, not starting with `.`.";
     ComponentName: NAME_MAX, "A component's name (where a component is looked up, its digest also serves).";
     SignalName: NAME_MAX, "The name a signal is sent and awaited under.";
+    StreamName: NAME_MAX, "A run's stream, as its workflow appends to it.";
     SignalId: SIGNAL_ID_MAX, "A sender's idempotency key for one signal.";
     SecretName: NAME_MAX, "The name of a tenant's secret, as its steps ask `wasi:config/store` for it.";
     ScheduleName: PREFIX_NAME_MAX, "A cron schedule's name; the runs it starts are `{name}-{fire time}`.";
@@ -160,6 +161,7 @@ mod tests {
         assert!(RunId::new(&fits).is_ok() && RunId::new(&over).is_err());
         assert!(ComponentName::new(&fits).is_ok() && ComponentName::new(&over).is_err());
         assert!(SignalName::new(&fits).is_ok() && SignalName::new(&over).is_err());
+        assert!(StreamName::new(&fits).is_ok() && StreamName::new(&over).is_err());
         let [fits, over] = longest(SIGNAL_ID_MAX);
         assert!(SignalId::new(&fits).is_ok() && SignalId::new(&over).is_err());
         let [fits, over] = longest(PREFIX_NAME_MAX);

@@ -64,18 +64,13 @@ pub async fn remote(remote: &Remote, command: GroupCommand) -> anyhow::Result<Ex
 async fn follow(remote: &Remote, id: &GroupId) -> anyhow::Result<ExitCode> {
     // As long as the group takes, not the client's usual 120 s.
     let request = remote.request(Method::GET, &format!("/v1/groups/{id}/events"));
-    let mut response = remote.stream(request.timeout(FOLLOW_FOR)).await?;
-    let mut pending = String::new();
-    while let Some(chunk) = response.chunk().await? {
-        pending.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = pending.find("\n\n") {
-            let block: String = pending.drain(..end + 2).collect();
-            if block.lines().any(|line| line == "event: run") {
-                for data in block.lines().filter_map(|line| line.strip_prefix("data: ")) {
-                    println!("{data}");
-                }
-            }
+    let response = remote.stream(request.timeout(FOLLOW_FOR)).await?;
+    super::remote::each_event(response, |event| {
+        if event.event == "run" {
+            println!("{}", event.data);
         }
-    }
+        true
+    })
+    .await?;
     Ok(ExitCode::SUCCESS)
 }

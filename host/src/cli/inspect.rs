@@ -1,15 +1,16 @@
 //! Subcommands that look at runs without moving them: `status`, `history`,
-//! `list`, `replay`.
+//! `list`, `replay`, `stream`.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use futures::StreamExt;
 use stepstone::clock::rfc3339;
 use stepstone::journal::{Entry, Recorded};
-use stepstone::runtime::{ReplayReport, RunQuery, RunState, RunStatus, Runtime};
+use stepstone::runtime::{ReplayReport, RunQuery, RunState, RunStatus, Runtime, StreamEvent};
 use stepstone::sandbox::kind_name;
-use stepstone::store::{RunId, TenantId};
+use stepstone::store::{RunId, StreamName, TenantId};
 
 use super::read_file;
 
@@ -94,12 +95,12 @@ pub async fn history(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resu
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:>5}  {:<10}  {:<20}  {:>8}  {:>9}  outcome",
+        "{:>5}  {:<13}  {:<20}  {:>8}  {:>9}  outcome",
         "seq", "kind", "name", "attempts", "duration"
     );
     for entry in &entries {
         println!(
-            "{:>5}  {:<10}  {:<20}  {:>8}  {:>7}ms  {}",
+            "{:>5}  {:<13}  {:<20}  {:>8}  {:>7}ms  {}",
             entry.seq,
             entry.call.kind.to_string(),
             entry.call.name,
@@ -109,6 +110,37 @@ pub async fn history(runtime: &Runtime, run: &RunId, json: bool) -> anyhow::Resu
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the values of `run`'s stream `name` from `offset` on, reading
+/// on (with `follow`) until the run ends.
+pub async fn stream(
+    runtime: &Runtime,
+    run: &RunId,
+    name: StreamName,
+    offset: u64,
+    follow: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut from = offset;
+    loop {
+        let events = runtime
+            .runs()
+            .read_stream(&TenantId::default_tenant(), run, name.clone(), from, follow)
+            .await?;
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            match event? {
+                StreamEvent::Value(value) => {
+                    println!("{}", value.value);
+                    from = value.offset + 1;
+                }
+                StreamEvent::End(_) => return Ok(ExitCode::SUCCESS),
+            }
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
 }
 
 fn outcome(entry: &Entry) -> String {
@@ -130,6 +162,7 @@ fn outcome(entry: &Entry) -> String {
         Recorded::ChildEnded { result: Ok(output) } => format!("ok {output}"),
         Recorded::Cancelled { reason } => format!("cancelled: {reason}"),
         Recorded::Patched => "takes the change".into(),
+        Recorded::Appended { value } => format!("appended {value}"),
     }
 }
 

@@ -29,7 +29,8 @@ use stepstone::policy::TenantPolicy;
 use stepstone::runtime::Runtime;
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
-    ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, TenantId,
+    ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, StreamName,
+    TenantId,
 };
 use stepstone::telemetry::LogFormat;
 
@@ -88,6 +89,12 @@ pub struct Cli {
     /// counts its length plus 64, what keeping it costs).
     #[arg(long, global = true, env = "STEPSTONE_MAX_LOG_BYTES", default_value_t = RunLimits::default().max_log_bytes)]
     max_log_bytes: usize,
+    /// Values one run may append to its streams, every stream together.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_STREAM_VALUES", default_value_t = RunLimits::default().max_stream_values)]
+    max_stream_values: u64,
+    /// Bytes of values one run may append to its streams, every stream together.
+    #[arg(long, global = true, env = "STEPSTONE_MAX_STREAM_BYTES", default_value_t = RunLimits::default().max_stream_bytes)]
+    max_stream_bytes: u64,
     /// Compact a suspended run's journal into one snapshot object once it
     /// has grown by this many entries (and a quarter) since the last; 0: never.
     #[arg(long, global = true, env = "STEPSTONE_SNAPSHOT_EVERY", default_value_t = SnapshotPolicy::default().every)]
@@ -276,6 +283,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the values of a run's stream, one JSON value a line, from
+    /// `--offset` on; with --follow, also each as it is appended, until
+    /// the run ends.
+    Stream {
+        run: RunId,
+        name: StreamName,
+        /// The offset of the first value to print.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Wait for the values still to come, until the run ends.
+        #[arg(long)]
+        follow: bool,
+    },
     /// List the runs (oldest first), or those of a workflow or with a tag.
     List {
         #[arg(long)]
@@ -414,6 +434,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         max_journal_entries: cli.max_journal_entries,
         max_buffered_signals: cli.max_buffered_signals,
         max_log_bytes: cli.max_log_bytes,
+        max_stream_values: cli.max_stream_values,
+        max_stream_bytes: cli.max_stream_bytes,
         ..RunLimits::default()
     };
     config.snapshots.every = cli.snapshot_every;
@@ -527,6 +549,12 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         } => drive::restart(&host().await?, &run, seq, component.as_deref(), run_id, keep_old).await,
         Command::Status { run, json } => inspect::status(&host().await?, &run, json).await,
         Command::History { run, json } => inspect::history(&host().await?, &run, json).await,
+        Command::Stream {
+            run,
+            name,
+            offset,
+            follow,
+        } => inspect::stream(&host().await?, &run, name, offset, follow).await,
         Command::List { json, workflow, tag } => {
             let query = stepstone::runtime::RunQuery {
                 workflow,

@@ -11,6 +11,58 @@ use serde_json::{Value, json};
 use super::drive::RunLifecycle;
 use super::{Command, SecretCommand, SecretScope, read_file, secret_from_stdin};
 
+/// How long one read of a stream may take: longer than any server's read
+/// span, past which the CLI reads on.
+const STREAM_READ_FOR: Duration = Duration::from_secs(3600);
+
+/// One server-sent event: what it is, its id, and its data (its `data`
+/// lines joined).
+pub(super) struct ServerEvent {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: String,
+}
+
+/// Hands each server-sent event of `response` to `each` as it comes, until
+/// the response ends or `each` answers `false`.
+pub(super) async fn each_event(
+    mut response: reqwest::Response,
+    mut each: impl FnMut(ServerEvent) -> bool,
+) -> anyhow::Result<()> {
+    let mut pending = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.windows(2).position(|two| two == b"\n\n") {
+            let block: Vec<u8> = pending.drain(..end + 2).collect();
+            if !each(server_event(&String::from_utf8_lossy(&block))) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn server_event(block: &str) -> ServerEvent {
+    let mut event = ServerEvent {
+        event: "message".into(),
+        id: None,
+        data: String::new(),
+    };
+    let mut data = Vec::new();
+    for line in block.lines() {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event.event = value.to_owned(),
+            "id" => event.id = Some(value.to_owned()),
+            "data" => data.push(value),
+            _ => {}
+        }
+    }
+    event.data = data.join("\n");
+    event
+}
+
 /// Runs `command` against the server.
 pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCode> {
     let print = super::print_json;
@@ -46,6 +98,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             Ok(super::inspect::exit_code(status["state"].as_str().unwrap_or_default()))
         }
         Command::History { run, .. } => print(&remote.history(run.as_str()).await?),
+        Command::Stream {
+            run,
+            name,
+            offset,
+            follow,
+        } => remote.print_stream(run.as_str(), name.as_str(), offset, follow).await,
         Command::Signal { run, name, payload, id } => remote
             .signal(run.as_str(), &name, &payload, id.as_ref().map(|id| id.as_str()))
             .await
@@ -153,6 +211,36 @@ impl Remote {
     pub(super) async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
         let text = self.stream(request).await?.text().await?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Prints the values of a run's stream from `offset` on, one a line;
+    /// with `follow`, reads on across the server's read span (from the
+    /// offset after the last value, as an `EventSource` does) until the
+    /// run's end.
+    async fn print_stream(&self, run: &str, name: &str, offset: u64, follow: bool) -> anyhow::Result<ExitCode> {
+        let mut next = offset;
+        let mut ended = false;
+        while !ended {
+            let request = self
+                .request(Method::GET, &format!("/v1/runs/{run}/streams/{name}"))
+                .query(&[("offset", next.to_string()), ("follow", follow.to_string())]);
+            let response = self.stream(request.timeout(STREAM_READ_FOR)).await?;
+            each_event(response, |event| {
+                match event.event.as_str() {
+                    "value" => {
+                        println!("{}", event.data);
+                        next = event.id.and_then(|id| id.parse::<u64>().ok()).map_or(next, |id| id + 1);
+                    }
+                    "end" => ended = true,
+                    "error" => eprintln!("the server could not read on: {}", event.data),
+                    _ => {}
+                }
+                !ended
+            })
+            .await?;
+            ended |= !follow;
+        }
+        Ok(ExitCode::SUCCESS)
     }
 
     /// Sends a request and returns the answer, to read as it comes; an

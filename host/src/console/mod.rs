@@ -50,6 +50,7 @@ pub fn router() -> Router<ApiState> {
         .route("/ui/runs/rows", get(runs::rows))
         .route("/ui/runs/{id}", get(run::page))
         .route("/ui/runs/{id}/live", get(run::live))
+        .route("/ui/runs/{id}/streams/{name}/events", get(run::stream_events))
         .route("/ui/runs/{id}/signal", post(run::signal))
         .route("/ui/runs/{id}/cancel", post(run::cancel))
         .route("/ui/runs/{id}/pause", post(run::pause))

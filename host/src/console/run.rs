@@ -1,9 +1,10 @@
 //! A run's page: where it stands, how it was started, its journal as a
 //! timeline with its payloads, its log lines, and the actions a client has
 //! on it: send a signal, cancel, check a replay, upgrade it to another
-//! build. Where it stands and its timeline refresh while it runs.
+//! build. Where it stands and its timeline refresh while it runs; its
+//! streams are shown live, each value as it is appended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -18,9 +19,9 @@ use crate::api::error::ApiError;
 use crate::api::state::ApiState;
 use crate::clock::{now_ms, rfc3339};
 use crate::guest_log::Source;
-use crate::journal::RunRecord;
+use crate::journal::{CallKind, RunRecord};
 use crate::runtime::{LogCursor, LogPage, ReplayReport, Restart, RunError, RunState, RunStatus};
-use crate::store::{RunId, SignalName, TenantId};
+use crate::store::{RunId, SignalName, StreamName, TenantId};
 
 /// Log lines a page shows.
 const LOG_PAGE: usize = 100;
@@ -100,6 +101,24 @@ pub async fn page(
     render(&state, &signed, &id, &params.logs, notice, StatusCode::OK).await
 }
 
+/// `GET /ui/runs/{id}/streams/{name}/events`: one of the run's streams as
+/// server-sent events, as the API serves it, for the page to show live.
+pub async fn stream_events(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(StreamPath { id, name }): Path<StreamPath>,
+) -> Result<Response, PageError> {
+    let tenant = &signed.0.tenant.id;
+    let events = state.runtime().runs().read_stream(tenant, &id, name, 0, true).await?;
+    Ok(crate::api::streams::server_sent(events).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct StreamPath {
+    id: RunId,
+    name: StreamName,
+}
+
 /// `GET /ui/runs/{id}/live`: where the run stands and its timeline, as
 /// the page refreshes them.
 pub async fn live(
@@ -137,6 +156,10 @@ async fn render(
             p.notice.ok[notice.ok].refused[!notice.ok] role="status" { (notice.text) }
         }
         div #live data-poll=[(!finished).then(|| format!("/ui/runs/{run}/live"))] data-every=(REFRESH_MS) { (live) }
+        section #streams {
+            h2 { "Streams" }
+            p.empty { "Values the workflow appends to a stream show here as they come." }
+        }
         (facts(&record))
         (log_lines(run, &logs, !log_cursor.is_empty()))
         (actions(run, &signed.0.csrf, &status_now, &names))
@@ -162,7 +185,19 @@ async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> R
     }
     let timeline = timeline::build(record.created_at_ms, &entries, &failed, &status.state, now_ms());
     let finished = status.state.is_finished();
+    let streams: BTreeSet<&str> = entries
+        .iter()
+        .filter(|entry| entry.call.kind == CallKind::StreamAppend)
+        .map(|entry| entry.call.name.as_str())
+        .collect();
     let markup = html! {
+        // The streams the journal holds, for the page's script to follow
+        // (outside this part, which each refresh replaces).
+        ul #stream-names hidden {
+            @for name in &streams {
+                li data-stream=(format!("/ui/runs/{run}/streams/{name}/events")) { (name) }
+            }
+        }
         section.summary data-final[finished] {
             p.standing {
                 (layout::state_badge(&status.state))

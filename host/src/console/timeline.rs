@@ -186,6 +186,7 @@ fn what_it_returned(recorded: &Recorded) -> (String, bool, Option<String>, Optio
         Recorded::ChildEnded { result: Err(why) } => (format!("child failed: {why}"), true, None, None),
         Recorded::Cancelled { reason } => (format!("cancelled: {reason}"), true, None, None),
         Recorded::Patched => ("takes the change".into(), false, None, None),
+        Recorded::Appended { value } => ("appended".into(), false, pretty(value), None),
     }
 }
 

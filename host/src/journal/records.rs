@@ -328,6 +328,8 @@ pub enum CallKind {
     /// makes the call, and takes the changed code from here. Named by the
     /// change id.
     Patch,
+    /// A value appended to one of the run's streams, named by the stream.
+    StreamAppend,
 }
 
 impl fmt::Display for CallKind {
@@ -343,6 +345,7 @@ impl fmt::Display for CallKind {
             CallKind::StartChild => "start-child",
             CallKind::AwaitChild => "await-child",
             CallKind::Patch => "patch",
+            CallKind::StreamAppend => "stream-append",
         })
     }
 }
@@ -353,7 +356,7 @@ pub struct Call {
     /// What kind of call it is.
     pub kind: CallKind,
     /// What the call names: the step, the signal, the memo's key, the child's
-    /// workflow or run, or the patch's change id; empty for calls that name
+    /// workflow or run, the patch's change id, or the stream; empty for calls that name
     /// nothing (a sleep, `now`, `random`, `await-any`).
     pub name: String,
     /// Digest of the call's input (see [`digest`]).
@@ -426,6 +429,12 @@ pub enum Recorded {
     },
     /// A patch marker's only answer: the run takes the change.
     Patched,
+    /// A value was appended to a stream (the call's name): what its
+    /// readers are sent.
+    Appended {
+        /// The value (JSON text).
+        value: String,
+    },
 }
 
 /// One journal entry: a durable call and its result.

@@ -374,15 +374,7 @@ impl RunRecords {
     /// [`entries`](Self::entries), from the snapshots `listed` earlier.
     pub async fn entries_from(&self, listed: SnapshotListing) -> Result<Vec<Entry>, JournalError> {
         let view = self.view(listed).await?;
-        let rest: Vec<(Entry, Bytes)> = futures::stream::iter(view.rest)
-            .map(|key| async move {
-                self.read_stored::<Entry>(&key)
-                    .await?
-                    .ok_or_else(|| JournalError::from(StoreError::NotFound { key: key.to_string() }))
-            })
-            .buffered(READ_AHEAD)
-            .try_collect()
-            .await?;
+        let rest = self.read_entries(view.rest).await?;
         let mut seen = lock(&self.seen);
         let mut entries = match view.snapshot {
             Some(snapshot) => {
@@ -400,6 +392,29 @@ impl RunRecords {
             entries.push(entry);
         }
         Ok(one_per_seq(entries))
+    }
+
+    /// The entries stored at seqs past `seq`, in seq order: what a reader
+    /// that has read the journal through `seq` has yet to see. Entries are
+    /// never deleted, so a snapshot hides none of them.
+    pub async fn entries_after(&self, seq: u64) -> Result<Vec<Entry>, JournalError> {
+        let keys = keys_of(&self.run);
+        let listed = self.store.list_after(&keys.journal(), &keys.entry(seq)).await?;
+        let read = self.read_entries(listed).await?;
+        Ok(one_per_seq(read.into_iter().map(|(entry, _)| entry).collect()))
+    }
+
+    /// The entries stored under `keys`, read a few at a time.
+    async fn read_entries(&self, keys: Vec<StoreKey>) -> Result<Vec<(Entry, Bytes)>, JournalError> {
+        futures::stream::iter(keys)
+            .map(|key| async move {
+                self.read_stored::<Entry>(&key)
+                    .await?
+                    .ok_or_else(|| JournalError::from(StoreError::NotFound { key: key.to_string() }))
+            })
+            .buffered(READ_AHEAD)
+            .try_collect()
+            .await
     }
 
     /// The seqs the journal holds, without reading any entry: for questions

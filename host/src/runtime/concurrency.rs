@@ -23,17 +23,14 @@
 //! holds no instance and no slot; a run holds its place from its first
 //! execution until it ends, its waits included.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 
 use super::{Progress, RunError, Runs};
 use crate::journal::{ConcurrencyLimit, JournalError, RunRecord, RunRecords};
-use crate::shared_map::lock;
 use crate::store::{
     ConcurrencyKey, RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of, parse_place_generation, parse_ticket,
     place_generation, places_key, ticket, tickets_key,
@@ -61,31 +58,7 @@ fn is_taken(generation: u64) -> bool {
 
 /// Rung when a place of a key is freed on this host, so that the runs
 /// waiting for one here look at once instead of at their next poll.
-#[derive(Default)]
-pub(super) struct PlaceBells(Mutex<HashMap<(TenantId, ConcurrencyKey), Weak<Notify>>>);
-
-impl PlaceBells {
-    fn of(&self, tenant: &TenantId, key: &ConcurrencyKey) -> Arc<Notify> {
-        let mut bells = lock(&self.0);
-        bells.retain(|_, bell| bell.strong_count() > 0);
-        let slot = (tenant.clone(), key.clone());
-        if let Some(bell) = bells.get(&slot).and_then(Weak::upgrade) {
-            return bell;
-        }
-        let bell = Arc::new(Notify::new());
-        bells.insert(slot, Arc::downgrade(&bell));
-        bell
-    }
-
-    fn ring(&self, tenant: &TenantId, key: &ConcurrencyKey) {
-        let bell = lock(&self.0)
-            .get(&(tenant.clone(), key.clone()))
-            .and_then(Weak::upgrade);
-        if let Some(bell) = bell {
-            bell.notify_waiters();
-        }
-    }
-}
+pub(super) type PlaceBells = super::bells::Bells<(TenantId, ConcurrencyKey)>;
 
 impl Runs {
     /// Waits, before `record`'s run first executes, until it holds a place
@@ -106,7 +79,10 @@ impl Runs {
         }
         let ticket = ticket_of(record, concurrency);
         create_once(store, &ticket, Bytes::new()).await?;
-        let bell = self.host.place_bells.of(store.tenant(), &concurrency.key);
+        let bell = self
+            .host
+            .place_bells
+            .of((store.tenant().clone(), concurrency.key.clone()));
         let control = self.host.controls.of(store.tenant(), run);
         tracing::info!(key = %concurrency.key, "run waits for a place of its concurrency key");
         let _queued = self.host.metrics.run_queued(store.tenant());
@@ -171,7 +147,7 @@ impl Runs {
                 if more_open {
                     // A waiter that saw this run still in line ahead of it,
                     // and so left an open place alone, looks again.
-                    self.host.place_bells.ring(store.tenant(), key);
+                    self.host.place_bells.ring(&(store.tenant().clone(), key.clone()));
                 }
                 return Ok(true);
             }
@@ -219,7 +195,10 @@ impl Runs {
         }
         .await;
         match left {
-            Ok(()) => self.host.place_bells.ring(store.tenant(), &concurrency.key),
+            Ok(()) => self
+                .host
+                .place_bells
+                .ring(&(store.tenant().clone(), concurrency.key.clone())),
             Err(e) => {
                 tracing::warn!(%run, key = %concurrency.key, "cannot free the run's place; a waiter takes it over once it sees the run ended: {e}")
             }

@@ -20,7 +20,7 @@ use crate::config::{HttpLimitRequest, LimitRequest};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
 use crate::journal::{Call, CallKind, Entry, JournalError, PatchMark, Recorded};
-use crate::store::SignalName;
+use crate::store::{SignalName, StreamName};
 use crate::telemetry::spans;
 
 type Trappable<T> = wasmtime::Result<T>;
@@ -122,7 +122,7 @@ impl WorkflowState {
     }
 
     /// Refuses a payload over the limit; `what` names it in the refusal.
-    fn check_payload(&self, payload: &str, what: impl FnOnce() -> String) -> Result<(), Interruption> {
+    pub(super) fn check_payload(&self, payload: &str, what: impl FnOnce() -> String) -> Result<(), Interruption> {
         let limit = self.run.host.workflow_limits.max_payload_bytes;
         if payload.len() > limit {
             return Err(Interruption::InvalidCall(format!(
@@ -541,6 +541,36 @@ impl WorkflowState {
     }
 }
 
+impl WorkflowState {
+    /// Answers `append-to-stream(name, value)`: journaled once, then rings
+    /// the readers on this host.
+    pub(super) async fn append_to_stream(&mut self, name: String, value: String) -> Result<(), Interruption> {
+        let stream = StreamName::new(&name).map_err(|e| Interruption::InvalidCall(e.to_string()))?;
+        self.check_payload(&value, || format!("the value appended to stream `{stream}`"))?;
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&value) {
+            return Err(Interruption::InvalidCall(format!(
+                "the value appended to stream `{stream}` is not JSON ({e}): pass JSON text"
+            )));
+        }
+        let call = Call::new(CallKind::StreamAppend, &name, value.as_bytes());
+        match self.next_call(&call)? {
+            (_, Some(Recorded::Appended { .. })) => {}
+            (seq, Some(other)) => return Err(Interruption::mismatch(seq, other)),
+            (seq, None) => {
+                self.streamed.admit(&stream, value.len(), &self.run.host.run_limits)?;
+                let size = value.len();
+                self.append(seq, call, Recorded::Appended { value }, now_ms()).await?;
+                let run = (self.run.tenant().clone(), self.run.records.run_id().clone());
+                self.run.host.stream_bells.ring(&run);
+                self.streamed.count(size);
+                return Ok(());
+            }
+        }
+        self.streamed.count(value.len());
+        Ok(())
+    }
+}
+
 impl durable::Host for WorkflowState {
     async fn call_step(
         &mut self,
@@ -705,6 +735,10 @@ impl durable::Host for WorkflowState {
 
     async fn await_child(&mut self, child: u32) -> Trappable<Result<String, String>> {
         self.await_child_run(child).await.map_err(Interruption::trap)
+    }
+
+    async fn append_to_stream(&mut self, name: String, value: String) -> Trappable<()> {
+        self.append_to_stream(name, value).await.map_err(Interruption::trap)
     }
 
     async fn patched(&mut self, change_id: String) -> Trappable<bool> {

@@ -1,7 +1,7 @@
 //! What one execution of a run sees of its host, and no more: the limits
 //! it runs under, the components its step calls may name, the part of the
 //! host those calls use ([`StepHost`]), the steps in flight across
-//! evictions, the runs' bells, the admission of children, and a way to
+//! evictions, the runs' bells and their streams' readers' bells, the admission of children, and a way to
 //! start them ([`ChildRuns`]). The execution's own (its records, its
 //! components, its control, the tenant's step limits, origins and secrets)
 //! is in [`RunContext`](super::RunContext).
@@ -15,6 +15,7 @@ use super::children::ChildRuns;
 use super::control::Controls;
 use super::in_flight::InFlightSteps;
 use super::step_host::StepHost;
+use super::streams::StreamBells;
 use crate::component::Components;
 use crate::config::{RunLimits, WaitPolicy, WorkflowLimits};
 use crate::policy::Admission;
@@ -30,6 +31,8 @@ pub struct ExecutionHost {
     pub(super) steps: Arc<StepHost>,
     pub(super) in_flight: Arc<InFlightSteps>,
     pub(super) controls: Arc<Controls>,
+    /// Rung by each value appended, for the stream readers on this host.
+    pub(super) stream_bells: Arc<StreamBells>,
     pub(super) admission: Arc<Admission>,
     pub(super) children: ChildRuns,
 }

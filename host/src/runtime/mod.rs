@@ -25,6 +25,7 @@
 
 mod background;
 mod batch;
+mod bells;
 mod cancellation;
 mod catalog;
 mod children;
@@ -53,6 +54,7 @@ mod status;
 mod step_call;
 mod step_host;
 mod step_target;
+mod streams;
 mod submit;
 mod tenants;
 mod upgrade;
@@ -87,6 +89,7 @@ pub use runs::Runs;
 pub use search::{MAX_TAGS, Search};
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
+pub use streams::{StreamEvent, StreamValue};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
 pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport, Upgrades};
 pub use usage::{DayUsage, Usage};

@@ -29,8 +29,10 @@ use super::workflow::Mode;
 use super::{Ended, RunError, Runs, Submission, failed};
 use crate::clock::now_ms;
 use crate::component::Loaded;
-use crate::journal::{CallKind, Cursor, Entry, Outcome, Recorded, RestartPoint, RunRecord, RunRecords, taken_signals};
-use crate::store::{RunId, TenantId};
+use crate::journal::{
+    CallKind, Cursor, Entry, JournalError, Outcome, Recorded, RestartPoint, RunRecord, RunRecords, taken_signals,
+};
+use crate::store::{RunId, StoreError, TenantId};
 
 /// Kept entries a restarted run's driver copies at once: each is a round
 /// trip to the store.
@@ -221,7 +223,7 @@ impl Runs {
         records.copy_signals(&old, &untaken).await?;
         let missing: Vec<&Entry> = kept.iter().filter(|entry| !present.contains(&entry.seq)).collect();
         for some in missing.chunks(COPIES_AT_ONCE) {
-            futures::future::try_join_all(some.iter().map(|entry| records.append(entry))).await?;
+            futures::future::try_join_all(some.iter().map(|entry| copy_kept(records, entry))).await?;
         }
         entries.extend(missing.into_iter().cloned());
         entries.sort_by_key(|entry| entry.seq);
@@ -239,6 +241,16 @@ impl Runs {
         let outcome = records.finish(&failed("restart-point-gone", why), now_ms()).await?;
         self.ended(records, record, &outcome).await;
         Ok(outcome)
+    }
+}
+
+/// Copies a kept entry into the restarted run's journal. One already
+/// there is the same copy, made by a driver before (this host's view of a
+/// fresh run does not hold it): left as it is.
+async fn copy_kept(records: &RunRecords, entry: &Entry) -> Result<(), JournalError> {
+    match records.append(entry).await {
+        Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
+        copied => copied,
     }
 }
 

@@ -37,7 +37,7 @@ use crate::telemetry::spans;
 
 use super::{
     Progress, Retention, RunError, RunListing, RunState, RunStatus, StepStandIn, Suspension, background, children,
-    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, restart, step_host, usage,
+    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, restart, step_host, streams, usage,
 };
 
 /// What every run on this host shares.
@@ -71,6 +71,8 @@ pub(super) struct Host {
     pub(super) retention: Arc<Retention>,
     /// Rung when a place of a concurrency key is freed here.
     pub(super) place_bells: concurrency::PlaceBells,
+    /// Rung when a run driven here appends to a stream, for its readers here.
+    pub(super) stream_bells: Arc<streams::StreamBells>,
     /// When each run created here was created: never twice the same.
     pub(super) creation: crate::clock::CreationClock,
     pub(super) controls: Arc<Controls>,
@@ -237,6 +239,7 @@ impl Runs {
             hooks,
             retention,
             place_bells: concurrency::PlaceBells::default(),
+            stream_bells: Arc::default(),
             creation: crate::clock::CreationClock::default(),
             controls: Arc::default(),
             background,
@@ -848,6 +851,7 @@ impl Runs {
             steps: host.steps.clone(),
             in_flight: host.in_flight.clone(),
             controls: host.controls.clone(),
+            stream_bells: host.stream_bells.clone(),
             admission: host.admission.clone(),
             children: children::ChildRuns::new(self.clone()),
         }

@@ -12,6 +12,7 @@ use wasmtime::{CallHook, Engine, Store};
 
 use super::RunContext;
 use super::patches::PatchAnswers;
+use super::streams::StreamTally;
 use crate::config::WorkflowLimits;
 use crate::contract::bindings::StepError;
 use crate::contract::bindings::exports::stepstone::workflow::workflow;
@@ -91,6 +92,8 @@ pub(crate) struct WorkflowState {
     pub(super) running: HashMap<u32, AbortHandle>,
     /// The answers `patched` gave in this execution, by change id.
     pub(super) patches: PatchAnswers,
+    /// What the run has appended to its streams, against its quotas.
+    pub(super) streamed: StreamTally,
     /// Whether the workflow has met its run's cancellation (a call was
     /// journaled `Cancelled`); from then on, awaited steps are not cut short.
     pub(super) cancellation_seen: bool,
@@ -151,6 +154,7 @@ impl WorkflowState {
             children: HashMap::new(),
             running: HashMap::new(),
             patches: PatchAnswers::default(),
+            streamed: StreamTally::default(),
             cancellation_seen,
             clock,
             place,

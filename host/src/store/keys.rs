@@ -143,6 +143,11 @@ name_type!(
     SecretName, "secret name", 128
 );
 name_type!(
+    /// The name of a run's stream, which its workflow appends values to
+    /// and clients read.
+    StreamName, "stream name", 128
+);
+name_type!(
     /// A sender's idempotency key for one signal: sending again with the same
     /// id (after a crash hid whether the first send was stored) stores it once.
     SignalId, "signal id", 64

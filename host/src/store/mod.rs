@@ -43,7 +43,7 @@ pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore,
 internal_use!(keys::{RunKeys, keys_of, place_generation, unfinished_key, unfinished_marker});
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, HookName, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId,
-    SignalName, TenantId, WorkflowName,
+    SignalName, StreamName, TenantId, WorkflowName,
 };
 // Where each object of the layout lives is the store's own business.
 pub(crate) use keys::{

@@ -193,9 +193,12 @@ fn recorded_outcome(recorded: &Recorded) -> (&'static str, Option<&str>) {
         Recorded::Child { run: Err(why) } | Recorded::ChildEnded { result: Err(why) } => ("failed", Some(why)),
         Recorded::ChildEnded { result: Ok(_) } => ("completed", None),
         Recorded::Cancelled { .. } => ("cancelled", None),
-        Recorded::Slept | Recorded::Value(_) | Recorded::MemoSet { .. } | Recorded::Winner(_) | Recorded::Patched => {
-            ("ok", None)
-        }
+        Recorded::Slept
+        | Recorded::Value(_)
+        | Recorded::MemoSet { .. }
+        | Recorded::Winner(_)
+        | Recorded::Patched
+        | Recorded::Appended { .. } => ("ok", None),
     }
 }
 

@@ -2,6 +2,8 @@
 //! its output, and the step calls its journal holds. Each mismatch is one
 //! line saying what was expected and what the run did.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::scenario::{Expectations, ExpectedStep};
@@ -26,12 +28,33 @@ pub struct StepCallRecord {
     pub result: Result<String, StepError>,
 }
 
-/// Every way `outcome` and `steps` fall short of `expect`.
-pub fn mismatches(expect: &Expectations, outcome: &Outcome, steps: &[StepCallRecord]) -> Vec<String> {
+/// Every way `outcome`, `steps` and `streams` (each stream's values, as
+/// JSON text) fall short of `expect`.
+pub fn mismatches(
+    expect: &Expectations,
+    outcome: &Outcome,
+    steps: &[StepCallRecord],
+    streams: &BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
     let mut found = Vec::new();
     check_outcome(expect, outcome, &mut found);
     if let Some(expected) = &expect.steps {
         check_steps(expected, steps, &mut found);
+    }
+    for (name, expected) in expect.streams.iter().flatten() {
+        let got: Vec<Value> = streams
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|value| serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.clone())))
+            .collect();
+        if got != *expected {
+            found.push(format!(
+                "expected stream `{name}` to hold {}, got {}",
+                Value::Array(expected.clone()),
+                Value::Array(got)
+            ));
+        }
     }
     found
 }
@@ -213,7 +236,7 @@ mod tests {
         };
         let steps = [call("s", json!({"x": 1}), 2, Ok("true"))];
         assert_eq!(
-            mismatches(&expect, &completed(r#"{"b":[1,2],"a":1}"#), &steps),
+            mismatches(&expect, &completed(r#"{"b":[1,2],"a":1}"#), &steps, &BTreeMap::new()),
             Vec::<String>::new()
         );
     }
@@ -240,7 +263,7 @@ mod tests {
             ..Expectations::default()
         };
         let steps = [call("s", json!({"x": 1}), 3, Err(StepErrorKind::Failed))];
-        let found = mismatches(&expect, &completed(r#"{"a":{"deep":1}}"#), &steps);
+        let found = mismatches(&expect, &completed(r#"{"a":{"deep":1}}"#), &steps, &BTreeMap::new());
         let said = found.join("\n");
         for expected in [
             "expected the run to end failed, but it completed with",
@@ -278,8 +301,41 @@ mod tests {
         let cancelled = Outcome::Cancelled {
             reason: "cancelled by the test".into(),
         };
-        let found = mismatches(&expect, &cancelled, &[]);
+        let found = mismatches(&expect, &cancelled, &[], &BTreeMap::new());
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("expected a failure of kind `workflow-error`"));
+    }
+
+    #[test]
+    fn each_expected_stream_must_hold_exactly_its_values_in_order() {
+        let expect = Expectations {
+            streams: Some(BTreeMap::from([
+                ("progress".to_owned(), vec![json!({"done": 1}), json!({"done": 2})]),
+                ("tokens".to_owned(), vec![json!("hi")]),
+                ("none".to_owned(), vec![]),
+            ])),
+            ..Expectations::default()
+        };
+        let streamed = |progress: &[&str]| {
+            BTreeMap::from([
+                ("progress".to_owned(), progress.iter().map(|v| v.to_string()).collect()),
+                ("tokens".to_owned(), vec!["\"hi\"".to_owned()]),
+            ])
+        };
+        let outcome = completed("null");
+        let held = streamed(&[r#"{"done": 1}"#, r#"{"done":2}"#]);
+        assert_eq!(mismatches(&expect, &outcome, &[], &held), Vec::<String>::new());
+        let found = mismatches(&expect, &outcome, &[], &streamed(&[r#"{"done":2}"#, r#"{"done":1}"#]));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .contains(r#"expected stream `progress` to hold [{"done":1},{"done":2}], got [{"done":2},{"done":1}]"#),
+            "{found:?}"
+        );
+        let found = mismatches(&expect, &outcome, &[], &BTreeMap::new());
+        assert!(
+            found.iter().any(|f| f.contains("`tokens` to hold [\"hi\"], got []")),
+            "{found:?}"
+        );
     }
 }

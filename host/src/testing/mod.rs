@@ -41,6 +41,7 @@ pub mod junit;
 mod scenario;
 mod stubs;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -378,6 +379,12 @@ impl Review<'_> {
             let entries = self.runtime.history(self.tenant, generation).await?;
             report.journal_entries += entries.len();
             report.steps.extend(self.step_calls(generation, &entries));
+            for entry in &entries {
+                if let Recorded::Appended { value } = &entry.recorded {
+                    let stream = report.streams.entry(entry.call.name.clone()).or_default();
+                    stream.push(value.clone());
+                }
+            }
             let own = self.runtime.runs().replay(self.tenant, generation, None).await?;
             if let Some(divergence) = divergence(&own) {
                 report.failures.push(format!(
@@ -398,9 +405,12 @@ impl Review<'_> {
                 }
             }
         }
-        report
-            .failures
-            .extend(expect::mismatches(&scenario.expect, &outcome, &report.steps));
+        report.failures.extend(expect::mismatches(
+            &scenario.expect,
+            &outcome,
+            &report.steps,
+            &report.streams,
+        ));
         report.outcome = Some(outcome);
         Ok(())
     }
@@ -456,6 +466,9 @@ pub struct ScenarioReport {
     pub outcome: Option<Outcome>,
     /// Every step call, in journal order, over every generation.
     pub steps: Vec<StepCallRecord>,
+    /// The values of each stream, as JSON text, in order over every
+    /// generation.
+    pub streams: BTreeMap<String, Vec<String>>,
     /// How many entries the journals of every generation hold together.
     pub journal_entries: usize,
     /// Each generation's replay against its own journal.
@@ -477,6 +490,7 @@ impl ScenarioReport {
             shuffle,
             outcome: None,
             steps: Vec::new(),
+            streams: BTreeMap::new(),
             journal_entries: 0,
             replays: Vec::new(),
             unsent_signals: Vec::new(),

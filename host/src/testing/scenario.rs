@@ -137,6 +137,9 @@ pub struct Expectations {
     pub error_contains: Option<String>,
     /// Every step the run called, in journal order.
     pub steps: Option<Vec<ExpectedStep>>,
+    /// The values each stream named must hold, in order (as JSON values),
+    /// over every generation of the run.
+    pub streams: Option<BTreeMap<String, Vec<Value>>>,
 }
 
 /// One step call the journal must hold.
@@ -380,6 +383,7 @@ struct ExpectFile {
     error_kind: Option<String>,
     error_contains: Option<String>,
     steps: Option<Vec<ExpectedStepFile>>,
+    streams: Option<BTreeMap<String, Vec<Value>>>,
 }
 
 #[derive(Deserialize)]
@@ -554,6 +558,7 @@ impl ExpectFile {
             error_kind: self.error_kind,
             error_contains: self.error_contains,
             steps,
+            streams: self.streams,
         })
     }
 }
@@ -601,6 +606,7 @@ mod tests {
             [expect]
             outcome = "completed"
             steps = [{ step = "charge", attempts = 2 }]
+            streams = { progress = [{ done = 1 }, "shipped"] }
             "#,
         )
         .expect("valid");
@@ -632,6 +638,13 @@ mod tests {
         assert_eq!(scenario.stubs["billing/refund"].answer(1), None, "real");
         assert_eq!(scenario.signals[0].at, Duration::from_secs(24 * 3600 + 1800));
         assert_eq!(scenario.expect.steps.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            scenario.expect.streams,
+            Some(BTreeMap::from([(
+                "progress".to_owned(),
+                vec![serde_json::json!({"done": 1}), serde_json::json!("shipped")]
+            )]))
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ function poll(element) {
         }
       });
       element.setAttribute("data-refreshed", String(Date.now()));
+      document.dispatchEvent(new Event("console:refreshed"));
       if (element.querySelector("[data-final]")) {
         window.clearInterval(timer);
       }
@@ -58,3 +59,42 @@ function poll(element) {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-poll]").forEach(poll);
 });
+
+// The run page's streams: each stream the refreshed part names (an element
+// with `data-stream="URL"`) is followed once, its values appended as text
+// to a list of its own as the server sends them, until its `end`.
+function followStreams() {
+  const section = document.getElementById("streams");
+  if (!section) {
+    return;
+  }
+  document.querySelectorAll("[data-stream]").forEach((named) => {
+    const url = named.getAttribute("data-stream");
+    if (section.querySelector(`[data-events="${CSS.escape(url)}"]`)) {
+      return;
+    }
+    section.querySelector("p.empty")?.remove();
+    const box = document.createElement("div");
+    box.className = "stream";
+    box.setAttribute("data-events", url);
+    const title = document.createElement("h3");
+    title.textContent = named.textContent;
+    const values = document.createElement("ol");
+    values.start = 0;
+    box.append(title, values);
+    section.append(box);
+    const events = new EventSource(url);
+    events.addEventListener("value", (event) => {
+      const item = document.createElement("li");
+      item.textContent = event.data;
+      values.append(item);
+    });
+    events.addEventListener("end", () => {
+      events.close();
+      box.setAttribute("data-ended", "");
+    });
+  });
+}
+
+document.addEventListener("DOMContentLoaded", followStreams);
+document.addEventListener("console:refreshed", followStreams);

@@ -5,8 +5,9 @@
 //! error a limited step call returned, `fork-bomb`, a workflow that starts
 //! two children of itself, `start-then-wait`, which starts a step and
 //! waits for a signal before awaiting it, `marked-in-turn`, which runs
-//! `marked` steps one after another, and `patch-ids`, which asks
-//! `patched` about the change ids it is given.
+//! `marked` steps one after another, `patch-ids`, which asks `patched`
+//! about the change ids it is given, and `stream-hostile`, which floods a
+//! stream or appends what the host must refuse.
 //!
 //! Every loop feeds its state through `black_box`, so the optimiser can
 //! neither delete it nor compute its result ahead of time.
@@ -18,6 +19,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use stepstone_guest::{Error, Level, Step, StepErrorKind, StepFailure, StepOptions, Workflow, export};
+use stepstone_guest::bindings::stepstone::workflow::durable;
 
 /// Loops forever: stopped by running out of fuel (or time).
 fn spin(_ctx: &Step, _input: IgnoredAny) -> Result<(), StepFailure> {
@@ -305,6 +307,32 @@ fn patch_ids(ctx: &Workflow, changes: Changes) -> Result<Vec<bool>, Error> {
     Ok(answers)
 }
 
+#[derive(Deserialize)]
+struct Streamed {
+    /// `flood` (tiny values until the host stops the run), `name` (a
+    /// stream name the host refuses) or `not-json` (a value that is no
+    /// JSON, through the raw import).
+    how: String,
+}
+
+/// Streams as the host must refuse.
+fn stream_hostile(ctx: &Workflow, streamed: Streamed) -> Result<u64, Error> {
+    match streamed.how.as_str() {
+        "flood" => {
+            for n in 0_u64.. {
+                ctx.append_to_stream("flood", &n)?;
+            }
+            Ok(0)
+        }
+        "name" => ctx.append_to_stream(&"x".repeat(129), &0).map(|()| 0),
+        "not-json" => {
+            durable::append_to_stream("s", "{\"open\": ");
+            Ok(0)
+        }
+        other => Err(Error::Message(format!("no such stream attack: `{other}`"))),
+    }
+}
+
 export! {
     workflows: {
         "spin-workflow" => spin_workflow,
@@ -318,6 +346,7 @@ export! {
         "start-then-wait" => start_then_wait,
         "marked-in-turn" => marked_in_turn,
         "patch-ids" => patch_ids,
+        "stream-hostile" => stream_hostile,
     },
     steps: {
         "spin" => spin,
