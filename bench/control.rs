@@ -1,6 +1,7 @@
 //! Reaching a run that is going: how soon a pause stops its steps and a
 //! resumption starts them again, against the time one of its steps takes;
-//! and restarting a finished run from its end, against running it anew.
+//! restarting a finished run from its end, against running it anew; and
+//! what a value appended to a stream costs, against a step.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,8 @@ use crate::report::{Row, Section};
 const ROUNDS: usize = 20;
 /// Steps of the run a restart keeps, and a new run executes.
 const KEPT: u32 = 100;
+/// Values a streaming run appends, and steps its baseline runs.
+const STREAMED: u32 = 200;
 
 /// Answers each attempt at once, as the bench guest's `noop` would, and
 /// notes when it started: what tells a run's steps are going.
@@ -80,7 +83,9 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
              as a woken host's is. Medians of {ROUNDS}, against the median time from one step's \
              attempt to the next's while it runs. *Restart*: a finished run of `sequential` over \
              {KEPT} steps restarted from its end (`Runs::restart`, then driven: it copies the {KEPT} \
-             entries and replays them), against a new run of the same {KEPT} steps; median of 5."
+             entries and replays them), against a new run of the same {KEPT} steps; median of 5. \
+             *Stream append*: a run of `streaming` appending {STREAMED} values, per value, against \
+             a run of `sequential` over {STREAMED} steps, per step; median of 5."
         ),
     );
     section
@@ -94,7 +99,31 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
         Row::new(format!("restart keeping {KEPT} steps"), millis(restarted), "ms")
             .against(format!("a new run of {KEPT} steps"), millis(anew)),
     );
+    let (append, step) = append_against_step(&host).await?;
+    section.rows.push(
+        Row::new("stream append, per value", millis(append), "ms").against("one step, per step", millis(step)),
+    );
     Ok(section)
+}
+
+/// Medians of 5, per call: a run of `streaming` over [`STREAMED`] values;
+/// a run of `sequential` over as many steps.
+async fn append_against_step(host: &Host) -> anyhow::Result<(Duration, Duration)> {
+    let (mut appends, mut steps) = (Samples::default(), Samples::default());
+    let input = format!(r#"{{"n":{STREAMED}}}"#);
+    for _ in 0..5 {
+        for (workflow, samples) in [("streaming", &mut appends), ("sequential", &mut steps)] {
+            let (took, ran) = time(async {
+                let submission = Submission::new(host.bench.clone(), workflow, &input);
+                let run = host.runtime.submit(&host.tenant, submission).await?;
+                completed(host, &run).await
+            })
+            .await;
+            ran?;
+            samples.push(took / STREAMED);
+        }
+    }
+    Ok((appends.median(), steps.median()))
 }
 
 /// Drives `run` until it suspends; fails if it ends.

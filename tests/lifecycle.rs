@@ -1252,6 +1252,13 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
         "{diverged}"
     );
     restart(&server, TOKEN, "saga", json!({"seq": charge, "bogus": 1})).expect(422);
+    // Another tenant's build, by its name or its digest, is not the tenant's.
+    let bytes = std::fs::read(guest("order-patched")).expect("the guest is built");
+    let theirs = server.post_bytes("/v1/components?name=order-theirs", OTHER, bytes).expect(201);
+    for component in [json!("order-theirs"), theirs["digest"].clone()] {
+        let body = json!({"seq": charge, "component": component});
+        restart(&server, TOKEN, "saga", body).expect(404);
+    }
 
     let restarted = restart(&server, TOKEN, "saga", json!({"seq": charge})).expect(201);
     assert_eq!(

@@ -2,7 +2,8 @@
 //! calls after its point, on whichever host first drives it; one whose old
 //! run is gone before it copied its kept calls fails, saying so, and runs
 //! nothing; one whose copy of its kept calls was cut short copies the
-//! rest.
+//! rest; and one delivers again as many untaken signals as a run may
+//! hold, not one more.
 
 mod answered;
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{Progress, Restart, Runtime, Submission};
+use stepstone::runtime::{Progress, Restart, RunError, Runtime, Submission};
 use stepstone::store::{RunId, Storage, TenantId, keys_of};
 use stepstone_e2e::guest;
 
@@ -115,4 +116,44 @@ async fn a_restarted_run_whose_copy_was_cut_short_copies_the_rest() {
     assert_eq!(attempts.attempts() - before, 2, "only the calls after seq 3 ran");
     let kept = store.get(&new.entry(1)).await.expect("read");
     assert_eq!(kept, Some(copied), "the copy already there is left as it is");
+}
+
+/// A runtime limiting untaken signals to `limit`, on `storage`.
+fn holding_signals(storage: &Storage, limit: usize) -> Runtime {
+    let mut config = HostConfig::new();
+    config.run.max_buffered_signals = limit;
+    Runtime::new(config, storage.clone(), CodeCache::disabled()).expect("a runtime")
+}
+
+/// A restart delivers again the signals the run had not taken: as many as
+/// a run may hold untaken, not one more. Two hosts on one store, their
+/// limits a signal apart, each judge the same run at its own limit.
+#[tokio::test]
+async fn a_restart_delivers_again_up_to_the_untaken_signals_a_run_may_hold() {
+    let storage = Storage::in_memory();
+    let (two, three) = (holding_signals(&storage, 2), holding_signals(&storage, 3));
+    let tenant = TenantId::default_tenant();
+    let bytes = bytes::Bytes::from(std::fs::read(guest("hello")).expect("the guest is built"));
+    let hello = three.upload(&tenant, bytes, None).await.expect("uploaded");
+    let run = three
+        .submit(&tenant, Submission::new(hello, "await-go", "null"))
+        .await
+        .expect("submitted");
+    let extra = stepstone::store::SignalName::new("extra").expect("a valid name");
+    for n in 0..3 {
+        three.signal(&tenant, &run, &extra, &n.to_string()).await.expect("sent");
+    }
+    let restart = || Restart {
+        seq: 0,
+        ..Restart::default()
+    };
+    match two.runs().restart(&tenant, &run, restart()).await {
+        Err(RunError::RestartRefused { reason, .. }) => assert!(
+            reason.contains("not taken 3 signals") && reason.contains("the 2 a run may hold"),
+            "{reason}"
+        ),
+        other => panic!("three signals restarted under a limit of two: {other:?}"),
+    }
+    let restarted = three.runs().restart(&tenant, &run, restart()).await.expect("restarted");
+    assert_eq!(restarted.signals_again, 3, "at the limit");
 }

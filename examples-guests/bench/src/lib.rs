@@ -71,6 +71,20 @@ fn sequential(ctx: &Workflow, count: Count) -> Result<u32, Error> {
     Ok(sum)
 }
 
+#[derive(Serialize)]
+struct Streamed {
+    value: u32,
+}
+
+/// Appends `{"value": i}` for each `i` below `n` to the run's stream
+/// `values`: a stream's cost per value.
+fn streaming(ctx: &Workflow, count: Count) -> Result<u32, Error> {
+    for value in 0..count.n {
+        ctx.append_to_stream("values", &Streamed { value })?;
+    }
+    Ok(count.n)
+}
+
 fn one_step(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
     sequential(ctx, Count { n: 1 })
 }
@@ -139,6 +153,7 @@ export! {
         "one-step" => one_step,
         "three-steps" => three_steps,
         "sequential" => sequential,
+        "streaming" => streaming,
         "parallel" => parallel,
         "wait-for-go" => wait_for_go,
         "sequential-then-wait" => sequential_then_wait,

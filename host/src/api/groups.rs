@@ -16,7 +16,7 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, OptionalJson, Path};
-use super::responses::{JsonBody, Malformed, Oversized, Refusals, Throttled};
+use super::responses::{JsonBody, Malformed, Oversized, Refusals, ServerSentEvent, Throttled};
 use super::runs::{CancelRun, StartRun, submission_of};
 use crate::runtime::{GroupRecord, RunStatus};
 use crate::store::{GroupId, RunId};
@@ -128,7 +128,7 @@ pub async fn status(
 /// Each run of the group as it ends, as server-sent events: an event `run`
 /// per run (its status, JSON), then an event `end`.
 #[utoipa::path(get, path = "/v1/groups/{id}/events", params(GroupPath), responses(
-    (status = 200, content_type = "text/event-stream", body = String, description = "`event: run` with a run's status as each run ends, then `event: end`"),
+    (status = 200, content_type = "text/event-stream", body = ServerSentEvent, description = "`event: run` with a run's status as each run ends, then `event: end`"),
     (status = 404, body = ErrorBody, description = "no such group"),
     Malformed, Refusals,
 ))]

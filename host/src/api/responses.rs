@@ -97,6 +97,27 @@ refusals! {
 pub const NAME_MAX: usize = 128;
 /// The longest schedule names and group ids: the run ids made of them add a suffix.
 const PREFIX_NAME_MAX: usize = 100;
+/// One server-sent event, as a client (an `EventSource`) parses it: what
+/// the documents of `text/event-stream` answers describe, event by event:
+/// its `event` (each operation lists its own), its `data` (JSON text) and,
+/// where the operation gives one, its `id`.
+pub struct ServerSentEvent;
+
+impl PartialSchema for ServerSentEvent {
+    fn schema() -> RefOr<Schema> {
+        let text = || ObjectBuilder::new().schema_type(Type::String);
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("event", text())
+            .property("data", text())
+            .property("id", text())
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for ServerSentEvent {}
+
 /// The longest run tags.
 const TAG_MAX: usize = 64;
 /// The longest signal ids.

@@ -14,7 +14,7 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query};
-use super::responses::{Malformed, Refusals};
+use super::responses::{Malformed, Refusals, ServerSentEvent};
 use crate::runtime::{RunError, StreamEvent};
 use crate::store::{RunId, StreamName};
 
@@ -50,11 +50,11 @@ pub struct StreamParams {
 /// itself with `Last-Event-ID`.
 #[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}", params(
         StreamPath, StreamParams,
-        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$",
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-9]{1,19}$",
             description = "the offset of the last value received: the read goes on after it (over `offset`)"),
     ),
     responses(
-        (status = 200, content_type = "text/event-stream", body = String,
+        (status = 200, content_type = "text/event-stream", body = ServerSentEvent,
             description = "`event: value` per value (`id`: its offset, `data`: the value's JSON), then `event: end` (`data`: the run's status) once the run has ended"),
         (status = 404, body = ErrorBody, description = "no such run"),
         Malformed, Refusals,
