@@ -179,6 +179,9 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
         ("PUT", "/v1/secrets/key", 64 << 20, 65536),
         ("POST", "/v1/runs/r/signals/s", 1001, 1000),
         ("POST", "/v1/runs", 64 << 20, 1000 + 16384),
+        // A payload of 10 GiB, refused from its head: nothing of it is read.
+        ("POST", "/v1/runs", 10 << 30, 1000 + 16384),
+        ("POST", "/v1/runs/r/signals/s", 10 << 30, 1000),
         ("POST", "/v1/schedules", 64 << 20, 1000 + 16384),
         ("POST", "/v1/runs/r/cancel", 1 << 20, 65536),
         ("POST", "/v1/runs/r/pause", 1 << 20, 65536),

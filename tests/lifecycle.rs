@@ -1464,3 +1464,51 @@ fn a_runs_stream_is_read_live_from_any_offset_through_the_api_and_the_cli() {
         .get(&format!("/v1/runs/ticker/streams/{}", "s".repeat(129)), TOKEN)
         .expect(400);
 }
+
+/// An order whose gift note is 600 KiB round-trips through the saga: `ship`
+/// returns it on its packing slip, past the 256 KiB threshold, so its
+/// output is stored apart and its journal entry names it by SHA-256; the
+/// placed order carries it back; the API serves the stored output; and
+/// after a SIGKILL a replay reads it back and finds the run as it ran.
+#[test]
+fn a_large_payload_round_trips_through_the_order_saga_and_a_replay() {
+    let server = server();
+    let note = "ship with care ♥ ".repeat(600 * 1024 / 19);
+    let input = order_input("big", 10, json!({ "gift_note": note }));
+    let order = json!({"component": "order", "workflow": "place-order", "input": input, "run_id": "big"});
+    server.post_json("/v1/runs", TOKEN, &order).expect(202);
+    server.await_state(TOKEN, "big", "awaiting-signal");
+    server
+        .post_json("/v1/runs/big/signals/approve", TOKEN, &json!({"approved": true}))
+        .expect(202);
+    let done = server.get("/v1/runs/big/wait?timeout=60s", TOKEN).expect(200);
+    assert_eq!(done["state"], "completed", "{}", done["state"]);
+    assert!(done["output"]["packing_slip"] == note, "the note came back whole");
+
+    let journal = server.get("/v1/runs/big/journal", TOKEN).expect(200);
+    let entries = journal.as_array().expect("entries");
+    let output = |step: &str| {
+        let entry = entries.iter().find(|e| e["name"] == step).expect("the step's entry");
+        entry["recorded"]["Step"]["result"]["Ok"].clone()
+    };
+    assert!(output("reserve").is_string(), "a small output stays in its entry");
+    let shipped = output("ship");
+    let sha256 = shipped["sha256"].as_str().expect("stored apart, named by its SHA-256");
+    let slip = server.get(&format!("/v1/runs/big/payloads/{sha256}"), TOKEN).expect(200);
+    assert_eq!(slip["tracking"], "trk-big");
+    assert!(slip["packing_slip"] == note);
+    assert_eq!(shipped["bytes"].as_u64(), Some(slip.to_string().len() as u64), "{shipped}");
+    server.get(&format!("/v1/runs/big/payloads/{}", "0".repeat(64)), TOKEN).expect(404);
+    let stored: Vec<String> = server
+        .host
+        .stored_objects()
+        .iter()
+        .filter_map(|path| path.to_str().map(str::to_owned))
+        .filter(|path| path.ends_with(sha256))
+        .collect();
+    assert_eq!(stored.len(), 1, "one object, under the run: {stored:?}");
+
+    let server = server.restart_after("KILL");
+    let replay = server.post_json("/v1/runs/big/replay", TOKEN, &json!({})).expect(200);
+    assert_eq!(replay["verdict"], "identical", "{replay}");
+}

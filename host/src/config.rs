@@ -458,6 +458,14 @@ pub struct HostConfig {
     ///
     /// Default: `false`.
     pub untimed_guests: bool,
+    /// A step's output larger than this many bytes is stored as an object
+    /// of its own, named by its SHA-256, and its journal entry holds the
+    /// reference: the journal, its snapshots and a replay's memory stay
+    /// small, and a replay reads each such output only when the workflow
+    /// reaches its call.
+    ///
+    /// Default: 256 KiB.
+    pub offload_payloads_above: usize,
 }
 
 impl HostConfig {
@@ -485,6 +493,7 @@ impl Default for HostConfig {
             egress: EgressConfig::default(),
             host_id: None,
             untimed_guests: false,
+            offload_payloads_above: 256 << 10,
         }
     }
 }

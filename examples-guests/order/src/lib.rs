@@ -4,7 +4,8 @@
 //! `patched` check for fraud before charging (see `Cargo.toml`).
 //!
 //! Ids derive from the order id, never from randomness, so every run of the
-//! same order gives the same output.
+//! same order gives the same output. An order's gift note comes back from
+//! `ship` on its packing slip, however long: a payload of any size.
 
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ struct Order {
     sleep_ms: u64,
     #[serde(default = "default_approval_timeout_ms")]
     approval_timeout_ms: u64,
+    /// A note `ship` prints on the packing slip, of any length: the
+    /// shipment and the placed order carry it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gift_note: Option<String>,
 }
 
 fn default_sleep_ms() -> u64 {
@@ -48,6 +53,9 @@ struct Charge {
 #[derive(Serialize, Deserialize)]
 struct Shipment {
     tracking: String,
+    /// The order's gift note, as printed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    packing_slip: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -67,6 +75,8 @@ struct Placed {
     reservation: String,
     charge: String,
     tracking: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packing_slip: Option<String>,
 }
 
 /// A step that undoes one the saga has done: `release` a reservation or
@@ -107,6 +117,7 @@ fn fulfil(ctx: &Workflow, order: &Order, compensations: &mut Vec<Compensation>) 
         reservation: reservation.reservation,
         charge: charge.charge,
         tracking: shipment.tracking,
+        packing_slip: shipment.packing_slip,
     })
 }
 
@@ -204,6 +215,7 @@ fn ship(ctx: &Step, order: Order) -> Result<Shipment, StepFailure> {
     ctx.info(&format!("shipping {} for {}", order.item, order.order_id));
     Ok(Shipment {
         tracking: format!("trk-{}", order.order_id),
+        packing_slip: order.gift_note,
     })
 }
 

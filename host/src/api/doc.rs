@@ -18,7 +18,7 @@ use super::{batch, components, groups, hooks, logs, runs, schedules, secrets, st
     info(title = "Stepstone", description = "Durable workflow steps as WebAssembly components"),
     paths(
         components::upload, components::list, components::get, components::delete, components::upgrade,
-        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::signal, runs::replay, runs::cancel,
+        runs::start, runs::list, runs::status, runs::wait, runs::journal, runs::payload, runs::signal, runs::replay, runs::cancel,
         runs::pause, runs::resume, runs::advance, runs::restart,
         batch::pause, batch::resume,
         hooks::put, hooks::list, hooks::delete, hooks::call,

@@ -79,6 +79,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::status))
         .route("/runs/{id}/wait", get(runs::wait))
         .route("/runs/{id}/journal", get(runs::journal))
+        .route("/runs/{id}/payloads/{sha256}", get(runs::payload))
         .route("/runs/{id}/logs", get(logs::logs))
         .route("/runs/{id}/streams/{name}", get(streams::read))
         .route(

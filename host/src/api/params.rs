@@ -103,7 +103,7 @@ impl ToSchema for LogCursorParam {}
 
 /// The largest [`WholeNumber`]: every integer up to it is exact as a JSON
 /// number in every client (2^53 - 1).
-const MAX_WHOLE: u64 = (1 << 53) - 1;
+pub const MAX_WHOLE: u64 = (1 << 53) - 1;
 
 /// A non-negative integer in a JSON body. JSON Schema counts `5.0` as an
 /// integer, so it is taken as 5.

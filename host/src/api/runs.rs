@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -444,6 +444,40 @@ pub async fn journal(
 ) -> Result<Json<Vec<JournalEntry>>, ApiError> {
     let entries = state.runtime.history(&tenant.id, &id).await?;
     Ok(Json(entries.into_iter().map(JournalEntry::from).collect()))
+}
+
+/// A payload a run stored apart, and its run.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct PayloadPath {
+    #[param(inline)]
+    id: RunId,
+    /// Its SHA-256, 64 hex digits, as the journal names it.
+    #[param(pattern = "^[0-9a-f]{64}$")]
+    sha256: String,
+}
+
+/// A payload the run stored apart (a step's output past the host's
+/// offload threshold, which its journal entry names as `{sha256, bytes}`):
+/// its JSON, checked against its name.
+#[utoipa::path(get, path = "/v1/runs/{id}/payloads/{sha256}", params(PayloadPath),
+    responses(
+        (status = 200, body = Value, content_type = "application/json", description = "the payload"),
+        (status = 404, body = ErrorBody, description = "no such run, or the run stored no payload of that name"),
+        Malformed, Refusals,
+    ))]
+pub async fn payload(
+    State(state): State<ApiState>,
+    Caller(tenant): Caller,
+    Path(PayloadPath { id, sha256 }): Path<PayloadPath>,
+) -> Result<Response, ApiError> {
+    match state.runtime.runs().stored_payload(&tenant.id, &id, &sha256).await? {
+        Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("run `{id}` stored no payload {sha256}: its journal names the ones it did"),
+        )),
+    }
 }
 
 /// The signal an operation sends, to which run.

@@ -9,11 +9,13 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use utoipa::IntoParams;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query};
+use super::params::MAX_WHOLE;
 use super::responses::{Malformed, Refusals, ServerSentEvent};
 use crate::runtime::{RunError, StreamEvent};
 use crate::store::{RunId, StreamName};
@@ -34,11 +36,20 @@ pub struct StreamPath {
 
 #[derive(Deserialize, IntoParams)]
 pub struct StreamParams {
-    /// The offset of the first value to send (0, the first, by default).
+    #[param(schema_with = offset_schema)]
     offset: Option<u64>,
     /// `false`: send the values appended so far (and `end` if the run has
     /// ended), then end, rather than wait for more.
     follow: Option<bool>,
+}
+
+fn offset_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some("The offset of the first value to send (0, the first, by default)."))
+        .minimum(Some(0))
+        .maximum(Some(MAX_WHOLE))
+        .build()
 }
 
 /// Read a run's stream (values its workflow appends with
@@ -68,7 +79,14 @@ pub async fn read(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let from = match last_event_id(&headers)? {
         Some(last) => last.saturating_add(1),
-        None => params.offset.unwrap_or(0),
+        None => match params.offset {
+            Some(offset) if offset > MAX_WHOLE => {
+                return Err(ApiError::bad_request(format!(
+                    "offset {offset} is past the largest, {MAX_WHOLE}"
+                )));
+            }
+            offset => offset.unwrap_or(0),
+        },
     };
     let events = state
         .runtime

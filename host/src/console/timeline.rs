@@ -165,7 +165,10 @@ fn attempts(entry: &Entry, failed: &[AttemptRecord], last_error: Option<String>)
 fn what_it_returned(recorded: &Recorded) -> (String, bool, Option<String>, Option<RunId>) {
     let pretty = |payload: &str| Some(layout::pretty_json(payload));
     match recorded {
-        Recorded::Step { result: Ok(output) } => ("ok".into(), false, pretty(output), None),
+        Recorded::Step { result: Ok(output) } => match output.inline() {
+            Some(text) => ("ok".into(), false, pretty(text), None),
+            None => (format!("ok {output}"), false, None, None),
+        },
         Recorded::Step { result: Err(error) } => (
             format!("failed ({}): {}", kind_name(error.kind), error.message),
             true,

@@ -11,6 +11,7 @@
 
 mod cursor;
 mod envelope;
+mod payload;
 mod records;
 mod run_records;
 mod snapshot;
@@ -25,6 +26,7 @@ pub use records::{
     SignalRecord, TimerRecord, digest,
 };
 internal_use!(run_records::{RunRecords, SnapshotListing, taken_signals});
+pub use payload::{Payload, is_payload_name, sha256_hex};
 
 use crate::store::StoreError;
 

@@ -10,6 +10,8 @@ use crate::config::LimitRequest;
 use crate::contract::bindings::StepError;
 use crate::store::RunId;
 
+use super::payload::Payload;
+
 /// How a run was started; written once, when it is submitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -388,8 +390,9 @@ impl fmt::Display for Call {
 pub enum Recorded {
     /// The step finished, after as many attempts as it took.
     Step {
-        /// The step's output (JSON text), or the error its last attempt ended with.
-        result: Result<String, StepError>,
+        /// The step's output (JSON text, or a reference to it stored
+        /// apart), or the error its last attempt ended with.
+        result: Result<Payload, StepError>,
     },
     /// The timer fired.
     Slept,

@@ -18,6 +18,7 @@ use super::records::{
     AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
     TimerRecord,
 };
+use super::payload::{Payload, sha256_hex};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::clock::BootInstant;
@@ -415,6 +416,65 @@ impl RunRecords {
             .buffered(READ_AHEAD)
             .try_collect()
             .await
+    }
+
+    /// `text` as a record holds it: itself, or, over `offload_above`
+    /// bytes, a reference to an object of its own, written now (again, if
+    /// an earlier try or another host wrote it: the same bytes).
+    pub async fn payload(&self, text: String, offload_above: usize) -> Result<Payload, JournalError> {
+        if text.len() <= offload_above {
+            return Ok(Payload::Inline(text));
+        }
+        let (sha256, bytes) = (sha256_hex(text.as_bytes()), text.len() as u64);
+        match self.store.create(&keys_of(&self.run).payload(&sha256), Bytes::from(text)).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(Payload::Stored { sha256, bytes }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The text of `payload`: a stored one read from its object and
+    /// checked against its name.
+    pub async fn payload_text(&self, payload: Payload) -> Result<String, JournalError> {
+        match payload {
+            Payload::Inline(text) => Ok(text),
+            Payload::Stored { sha256, .. } => (self.stored_payload(&sha256).await?).ok_or_else(|| JournalError::Corrupt {
+                key: keys_of(&self.run).payload(&sha256).to_string(),
+                reason: "the payload a record names is missing".into(),
+            }),
+        }
+    }
+
+    /// Copies the payload the run `from` stored apart under `sha256` into
+    /// this run's: a restarted run's kept entries name it.
+    pub async fn copy_payload(&self, from: &RunRecords, sha256: &str) -> Result<(), JournalError> {
+        let text = from.payload_text(Payload::Stored {
+            sha256: sha256.to_owned(),
+            bytes: 0,
+        });
+        let key = keys_of(&self.run).payload(sha256);
+        match self.store.create(&key, Bytes::from(text.await?)).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The payload the run stored apart under `sha256`, checked against
+    /// that name; `None` if it has none so named.
+    pub async fn stored_payload(&self, sha256: &str) -> Result<Option<String>, JournalError> {
+        let key = keys_of(&self.run).payload(sha256);
+        let Some(stored) = self.store.get(&key).await? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: &str| JournalError::Corrupt {
+            key: key.to_string(),
+            reason: reason.to_owned(),
+        };
+        if sha256_hex(&stored) != sha256 {
+            return Err(corrupt("the payload's bytes do not match its name"));
+        }
+        String::from_utf8(stored.to_vec())
+            .map(Some)
+            .map_err(|_| corrupt("the payload is not UTF-8"))
     }
 
     /// The seqs the journal holds, without reading any entry: for questions

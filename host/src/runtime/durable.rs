@@ -149,7 +149,14 @@ impl WorkflowState {
         let (seq, recorded) = self.take_seq(&call)?;
         let handle = u32::try_from(seq).map_err(|_| Interruption::InvalidCall("journal too long".into()))?;
         let result: Shared<BoxFuture<'static, StepResult>> = match recorded {
-            Some((Recorded::Step { result }, at)) => return Ok(Started::replayed(handle, call, result, at)),
+            Some((Recorded::Step { result }, at)) => {
+                // A stored output is read only now, as the workflow reaches its call.
+                let result = match result {
+                    Ok(output) => Ok(self.run.records.payload_text(output).await?),
+                    Err(error) => Err(error),
+                };
+                return Ok(Started::replayed(handle, call, result, at));
+            }
             Some((Recorded::Cancelled { reason }, at)) => {
                 return Ok(Started::replayed(handle, call, Err(cancelled_step(reason)), at));
             }

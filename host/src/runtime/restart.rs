@@ -30,7 +30,7 @@ use super::{Ended, RunError, Runs, Submission, failed};
 use crate::clock::now_ms;
 use crate::component::Loaded;
 use crate::journal::{
-    CallKind, Cursor, Entry, JournalError, Outcome, Recorded, RestartPoint, RunRecord, RunRecords, taken_signals,
+    CallKind, Cursor, Entry, JournalError, Outcome, Payload, Recorded, RestartPoint, RunRecord, RunRecords, taken_signals,
 };
 use crate::store::{RunId, StoreError, TenantId};
 
@@ -223,7 +223,7 @@ impl Runs {
         records.copy_signals(&old, &untaken).await?;
         let missing: Vec<&Entry> = kept.iter().filter(|entry| !present.contains(&entry.seq)).collect();
         for some in missing.chunks(COPIES_AT_ONCE) {
-            futures::future::try_join_all(some.iter().map(|entry| copy_kept(records, entry))).await?;
+            futures::future::try_join_all(some.iter().map(|entry| copy_kept(&old, records, entry))).await?;
         }
         entries.extend(missing.into_iter().cloned());
         entries.sort_by_key(|entry| entry.seq);
@@ -244,10 +244,17 @@ impl Runs {
     }
 }
 
-/// Copies a kept entry into the restarted run's journal. One already
-/// there is the same copy, made by a driver before (this host's view of a
-/// fresh run does not hold it): left as it is.
-async fn copy_kept(records: &RunRecords, entry: &Entry) -> Result<(), JournalError> {
+/// Copies a kept entry of `old` into the restarted run's journal, after
+/// the output it stored apart, if any. One already there is the same copy,
+/// made by a driver before (this host's view of a fresh run does not hold
+/// it): left as it is.
+async fn copy_kept(old: &RunRecords, records: &RunRecords, entry: &Entry) -> Result<(), JournalError> {
+    if let Recorded::Step {
+        result: Ok(Payload::Stored { sha256, .. }),
+    } = &entry.recorded
+    {
+        records.copy_payload(old, sha256).await?;
+    }
     match records.append(entry).await {
         Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(()),
         copied => copied,

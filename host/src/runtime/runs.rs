@@ -200,6 +200,7 @@ impl Runs {
             scratch_root: config.scratch_root.clone(),
             eviction_threshold: config.wait.step_eviction_threshold,
             in_flight: step_host::StepsInFlight::default(),
+            offload_payloads_above: config.offload_payloads_above,
         });
         let background = background::Background::default();
         let retention = Arc::new(Retention::new(

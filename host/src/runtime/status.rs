@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{RunError, RunListing, Runs};
 use crate::clock::now_ms;
-use crate::journal::{Outcome, RunRecord, RunRecords};
+use crate::journal::{Outcome, Payload, RunRecord, RunRecords, is_payload_name};
 use crate::store::{RunId, TenantId};
 
 /// Where a run stands.
@@ -413,6 +413,25 @@ impl Runs {
         seq: u64,
     ) -> Result<Vec<crate::journal::AttemptRecord>, RunError> {
         Ok(self.records(tenant, run).attempts(seq).await?)
+    }
+
+    /// The text of a payload `run`'s records hold: a stored one read from
+    /// its object, checked against its name.
+    pub async fn payload_text(&self, tenant: &TenantId, run: &RunId, payload: Payload) -> Result<String, RunError> {
+        Ok(self.records(tenant, run).payload_text(payload).await?)
+    }
+
+    /// The payload `run` stored apart under `sha256` (a name its journal
+    /// gives); `None` if it has none so named.
+    pub async fn stored_payload(&self, tenant: &TenantId, run: &RunId, sha256: &str) -> Result<Option<String>, RunError> {
+        let records = self.records(tenant, run);
+        if records.run().await?.is_none() {
+            return Err(RunError::UnknownRun { run: run.clone() });
+        }
+        if !is_payload_name(sha256) {
+            return Ok(None);
+        }
+        Ok(records.stored_payload(sha256).await?)
     }
 
     /// The run's journal, by seq.

@@ -102,7 +102,12 @@ async fn journaled(host: &StepHost, records: &RunRecords, step: &StepCall) -> St
         );
         LogWriter::step(step.log.clone(), step.seq, &step.call.name, attempts).host(Level::Error, failure);
     }
-    let recorded = Recorded::Step { result: result.clone() };
+    let recorded = Recorded::Step {
+        result: match &result {
+            Ok(output) => Ok(records.payload(output.clone(), host.offload_payloads_above).await.map_err(journal)?),
+            Err(error) => Err(error.clone()),
+        },
+    };
     let entry = Entry {
         seq: step.seq,
         call: step.call.clone(),

@@ -37,6 +37,8 @@ pub struct StepHost {
     /// retried when its run is executed again, instead of holding a task.
     pub(super) eviction_threshold: Duration,
     pub(super) in_flight: StepsInFlight,
+    /// A step's output larger than this is stored as an object of its own.
+    pub(super) offload_payloads_above: usize,
 }
 
 /// The step calls started here and not yet journaled, and whether the host

@@ -260,6 +260,12 @@ impl RunKeys<'_> {
         self.key(&["journal"])
     }
 
+    /// A payload stored apart from the record that names it, by the
+    /// SHA-256 of its bytes.
+    pub fn payload(&self, sha256: &str) -> Key {
+        self.key(&["payloads", sha256])
+    }
+
     /// Journal entry `seq`: zero-padded, so entries list in call order.
     pub fn entry(&self, seq: u64) -> Key {
         self.key(&["journal", &seq_part(seq)])

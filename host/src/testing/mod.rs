@@ -378,7 +378,7 @@ impl Review<'_> {
         for generation in generations {
             let entries = self.runtime.history(self.tenant, generation).await?;
             report.journal_entries += entries.len();
-            report.steps.extend(self.step_calls(generation, &entries));
+            report.steps.extend(self.step_calls(generation, &entries).await?);
             for entry in &entries {
                 if let Recorded::Appended { value } = &entry.recorded {
                     let stream = report.streams.entry(entry.call.name.clone()).or_default();
@@ -415,12 +415,23 @@ impl Review<'_> {
         Ok(())
     }
 
-    /// The step calls `entries` of run `run` hold, with their inputs.
-    fn step_calls(&self, run: &RunId, entries: &[Entry]) -> Vec<StepCallRecord> {
-        entries
-            .iter()
-            .filter(|entry| entry.call.kind == CallKind::Step)
-            .map(|entry| StepCallRecord {
+    /// The step calls `entries` of run `run` hold, with their inputs and
+    /// their outputs (those stored apart read back).
+    async fn step_calls(&self, run: &RunId, entries: &[Entry]) -> Result<Vec<StepCallRecord>, RunError> {
+        let mut calls = Vec::new();
+        for entry in entries.iter().filter(|entry| entry.call.kind == CallKind::Step) {
+            let result = match &entry.recorded {
+                Recorded::Step { result: Ok(output) } => {
+                    Ok(self.runtime.runs().payload_text(self.tenant, run, output.clone()).await?)
+                }
+                Recorded::Step { result: Err(error) } => Err(error.clone()),
+                other => Err(crate::contract::bindings::StepError {
+                    kind: crate::contract::bindings::StepErrorKind::Cancelled,
+                    message: format!("{other:?}"),
+                    attempts: entry.attempts,
+                }),
+            };
+            calls.push(StepCallRecord {
                 run: run.to_string(),
                 seq: entry.seq,
                 step: entry.call.name.clone(),
@@ -429,16 +440,10 @@ impl Review<'_> {
                     .input(run.as_str(), entry.seq)
                     .map(|input| serde_json::from_str(&input).unwrap_or(serde_json::Value::String(input))),
                 attempts: entry.attempts,
-                result: match &entry.recorded {
-                    Recorded::Step { result } => result.clone(),
-                    other => Err(crate::contract::bindings::StepError {
-                        kind: crate::contract::bindings::StepErrorKind::Cancelled,
-                        message: format!("{other:?}"),
-                        attempts: entry.attempts,
-                    }),
-                },
-            })
-            .collect()
+                result,
+            });
+        }
+        Ok(calls)
     }
 }
 
