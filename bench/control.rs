@@ -1,7 +1,9 @@
 //! Reaching a run that is going: how soon a pause stops its steps and a
 //! resumption starts them again, against the time one of its steps takes;
-//! restarting a finished run from its end, against running it anew; and
-//! what a value appended to a stream costs, against a step.
+//! restarting a finished run from its end, against running it anew; what
+//! a value appended to a stream costs, against a step; and what a step's
+//! output stored apart costs to journal and to replay, against a bare put
+//! and get of as many bytes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +24,9 @@ const ROUNDS: usize = 20;
 const KEPT: u32 = 100;
 /// Values a streaming run appends, and steps its baseline runs.
 const STREAMED: u32 = 200;
+/// The size of the large output: past the 256 KiB threshold, under the
+/// 1 MiB output limit.
+const LARGE_OUTPUT: usize = 512 << 10;
 
 /// Answers each attempt at once, as the bench guest's `noop` would, and
 /// notes when it started: what tells a run's steps are going.
@@ -85,7 +90,11 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
              {KEPT} steps restarted from its end (`Runs::restart`, then driven: it copies the {KEPT} \
              entries and replays them), against a new run of the same {KEPT} steps; median of 5. \
              *Stream append*: a run of `streaming` appending {STREAMED} values, per value, against \
-             a run of `sequential` over {STREAMED} steps, per step; median of 5."
+             a run of `sequential` over {STREAMED} steps, per step; median of 5. *Large output*: a \
+             run of `one-step` whose stand-in answers 512 KiB (stored apart, past the 256 KiB \
+             threshold), against the same run answered with a few bytes plus a bare put of 512 KiB \
+             on the same store; and a replay of it (`Runs::replay`, which reads the output back) \
+             against a bare get; medians of 5."
         ),
     );
     section
@@ -103,7 +112,61 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
     section.rows.push(
         Row::new("stream append, per value", millis(append), "ms").against("one step, per step", millis(step)),
     );
+    section.rows.extend(large_output().await?);
     Ok(section)
+}
+
+/// Answers every attempt with a JSON string of [`LARGE_OUTPUT`] bytes.
+struct LargeOutput;
+
+impl StepStandIn for LargeOutput {
+    fn attempt(&self, _call: &AttemptCall<'_>) -> StandIn {
+        StandIn {
+            answer: Some(Ok(format!("\"{}\"", "x".repeat(LARGE_OUTPUT - 2)))),
+            takes: Duration::ZERO,
+        }
+    }
+}
+
+/// Medians of 5 on the 20 ms store: a run of `one-step` whose output is
+/// [`LARGE_OUTPUT`] bytes, stored apart, against the same run with an
+/// output of a few bytes plus a bare put of as many bytes; and a replay of
+/// it against a bare get.
+async fn large_output() -> anyhow::Result<Vec<Row>> {
+    let backend = Backend::InMemoryWith20ms;
+    let small = Host::with_stand_in(backend, served_config(), Some(Arc::new(Attempts(watch::channel((0, Instant::now())).0)))).await?;
+    let large = Host::with_stand_in(backend, served_config(), Some(Arc::new(LargeOutput))).await?;
+    let store = large.storage.tenant(&large.tenant);
+    let bytes = bytes::Bytes::from(vec![b'x'; LARGE_OUTPUT]);
+    let mut samples: [Samples; 5] = Default::default();
+    for round in 0..5 {
+        let (small_run, ran) = time(one_step(&small)).await;
+        ran?;
+        let (large_run, run) = time(one_step(&large)).await;
+        let run = run?;
+        let key = stepstone::store::keys_of(&RunId::new(&format!("bare-{round}"))?).payload("bare");
+        let (put, stored) = time(store.create(&key, bytes.clone())).await;
+        stored?;
+        let (replay, replayed) = time(large.runtime.runs().replay(&large.tenant, &run, None)).await;
+        replayed?;
+        let (get, read) = time(store.get(&key)).await;
+        read?;
+        for (samples, took) in samples.iter_mut().zip([small_run, large_run, put, replay, get]) {
+            samples.push(took);
+        }
+    }
+    let [small_run, large_run, put, replay, get] = samples.map(|samples| millis(samples.median()));
+    Ok(vec![
+        Row::new("run with a 512 KiB output stored apart", large_run, "ms")
+            .against("the same run, a small output, and a bare 512 KiB put", small_run + put),
+        Row::new("replay of that run", replay, "ms").against("a bare 512 KiB get", get),
+    ])
+}
+
+async fn one_step(host: &Host) -> anyhow::Result<RunId> {
+    let submission = Submission::new(host.bench.clone(), "one-step", r#"{"n":1}"#);
+    let run = host.runtime.submit(&host.tenant, submission).await?;
+    completed(host, &run).await.map(|()| run)
 }
 
 /// Medians of 5, per call: a run of `streaming` over [`STREAMED`] values;

@@ -77,16 +77,17 @@ pub async fn read(
     Query(params): Query<StreamParams>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let offset = match params.offset {
+        Some(offset) if offset > MAX_WHOLE => {
+            return Err(ApiError::bad_request(format!(
+                "offset {offset} is past the largest, {MAX_WHOLE}"
+            )));
+        }
+        offset => offset.unwrap_or(0),
+    };
     let from = match last_event_id(&headers)? {
         Some(last) => last.saturating_add(1),
-        None => match params.offset {
-            Some(offset) if offset > MAX_WHOLE => {
-                return Err(ApiError::bad_request(format!(
-                    "offset {offset} is past the largest, {MAX_WHOLE}"
-                )));
-            }
-            offset => offset.unwrap_or(0),
-        },
+        None => offset,
     };
     let events = state
         .runtime
