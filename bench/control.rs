@@ -91,8 +91,8 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
              entries and replays them), against a new run of the same {KEPT} steps; median of 5. \
              *Stream append*: a run of `streaming` appending {STREAMED} values, per value, against \
              a run of `sequential` over {STREAMED} steps, per step; median of 5. *Large output*: a \
-             run of `one-step` whose stand-in answers 512 KiB (stored apart, past the 256 KiB \
-             threshold), against the same run answered with a few bytes plus a bare put of 512 KiB \
+             run of `one-large-step` whose stand-in answers 512 KiB (stored apart, past the 256 KiB \
+             threshold), against a run of `one-step` answered with a few bytes plus a bare put of 512 KiB \
              on the same store; and a replay of it (`Runs::replay`, which reads the output back) \
              against a bare get; medians of 5."
         ),
@@ -109,9 +109,9 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
             .against(format!("a new run of {KEPT} steps"), millis(anew)),
     );
     let (append, step) = append_against_step(&host).await?;
-    section.rows.push(
-        Row::new("stream append, per value", millis(append), "ms").against("one step, per step", millis(step)),
-    );
+    section
+        .rows
+        .push(Row::new("stream append, per value", millis(append), "ms").against("one step, per step", millis(step)));
     section.rows.extend(large_output().await?);
     Ok(section)
 }
@@ -128,21 +128,26 @@ impl StepStandIn for LargeOutput {
     }
 }
 
-/// Medians of 5 on the 20 ms store: a run of `one-step` whose output is
-/// [`LARGE_OUTPUT`] bytes, stored apart, against the same run with an
-/// output of a few bytes plus a bare put of as many bytes; and a replay of
-/// it against a bare get.
+/// Medians of 5 on the 20 ms store: a run of `one-large-step` whose
+/// output is [`LARGE_OUTPUT`] bytes, stored apart, against a run of
+/// `one-step` with an output of a few bytes plus a bare put of as many
+/// bytes; and a replay of it against a bare get.
 async fn large_output() -> anyhow::Result<Vec<Row>> {
     let backend = Backend::InMemoryWith20ms;
-    let small = Host::with_stand_in(backend, served_config(), Some(Arc::new(Attempts(watch::channel((0, Instant::now())).0)))).await?;
+    let small = Host::with_stand_in(
+        backend,
+        served_config(),
+        Some(Arc::new(Attempts(watch::channel((0, Instant::now())).0))),
+    )
+    .await?;
     let large = Host::with_stand_in(backend, served_config(), Some(Arc::new(LargeOutput))).await?;
     let store = large.storage.tenant(&large.tenant);
     let bytes = bytes::Bytes::from(vec![b'x'; LARGE_OUTPUT]);
     let mut samples: [Samples; 5] = Default::default();
     for round in 0..5 {
-        let (small_run, ran) = time(one_step(&small)).await;
+        let (small_run, ran) = time(one_step(&small, "one-step")).await;
         ran?;
-        let (large_run, run) = time(one_step(&large)).await;
+        let (large_run, run) = time(one_step(&large, "one-large-step")).await;
         let run = run?;
         let key = stepstone::store::keys_of(&RunId::new(&format!("bare-{round}"))?).payload("bare");
         let (put, stored) = time(store.create(&key, bytes.clone())).await;
@@ -163,8 +168,8 @@ async fn large_output() -> anyhow::Result<Vec<Row>> {
     ])
 }
 
-async fn one_step(host: &Host) -> anyhow::Result<RunId> {
-    let submission = Submission::new(host.bench.clone(), "one-step", r#"{"n":1}"#);
+async fn one_step(host: &Host, workflow: &str) -> anyhow::Result<RunId> {
+    let submission = Submission::new(host.bench.clone(), workflow, r#"{"n":1}"#);
     let run = host.runtime.submit(&host.tenant, submission).await?;
     completed(host, &run).await.map(|()| run)
 }

@@ -48,19 +48,6 @@ fn within(within: Duration, what: &str, done: impl Fn() -> bool) -> Duration {
     started.elapsed()
 }
 
-/// The session cookie a sign-in with `token` sets.
-fn signed_in(server: &Server, token: &str) -> String {
-    let client = no_redirects();
-    let answer = client
-        .post(format!("{}/ui/login", server.url))
-        .form(&[("token", token)])
-        .send()
-        .expect("an answer");
-    assert_eq!(answer.status().as_u16(), 303);
-    let cookie = answer.headers()["set-cookie"].to_str().expect("text");
-    cookie.split(';').next().expect("a cookie").to_owned()
-}
-
 fn no_redirects() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -87,7 +74,7 @@ fn a_token_taken_out_of_the_tenants_file_ends_within_seconds_on_every_host() {
         Server::start_with(first, &["--config", arg(&config)]),
         Server::start_with(Host::new(), &["--config", arg(&config)]),
     ];
-    let session = signed_in(&hosts[0], LEAKED);
+    let session = hosts[0].console_session(LEAKED);
     assert_eq!(console_status(&hosts[0], &session), 200);
     for server in &hosts {
         assert_eq!(server.get("/v1/components", LEAKED).status, 200);
@@ -325,7 +312,7 @@ fn csrf_of(page: &str) -> String {
 fn the_consoles_inputs_are_held_at_their_edges() {
     let (longest, over) = ("a".repeat(256), "b".repeat(257));
     let server = Server::start(&tenants_file(&[KEPT, &longest, &over], ""));
-    let cookie = signed_in(&server, &longest);
+    let cookie = server.console_session(&longest);
     let refused = no_redirects()
         .post(format!("{}/ui/login", server.url))
         .form(&[("token", over.as_str())])

@@ -693,6 +693,22 @@ impl Server {
         read
     }
 
+    /// The console's session cookie a sign-in with `token` sets.
+    pub fn console_session(&self, token: &str) -> String {
+        let client = reqwest::blocking::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a client");
+        let answer = client
+            .post(format!("{}/ui/login", self.url))
+            .form(&[("token", token)])
+            .send()
+            .expect("an answer");
+        assert_eq!(answer.status().as_u16(), 303);
+        let cookie = answer.headers()["set-cookie"].to_str().expect("text");
+        cookie.split(';').next().expect("a cookie").to_owned()
+    }
+
     /// Uploads an example guest under its name.
     pub fn upload(&self, token: &str, name: &str) -> Value {
         let bytes = std::fs::read(guest(name)).expect("the guest is built");

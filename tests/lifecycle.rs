@@ -1254,7 +1254,9 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
     restart(&server, TOKEN, "saga", json!({"seq": charge, "bogus": 1})).expect(422);
     // Another tenant's build, by its name or its digest, is not the tenant's.
     let bytes = std::fs::read(guest("order-patched")).expect("the guest is built");
-    let theirs = server.post_bytes("/v1/components?name=order-theirs", OTHER, bytes).expect(201);
+    let theirs = server
+        .post_bytes("/v1/components?name=order-theirs", OTHER, bytes)
+        .expect(201);
     for component in [json!("order-theirs"), theirs["digest"].clone()] {
         let body = json!({"seq": charge, "component": component});
         restart(&server, TOKEN, "saga", body).expect(404);
@@ -1494,11 +1496,38 @@ fn a_large_payload_round_trips_through_the_order_saga_and_a_replay() {
     assert!(output("reserve").is_string(), "a small output stays in its entry");
     let shipped = output("ship");
     let sha256 = shipped["sha256"].as_str().expect("stored apart, named by its SHA-256");
-    let slip = server.get(&format!("/v1/runs/big/payloads/{sha256}"), TOKEN).expect(200);
+    let slip = server
+        .get(&format!("/v1/runs/big/payloads/{sha256}"), TOKEN)
+        .expect(200);
     assert_eq!(slip["tracking"], "trk-big");
     assert!(slip["packing_slip"] == note);
-    assert_eq!(shipped["bytes"].as_u64(), Some(slip.to_string().len() as u64), "{shipped}");
-    server.get(&format!("/v1/runs/big/payloads/{}", "0".repeat(64)), TOKEN).expect(404);
+    assert_eq!(
+        shipped["bytes"].as_u64(),
+        Some(slip.to_string().len() as u64),
+        "{shipped}"
+    );
+    server
+        .get(&format!("/v1/runs/big/payloads/{}", "0".repeat(64)), TOKEN)
+        .expect(404);
+    // The console links the stored output from the call, and opens it only then.
+    let cookie = server.console_session(TOKEN);
+    let console = |path: &str| {
+        let answer = reqwest::blocking::Client::new()
+            .get(format!("{}{path}", server.url))
+            .header("cookie", &cookie)
+            .send()
+            .expect("an answer");
+        (answer.status().as_u16(), answer.text().expect("a body"))
+    };
+    let (status, page) = console("/ui/runs/big");
+    assert_eq!(status, 200);
+    let link = format!("/ui/runs/big/payloads/{sha256}");
+    assert!(page.contains(&link), "the call links its stored output");
+    let (status, opened) = console(&link);
+    assert_eq!(
+        (status, serde_json::from_str::<Value>(&opened).ok()),
+        (200, Some(slip.clone()))
+    );
     let stored: Vec<String> = server
         .host
         .stored_objects()

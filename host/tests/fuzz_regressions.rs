@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use stepstone::contract::bindings::{StepError, StepErrorKind};
-use stepstone::journal::{Call, CallKind, Entry, Recorded, decode, encode};
+use stepstone::journal::{Call, CallKind, Entry, Payload, Recorded, decode, encode};
 
 /// Runs `body` on every saved input of `target`, naming each that fails.
 fn replay(target: &str, body: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
@@ -88,6 +88,7 @@ fn call() -> impl Strategy<Value = Call> {
         Just(CallKind::StartChild),
         Just(CallKind::AwaitChild),
         Just(CallKind::Patch),
+        Just(CallKind::StreamAppend),
     ];
     (kinds, text(), text()).prop_map(|(kind, name, input_digest)| Call {
         kind,
@@ -108,8 +109,11 @@ fn recorded() -> impl Strategy<Value = Recorded> {
         message,
         attempts,
     });
+    // A payload as an entry holds it: the text, or a stored one's name and size.
+    let stored = ("[0-9a-f]{64}", any::<u64>()).prop_map(|(sha256, bytes)| Payload::Stored { sha256, bytes });
+    let payload = prop_oneof![text().prop_map(Payload::Inline), stored];
     prop_oneof![
-        prop_oneof![text().prop_map(Ok), step_error.prop_map(Err)].prop_map(|result| Recorded::Step { result }),
+        prop_oneof![payload.prop_map(Ok), step_error.prop_map(Err)].prop_map(|result| Recorded::Step { result }),
         Just(Recorded::Slept),
         (proptest::option::of(text()), proptest::option::of(text()))
             .prop_map(|(payload, key)| Recorded::Signal { payload, key }),
@@ -119,6 +123,7 @@ fn recorded() -> impl Strategy<Value = Recorded> {
         prop_oneof![text().prop_map(Ok), text().prop_map(Err)].prop_map(|result| Recorded::ChildEnded { result }),
         text().prop_map(|reason| Recorded::Cancelled { reason }),
         Just(Recorded::Patched),
+        text().prop_map(|value| Recorded::Appended { value }),
     ]
 }
 

@@ -40,7 +40,10 @@ async fn greeted(length: usize) -> (Runtime, Storage, RunId, String) {
 
 /// The output of the run's first step, as its journal entry holds it.
 async fn first_output(runtime: &Runtime, run: &RunId) -> Payload {
-    let history = runtime.history(&TenantId::default_tenant(), run).await.expect("history");
+    let history = runtime
+        .history(&TenantId::default_tenant(), run)
+        .await
+        .expect("history");
     match &history[0].recorded {
         Recorded::Step { result: Ok(output) } => output.clone(),
         other => panic!("not a step's output: {other:?}"),
@@ -65,10 +68,17 @@ async fn an_output_at_the_threshold_stays_in_its_entry_and_one_past_it_is_stored
     let Payload::Stored { sha256, bytes } = first_output(&runtime, &run).await else {
         panic!("past the threshold, the output is stored apart")
     };
-    assert_eq!((sha256.as_str(), bytes), (sha256_hex(text.as_bytes()).as_str(), text.len() as u64));
+    assert_eq!(
+        (sha256.as_str(), bytes),
+        (sha256_hex(text.as_bytes()).as_str(), text.len() as u64)
+    );
     let store = storage.tenant(&TenantId::default_tenant());
     let stored = store.get(&keys_of(&run).payload(&sha256)).await.expect("read");
-    assert_eq!(stored.as_deref(), Some(text.as_bytes()), "named by its SHA-256, under the run");
+    assert_eq!(
+        stored.as_deref(),
+        Some(text.as_bytes()),
+        "named by its SHA-256, under the run"
+    );
     assert!(matches!(replayed(&runtime, &run).await, ReplayReport::Identical { .. }));
 }
 
@@ -88,7 +98,10 @@ async fn a_replay_refuses_a_stored_output_that_is_missing_or_altered_naming_it()
     let tenant = TenantId::default_tenant();
     let refused = runtime.runs().replay(&tenant, &run, None).await;
     let said = format!("{refused:?}");
-    assert!(said.contains("do not match its name") && said.contains(&sha256), "{said}");
+    assert!(
+        said.contains("do not match its name") && said.contains(&sha256),
+        "{said}"
+    );
     store.delete(&key).await.expect("deleted");
     let said = format!("{:?}", runtime.runs().replay(&tenant, &run, None).await);
     assert!(said.contains("is missing") && said.contains(&sha256), "{said}");
@@ -103,7 +116,10 @@ async fn a_restarted_run_takes_its_own_copy_of_a_kept_output_stored_apart() {
         ..Restart::default()
     };
     let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
-    let ended = runtime.run_to_end(&tenant, &restarted.run_id, None).await.expect("driven");
+    let ended = runtime
+        .run_to_end(&tenant, &restarted.run_id, None)
+        .await
+        .expect("driven");
     assert!(
         matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output.contains(&name)),
         "{ended:?}"
@@ -114,7 +130,10 @@ async fn a_restarted_run_takes_its_own_copy_of_a_kept_output_stored_apart() {
     let store = storage.tenant(&tenant);
     let old = store.list(&keys_of(&run).root()).await.expect("listed");
     store.delete_all(&old).await.expect("the old run deleted");
-    let copy = store.get(&keys_of(&restarted.run_id).payload(&sha256)).await.expect("read");
+    let copy = store
+        .get(&keys_of(&restarted.run_id).payload(&sha256))
+        .await
+        .expect("read");
     assert!(copy.is_some(), "the restarted run's own copy outlives the old run");
     assert!(matches!(
         replayed(&runtime, &restarted.run_id).await,

@@ -201,3 +201,33 @@ async fn a_read_that_follows_ends_at_its_span() {
     let status = runtime.status(&TenantId::default_tenant(), &run).await.expect("status");
     assert!(!matches!(status.state, RunState::Completed { .. }), "no one drove it");
 }
+
+/// A tenant has at most 64 reads of streams open on a host: the 65th is
+/// refused, saying so, and one closed makes room.
+#[tokio::test]
+async fn a_tenant_holds_at_most_its_limit_of_open_stream_reads() {
+    let storage = Storage::in_memory();
+    let runtime = runtime(HostConfig::new(), &storage);
+    let run = ticking(&runtime, r#"{"ticks":1}"#).await;
+    let tenant = TenantId::default_tenant();
+    let name = || StreamName::new("ticks").expect("a valid name");
+    let mut open = Vec::new();
+    for _ in 0..stepstone::runtime::MAX_STREAM_READERS {
+        open.push(
+            runtime
+                .runs()
+                .read_stream(&tenant, &run, name(), 0, true)
+                .await
+                .expect("open"),
+        );
+    }
+    match runtime.runs().read_stream(&tenant, &run, name(), 0, true).await {
+        Err(RunError::StreamReaders { limit }) => assert_eq!(limit, 64),
+        other => panic!("a 65th read was not refused: {:?}", other.err()),
+    }
+    open.pop();
+    assert!(
+        runtime.runs().read_stream(&tenant, &run, name(), 0, true).await.is_ok(),
+        "room again"
+    );
+}

@@ -85,6 +85,13 @@ fn streaming(ctx: &Workflow, count: Count) -> Result<u32, Error> {
     Ok(count.n)
 }
 
+/// One call of `noop` whose answer is a string (a stand-in's, in the
+/// benchmarks: one large output); returns its length.
+fn one_large_step(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
+    let output: String = ctx.step("noop", &0)?;
+    Ok(u32::try_from(output.len()).unwrap_or(u32::MAX))
+}
+
 fn one_step(ctx: &Workflow, _count: Count) -> Result<u32, Error> {
     sequential(ctx, Count { n: 1 })
 }
@@ -151,6 +158,7 @@ export! {
     workflows: {
         "zero-steps" => zero_steps,
         "one-step" => one_step,
+        "one-large-step" => one_large_step,
         "three-steps" => three_steps,
         "sequential" => sequential,
         "streaming" => streaming,

@@ -112,7 +112,7 @@ impl From<RunError> for ApiError {
                 OverQuota::ComponentCount { .. } | OverQuota::ComponentBytes { .. } => StatusCode::FORBIDDEN,
                 OverQuota::CompileTime { .. } => StatusCode::BAD_REQUEST,
             },
-            RunError::SignalsFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            RunError::SignalsFull { .. } | RunError::StreamReaders { .. } => StatusCode::TOO_MANY_REQUESTS,
             RunError::Refused(refusal) => match refusal.retry_after() {
                 Some(wait) => return Self::too_many(error.to_string(), wait.as_secs().max(1)),
                 None => StatusCode::BAD_REQUEST,

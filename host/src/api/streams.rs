@@ -46,7 +46,9 @@ pub struct StreamParams {
 fn offset_schema() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::Integer)
-        .description(Some("The offset of the first value to send (0, the first, by default)."))
+        .description(Some(
+            "The offset of the first value to send (0, the first, by default).",
+        ))
         .minimum(Some(0))
         .maximum(Some(MAX_WHOLE))
         .build()

@@ -51,6 +51,7 @@ pub fn router() -> Router<ApiState> {
         .route("/ui/runs/{id}", get(run::page))
         .route("/ui/runs/{id}/live", get(run::live))
         .route("/ui/runs/{id}/streams/{name}/events", get(run::stream_events))
+        .route("/ui/runs/{id}/payloads/{sha256}", get(run::stored_payload))
         .route("/ui/runs/{id}/signal", post(run::signal))
         .route("/ui/runs/{id}/cancel", post(run::cancel))
         .route("/ui/runs/{id}/pause", post(run::pause))

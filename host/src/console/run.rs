@@ -113,6 +113,26 @@ pub async fn stream_events(
     Ok(crate::api::streams::server_sent(events).into_response())
 }
 
+/// `GET /ui/runs/{id}/payloads/{sha256}`: a payload the run stored apart,
+/// read only when asked for, as the API serves it.
+pub async fn stored_payload(
+    State(state): State<ApiState>,
+    signed: Signed,
+    Path(PayloadPath { id, sha256 }): Path<PayloadPath>,
+) -> Result<Response, PageError> {
+    let tenant = &signed.0.tenant.id;
+    match state.runtime().runs().stored_payload(tenant, &id, &sha256).await? {
+        Some(text) => Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], text).into_response()),
+        None => Err(PageError::new(StatusCode::NOT_FOUND, "the run stored no such payload")),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct PayloadPath {
+    id: RunId,
+    sha256: String,
+}
+
 #[derive(Deserialize)]
 pub struct StreamPath {
     id: RunId,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 
 use super::layout;
-use crate::journal::{AttemptRecord, Entry, Recorded};
+use crate::journal::{AttemptRecord, Entry, Payload, Recorded};
 use crate::runtime::RunState;
 use crate::sandbox::kind_name;
 use crate::store::RunId;
@@ -47,6 +47,8 @@ pub struct Call {
     pub failed: bool,
     /// What it returned, in full (a payload, pretty-printed).
     pub payload: Option<String>,
+    /// The name of what it returned, stored apart: opened on demand.
+    pub stored: Option<String>,
     /// The child run it started.
     pub child: Option<RunId>,
     /// Still in progress: the run waits in it now.
@@ -124,6 +126,12 @@ fn call(entry: &Entry, failed: &[AttemptRecord]) -> Call {
         summary,
         failed: is_failure,
         payload,
+        stored: match &entry.recorded {
+            Recorded::Step {
+                result: Ok(Payload::Stored { sha256, .. }),
+            } => Some(sha256.clone()),
+            _ => None,
+        },
         child,
         open: false,
     }
@@ -227,6 +235,7 @@ fn open_call(state: &RunState, since_ms: u64, now_ms: u64) -> Option<Call> {
         summary,
         failed: false,
         payload: None,
+        stored: None,
         child: None,
         open: true,
     })
@@ -302,6 +311,9 @@ pub fn render(timeline: &Timeline, run: &RunId) -> Markup {
                                         @if let Some(payload) = &call.payload {
                                             details { summary { "payload" } pre.json { (payload) } }
                                         }
+                                        @if let Some(sha256) = &call.stored {
+                                            " " a.stored-payload href={ "/ui/runs/" (run) "/payloads/" (sha256) } { "open payload" }
+                                        }
                                     }
                                 }
                             }
@@ -342,7 +354,7 @@ mod tests {
 
     fn ok(output: &str) -> Recorded {
         Recorded::Step {
-            result: Ok(output.into()),
+            result: Ok(Payload::Inline(output.into())),
         }
     }
 

@@ -48,6 +48,20 @@ impl Payload {
     }
 }
 
+/// Text as a record holds it inline.
+impl From<String> for Payload {
+    fn from(text: String) -> Self {
+        Payload::Inline(text)
+    }
+}
+
+/// Text as a record holds it inline.
+impl From<&str> for Payload {
+    fn from(text: &str) -> Self {
+        Payload::Inline(text.to_owned())
+    }
+}
+
 impl fmt::Display for Payload {
     /// The text, or what a stored payload is: for people, not for parsing.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -14,11 +14,11 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::payload::{Payload, sha256_hex};
 use super::records::{
     AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
     TimerRecord,
 };
-use super::payload::{Payload, sha256_hex};
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::clock::BootInstant;
@@ -426,7 +426,11 @@ impl RunRecords {
             return Ok(Payload::Inline(text));
         }
         let (sha256, bytes) = (sha256_hex(text.as_bytes()), text.len() as u64);
-        match self.store.create(&keys_of(&self.run).payload(&sha256), Bytes::from(text)).await {
+        match self
+            .store
+            .create(&keys_of(&self.run).payload(&sha256), Bytes::from(text))
+            .await
+        {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(Payload::Stored { sha256, bytes }),
             Err(e) => Err(e.into()),
         }
@@ -437,10 +441,12 @@ impl RunRecords {
     pub async fn payload_text(&self, payload: Payload) -> Result<String, JournalError> {
         match payload {
             Payload::Inline(text) => Ok(text),
-            Payload::Stored { sha256, .. } => (self.stored_payload(&sha256).await?).ok_or_else(|| JournalError::Corrupt {
-                key: keys_of(&self.run).payload(&sha256).to_string(),
-                reason: "the payload a record names is missing".into(),
-            }),
+            Payload::Stored { sha256, .. } => {
+                (self.stored_payload(&sha256).await?).ok_or_else(|| JournalError::Corrupt {
+                    key: keys_of(&self.run).payload(&sha256).to_string(),
+                    reason: "the payload a record names is missing".into(),
+                })
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use futures::StreamExt;
 
 use super::{RunError, Runs};
 use crate::journal::RunRecord;
-use crate::store::{RunId, RunTag, TenantId, unfinished_index_complete, unfinished_key};
+use crate::store::{RunId, RunTag, TenantId};
 
 /// Runs a batch looks at, at most, in one call: the rest are the next
 /// page's, from the cursor it answers with.
@@ -127,14 +127,10 @@ impl Runs {
     /// The ids of the tenant's unfinished runs, from the index of them (or
     /// by every run's records, the first time, on a store from before it).
     async fn unfinished_ids(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
-        let listed = self.host.storage.tenant(tenant).list(&unfinished_key()).await?;
-        if !listed.contains(&unfinished_index_complete()) {
-            return Ok(self.unfinished(tenant).await?.runs);
+        match self.indexed_unfinished(tenant).await? {
+            Some(listed) => Ok(listed),
+            None => Ok(self.unfinished(tenant).await?.runs),
         }
-        Ok(listed
-            .iter()
-            .filter_map(|key| RunId::new(key.filename()?).ok())
-            .collect())
     }
 }
 
@@ -145,7 +141,7 @@ mod tests {
     use crate::config::HostConfig;
     use crate::journal::{Outcome, RunRecords};
     use crate::runtime::Runtime;
-    use crate::store::{Storage, TenantStore, unfinished_marker};
+    use crate::store::{Storage, TenantStore, unfinished_index_complete, unfinished_marker};
 
     fn run(n: usize) -> RunId {
         RunId::new(&format!("r{n:04}")).expect("a valid id")

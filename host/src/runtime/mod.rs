@@ -89,7 +89,7 @@ pub use runs::Runs;
 pub use search::{MAX_TAGS, Search};
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
 pub use status::{RunCursor, RunQuery, RunState, RunStatus};
-pub use streams::{StreamEvent, StreamValue};
+pub use streams::{MAX_STREAM_READERS, StreamEvent, StreamValue};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
 pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport, Upgrades};
 pub use usage::{DayUsage, Usage};
@@ -318,6 +318,14 @@ pub enum RunError {
         seq: u64,
         /// Why not, and where it could restart from.
         reason: String,
+    },
+    /// The tenant has as many reads of streams open on this host as it may.
+    #[error(
+        "the tenant already has {limit} reads of streams open on this host, the limit: close one, or read on later"
+    )]
+    StreamReaders {
+        /// Reads a tenant may have open on a host ([`MAX_STREAM_READERS`]).
+        limit: usize,
     },
 }
 

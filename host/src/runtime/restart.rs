@@ -30,7 +30,8 @@ use super::{Ended, RunError, Runs, Submission, failed};
 use crate::clock::now_ms;
 use crate::component::Loaded;
 use crate::journal::{
-    CallKind, Cursor, Entry, JournalError, Outcome, Payload, Recorded, RestartPoint, RunRecord, RunRecords, taken_signals,
+    CallKind, Cursor, Entry, JournalError, Outcome, Payload, Recorded, RestartPoint, RunRecord, RunRecords,
+    taken_signals,
 };
 use crate::store::{RunId, StoreError, TenantId};
 

@@ -73,6 +73,8 @@ pub(super) struct Host {
     pub(super) place_bells: concurrency::PlaceBells,
     /// Rung when a run driven here appends to a stream, for its readers here.
     pub(super) stream_bells: Arc<streams::StreamBells>,
+    /// The reads of streams open here, by tenant, within their limit.
+    pub(super) stream_reads: streams::StreamReads,
     /// When each run created here was created: never twice the same.
     pub(super) creation: crate::clock::CreationClock,
     pub(super) controls: Arc<Controls>,
@@ -241,6 +243,7 @@ impl Runs {
             retention,
             place_bells: concurrency::PlaceBells::default(),
             stream_bells: Arc::default(),
+            stream_reads: streams::StreamReads::default(),
             creation: crate::clock::CreationClock::default(),
             controls: Arc::default(),
             background,
@@ -600,6 +603,19 @@ impl Runs {
         }
     }
 
+    /// The runs the index of unfinished runs lists, if it is complete
+    /// (every unfinished run has its marker); `None` on a store written
+    /// before the index was kept. Some listed may have finished since.
+    pub(super) async fn indexed_unfinished(&self, tenant: &TenantId) -> Result<Option<Vec<RunId>>, RunError> {
+        let listed = self.host.storage.tenant(tenant).list(&unfinished_key()).await?;
+        Ok(listed.contains(&unfinished_index_complete()).then(|| {
+            listed
+                .iter()
+                .filter_map(|key| RunId::new(key.filename()?).ok())
+                .collect()
+        }))
+    }
+
     /// Every run of the tenant that has not finished, and those whose
     /// records are corrupt (which cannot go on, and hold up no other).
     ///
@@ -611,14 +627,9 @@ impl Runs {
     /// scanned again next time).
     pub async fn unfinished(&self, tenant: &TenantId) -> Result<RunListing<RunId>, RunError> {
         let store = self.host.storage.tenant(tenant);
-        let listed = store.list(&unfinished_key()).await?;
-        let indexed = listed.contains(&unfinished_index_complete());
-        let candidates = match indexed {
-            true => listed
-                .iter()
-                .filter_map(|key| RunId::new(key.filename()?).ok())
-                .collect(),
-            false => self.run_ids(tenant).await?,
+        let (indexed, candidates) = match self.indexed_unfinished(tenant).await? {
+            Some(listed) => (true, listed),
+            None => (false, self.run_ids(tenant).await?),
         };
         let mut listing = RunListing::default();
         // A store with no run has nothing to index yet: it stays unwritten.

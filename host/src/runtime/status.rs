@@ -423,7 +423,12 @@ impl Runs {
 
     /// The payload `run` stored apart under `sha256` (a name its journal
     /// gives); `None` if it has none so named.
-    pub async fn stored_payload(&self, tenant: &TenantId, run: &RunId, sha256: &str) -> Result<Option<String>, RunError> {
+    pub async fn stored_payload(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        sha256: &str,
+    ) -> Result<Option<String>, RunError> {
         let records = self.records(tenant, run);
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });

@@ -104,7 +104,10 @@ async fn journaled(host: &StepHost, records: &RunRecords, step: &StepCall) -> St
     }
     let recorded = Recorded::Step {
         result: match &result {
-            Ok(output) => Ok(records.payload(output.clone(), host.offload_payloads_above).await.map_err(journal)?),
+            Ok(output) => Ok(records
+                .payload(output.clone(), host.offload_payloads_above)
+                .await
+                .map_err(journal)?),
             Err(error) => Err(error.clone()),
         },
     };

@@ -17,10 +17,12 @@
 //! without a gap. A run appends at most `RunLimits::max_stream_values`
 //! values and `max_stream_bytes` bytes, every stream together; past either
 //! it fails `host-limit`, naming the limit. A read lasts at most
-//! `WaitPolicy::stream_read_span`.
+//! `WaitPolicy::stream_read_span`, and a tenant has at most
+//! [`MAX_STREAM_READERS`] open on a host at once.
 
+use std::collections::HashMap;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use serde::Serialize;
@@ -31,11 +33,58 @@ use super::interruption::Interruption;
 use super::{RunError, RunStatus, Runs};
 use crate::config::RunLimits;
 use crate::journal::{CallKind, Entry, Recorded, RunRecords};
+use crate::shared_map::lock;
 use crate::store::{RunId, StreamName, TenantId};
 
 /// The bells of the runs whose streams are read on this host, rung by
 /// each value appended here.
 pub(super) type StreamBells = super::bells::Bells<(TenantId, RunId)>;
+
+/// The most reads of streams one tenant may have open on one host at
+/// once: each holds a connection and looks at the store every
+/// `stream_poll_interval`, so a flood of them is refused (429), not served.
+pub const MAX_STREAM_READERS: usize = 64;
+
+/// The reads of streams open on this host, by tenant.
+#[derive(Default)]
+pub(super) struct StreamReads(Arc<Mutex<HashMap<TenantId, usize>>>);
+
+impl StreamReads {
+    /// A place for one more read of `tenant`'s, held until dropped; refused
+    /// past [`MAX_STREAM_READERS`].
+    fn open(&self, tenant: &TenantId) -> Result<OpenRead, RunError> {
+        let mut open = lock(&self.0);
+        let count = open.entry(tenant.clone()).or_default();
+        if *count >= MAX_STREAM_READERS {
+            return Err(RunError::StreamReaders {
+                limit: MAX_STREAM_READERS,
+            });
+        }
+        *count += 1;
+        Ok(OpenRead {
+            reads: self.0.clone(),
+            tenant: tenant.clone(),
+        })
+    }
+}
+
+/// One read's place among its tenant's, given back when dropped.
+struct OpenRead {
+    reads: Arc<Mutex<HashMap<TenantId, usize>>>,
+    tenant: TenantId,
+}
+
+impl Drop for OpenRead {
+    fn drop(&mut self) {
+        let mut open = lock(&self.reads);
+        if let Some(count) = open.get_mut(&self.tenant) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.tenant);
+            }
+        }
+    }
+}
 
 /// What one execution of a run has appended to its streams, replayed
 /// values included: the whole run's, since a replay passes them all.
@@ -103,6 +152,7 @@ impl Runs {
         follow: bool,
     ) -> Result<impl Stream<Item = Result<StreamEvent, RunError>> + use<>, RunError> {
         let record = self.run_record(tenant, run).await?;
+        let open = self.host.stream_reads.open(tenant)?;
         let wait = self.host.config.wait;
         let span = if follow {
             wait.stream_read_span
@@ -110,6 +160,7 @@ impl Runs {
             std::time::Duration::ZERO
         };
         let reader = StreamReader {
+            _open: open,
             runs: self.clone(),
             records: self.records(tenant, run),
             bell: self.host.stream_bells.of((tenant.clone(), run.clone())),
@@ -139,6 +190,7 @@ impl Runs {
 
 /// A read of one stream: where it stands in the run's journal.
 struct StreamReader {
+    _open: OpenRead,
     runs: Runs,
     records: RunRecords,
     bell: Arc<Notify>,

@@ -421,9 +421,11 @@ impl Review<'_> {
         let mut calls = Vec::new();
         for entry in entries.iter().filter(|entry| entry.call.kind == CallKind::Step) {
             let result = match &entry.recorded {
-                Recorded::Step { result: Ok(output) } => {
-                    Ok(self.runtime.runs().payload_text(self.tenant, run, output.clone()).await?)
-                }
+                Recorded::Step { result: Ok(output) } => Ok(self
+                    .runtime
+                    .runs()
+                    .payload_text(self.tenant, run, output.clone())
+                    .await?),
                 Recorded::Step { result: Err(error) } => Err(error.clone()),
                 other => Err(crate::contract::bindings::StepError {
                     kind: crate::contract::bindings::StepErrorKind::Cancelled,
