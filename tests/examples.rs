@@ -238,7 +238,8 @@ fn upload_start_resume_and_wait_on_the_embedded_store() {
             "await-go",
             "greet-all",
             "await-go-child",
-            "echo"
+            "echo",
+            "stream-ticks"
         ])
     );
     let started = host
