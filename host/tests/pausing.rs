@@ -147,20 +147,7 @@ async fn drive_relay(runtime: &Runtime, input: &str) -> (TenantId, RunId) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_driven_to_its_end_is_paused_resumed_paused_and_cancelled_and_its_driver_returns() {
     let attempts = Arc::new(AnsweredAtOnce::default());
-    let runtime = Runtime::with_step_stand_in(
-        HostConfig::new(),
-        Storage::in_memory(),
-        CodeCache::disabled(),
-        attempts.clone(),
-    )
-    .expect("a runtime");
-    let tenant = TenantId::default_tenant();
-    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
-    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
-    let run = runtime
-        .submit(&tenant, Submission::new(bench, "sequential", r#"{"n":1000000}"#))
-        .await
-        .expect("submitted");
+    let (runtime, tenant, run) = answered::sequential(&attempts, Storage::in_memory(), 1_000_000).await;
     let driver = {
         let (runtime, tenant, run) = (runtime.clone(), tenant.clone(), run.clone());
         tokio::spawn(async move { runtime.run_to_end(&tenant, &run, None).await })

@@ -22,20 +22,7 @@ use answered::AnsweredAtOnce;
 /// `attempts` counts.
 async fn finished_run(attempts: &Arc<AnsweredAtOnce>) -> (Runtime, Storage, TenantId, RunId) {
     let storage = Storage::in_memory();
-    let runtime = Runtime::with_step_stand_in(
-        HostConfig::new(),
-        storage.clone(),
-        CodeCache::disabled(),
-        attempts.clone(),
-    )
-    .expect("a runtime");
-    let tenant = TenantId::default_tenant();
-    let bytes = bytes::Bytes::from(std::fs::read(guest("bench")).expect("the guest is built"));
-    let bench = runtime.upload(&tenant, bytes, None).await.expect("uploaded");
-    let run = runtime
-        .submit(&tenant, Submission::new(bench, "sequential", r#"{"n":5}"#))
-        .await
-        .expect("submitted");
+    let (runtime, tenant, run) = answered::sequential(attempts, storage.clone(), 5).await;
     let ended = runtime.run_to_end(&tenant, &run, None).await.expect("driven");
     assert!(
         matches!(ended, Progress::Finished(Outcome::Completed { .. })),
@@ -44,20 +31,27 @@ async fn finished_run(attempts: &Arc<AnsweredAtOnce>) -> (Runtime, Storage, Tena
     (runtime, storage, tenant, run)
 }
 
+/// The finished run of five steps of [`finished_run`], restarted from
+/// `seq` (not yet driven), and the attempts made before the restart.
+async fn restarted_at(seq: u64, attempts: &Arc<AnsweredAtOnce>) -> (Runtime, Storage, TenantId, RunId, RunId, u32) {
+    let (runtime, storage, tenant, run) = finished_run(attempts).await;
+    let before = attempts.attempts();
+    let restart = Restart {
+        seq,
+        ..Restart::default()
+    };
+    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    assert!(!restarted.old_cancelled, "a finished run is not cancelled");
+    (runtime, storage, tenant, run, restarted.run_id, before)
+}
+
 /// Restarted from seq 2 of five steps, a run runs three: the two kept are
 /// replayed, and it ends as the first did.
 #[tokio::test]
 async fn a_restarted_run_runs_only_the_calls_after_its_point() {
     let attempts = Arc::new(AnsweredAtOnce::default());
-    let (runtime, _, tenant, run) = finished_run(&attempts).await;
-    let before = attempts.attempts();
-    let restart = Restart {
-        seq: 2,
-        ..Restart::default()
-    };
-    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
-    assert!(!restarted.old_cancelled, "a finished run is not cancelled");
-    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    let (runtime, _, tenant, _, restarted, before) = restarted_at(2, &attempts).await;
+    let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
     assert!(
         matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output == "10"),
         "{ended:?}"
@@ -70,17 +64,11 @@ async fn a_restarted_run_runs_only_the_calls_after_its_point() {
 #[tokio::test]
 async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
     let attempts = Arc::new(AnsweredAtOnce::default());
-    let (runtime, storage, tenant, run) = finished_run(&attempts).await;
-    let before = attempts.attempts();
-    let restart = Restart {
-        seq: 3,
-        ..Restart::default()
-    };
-    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    let (runtime, storage, tenant, run, restarted, before) = restarted_at(3, &attempts).await;
     let store = storage.tenant(&tenant);
     let old = store.list(&keys_of(&run).root()).await.expect("listed");
     store.delete_all(&old).await.expect("deleted");
-    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
     match ended {
         Progress::Finished(Outcome::Failed { kind, message }) => {
             assert_eq!(kind, "restart-point-gone");
@@ -97,18 +85,12 @@ async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
 #[tokio::test]
 async fn a_restarted_run_whose_copy_was_cut_short_copies_the_rest() {
     let attempts = Arc::new(AnsweredAtOnce::default());
-    let (runtime, storage, tenant, run) = finished_run(&attempts).await;
-    let before = attempts.attempts();
-    let restart = Restart {
-        seq: 3,
-        ..Restart::default()
-    };
-    let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    let (runtime, storage, tenant, run, restarted, before) = restarted_at(3, &attempts).await;
     let store = storage.tenant(&tenant);
-    let (old, new) = (keys_of(&run), keys_of(&restarted.run_id));
+    let (old, new) = (keys_of(&run), keys_of(&restarted));
     let copied = store.get(&old.entry(1)).await.expect("read").expect("kept");
     store.create(&new.entry(1), copied.clone()).await.expect("copied");
-    let ended = (runtime.run_to_end(&tenant, &restarted.run_id, None).await).expect("driven");
+    let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
     assert!(
         matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output == "10"),
         "{ended:?}"
