@@ -125,6 +125,12 @@ fn a_token_taken_out_of_the_tenants_file_ends_within_seconds_on_every_host() {
 /// Sends a request's head announcing `length` bytes of body, and none of
 /// it: the status and body the server answers with before reading any.
 fn announced(server: &Server, method: &str, path: &str, length: u64) -> (u16, String) {
+    answer(head_sent(server, method, path, length))
+}
+
+/// A connection to `server` that has sent a request's head announcing
+/// `length` bytes of body, and none of it yet.
+fn head_sent(server: &Server, method: &str, path: &str, length: u64) -> TcpStream {
     let address = server.url.trim_start_matches("http://").to_owned();
     let mut stream = TcpStream::connect(&address).expect("the server accepts");
     stream
@@ -135,8 +141,13 @@ fn announced(server: &Server, method: &str, path: &str, length: u64) -> (u16, St
          Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(head.as_bytes()).expect("the head is sent");
-    // The answer only: the server keeps the connection a while, reading
-    // what a client may still send of a refused body.
+    stream
+}
+
+/// The status and the answer `stream` reads, head and body. The answer
+/// only: the server keeps the connection a while, reading what a client
+/// may still send of a refused body.
+fn answer(stream: TcpStream) -> (u16, String) {
     let mut reader = std::io::BufReader::new(stream);
     let mut answer = String::new();
     let mut length = 0;
@@ -361,5 +372,54 @@ fn the_consoles_inputs_are_held_at_their_edges() {
         ended["reason"],
         "\u{e9}".repeat(512),
         "cut at 1,024 bytes (a pause's limit), at a character's edge"
+    );
+}
+
+/// Large bodies read at once are held to the tenant's share of the host's
+/// body budget (128 MiB): two signals of 64 MiB being sent hold it, a third
+/// is refused with 429 and `Retry-After` as its bytes pass it, and once the
+/// two are answered the share is free again.
+#[test]
+fn large_bodies_being_read_at_once_are_held_to_a_tenants_share() {
+    const MIB: usize = 1 << 20;
+    let server = Server::start(&tenants_file(&[KEPT], ""));
+    let path = "/v1/runs/r/signals/s";
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = head_sent(&server, "POST", path, 64 << 20);
+            stream
+                .write_all(&vec![b'1'; 64 * MIB - 1])
+                .expect("all but its last byte sent");
+            stream
+        })
+        .collect();
+    // The third body is written beside the reading of its answer, which
+    // comes as soon as its bytes pass the share.
+    let third = head_sent(&server, "POST", path, 64 << 20);
+    let mut writer = third.try_clone().expect("a second handle");
+    std::thread::spawn(move || {
+        for _ in 0..64 {
+            if writer.write_all(&vec![b'1'; MIB]).is_err() {
+                break;
+            }
+        }
+    });
+    let (status, refusal) = answer(third);
+    assert_eq!(status, 429, "{refusal}");
+    assert!(refusal.to_ascii_lowercase().contains("retry-after: 1"), "{refusal}");
+    assert!(
+        refusal.contains("134217728 bytes, the most one tenant's may"),
+        "{refusal}"
+    );
+    for mut stream in held {
+        stream.write_all(b"1").expect("its last byte sent");
+        let (status, answer) = answer(stream);
+        assert_eq!(status, 404, "read whole, then no such run: {answer}");
+    }
+    let again = server.post_bytes(path, KEPT, vec![b'1'; 64 * MIB]);
+    assert_eq!(again.status, 404, "the share free again: {}", again.body);
+    record(
+        "two 64 MiB signals being sent at once by one tenant, then a third",
+        "the third refused 429 with Retry-After as its bytes passed the tenant's 128 MiB share of the host's body budget; the two read whole; a 64 MiB body read again once they were answered",
     );
 }

@@ -273,7 +273,8 @@ fn a_parent_awaiting_a_child_that_continues_gets_the_chains_final_output() {
 
 #[test]
 fn a_continuation_on_input_that_is_no_json_or_too_big_fails_the_run_saying_so() {
-    let server = Server::start(&tenant(""));
+    // The tenant's payload quota, lowered from its default of 64 MiB.
+    let server = Server::start(&tenant("max_payload_bytes = 1048576"));
     for (run, input, says) in [
         ("bad", json!({"how": "not-json"}), "is not valid JSON"),
         (

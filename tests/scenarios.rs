@@ -242,7 +242,8 @@ fn a_run_that_does_not_end_in_its_time_fails_saying_where_it_stands() {
 #[test]
 fn stubs_are_held_to_the_hosts_limits() {
     let host = Host::new();
-    let too_large = "x".repeat(1 << 20);
+    // One byte over the default 64 MiB with its quotes.
+    let too_large = "x".repeat((64 << 20) - 1);
     let scenario = write_scenario(
         host.data_dir(),
         "too-large",
@@ -254,7 +255,7 @@ fn stubs_are_held_to_the_hosts_limits() {
             output = "{too_large}"
             [expect]
             outcome = "failed"
-            error_contains = "exceeds the limit of 1048576 bytes"
+            error_contains = "exceeds the limit of 67108864 bytes"
             steps = [{{ step = "reserve", attempts = 1, error_kind = "output-too-large" }}]
             "#
         ),

@@ -305,7 +305,7 @@ fn bad_schedules_are_refused_saying_what_is_wrong() {
         "orders other runs",
     );
     let huge = json!({"input": "x".repeat(1 << 20)});
-    refused(greeting("huge", huge), 413, "quota allows at most");
+    refused(greeting("huge", huge), 413, "over the limit of 1048576 bytes");
     for i in 2..100 {
         added(yearly(&format!("s{i}")));
     }

@@ -59,9 +59,10 @@ pub struct StepLimits {
     ///
     /// Default: 60 s.
     pub timeout: Duration,
-    /// Size of a step's output, in bytes.
+    /// Size of a step's output, in bytes (one past
+    /// [`HostConfig::offload_payloads_above`] is stored apart).
     ///
-    /// Default: 1 MiB.
+    /// Default: 64 MiB.
     pub max_output_bytes: usize,
     /// Whether each attempt gets a fresh scratch directory, preopened as
     /// `/scratch` and removed after the attempt (a tenant's policy).
@@ -159,7 +160,7 @@ impl Default for StepLimits {
             memory_bytes: 256 << 20,
             table_elements: 100_000,
             timeout: Duration::from_secs(60),
-            max_output_bytes: 1 << 20,
+            max_output_bytes: 64 << 20,
             scratch_dir: false,
             scratch_bytes: 64 << 20,
             retry: RetryLimits::default(),
@@ -217,9 +218,11 @@ pub struct WorkflowLimits {
     ///
     /// Default: 100,000.
     pub table_elements: usize,
-    /// Size of a run's input, a step's input or a workflow's output, in bytes.
+    /// Size of a run's input, a step's input, a memo's value, a child's
+    /// input or a workflow's output, in bytes (one past
+    /// [`HostConfig::offload_payloads_above`] is stored apart).
     ///
-    /// Default: 1 MiB.
+    /// Default: 64 MiB.
     pub max_payload_bytes: usize,
 }
 
@@ -230,7 +233,7 @@ impl Default for WorkflowLimits {
             activation_timeout: Duration::from_secs(10),
             memory_bytes: 256 << 20,
             table_elements: 100_000,
-            max_payload_bytes: 1 << 20,
+            max_payload_bytes: 64 << 20,
         }
     }
 }

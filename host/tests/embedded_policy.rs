@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
-use stepstone::journal::Outcome;
+use stepstone::journal::{Outcome, Payload};
 use stepstone::runtime::{Progress, RunError, Runtime, Submission};
 use stepstone::store::{ComponentName, GroupId, RunId, Storage, TenantId};
 use stepstone::tenancy::{LiveTenants, Tenants};
@@ -113,7 +113,10 @@ fn refusal<T>(result: Result<T, RunError>) -> String {
 }
 
 fn error_kind(progress: Progress) -> String {
-    let Progress::Finished(Outcome::Completed { output }) = progress else {
+    let Progress::Finished(Outcome::Completed {
+        output: Payload::Inline(output),
+    }) = progress
+    else {
         panic!("the run did not complete: {progress:?}");
     };
     let output: Value = serde_json::from_str(&output).expect("JSON output");

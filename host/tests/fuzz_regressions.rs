@@ -110,17 +110,19 @@ fn recorded() -> impl Strategy<Value = Recorded> {
         attempts,
     });
     // A payload as an entry holds it: the text, or a stored one's name and size.
-    let stored = ("[0-9a-f]{64}", any::<u64>()).prop_map(|(sha256, bytes)| Payload::Stored { sha256, bytes });
-    let payload = prop_oneof![text().prop_map(Payload::Inline), stored];
+    let payload = || {
+        let stored = ("[0-9a-f]{64}", any::<u64>()).prop_map(|(sha256, bytes)| Payload::Stored { sha256, bytes });
+        prop_oneof![text().prop_map(Payload::Inline), stored]
+    };
     prop_oneof![
-        prop_oneof![payload.prop_map(Ok), step_error.prop_map(Err)].prop_map(|result| Recorded::Step { result }),
+        prop_oneof![payload().prop_map(Ok), step_error.prop_map(Err)].prop_map(|result| Recorded::Step { result }),
         Just(Recorded::Slept),
-        (proptest::option::of(text()), proptest::option::of(text()))
+        (proptest::option::of(payload()), proptest::option::of(text()))
             .prop_map(|(payload, key)| Recorded::Signal { payload, key }),
         any::<u64>().prop_map(Recorded::Value),
-        text().prop_map(|value| Recorded::MemoSet { value }),
+        payload().prop_map(|value| Recorded::MemoSet { value }),
         any::<u32>().prop_map(Recorded::Winner),
-        prop_oneof![text().prop_map(Ok), text().prop_map(Err)].prop_map(|result| Recorded::ChildEnded { result }),
+        prop_oneof![payload().prop_map(Ok), text().prop_map(Err)].prop_map(|result| Recorded::ChildEnded { result }),
         text().prop_map(|reason| Recorded::Cancelled { reason }),
         Just(Recorded::Patched),
         text().prop_map(|value| Recorded::Appended { value }),

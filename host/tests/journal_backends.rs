@@ -11,7 +11,9 @@ use object_store::memory::InMemory;
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, SnapshotPolicy};
 use stepstone::contract::bindings::{StepError, StepErrorKind};
-use stepstone::journal::{AttemptRecord, Call, CallKind, ConcurrencyLimit, Entry, Outcome, Recorded, RunRecords};
+use stepstone::journal::{
+    AttemptRecord, Call, CallKind, ConcurrencyLimit, Entry, Outcome, Payload, Recorded, RunRecords,
+};
 use stepstone::runtime::{
     AttemptCall, Progress, ReplayReport, RunError, RunState, Runtime, StandIn, StepStandIn, Submission,
 };
@@ -111,7 +113,10 @@ async fn the_order_saga_completes_the_same_way_on_every_backend() {
         let runtime = runtime(storage).await;
         let run = approved_order(&runtime, "b-1").await;
         let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
-        let Progress::Finished(Outcome::Completed { output }) = progress else {
+        let Progress::Finished(Outcome::Completed {
+            output: Payload::Inline(output),
+        }) = progress
+        else {
             panic!("{backend}: {progress:?}")
         };
         assert!(output.contains(r#""tracking":"trk-b-1""#), "{backend}: {output}");
@@ -212,7 +217,10 @@ async fn runs_complete_although_the_store_fails_calls() {
         let submission = Submission::new(fanout.clone(), "fan-out", &format!(r#"{{"items":[{i},2,3]}}"#));
         let run = runtime.submit(&tenant, submission).await.unwrap();
         let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
-        let Progress::Finished(Outcome::Completed { output }) = progress else {
+        let Progress::Finished(Outcome::Completed {
+            output: Payload::Inline(output),
+        }) = progress
+        else {
             panic!("{progress:?}")
         };
         assert_eq!(output, format!(r#"{{"squares":[{},4,9],"sum":{}}}"#, i * i, i * i + 13));
@@ -259,7 +267,7 @@ async fn a_background_run_continues_by_itself_once_the_store_recovers() {
         .await
         .unwrap();
     assert!(
-        matches!(&status.state, RunState::Completed { output } if output.contains("trk-down")),
+        matches!(&status.state, RunState::Completed { output: Some(output), .. } if output.contains("trk-down")),
         "{status:?}"
     );
     assert_eq!(status.journaled_calls, 5);
@@ -623,7 +631,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         assert_eq!(
             progress,
             Progress::Finished(Outcome::Completed {
-                output: (190 + 5).to_string()
+                output: (190 + 5).to_string().into()
             }),
             "{backend}"
         );
@@ -886,7 +894,7 @@ async fn a_run_evicted_while_awaiting_steps_it_started_together_finishes() {
         .await
         .expect("the run ends");
     assert!(
-        matches!(&ended, Ok(Progress::Finished(Outcome::Completed { output })) if output == "3"),
+        matches!(&ended, Ok(Progress::Finished(Outcome::Completed { output })) if output.holds("3")),
         "{ended:?}"
     );
 }
@@ -939,7 +947,7 @@ async fn a_run_whose_place_was_taken_for_it_elsewhere_goes_on() {
         .expect("the waiter goes on")
         .unwrap();
     assert!(
-        matches!(&ended, Ok(Progress::Finished(Outcome::Completed { output })) if output == "1"),
+        matches!(&ended, Ok(Progress::Finished(Outcome::Completed { output })) if output.holds("1")),
         "{ended:?}"
     );
 }

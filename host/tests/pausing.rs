@@ -122,7 +122,7 @@ async fn a_sleep_waited_in_its_instance_ends_once_advanced() {
         .await
         .expect("a status");
     assert!(
-        matches!(&ended.state, RunState::Completed { output } if output == "1"),
+        matches!(&ended.state, RunState::Completed { output: Some(output), .. } if output == "1"),
         "{ended:?}"
     );
 }

@@ -34,7 +34,7 @@ impl Checked<'_> {
     fn every_run_ends_as_without_faults(&self, broken: &mut Vec<String>) {
         for run in self.runs {
             match self.ended.get(&run.id).map(|ended| &ended.outcome) {
-                Some(Outcome::Completed { output }) if *output == run.expected => {}
+                Some(Outcome::Completed { output }) if output.holds(&run.expected) => {}
                 Some(other) => broken.push(format!(
                     "outputs: run {} ended {other:?}, not with {}",
                     run.id, run.expected

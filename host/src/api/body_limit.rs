@@ -2,7 +2,8 @@
 //! (a component, a run's input, a signal's payload, a secret's value), by
 //! the caller's quotas, checked before any of it is parsed.
 //!
-//! Invariant: no `/v1` route reads more than its limit. A `Content-Length`
+//! Invariant: no `/v1` route reads more than its limit, and the bodies
+//! read stay within the host's budget (see [`super::body_budget`]). A `Content-Length`
 //! over it is refused before the body is read; a body that grows past it
 //! is refused as soon as it does; both answer 413 naming the limit. Every
 //! route that reads a body says what it accepts ([`limited`]); those that
@@ -22,9 +23,11 @@ use http_body_util::BodyExt;
 
 use super::ApiState;
 use super::auth::Caller;
+use super::body_budget::OverBudget;
 use super::error::ApiError;
 use crate::policy::TenantPolicy;
 use crate::runtime::MAX_GROUP_RUNS;
+use crate::schedules::MAX_SCHEDULE_INPUT_BYTES;
 use crate::secrets::MAX_SECRET_CHARS;
 use crate::store::TenantId;
 
@@ -48,8 +51,12 @@ pub enum Accepts {
     /// A component's bytes (`max_component_bytes`).
     Component,
     /// A run's input and its fields (`max_payload_bytes` and
-    /// [`RUN_FIELDS_BYTES`]): a run, or a schedule of runs.
+    /// [`RUN_FIELDS_BYTES`]).
     Run,
+    /// A schedule of runs: its input
+    /// ([`MAX_SCHEDULE_INPUT_BYTES`], within `max_payload_bytes`) and the
+    /// fields of a run.
+    Schedule,
     /// A group's runs: their inputs within one `max_payload_bytes`, and
     /// [`GROUP_RUN_FIELDS_BYTES`] a run for the rest.
     Group,
@@ -71,6 +78,9 @@ impl Accepts {
         match self {
             Self::Component => policy.components.max_bytes,
             Self::Run => policy.max_payload_bytes.saturating_add(RUN_FIELDS_BYTES),
+            Self::Schedule => (policy.max_payload_bytes)
+                .min(MAX_SCHEDULE_INPUT_BYTES)
+                .saturating_add(RUN_FIELDS_BYTES),
             Self::Group => policy
                 .max_payload_bytes
                 .saturating_add(MAX_GROUP_RUNS.saturating_mul(GROUP_RUN_FIELDS_BYTES)),
@@ -85,6 +95,7 @@ impl Accepts {
         match self {
             Self::Component => "the tenant's max_component_bytes",
             Self::Run => "the tenant's max_payload_bytes for the input, and 16 KiB for the run's other fields",
+            Self::Schedule => "1 MiB or the tenant's max_payload_bytes for the input, and 16 KiB for the other fields",
             Self::Group => "the tenant's max_payload_bytes for the runs' inputs together, and 2 KiB a run for the rest",
             Self::Payload | Self::HookRequest => "the tenant's max_payload_bytes",
             Self::Secret => "the longest secret value, its characters taken at 4 bytes",
@@ -112,7 +123,9 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
             .ok()
             .map(|Caller(tenant)| tenant.id.clone()),
     };
-    let limit = tenant.map_or(SMALL_BODY, |tenant| accepts.limit(&state.runtime().policy(&tenant)));
+    let limit = tenant
+        .as_ref()
+        .map_or(SMALL_BODY, |tenant| accepts.limit(&state.runtime().policy(tenant)));
     let over = || too_large(limit, accepts.made_of());
     let announced = parts.headers.get(header::CONTENT_LENGTH);
     let announced = announced.and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
@@ -120,6 +133,9 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
         return refused(body, over());
     }
     let mut body = body;
+    // Held until the request is answered: what its handler parses and
+    // keeps of the body is of its size.
+    let mut held = state.bodies.body(tenant, limit);
     let mut read = BytesMut::new();
     while let Some(frame) = body.frame().await {
         let data = match frame.map(Frame::into_data) {
@@ -129,6 +145,9 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
         };
         if read.len().saturating_add(data.len()) > limit {
             return refused(body, over());
+        }
+        if let Err(full) = held.grow(data.len()) {
+            return refused(body, busy(full));
         }
         read.extend_from_slice(&data);
     }
@@ -161,6 +180,28 @@ fn refused(mut body: Body, mut response: Response) -> Response {
         };
         let _ = tokio::time::timeout(LINGER, discard).await;
     });
+    response
+}
+
+/// 429 or 503, naming the bound the bodies in flight reached, with a
+/// `Retry-After`.
+fn busy(full: OverBudget) -> Response {
+    let (status, message) = match full {
+        OverBudget::Tenant { limit } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "your requests' bodies being read or handled here hold {limit} bytes, the most one tenant's may: send fewer large bodies at once, or retry shortly"
+            ),
+        ),
+        OverBudget::Host { limit } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the bodies of the requests this host is reading or handling hold {limit} bytes, the most it holds: retry shortly"
+            ),
+        ),
+    };
+    let mut response = ApiError::new(status, message).into_response();
+    (response.headers_mut()).insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
 }
 

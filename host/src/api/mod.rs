@@ -8,6 +8,7 @@
 
 mod auth;
 mod batch;
+mod body_budget;
 mod body_limit;
 mod components;
 mod doc;
@@ -105,7 +106,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/groups/{id}/cancel", accepting(post(groups::cancel), Accepts::Small))
         .route(
             "/schedules",
-            accepting(post(schedules::add), Accepts::Run).get(schedules::list),
+            accepting(post(schedules::add), Accepts::Schedule).get(schedules::list),
         )
         .route("/schedules/{name}", get(schedules::get).delete(schedules::delete))
         .route(

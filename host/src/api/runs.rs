@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
@@ -63,8 +64,11 @@ pub struct StartRun {
     pub version: Option<WholeNumber>,
     /// One of the component's workflows (404 if it has none of this name).
     pub workflow: WorkflowName,
-    /// The workflow's input (any JSON).
-    pub input: Value,
+    /// The workflow's input (any JSON). Kept as the text sent, unparsed:
+    /// a large input costs its bytes, not a tree of values many times
+    /// their size.
+    #[schema(value_type = Value)]
+    pub input: Box<RawValue>,
     /// An idempotency key: the same id with the same input returns the same
     /// run; with another input, 409.
     pub run_id: Option<RunId>,
@@ -188,7 +192,7 @@ pub async fn start(
 /// The submission `start` asks for, its components looked up and its
 /// fields checked.
 pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -> Result<Submission, ApiError> {
-    let input = start.input.to_string();
+    let input = start.input.get();
     let component = match start.version {
         Some(version) => {
             (state.runtime)
@@ -198,7 +202,7 @@ pub async fn submission_of(state: &ApiState, tenant: &Tenant, start: StartRun) -
         }
         None => state.runtime.component(&tenant.id, start.component.as_str()).await?,
     };
-    let mut submission = Submission::new(component, start.workflow.as_str(), &input);
+    let mut submission = Submission::new(component, start.workflow.as_str(), input);
     submission.run_id = start.run_id;
     submission.limits = start.options.request();
     submission.start_at = Moment::parse(START, start.start_at.as_deref(), start.delay.as_deref())?;

@@ -1,8 +1,10 @@
 //! What every handler of the API and the console shares: the runtime, the
-//! tenants as the tenants file names them now, and the console's sign-ins.
+//! tenants as the tenants file names them now, the console's sign-ins and
+//! the request bodies held.
 
 use std::sync::Arc;
 
+use super::body_budget::BodyBudget;
 use crate::console::session::Sessions;
 use crate::runtime::Runtime;
 use crate::tenancy::{LiveTenants, Tenants};
@@ -17,6 +19,8 @@ pub struct ApiState {
     pub(super) tenants: LiveTenants,
     /// The console's sign-ins.
     pub(super) sessions: Arc<Sessions>,
+    /// The request bodies held in memory now.
+    pub(super) bodies: Arc<BodyBudget>,
 }
 
 impl ApiState {
@@ -31,6 +35,7 @@ impl ApiState {
             runtime,
             tenants,
             sessions: Arc::new(sessions),
+            bodies: Arc::default(),
         }
     }
 

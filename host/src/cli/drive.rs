@@ -163,7 +163,9 @@ async fn load(
 async fn report(runtime: &Runtime, tenant: &TenantId, run: &RunId, progress: Progress) -> anyhow::Result<ExitCode> {
     match progress {
         Progress::Finished(Outcome::Completed { output }) => {
-            println!("{output}");
+            // A stored output is its chain's last generation's.
+            let last = runtime.runs().status(tenant, run).await?.run_id;
+            println!("{}", runtime.runs().payload_text(tenant, &last, output).await?);
             Ok(ExitCode::SUCCESS)
         }
         Progress::Finished(Outcome::Failed { kind, message }) => {

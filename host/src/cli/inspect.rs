@@ -74,7 +74,17 @@ fn status_line(status: &RunStatus) -> String {
         RunState::AwaitingSignal { seq, signal, until_ms } => {
             format!("awaiting signal `{signal}` at seq {seq} until {until_ms}")
         }
-        RunState::Completed { output } => format!("completed: {output}"),
+        RunState::Completed {
+            output: Some(output), ..
+        } => format!("completed: {output}"),
+        RunState::Completed {
+            output_stored: Some(stored),
+            ..
+        } => format!(
+            "completed: its output is stored apart ({} bytes, sha256 {})",
+            stored.bytes, stored.sha256
+        ),
+        RunState::Completed { .. } => "completed".into(),
         RunState::Failed { kind, message } => format!("failed ({kind}): {message}"),
         RunState::Cancelled { reason } => format!("cancelled: {reason}"),
         RunState::Continued { continued_as } => format!("continued as {continued_as}"),

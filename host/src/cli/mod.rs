@@ -95,10 +95,17 @@ pub struct Cli {
     /// Bytes of values one run may append to its streams, every stream together.
     #[arg(long, global = true, env = "STEPSTONE_MAX_STREAM_BYTES", default_value_t = RunLimits::default().max_stream_bytes)]
     max_stream_bytes: u64,
-    /// A step's output larger than this many bytes is stored as an object
-    /// of its own, which its journal entry names.
+    /// A payload (an input, a step's output, a signal, a memo, a child's or
+    /// a run's output) larger than this many bytes is stored as an object
+    /// of its own, which the record holding it names.
     #[arg(long, global = true, env = "STEPSTONE_OFFLOAD_PAYLOADS_ABOVE", default_value_t = HostConfig::default().offload_payloads_above)]
     offload_payloads_above: usize,
+    /// The largest payload a workflow may pass or return: a run's input, a
+    /// step's input, a memo, a child's input, its output. (A tenant's
+    /// `max_payload_bytes` bounds what it sends; its `step_output_bytes`,
+    /// its steps' outputs.)
+    #[arg(long, global = true, env = "STEPSTONE_MAX_PAYLOAD_BYTES", default_value_t = WorkflowLimits::default().max_payload_bytes)]
+    max_payload_bytes: usize,
     /// Compact a suspended run's journal into one snapshot object once it
     /// has grown by this many entries (and a quarter) since the last; 0: never.
     #[arg(long, global = true, env = "STEPSTONE_SNAPSHOT_EVERY", default_value_t = SnapshotPolicy::default().every)]
@@ -445,6 +452,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     config.snapshots.every = cli.snapshot_every;
     config.offload_payloads_above = cli.offload_payloads_above;
     config.workflow.activation_fuel = cli.activation_fuel;
+    config.workflow.max_payload_bytes = cli.max_payload_bytes;
     if let Some(timeout) = cli.activation_timeout {
         config.workflow.activation_timeout = timeout;
     }

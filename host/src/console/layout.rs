@@ -6,6 +6,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::assets;
 use crate::clock::rfc3339;
 use crate::runtime::RunState;
+use crate::store::RunId;
 
 /// The pages the navigation names.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,14 @@ pub fn pretty_json(payload: &str) -> String {
         .ok()
         .and_then(|value| serde_json::to_string_pretty(&value).ok())
         .unwrap_or_else(|| payload.to_owned())
+}
+
+/// A link to a payload `run` stored apart, `bytes` long: opened only when
+/// followed.
+pub fn stored_payload(run: &RunId, sha256: &str, size: u64) -> Markup {
+    html! {
+        a.stored-payload href={ "/ui/runs/" (run) "/payloads/" (sha256) } { "open payload (" (bytes(size)) ")" }
+    }
 }
 
 /// A component digest, shortened for a table.

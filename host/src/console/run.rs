@@ -19,7 +19,7 @@ use crate::api::error::ApiError;
 use crate::api::state::ApiState;
 use crate::clock::{now_ms, rfc3339};
 use crate::guest_log::Source;
-use crate::journal::{CallKind, RunRecord};
+use crate::journal::{CallKind, Payload, RunRecord};
 use crate::runtime::{LogCursor, LogPage, ReplayReport, Restart, RunError, RunState, RunStatus};
 use crate::store::{RunId, SignalName, StreamName, TenantId};
 
@@ -226,7 +226,7 @@ async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> R
                     " · " strong.paused { "paused" } " since " (rfc3339(pause.paused_at_ms)) ": " (pause.reason)
                 }
             }
-            (outcome(&status.state))
+            (outcome(&status.run_id, &status.state))
         }
         section.timeline {
             h2 { "Timeline" }
@@ -240,12 +240,17 @@ async fn live_part(state: &ApiState, tenant: &TenantId, record: &RunRecord) -> R
     Ok((markup, status))
 }
 
-fn outcome(state: &RunState) -> Markup {
+fn outcome(run: &RunId, state: &RunState) -> Markup {
     html! {
         @match state {
-            RunState::Completed { output } => {
+            RunState::Completed { output, output_stored } => {
                 h2 { "Output" }
-                pre.json #output { (layout::pretty_json(output)) }
+                @if let Some(output) = output {
+                    pre.json #output { (layout::pretty_json(output)) }
+                }
+                @if let Some(stored) = output_stored {
+                    (layout::stored_payload(run, &stored.sha256, stored.bytes))
+                }
             }
             RunState::Failed { kind, message } => {
                 h2 { "Failed: " (kind) }
@@ -300,7 +305,10 @@ fn facts(record: &RunRecord) -> Markup {
                 }
             }
             h3 { "Input" }
-            pre.json #input { (layout::pretty_json(&record.input)) }
+            @match &record.input {
+                Payload::Inline(input) => pre.json #input { (layout::pretty_json(input)) },
+                Payload::Stored { sha256, bytes } => (layout::stored_payload(&record.run_id, sha256, *bytes)),
+            }
         }
     }
 }

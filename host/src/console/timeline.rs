@@ -48,7 +48,7 @@ pub struct Call {
     /// What it returned, in full (a payload, pretty-printed).
     pub payload: Option<String>,
     /// The name of what it returned, stored apart: opened on demand.
-    pub stored: Option<String>,
+    pub stored: Option<(String, u64)>,
     /// The child run it started.
     pub child: Option<RunId>,
     /// Still in progress: the run waits in it now.
@@ -126,10 +126,8 @@ fn call(entry: &Entry, failed: &[AttemptRecord]) -> Call {
         summary,
         failed: is_failure,
         payload,
-        stored: match &entry.recorded {
-            Recorded::Step {
-                result: Ok(Payload::Stored { sha256, .. }),
-            } => Some(sha256.clone()),
+        stored: match entry.recorded.payload() {
+            Some(Payload::Stored { sha256, bytes }) => Some((sha256.clone(), *bytes)),
             _ => None,
         },
         child,
@@ -171,10 +169,11 @@ fn attempts(entry: &Entry, failed: &[AttemptRecord], last_error: Option<String>)
 /// A few words on what a call returned, whether it failed, the payload in
 /// full, and the child run it started.
 fn what_it_returned(recorded: &Recorded) -> (String, bool, Option<String>, Option<RunId>) {
-    let pretty = |payload: &str| Some(layout::pretty_json(payload));
+    // A stored payload is linked (see `Call::stored`), not shown.
+    let pretty = |payload: &Payload| payload.inline().map(layout::pretty_json);
     match recorded {
         Recorded::Step { result: Ok(output) } => match output.inline() {
-            Some(text) => ("ok".into(), false, pretty(text), None),
+            Some(_) => ("ok".into(), false, pretty(output), None),
             None => (format!("ok {output}"), false, None, None),
         },
         Recorded::Step { result: Err(error) } => (
@@ -197,7 +196,7 @@ fn what_it_returned(recorded: &Recorded) -> (String, bool, Option<String>, Optio
         Recorded::ChildEnded { result: Err(why) } => (format!("child failed: {why}"), true, None, None),
         Recorded::Cancelled { reason } => (format!("cancelled: {reason}"), true, None, None),
         Recorded::Patched => ("takes the change".into(), false, None, None),
-        Recorded::Appended { value } => ("appended".into(), false, pretty(value), None),
+        Recorded::Appended { value } => ("appended".into(), false, Some(layout::pretty_json(value)), None),
     }
 }
 
@@ -311,8 +310,8 @@ pub fn render(timeline: &Timeline, run: &RunId) -> Markup {
                                         @if let Some(payload) = &call.payload {
                                             details { summary { "payload" } pre.json { (payload) } }
                                         }
-                                        @if let Some(sha256) = &call.stored {
-                                            " " a.stored-payload href={ "/ui/runs/" (run) "/payloads/" (sha256) } { "open payload" }
+                                        @if let Some((sha256, bytes)) = &call.stored {
+                                            " " (layout::stored_payload(run, sha256, *bytes))
                                         }
                                     }
                                 }
@@ -377,7 +376,10 @@ mod tests {
             entry(2, CallKind::Step, 1_030, 1_100, ok("3")),
             entry(3, CallKind::Sleep, 5_000, 6_000, Recorded::Slept),
         ];
-        let completed = RunState::Completed { output: "{}".into() };
+        let completed = RunState::Completed {
+            output: Some("{}".into()),
+            output_stored: None,
+        };
         let timeline = build(1_000, &entries, &BTreeMap::new(), &completed, 99_999);
         let gaps: Vec<&Row> = timeline.rows.iter().filter(|r| matches!(r, Row::Gap { .. })).collect();
         assert_eq!(

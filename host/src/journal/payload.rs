@@ -39,6 +39,14 @@ impl Payload {
         }
     }
 
+    /// Whether this is `text`, inline or stored (by its digest, unread).
+    pub fn holds(&self, text: &str) -> bool {
+        match self {
+            Payload::Inline(inline) => inline == text,
+            Payload::Stored { sha256, bytes } => *bytes == text.len() as u64 && *sha256 == sha256_hex(text.as_bytes()),
+        }
+    }
+
     /// Its size in bytes.
     pub fn bytes(&self) -> u64 {
         match self {

@@ -24,8 +24,8 @@ pub struct RunRecord {
     /// Other components the run may call steps of, by the name it uses
     /// (`name/step`), pinned to a digest when the run started.
     pub links: BTreeMap<String, String>,
-    /// The workflow's input (JSON text).
-    pub input: String,
+    /// The workflow's input (JSON text, or a reference to it stored apart).
+    pub input: Payload,
     /// Digest of `input` (see [`digest`]): a submission again under the same
     /// run id must match it.
     pub input_digest: String,
@@ -197,8 +197,9 @@ impl RunRecord {
 pub enum Outcome {
     /// The workflow returned a result.
     Completed {
-        /// What the workflow returned (JSON text).
-        output: String,
+        /// What the workflow returned (JSON text, or a reference to it
+        /// stored apart).
+        output: Payload,
     },
     /// The workflow returned an error, or the host ended the run as failed.
     Failed {
@@ -232,10 +233,24 @@ impl Outcome {
         }
     }
 
+    /// Whether a replay that ended `replayed` (its output inline) ended as
+    /// this outcome did: a stored output is compared by its digest, unread.
+    pub fn replayed_as(&self, replayed: &Outcome) -> bool {
+        match (self, replayed) {
+            (
+                Outcome::Completed { output },
+                Outcome::Completed {
+                    output: Payload::Inline(text),
+                },
+            ) => output.holds(text),
+            _ => self == replayed,
+        }
+    }
+
     /// The outcome as a child's parent sees it. A child that continued has
     /// not ended: its parent follows the chain (see `runtime::children`)
     /// and sees how the chain's last generation ended.
-    pub fn as_result(&self) -> Result<String, String> {
+    pub fn as_result(&self) -> Result<Payload, String> {
         match self {
             Outcome::Completed { output } => Ok(output.clone()),
             Outcome::Failed { kind, message } => Err(format!("{kind}: {message}")),
@@ -399,8 +414,9 @@ pub enum Recorded {
     /// The signal that was taken (its key, so it is never taken twice), or
     /// none if the wait timed out.
     Signal {
-        /// The signal's payload; `None` if the wait timed out.
-        payload: Option<String>,
+        /// The signal's payload (as its signal record holds it); `None` if
+        /// the wait timed out.
+        payload: Option<Payload>,
         /// The store key of the signal taken; `None` if the wait timed out.
         key: Option<String>,
     },
@@ -410,7 +426,7 @@ pub enum Recorded {
     /// A memo was set.
     MemoSet {
         /// The value the memo was set to (the call's name is its key).
-        value: String,
+        value: Payload,
     },
     /// The index, among the awaited handles, of the first to finish.
     Winner(u32),
@@ -421,8 +437,9 @@ pub enum Recorded {
     },
     /// How a child run ended: its output, or why it failed.
     ChildEnded {
-        /// The child's output (JSON text), or how it failed, in words.
-        result: Result<String, String>,
+        /// The child's output (JSON text, or a reference to it, stored
+        /// apart under this run), or how it failed, in words.
+        result: Result<Payload, String>,
     },
     /// The run was cancelled during this call: a wait ended early, an
     /// awaited step was interrupted.
@@ -438,6 +455,22 @@ pub enum Recorded {
         /// The value (JSON text).
         value: String,
     },
+}
+
+impl Recorded {
+    /// The payload the call returned, if it returned one: a step's output,
+    /// a signal's payload, a memo's value, a child's output.
+    pub fn payload(&self) -> Option<&Payload> {
+        match self {
+            Recorded::Step { result: Ok(payload) }
+            | Recorded::Signal {
+                payload: Some(payload), ..
+            }
+            | Recorded::MemoSet { value: payload }
+            | Recorded::ChildEnded { result: Ok(payload) } => Some(payload),
+            _ => None,
+        }
+    }
 }
 
 /// One journal entry: a durable call and its result.
@@ -512,8 +545,9 @@ pub struct TimerRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRecord {
     /// What the sender passed (JSON text): what the workflow that takes the
-    /// signal receives.
-    pub payload: String,
+    /// signal receives; stored apart when large, under the run it is sent
+    /// to, so the journal entry that takes it names the same object.
+    pub payload: Payload,
     /// When it was sent, in milliseconds since the Unix epoch: signals of one
     /// name are taken oldest first.
     pub sent_at_ms: u64,

@@ -279,12 +279,18 @@ impl RunRecords {
     /// without a record is deleted first: what reached an earlier run of
     /// the id after retention's sweep listed it (a late signal), which a
     /// new run must not take for its own. One listing, no more reads.
+    ///
+    /// Stored payloads are kept: a record names one only by its digest, so
+    /// an old one is never taken for another's, and the run being created
+    /// here, or by another host at once, may have written its input's.
     pub async fn vacant(&self) -> Result<bool, JournalError> {
         let keys = keys_of(&self.run);
-        let stored = self.store.list(&keys.root()).await?;
+        let mut stored = self.store.list(&keys.root()).await?;
         if stored.contains(&keys.run()) {
             return Ok(false);
         }
+        let payloads = keys.payloads();
+        stored.retain(|key| !key.prefix_matches(&payloads));
         if !stored.is_empty() {
             tracing::info!(run = %self.run, objects = stored.len(), "deleting what an earlier run of this id left behind");
             self.store.delete_all(&stored).await?;
@@ -777,10 +783,13 @@ impl RunRecords {
                 continue;
             };
             let copy = StoreKey::from_iter(target.parts().chain(rest));
-            let Some(signal) = self.store.get(key).await? else {
+            let Some((signal, bytes)) = from.read_stored::<SignalRecord>(key).await? else {
                 continue;
             };
-            match self.store.create(&copy, signal).await {
+            if let Payload::Stored { sha256, .. } = &signal.payload {
+                self.copy_payload(from, sha256).await?;
+            }
+            match self.store.create(&copy, bytes).await {
                 Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -954,7 +963,8 @@ mod tests {
     }
 
     /// A late signal left under an id whose run was deleted is cleared by
-    /// the next submission of the id; a stored run is left alone.
+    /// the next submission of the id, but not a stored payload, which the
+    /// submission may have written; a stored run is left alone.
     #[tokio::test]
     async fn an_id_is_vacant_without_a_record_and_loses_what_an_earlier_run_left() -> TestResult {
         let run = records();
@@ -963,8 +973,11 @@ mod tests {
             sent_at_ms: 1,
         };
         run.send_signal(&"late".parse()?, &signal, None).await?;
+        let input = run.payload("[1]".into(), 0).await?;
         assert!(run.vacant().await?);
-        assert_eq!(run.store().list(&keys_of(&run.run).root()).await?, vec![]);
+        let left = run.store().list(&keys_of(&run.run).root()).await?;
+        assert_eq!(left, vec![keys_of(&run.run).payload(&sha256_hex(b"[1]"))]);
+        assert_eq!(run.payload_text(input).await?, "[1]");
 
         run.create_run(&RunRecord::example("r1", 1)).await?;
         run.send_signal(&"kept".parse()?, &signal, None).await?;
@@ -1203,7 +1216,10 @@ mod tests {
         new.copy_signals(&old, &untaken).await?;
         new.copy_signals(&old, &untaken).await?;
         let copied = new.signals(&name).await?;
-        let payloads: Vec<&str> = copied.iter().map(|(_, signal)| signal.payload.as_str()).collect();
+        let payloads: Vec<&str> = copied
+            .iter()
+            .map(|(_, signal)| signal.payload.inline().unwrap())
+            .collect();
         assert_eq!(payloads, ["2"]);
         assert!(copied[0].0.starts_with("runs/r2/signals/go/"), "{}", copied[0].0);
         assert_eq!(new.buffered_signals().await?, 1);

@@ -60,7 +60,7 @@ pub struct TenantPolicy {
 }
 
 /// Bytes of one payload a tenant may send, unless its policy says otherwise.
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 << 20;
 
 impl TenantPolicy {
     /// The policy of a tenant the host was told nothing about: the host's

@@ -16,7 +16,7 @@ use super::workflow::WorkflowState;
 use super::{Refusal, RunContext, RunError, Runs, Submission};
 use crate::clock::now_ms;
 use crate::component::ComponentError;
-use crate::journal::{Call, CallKind, JournalError, Outcome, Recorded};
+use crate::journal::{Call, CallKind, JournalError, Outcome, Payload, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
 
 /// What an execution may do with runs other than its own: start its
@@ -116,7 +116,7 @@ impl WorkflowState {
         Ok(handle)
     }
 
-    pub(super) async fn await_child_run(&mut self, handle: u32) -> Result<Result<String, String>, Interruption> {
+    pub(super) async fn await_child_run(&mut self, handle: u32) -> Result<Result<Payload, String>, Interruption> {
         let child = self
             .children
             .get(&handle)
@@ -153,7 +153,7 @@ impl WorkflowState {
         seq: u64,
         call: Call,
         mut child: RunId,
-    ) -> Result<Result<String, String>, Interruption> {
+    ) -> Result<Result<Payload, String>, Interruption> {
         let started_at_ms = now_ms();
         let store = self.run.records.store().clone();
         let wait = self.run.host.wait;
@@ -175,6 +175,11 @@ impl WorkflowState {
                 }
                 Some(outcome) => {
                     let result = outcome.as_result();
+                    // The entry names an object of this run's: the child's
+                    // may be deleted before this run replays.
+                    if let Ok(Payload::Stored { sha256, .. }) = &result {
+                        self.run.records.copy_payload(&records, sha256).await?;
+                    }
                     self.append(
                         seq,
                         call,

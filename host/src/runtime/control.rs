@@ -244,7 +244,9 @@ impl Runs {
             });
         }
         let signal = SignalRecord {
-            payload: payload.to_owned(),
+            payload: records
+                .payload(payload.to_owned(), self.host.config.offload_payloads_above)
+                .await?,
             sent_at_ms: now_ms(),
         };
         records.send_signal(name, &signal, id).await?;

@@ -19,7 +19,7 @@ use crate::clock::now_ms;
 use crate::config::{HttpLimitRequest, LimitRequest};
 use crate::contract::bindings::stepstone::workflow::{durable, types};
 use crate::contract::bindings::{LogLevel, StepError, StepOptions};
-use crate::journal::{Call, CallKind, Entry, JournalError, PatchMark, Recorded};
+use crate::journal::{Call, CallKind, Entry, JournalError, PatchMark, Payload, Recorded};
 use crate::store::{SignalName, StreamName};
 use crate::telemetry::spans;
 
@@ -383,7 +383,7 @@ impl WorkflowState {
     }
 
     /// The oldest signal called `name` the run has not taken yet.
-    async fn next_signal(&self, name: &SignalName) -> Result<(usize, Option<(String, String)>), Interruption> {
+    async fn next_signal(&self, name: &SignalName) -> Result<(usize, Option<(String, Payload)>), Interruption> {
         let signals = self.run.records.signals(name).await?;
         let taken = signals
             .iter()
@@ -401,7 +401,7 @@ impl WorkflowState {
         call: Call,
         name: SignalName,
         timeout_ms: u64,
-    ) -> Result<Option<String>, Interruption> {
+    ) -> Result<Option<Payload>, Interruption> {
         // The timer and the first look for a signal, at once: on object
         // storage each is a round trip, and neither needs the other.
         let timer = self
@@ -687,14 +687,18 @@ impl durable::Host for WorkflowState {
         let signal = SignalName::new(&name).map_err(|e| Interruption::InvalidCall(e.to_string()).trap())?;
         let call = Call::new(CallKind::Signal, &name, &timeout_ms.to_le_bytes());
         let run = async {
-            match self.next_call(&call)? {
+            let payload = match self.next_call(&call)? {
                 (_, Some(Recorded::Signal { payload, key })) => {
                     self.consumed_signals.extend(key);
-                    Ok(payload)
+                    payload
                 }
-                (_, Some(Recorded::Cancelled { .. })) => Ok(None),
-                (seq, Some(other)) => Err(Interruption::mismatch(seq, other)),
-                (seq, None) => self.await_signal_live(seq, call.clone(), signal, timeout_ms).await,
+                (_, Some(Recorded::Cancelled { .. })) => None,
+                (seq, Some(other)) => return Err(Interruption::mismatch(seq, other)),
+                (seq, None) => self.await_signal_live(seq, call.clone(), signal, timeout_ms).await?,
+            };
+            match payload {
+                Some(payload) => Ok(Some(self.run.records.payload_text(payload).await?)),
+                None => Ok(None),
             }
         };
         run.await.map_err(Interruption::trap)
@@ -724,8 +728,8 @@ impl durable::Host for WorkflowState {
                 (_, Some(Recorded::MemoSet { .. })) => {}
                 (seq, Some(other)) => return Err(Interruption::mismatch(seq, other)),
                 (seq, None) => {
-                    self.append(seq, call, Recorded::MemoSet { value: value.clone() }, now_ms())
-                        .await?
+                    let value = self.run.payload(value.clone()).await?;
+                    self.append(seq, call, Recorded::MemoSet { value }, now_ms()).await?
                 }
             }
             self.memos.insert(key, value);
@@ -741,7 +745,13 @@ impl durable::Host for WorkflowState {
     }
 
     async fn await_child(&mut self, child: u32) -> Trappable<Result<String, String>> {
-        self.await_child_run(child).await.map_err(Interruption::trap)
+        let run = async {
+            Ok(match self.await_child_run(child).await? {
+                Ok(output) => Ok(self.run.records.payload_text(output).await?),
+                Err(why) => Err(why),
+            })
+        };
+        run.await.map_err(Interruption::trap)
     }
 
     async fn append_to_stream(&mut self, name: String, value: String) -> Trappable<()> {

@@ -29,7 +29,7 @@ use tokio::sync::{Notify, watch};
 use super::RunError;
 use crate::clock::{millis, now_ms};
 use crate::egress::{Egress, Refusal, SendError, Timeouts, origin_of};
-use crate::journal::{Outcome, RunRecord, RunRecords, decode, encode};
+use crate::journal::{Outcome, Payload, RunRecord, RunRecords, decode, encode};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
 use crate::secrets::Secrets;
@@ -81,7 +81,12 @@ pub fn message(record: &RunRecord, outcome: &Outcome) -> Vec<u8> {
         body.insert("chain".into(), json!(link));
     }
     let ending = match outcome {
-        Outcome::Completed { output } => json!({"state": "completed", "output": parse(output)}),
+        Outcome::Completed {
+            output: Payload::Inline(output),
+        } => json!({"state": "completed", "output": parse(output)}),
+        Outcome::Completed {
+            output: Payload::Stored { sha256, bytes },
+        } => json!({"state": "completed", "output_stored": {"sha256": sha256, "bytes": bytes}}),
         Outcome::Failed { kind, message } => json!({"state": "failed", "error": {"kind": kind, "message": message}}),
         Outcome::Cancelled { reason } => json!({"state": "cancelled", "reason": reason}),
         // Never sent (a generation that continued notifies no one), but a

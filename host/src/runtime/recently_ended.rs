@@ -110,7 +110,7 @@ impl Kept {
 /// About how many bytes a status holds.
 fn weight(status: &RunStatus) -> usize {
     let state = match &status.state {
-        RunState::Completed { output } => output.len(),
+        RunState::Completed { output, .. } => output.as_ref().map_or(0, String::len),
         RunState::Failed { kind, message } => kind.len() + message.len(),
         RunState::Cancelled { reason } => reason.len(),
         _ => 0,
@@ -124,7 +124,10 @@ mod tests {
     use crate::journal::RunRecord;
 
     fn ended(run: &str, output: &str) -> Arc<RunStatus> {
-        let state = RunState::Completed { output: output.into() };
+        let state = RunState::Completed {
+            output: Some(output.into()),
+            output_stored: None,
+        };
         Arc::new(RunStatus::of(RunRecord::example(run, 0), 3, state))
     }
 

@@ -92,7 +92,7 @@ impl Runs {
             .await?;
         self.host.metrics.replayed(tenant);
         let replayed = match ended {
-            Ended::Returned(Ok(output)) => Outcome::Completed { output },
+            Ended::Returned(Ok(output)) => Outcome::Completed { output: output.into() },
             Ended::Returned(Err(message)) => failed("workflow-error", message),
             Ended::Stopped(kind, message) => failed(kind_name(kind), message),
             Ended::Interrupted(Interruption::NonDeterminism(nd)) => {
@@ -133,7 +133,7 @@ impl Runs {
             },
             // A cancelled run ends cancelled whatever its workflow returned.
             Some(Outcome::Cancelled { .. }) => ReplayReport::Identical { calls },
-            Some(outcome) if outcome == replayed => ReplayReport::Identical { calls },
+            Some(outcome) if outcome.replayed_as(&replayed) => ReplayReport::Identical { calls },
             Some(outcome) => ReplayReport::Diverged {
                 seq: None,
                 message: format!("the outcome differs: recorded {outcome}; replay {replayed}"),

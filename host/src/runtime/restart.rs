@@ -104,7 +104,8 @@ impl Runs {
             }
             None => self.host.components.get(records.store(), &record.component).await?,
         };
-        let mut submission = Submission::new(build, &record.workflow, &record.input);
+        let input = records.payload_text(record.input.clone()).await?;
+        let mut submission = Submission::new(build, &record.workflow, &input);
         for (name, digest) in &record.links {
             let linked = self.host.components.get(records.store(), digest).await?;
             submission.links.insert(name.clone(), linked);
@@ -246,14 +247,11 @@ impl Runs {
 }
 
 /// Copies a kept entry of `old` into the restarted run's journal, after
-/// the output it stored apart, if any. One already there is the same copy,
+/// the payload it stored apart, if any. One already there is the same copy,
 /// made by a driver before (this host's view of a fresh run does not hold
 /// it): left as it is.
 async fn copy_kept(old: &RunRecords, records: &RunRecords, entry: &Entry) -> Result<(), JournalError> {
-    if let Recorded::Step {
-        result: Ok(Payload::Stored { sha256, .. }),
-    } = &entry.recorded
-    {
+    if let Some(Payload::Stored { sha256, .. }) = entry.recorded.payload() {
         records.copy_payload(old, sha256).await?;
     }
     match records.append(entry).await {

@@ -24,7 +24,7 @@ use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::egress::{Egress, Outbound};
 use crate::guest_log::RunLog;
-use crate::journal::{Cursor, JournalError, Outcome, RunRecord, RunRecords, SnapshotListing};
+use crate::journal::{Cursor, JournalError, Outcome, Payload, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
 use crate::policy::{Admission, Policies, TenantPolicy};
 use crate::sandbox::{Engines, Role, StepErrorKind, classify, kind_name};
@@ -118,6 +118,12 @@ pub(super) struct RunContext {
 impl RunContext {
     pub(super) fn tenant(&self) -> &TenantId {
         self.records.store().tenant()
+    }
+
+    /// `text` as the run's records hold it: stored apart past the host's
+    /// offload threshold.
+    pub(super) async fn payload(&self, text: String) -> Result<Payload, JournalError> {
+        self.records.payload(text, self.host.steps.offload_payloads_above).await
     }
 
     /// `step`, ringing the run's bell once it has ended, so that the run,
@@ -400,7 +406,9 @@ impl Runs {
                     ),
                 ),
                 Ended::Returned(Ok(output)) => match self.check_json("workflow output", &output) {
-                    Ok(()) => Outcome::Completed { output },
+                    Ok(()) => Outcome::Completed {
+                        output: records.payload(output, self.host.config.offload_payloads_above).await?,
+                    },
                     Err(e @ RunError::TooLarge { .. }) => failed("output-too-large", e.to_string()),
                     Err(e) => failed("invalid-output", format!("{e}: every payload must be JSON")),
                 },
@@ -829,6 +837,7 @@ impl Runs {
         mode: Mode,
     ) -> Result<(Ended, u64), RunError> {
         let program = self.program(&context.own).await?;
+        let input = context.records.payload_text(record.input.clone()).await?;
         let tenant = context.tenant().clone();
         let _slot = (self.host.components.engines())
             .slot(Role::Workflow, &tenant, record.priority)
@@ -839,7 +848,7 @@ impl Runs {
             reason: format!("{e:#}"),
         };
         let mut store = program.store(state).map_err(instance_error)?;
-        let ended = match program.run(&mut store, &record.workflow, &record.input).await {
+        let ended = match program.run(&mut store, &record.workflow, &input).await {
             Ok(result) => Ended::Returned(result),
             Err(e) => match e.downcast_ref::<Interruption>() {
                 Some(interruption) => Ended::Interrupted(interruption.clone()),
@@ -947,11 +956,15 @@ fn log_finished(outcome: &Outcome) {
     }
     let (mut output, mut kind, mut reason, mut next) = (None, None, None, None);
     match outcome {
-        Outcome::Completed { output: text } => output = Some(tracing::field::display(cut(text))),
+        Outcome::Completed {
+            output: Payload::Inline(text),
+        } => output = Some(cut(text).to_owned()),
+        Outcome::Completed { output: stored } => output = Some(stored.to_string()),
         Outcome::Failed { kind: failed, message } => (kind, reason) = (Some(failed.as_str()), Some(cut(message))),
         Outcome::Cancelled { reason: why } => reason = Some(cut(why)),
         Outcome::Continued { next: run } => next = Some(run.as_str()),
     }
+    let output = output.as_deref().map(tracing::field::display);
     tracing::info!(outcome = outcome.name(), output, kind, reason, next, "run finished");
 }
 

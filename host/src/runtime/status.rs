@@ -52,12 +52,18 @@ pub enum RunState {
         /// When the wait times out, in milliseconds since the Unix epoch.
         until_ms: u64,
     },
-    /// Ended with the workflow's output.
+    /// Ended with the workflow's output: `output`, or, for an output stored
+    /// apart, `output_stored`.
     Completed {
         /// The workflow's output; shown as JSON, not as a string of JSON.
-        #[serde(serialize_with = "as_json")]
-        #[schema(value_type = Object)]
-        output: String,
+        /// Absent when it is stored apart.
+        #[serde(serialize_with = "as_json", skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        output: Option<String>,
+        /// Where an output past the host's offload threshold is:
+        /// `GET /v1/runs/{id}/payloads/{sha256}` reads it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_stored: Option<StoredPayload>,
     },
     /// Ended in failure: the workflow returned an error, a step failed for
     /// good, or the run hit a limit or its deadline.
@@ -87,7 +93,16 @@ impl RunState {
     /// The state of a run that ended with `outcome`.
     pub fn ended(outcome: Outcome) -> Self {
         match outcome {
-            Outcome::Completed { output } => Self::Completed { output },
+            Outcome::Completed { output } => match output {
+                Payload::Inline(text) => Self::Completed {
+                    output: Some(text),
+                    output_stored: None,
+                },
+                Payload::Stored { sha256, bytes } => Self::Completed {
+                    output: None,
+                    output_stored: Some(StoredPayload { sha256, bytes }),
+                },
+            },
             Outcome::Failed { kind, message } => Self::Failed { kind, message },
             Outcome::Cancelled { reason } => Self::Cancelled { reason },
             Outcome::Continued { next } => Self::Continued { continued_as: next },
@@ -135,8 +150,19 @@ async fn unstarted(runtime: &Runs, records: &RunRecords, record: &RunRecord) -> 
     }
 }
 
-/// Writes a JSON payload as the JSON it holds.
-fn as_json<S: serde::Serializer>(payload: &str, serializer: S) -> Result<S::Ok, S::Error> {
+/// A payload stored apart, as a status names it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct StoredPayload {
+    /// The SHA-256 of its bytes, 64 hex digits: its name.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// Writes a JSON payload as the JSON it holds (never called for `None`,
+/// which is skipped).
+fn as_json<S: serde::Serializer>(payload: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    let payload = payload.as_deref().unwrap_or("null");
     match serde_json::from_str::<serde_json::Value>(payload) {
         Ok(value) => value.serialize(serializer),
         Err(_) => serializer.serialize_str(payload),

@@ -37,7 +37,8 @@ pub struct StepHost {
     /// retried when its run is executed again, instead of holding a task.
     pub(super) eviction_threshold: Duration,
     pub(super) in_flight: StepsInFlight,
-    /// A step's output larger than this is stored as an object of its own.
+    /// A payload larger than this (a step's output, a memo, a child's
+    /// output) is stored as an object of its own.
     pub(super) offload_payloads_above: usize,
 }
 

@@ -14,7 +14,7 @@ use crate::config::LimitRequest;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
 };
-use crate::schedules::{CronPattern, NewSchedule, Schedule, ScheduleView, catch_up_window};
+use crate::schedules::{CronPattern, MAX_SCHEDULE_INPUT_BYTES, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ConcurrencyKey, RunId, StoreError, TenantId};
 use crate::telemetry::spans;
 
@@ -172,6 +172,14 @@ impl Runs {
         }
         let chosen_id = submission.run_id.is_some();
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
+        let records = RunRecords::new(store, run_id.clone());
+        // A generated id is new; a chosen one may name a run that exists,
+        // or one whose deletion left objects behind.
+        let new_run = !chosen_id || records.vacant().await?;
+        let input_digest = digest(submission.input.as_bytes());
+        // After what was left behind is deleted, before the run record,
+        // which names it.
+        let input = (records.payload(submission.input, self.host.config.offload_payloads_above)).await?;
         let record = RunRecord {
             run_id: run_id.clone(),
             workflow: submission.workflow,
@@ -181,8 +189,8 @@ impl Runs {
                 .iter()
                 .map(|(name, c)| (name.clone(), c.digest.clone()))
                 .collect(),
-            input_digest: digest(submission.input.as_bytes()),
-            input: submission.input,
+            input_digest,
+            input,
             created_at_ms,
             created_at_us: Some(created_at_us),
             limits: submission.limits,
@@ -202,10 +210,6 @@ impl Runs {
             chain: submission.chain,
             restarted_from: submission.restarted_from,
         };
-        let records = RunRecords::new(store, run_id.clone());
-        // A generated id is new; a chosen one may name a run that exists,
-        // or one whose deletion left objects behind.
-        let new_run = !chosen_id || records.vacant().await?;
         // Before the run record, so that a run with a URL always has its
         // entry; not again for a run submitted again, which may have ended.
         if let Some(url) = &record.notify
@@ -270,6 +274,13 @@ impl Runs {
         let catch_up = catch_up_window(new.catch_up.as_deref())?;
         let input = new.input.to_string();
         self.check_input(tenant, "the schedule's input", &input)?;
+        if input.len() > MAX_SCHEDULE_INPUT_BYTES {
+            return Err(RunError::TooLarge {
+                what: "the schedule's input".into(),
+                size: input.len(),
+                limit: MAX_SCHEDULE_INPUT_BYTES,
+            });
+        }
         let component = self.host.catalog.component(tenant, new.component.as_str()).await?;
         if !component.has_workflow(new.workflow.as_str()) {
             return Err(RunError::UnknownWorkflow {

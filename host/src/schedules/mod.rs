@@ -61,6 +61,10 @@ use crate::store::{
 
 /// Schedules one tenant may hold.
 pub const MAX_SCHEDULES: usize = 100;
+/// Bytes of a schedule's input, below the payload quota: the schedule
+/// holds it, and every firing and listing reads it. A larger input is
+/// better kept where a step of the run reads it.
+pub const MAX_SCHEDULE_INPUT_BYTES: usize = 1 << 20;
 /// The longest catch-up window.
 pub const MAX_CATCH_UP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The catch-up window of a schedule that names none.

@@ -266,6 +266,11 @@ impl RunKeys<'_> {
         self.key(&["payloads", sha256])
     }
 
+    /// The prefix of the payloads stored apart.
+    pub fn payloads(&self) -> Key {
+        self.key(&["payloads"])
+    }
+
     /// Journal entry `seq`: zero-padded, so entries list in call order.
     pub fn entry(&self, seq: u64) -> Key {
         self.key(&["journal", &seq_part(seq)])

@@ -61,7 +61,8 @@ pub fn mismatches(
 
 fn check_outcome(expect: &Expectations, outcome: &Outcome, found: &mut Vec<String>) {
     let (state, output, error) = match outcome {
-        Outcome::Completed { output } => ("completed", Some(output.as_str()), None),
+        // Read back already, if it was stored apart (see `Review::finished`).
+        Outcome::Completed { output } => ("completed", output.inline(), None),
         Outcome::Failed { kind, message } => ("failed", None, Some((Some(kind.as_str()), message.as_str()))),
         Outcome::Cancelled { reason } => ("cancelled", None, Some((None, reason.as_str()))),
         Outcome::Continued { .. } => ("continued", None, None),

@@ -405,6 +405,18 @@ impl Review<'_> {
                 }
             }
         }
+        // The last generation ended the run, and holds its output.
+        let outcome = match (outcome, generations.last()) {
+            (Outcome::Completed { output }, Some(last)) => Outcome::Completed {
+                output: self
+                    .runtime
+                    .runs()
+                    .payload_text(self.tenant, last, output)
+                    .await?
+                    .into(),
+            },
+            (outcome, _) => outcome,
+        };
         report.failures.extend(expect::mismatches(
             &scenario.expect,
             &outcome,
