@@ -88,7 +88,7 @@ pub use retry::RetryPolicy;
 pub use runs::Runs;
 pub use search::{MAX_TAGS, Search};
 pub use stand_in::{AttemptCall, StandIn, StepStandIn};
-pub use status::{RunCursor, RunQuery, RunState, RunStatus};
+pub use status::{RunCursor, RunQuery, RunState, RunStatus, StoredPayload};
 pub use streams::{MAX_STREAM_READERS, StreamEvent, StreamValue};
 pub use submit::{MAX_CONCURRENCY_LIMIT, Submission};
 pub use upgrade::{Divergence, UPGRADE_PAGE, UpgradeReport, Upgrades};
