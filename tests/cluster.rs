@@ -416,8 +416,10 @@ fn an_owner_paused_for_two_and_a_half_ttls_keeps_the_runs_it_starts_after() {
             .filter(|line| line.contains("claimed the run") && line.contains("\"after\""))
             .count()
     };
+    // The owner may claim it again itself (its hold was of the generation
+    // before its heartbeat was cleaned up): that is no peer taking it.
     assert_eq!(
-        servers.iter().map(claimed_after).sum::<usize>(),
+        servers[1..].iter().map(claimed_after).sum::<usize>(),
         0,
         "a peer took the resumed host's new run for a dead host's"
     );

@@ -9,11 +9,13 @@ use stepstone::journal::Outcome;
 use stepstone::store::{ConcurrencyKey, RunId};
 
 use crate::steps::Started;
-use crate::world::{Ended, PlannedRun};
+use crate::world::{Ended, PlannedRun, RestartedRun};
 
 /// What one seed left, to check.
 pub struct Checked<'a> {
+    /// The runs planned, and those operators restarted.
     pub runs: &'a [PlannedRun],
+    pub restarted: &'a [RestartedRun],
     pub ended: &'a BTreeMap<RunId, Ended>,
     pub started: Vec<Started>,
 }
@@ -27,7 +29,25 @@ impl Checked<'_> {
         self.no_attempt_of_a_journaled_call(&mut broken);
         self.tokens_never_go_back(&mut broken);
         self.a_key_has_one_holder_at_a_time(&mut broken);
+        self.a_restarted_run_executes_no_call_it_kept(&mut broken);
         broken
+    }
+
+    /// A restarted run starts no attempt of a call before its restart
+    /// point: those it kept from the run it restarts.
+    fn a_restarted_run_executes_no_call_it_kept(&self, broken: &mut Vec<String>) {
+        for restarted in self.restarted {
+            let again = self
+                .started
+                .iter()
+                .filter(|start| start.run == restarted.run.id.as_str() && start.seq < restarted.kept);
+            for start in again {
+                broken.push(format!(
+                    "restart: host {} started {} seq {} at {:?}, a call it kept (it restarted from seq {})",
+                    start.host, start.run, start.seq, start.at, restarted.kept
+                ));
+            }
+        }
     }
 
     /// Every run ends with the output it would have had without faults.

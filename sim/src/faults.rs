@@ -59,7 +59,7 @@ pub struct HostFaults {
     pub drift_permille: u32,
 }
 
-/// The faults a seed suffered, by kind.
+/// The faults a seed suffered, by kind, and the operators' controls played.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
     pub kills: u64,
@@ -68,6 +68,12 @@ pub struct FaultCounts {
     pub partitions: u64,
     pub outages: u64,
     pub clones: u64,
+    /// Runs an operator paused (each resumed later).
+    pub run_pauses: u64,
+    /// Sleeps an operator advanced.
+    pub advances: u64,
+    /// Runs an operator restarted from a seq.
+    pub run_restarts: u64,
 }
 
 impl std::ops::AddAssign for FaultCounts {
@@ -78,6 +84,9 @@ impl std::ops::AddAssign for FaultCounts {
         self.partitions += other.partitions;
         self.outages += other.outages;
         self.clones += other.clones;
+        self.run_pauses += other.run_pauses;
+        self.advances += other.advances;
+        self.run_restarts += other.run_restarts;
     }
 }
 

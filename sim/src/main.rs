@@ -152,7 +152,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     let host_hours = host_seconds / 3600.0;
     let summary = format!(
-        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages, {} clones; store: {}",
+        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages, {} clones; operators: {} runs paused and resumed, {} sleeps advanced, {} runs restarted; store: {}",
         if failing.is_empty() {
             String::new()
         } else {
@@ -165,6 +165,9 @@ fn main() -> anyhow::Result<ExitCode> {
         faults.partitions,
         faults.outages,
         faults.clones,
+        faults.run_pauses,
+        faults.advances,
+        faults.run_restarts,
         args.store_text,
     );
     println!(
@@ -176,7 +179,7 @@ fn main() -> anyhow::Result<ExitCode> {
         let result = serde_json::json!({
             "suite": "sim",
             "fault": format!(
-                "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention); {}; store faults and stale listings of cluster/",
+                "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention; operators pausing and resuming runs through any host, advancing sleeps, restarting runs from a seq beside the old); {}; store faults and stale listings of cluster/",
                 args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), {} clones (a second host with a running host's id), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.clones, args.faults.drift_permille)
             ),
             "trials": played,

@@ -1,6 +1,7 @@
 //! One seed of the simulation: hosts started on the shared store, a plan of
-//! runs and faults drawn from the seed and played on virtual time, then the
-//! checks.
+//! runs, faults and operators' controls (pause and resume, advance,
+//! restart from a seq) drawn from the seed and played on virtual time, then
+//! the checks.
 //!
 //! What is simulated rather than run for real, and why it stays
 //! deterministic: the hosts are real `Runtime`s with the real workflow
@@ -44,7 +45,7 @@ use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
 use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
 use stepstone::policy::TenantPolicy;
-use stepstone::runtime::{RunError, Runtime, Submission};
+use stepstone::runtime::{Restart, RunError, Runtime, Submission};
 use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
 use tokio::time::Instant;
 
@@ -128,6 +129,45 @@ enum Event {
         host: usize,
         fault: HostFault,
     },
+    /// An operator pauses the run through a host; it is resumed later.
+    Pause {
+        run: usize,
+        host: usize,
+    },
+    Resume {
+        run: usize,
+        host: usize,
+    },
+    /// An operator ends the run's current durable sleep now.
+    Advance {
+        run: usize,
+        host: usize,
+    },
+    /// An operator restarts the run from `seq` (or as far as its journal
+    /// holds calls in a row), keeping it going: the new run must end as it
+    /// would have, executing none of the calls it kept.
+    Restart {
+        run: usize,
+        host: usize,
+        seq: u64,
+    },
+}
+
+/// What a call through a host answered, and through which host.
+struct Answered<T> {
+    host: usize,
+    answer: Result<T, RunError>,
+    /// Whether an earlier try failed on the store (its reply may have
+    /// been lost after it took effect).
+    retried: bool,
+}
+
+/// A run an operator restarted, as the checks know it: planned as the
+/// run it restarts, under its own id, and the first seq it executed.
+#[derive(Debug, Clone)]
+pub struct RestartedRun {
+    pub run: PlannedRun,
+    pub kept: u64,
 }
 
 /// Runs one seed on a runtime of its own, on virtual time.
@@ -159,6 +199,9 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
         hosts: Vec::new(),
         events: Vec::new(),
         faults: FaultCounts::default(),
+        restarted: Vec::new(),
+        restarts_watched: Vec::new(),
+        until: Instant::now(),
         seed,
     };
     for _ in 0..config.hosts {
@@ -167,6 +210,7 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     let (runs, plan) = draw_plan(&mut rng, config);
     let origin = Instant::now();
     let until = origin + config.span + config.until;
+    world.until = until;
     let watcher = tokio::spawn(watch_ends(
         Storage::new(network.store()),
         tenant.clone(),
@@ -179,7 +223,12 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     }
     let watched = watcher.await?;
     world.events.extend(watched.events);
-    let ended = watched.ended;
+    let mut ended = watched.ended;
+    for restart_watcher in std::mem::take(&mut world.restarts_watched) {
+        let watched = restart_watcher.await?;
+        world.events.extend(watched.events);
+        ended.extend(watched.ended);
+    }
     let mut report = SeedReport {
         seed,
         faults: world.faults,
@@ -192,8 +241,14 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
         .iter()
         .map(|host| host.stopped.unwrap_or(end).duration_since(host.started).as_secs_f64())
         .sum();
+    let every_run: Vec<PlannedRun> = runs
+        .iter()
+        .cloned()
+        .chain(world.restarted.iter().map(|r| r.run.clone()))
+        .collect();
     let checked = check::Checked {
-        runs: &runs,
+        runs: &every_run,
+        restarted: &world.restarted,
         ended: &ended,
         started: service.started(),
     };
@@ -224,6 +279,12 @@ struct World<'a> {
     hosts: Vec<SimHost>,
     events: Vec<String>,
     faults: FaultCounts,
+    restarted: Vec<RestartedRun>,
+    /// Each restarted run's watcher, started as it was, to see it end
+    /// before retention deletes it.
+    restarts_watched: Vec<tokio::task::JoinHandle<Watched>>,
+    /// When the watchers give up.
+    until: Instant,
     seed: u64,
 }
 
@@ -371,38 +432,60 @@ impl World<'_> {
         }
     }
 
+    /// Calls `op` through a running host (the one asked for, or the next),
+    /// as a client would: again after a store failure, through another
+    /// host after one that stopped. `None` when no host runs.
+    async fn through_a_host<T, Fut>(
+        &mut self,
+        asked: usize,
+        mut op: impl FnMut(Runtime, Arc<Loaded>) -> Fut,
+    ) -> Option<Answered<T>>
+    where
+        Fut: std::future::Future<Output = Result<T, RunError>>,
+    {
+        let mut retried = false;
+        loop {
+            let host = self.running(asked).await?;
+            let runtime = self.hosts[host].runtime.clone().expect("a running host");
+            let bench = self.hosts[host].bench.clone();
+            loop {
+                match op(runtime.clone(), bench.clone()).await {
+                    Err(e) if e.is_storage_failure() => retried = true,
+                    Err(RunError::NotLive(e)) => {
+                        self.exit(host, &e);
+                        break;
+                    }
+                    answer => return Some(Answered { host, answer, retried }),
+                }
+            }
+        }
+    }
+
     async fn play(&mut self, runs: &[PlannedRun], event: Event) -> anyhow::Result<()> {
+        let tenant = self.tenant.clone();
         match event {
-            Event::Submit { run, host: asked } => {
+            Event::Submit { run, host } => {
                 let planned = &runs[run];
                 let input = format!("{{\"n\":{},\"nap_s\":{}}}", planned.n, planned.nap_s);
                 // A submission cut short by the store is the client's to
-                // retry: the run id makes it idempotent. One refused by a
-                // host that stopped goes to another, as a client's would.
-                let host = 'hosts: loop {
-                    let Some(host) = self.running(asked).await else {
-                        return Ok(());
-                    };
-                    let runtime = self.hosts[host].runtime.clone().expect("a running host");
-                    let component = self.hosts[host].bench.clone();
-                    loop {
-                        let mut submission = Submission::new(component.clone(), planned.workflow, &input);
+                // retry: the run id makes it idempotent.
+                let answered = self
+                    .through_a_host(host, |runtime, bench| {
+                        let mut submission = Submission::new(bench, planned.workflow, &input);
                         submission.run_id = Some(planned.id.clone());
                         submission.concurrency = planned.key.clone().map(|key| ConcurrencyLimit { key, limit: 1 });
-                        match runtime.submit(&self.tenant, submission).await {
-                            Ok(run) => {
-                                runtime.runs().drive_in_background(&self.tenant, &run);
-                                break 'hosts host;
-                            }
-                            Err(e) if e.is_storage_failure() => {}
-                            Err(RunError::NotLive(e)) => {
-                                self.exit(host, &e);
-                                continue 'hosts;
-                            }
-                            Err(e) => anyhow::bail!("run {} was refused: {e}", planned.id),
+                        let tenant = tenant.clone();
+                        async move {
+                            let run = runtime.submit(&tenant, submission).await?;
+                            runtime.runs().drive_in_background(&tenant, &run);
+                            Ok(())
                         }
-                    }
+                    })
+                    .await;
+                let Some(Answered { host, answer, .. }) = answered else {
+                    return Ok(());
                 };
+                answer.map_err(|e| anyhow::anyhow!("run {} was refused: {e}", planned.id))?;
                 let key = planned
                     .key
                     .as_ref()
@@ -413,40 +496,167 @@ impl World<'_> {
                     planned.id, planned.workflow, planned.n
                 ));
             }
-            Event::Signal { run, host: asked } => {
+            Event::Signal { run, host } => {
                 let planned = &runs[run];
                 let payload = planned.go.unwrap_or_default().to_string();
                 let name = SignalName::new("go")?;
                 let id = SignalId::new(&format!("go-{}", planned.id))?;
                 // Sent again after a store failure, as a client would: the
-                // id makes it one signal. A try whose reply was lost may
-                // have been taken, and the run ended, before the next.
-                let mut retried = false;
-                let host = 'hosts: loop {
-                    let Some(host) = self.running(asked).await else {
-                        return Ok(());
-                    };
-                    let runtime = self.hosts[host].runtime.clone().expect("a running host");
-                    loop {
-                        match runtime
-                            .runs()
-                            .signal_with_id(&self.tenant, &planned.id, &name, &payload, Some(&id))
-                            .await
-                        {
-                            Ok(()) => break 'hosts host,
-                            Err(RunError::Finished { .. }) if retried => break 'hosts host,
-                            Err(e) if e.is_storage_failure() => retried = true,
-                            Err(RunError::NotLive(e)) => {
-                                self.exit(host, &e);
-                                continue 'hosts;
-                            }
-                            Err(e) => anyhow::bail!("the signal of run {} was refused: {e}", planned.id),
+                // id makes it one signal.
+                let answered = self
+                    .through_a_host(host, |runtime, _| {
+                        let (tenant, run, name, payload, id) = (
+                            tenant.clone(),
+                            planned.id.clone(),
+                            name.clone(),
+                            payload.clone(),
+                            id.clone(),
+                        );
+                        async move {
+                            (runtime.runs())
+                                .signal_with_id(&tenant, &run, &name, &payload, Some(&id))
+                                .await
                         }
+                    })
+                    .await;
+                match answered {
+                    None => {}
+                    Some(Answered {
+                        host, answer: Ok(()), ..
+                    }) => self.log(format!("host {host} signalled run {}", planned.id)),
+                    // A try whose reply was lost may have been taken, and
+                    // the run ended, before the next.
+                    Some(Answered {
+                        host,
+                        answer: Err(RunError::Finished { .. }),
+                        retried: true,
+                    }) => self.log(format!("host {host} signalled run {}", planned.id)),
+                    Some(Answered { answer: Err(e), .. }) => {
+                        anyhow::bail!("the signal of run {} was refused: {e}", planned.id)
                     }
-                };
-                self.log(format!("host {host} signalled run {}", planned.id));
+                }
             }
             Event::Fault { host, fault } => self.inflict(host, fault).await?,
+            Event::Pause { run, host } => {
+                let id = runs[run].id.clone();
+                let answered = self
+                    .through_a_host(host, |runtime, _| {
+                        let (tenant, id) = (tenant.clone(), id.clone());
+                        async move { runtime.runs().pause(&tenant, &id, "paused by the simulation").await }
+                    })
+                    .await;
+                self.controlled("paused", &id, answered, |faults| faults.run_pauses += 1)?;
+            }
+            Event::Resume { run, host } => {
+                let id = runs[run].id.clone();
+                let answered = self
+                    .through_a_host(host, |runtime, _| {
+                        let (tenant, id) = (tenant.clone(), id.clone());
+                        async move { runtime.runs().resume(&tenant, &id).await }
+                    })
+                    .await;
+                self.controlled("resumed", &id, answered, |_| {})?;
+            }
+            Event::Advance { run, host } => {
+                let id = runs[run].id.clone();
+                let answered = self
+                    .through_a_host(host, |runtime, _| {
+                        let (tenant, id) = (tenant.clone(), id.clone());
+                        async move { runtime.runs().advance(&tenant, &id).await.map(drop) }
+                    })
+                    .await;
+                self.controlled("advanced", &id, answered, |faults| faults.advances += 1)?;
+            }
+            Event::Restart { run, host, seq } => self.restart(&runs[run], host, seq).await?,
+        }
+        Ok(())
+    }
+
+    /// Notes what an operator's control of run `id` came to: done
+    /// (`count`ed), or refused as it may be (the run had ended, its
+    /// records deleted since, or it had no wait to advance); any other
+    /// refusal is the host's error.
+    fn controlled<T>(
+        &mut self,
+        what: &str,
+        id: &RunId,
+        answered: Option<Answered<T>>,
+        count: impl FnOnce(&mut FaultCounts),
+    ) -> anyhow::Result<()> {
+        match answered {
+            None => {}
+            Some(Answered {
+                host, answer: Ok(_), ..
+            }) => {
+                count(&mut self.faults);
+                self.log(format!("host {host} {what} run {id}"));
+            }
+            Some(Answered {
+                host,
+                answer: Err(e @ (RunError::Finished { .. } | RunError::UnknownRun { .. } | RunError::NotWaiting { .. })),
+                ..
+            }) => self.log(format!("host {host} not {what} run {id}: {e}")),
+            Some(Answered { answer: Err(e), .. }) => anyhow::bail!("run {id} could not be {what}: {e}"),
+        }
+        Ok(())
+    }
+
+    /// Restarts `planned` from `seq`, or from as many calls as its journal
+    /// holds in a row if fewer, as a new run kept beside it; one whose
+    /// point is refused (inside a fan-out under way) is not restarted.
+    async fn restart(&mut self, planned: &PlannedRun, host: usize, seq: u64) -> anyhow::Result<()> {
+        let tenant = self.tenant.clone();
+        let new_id = RunId::new(&format!("{}-re", planned.id))?;
+        let answered = self
+            .through_a_host(host, |runtime, _| {
+                let (tenant, id, new_id) = (tenant.clone(), planned.id.clone(), new_id.clone());
+                async move {
+                    let entries = runtime.history(&tenant, &id).await?;
+                    let in_a_row = entries
+                        .iter()
+                        .enumerate()
+                        .take_while(|(index, entry)| entry.seq == *index as u64)
+                        .count();
+                    let restart = Restart {
+                        seq: seq.min(in_a_row as u64),
+                        run_id: Some(new_id),
+                        keep_old: true,
+                        ..Restart::default()
+                    };
+                    let restarted = runtime.runs().restart(&tenant, &id, restart).await?;
+                    runtime.runs().drive_in_background(&tenant, &restarted.run_id);
+                    Ok(restarted)
+                }
+            })
+            .await;
+        match answered {
+            None => {}
+            Some(Answered {
+                host,
+                answer: Ok(restarted),
+                ..
+            }) => {
+                self.faults.run_restarts += 1;
+                let kept = restarted.restarted_from.seq;
+                self.log(format!(
+                    "host {host} restarted run {} from seq {kept} as {new_id}",
+                    planned.id
+                ));
+                let run = PlannedRun {
+                    id: new_id,
+                    ..planned.clone()
+                };
+                let storage = Storage::new(self.network.store());
+                let watcher = watch_ends(storage, self.tenant.clone(), vec![run.clone()], self.until);
+                self.restarts_watched.push(tokio::spawn(watcher));
+                self.restarted.push(RestartedRun { run, kept });
+            }
+            Some(Answered {
+                host,
+                answer: Err(e @ (RunError::RestartRefused { .. } | RunError::UnknownRun { .. })),
+                ..
+            }) => self.log(format!("host {host} did not restart run {}: {e}", planned.id)),
+            Some(Answered { answer: Err(e), .. }) => anyhow::bail!("run {} could not be restarted: {e}", planned.id),
         }
         Ok(())
     }
@@ -629,12 +839,63 @@ fn draw_plan(rng: &mut ChaCha20Rng, config: &SimConfig) -> (Vec<PlannedRun>, Vec
                 },
             ));
         }
+        plan.extend(draw_controls(rng, config, index, workflow, n, at));
     }
     for (at, host, fault) in config.faults.draw(rng, config.hosts, config.span) {
         plan.push((at, Event::Fault { host, fault }));
     }
     plan.sort_by_key(|(at, _)| *at);
     (runs, plan)
+}
+
+/// An operator's controls of run `run` (submitted `at`), drawn: a third of
+/// the runs paused through any host, within the span after their start,
+/// and resumed within three lease TTLs; half the relays' sleeps advanced;
+/// a quarter of the runs without a signal restarted from a seq within
+/// their first five seconds (a run ends, and its records go, later).
+fn draw_controls(
+    rng: &mut ChaCha20Rng,
+    config: &SimConfig,
+    run: usize,
+    workflow: &str,
+    n: u32,
+    at: Duration,
+) -> Vec<(Duration, Event)> {
+    let span_ms = u64::try_from(config.span.as_millis()).unwrap_or(u64::MAX).max(1);
+    let ttl_ms = u64::try_from(config.ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    let hosts = config.hosts.max(1);
+    let mut host = || (rng.next_u32() as usize) % hosts;
+    let (pause_host, resume_host, advance_host, restart_host) = (host(), host(), host(), host());
+    let mut controls = Vec::new();
+    if rng.next_u32().is_multiple_of(3) {
+        let paused = at + Duration::from_millis(rng.next_u64() % span_ms);
+        let resumed = paused + Duration::from_millis(rng.next_u64() % (3 * ttl_ms));
+        controls.push((paused, Event::Pause { run, host: pause_host }));
+        controls.push((resumed, Event::Resume { run, host: resume_host }));
+    }
+    if workflow == "relay" && rng.next_u32().is_multiple_of(2) {
+        let advanced = at + Duration::from_millis(rng.next_u64() % span_ms);
+        controls.push((
+            advanced,
+            Event::Advance {
+                run,
+                host: advance_host,
+            },
+        ));
+    }
+    if matches!(workflow, "sequential" | "parallel") && rng.next_u32().is_multiple_of(4) {
+        let restarted = at + Duration::from_millis(rng.next_u64() % 5_000);
+        let seq = u64::from(rng.next_u32() % (n + 1));
+        controls.push((
+            restarted,
+            Event::Restart {
+                run,
+                host: restart_host,
+                seq,
+            },
+        ));
+    }
+    controls
 }
 
 fn digest(events: &[String], ended: &BTreeMap<RunId, Ended>) -> String {
