@@ -401,3 +401,26 @@ async fn a_step_output_of_exactly_64_mib_is_stored_apart_and_one_byte_more_fails
         "{said}"
     );
 }
+
+/// A submission again under a run's id, with another large input, is
+/// refused and stores nothing: a flood of them grows no storage.
+#[tokio::test]
+async fn a_resubmission_with_another_large_input_stores_nothing() {
+    let storage = Storage::in_memory();
+    let (runtime, hello) = offloading(&storage, OFFLOAD_ABOVE).await;
+    let tenant = TenantId::default_tenant();
+    let id = RunId::new("chosen").expect("an id");
+    let submit = |fill: &str| {
+        let input = serde_json::json!({ "fill": fill.repeat(1000) }).to_string();
+        let mut submission = Submission::new(hello.clone(), "await-go", &input);
+        submission.run_id = Some(id.clone());
+        runtime.submit(&tenant, submission)
+    };
+    submit("a").await.expect("submitted");
+    submit("a").await.expect("the same again: the same run");
+    for fill in ["b", "c", "d"] {
+        assert!(submit(fill).await.is_err(), "another input under the id is refused");
+    }
+    let stored = storage.tenant(&tenant).list(&keys_of(&id).payloads()).await.expect("listed");
+    assert_eq!(stored.len(), 1, "the run's own input only: {stored:?}");
+}

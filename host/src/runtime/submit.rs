@@ -12,7 +12,8 @@ use crate::clock::rfc3339;
 use crate::component::Loaded;
 use crate::config::LimitRequest;
 use crate::journal::{
-    ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, RunRecord, RunRecords, digest,
+    ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, Payload, RunRecord, RunRecords,
+    digest,
 };
 use crate::schedules::{CronPattern, MAX_SCHEDULE_INPUT_BYTES, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ConcurrencyKey, RunId, StoreError, TenantId};
@@ -177,9 +178,14 @@ impl Runs {
         // or one whose deletion left objects behind.
         let new_run = !chosen_id || records.vacant().await?;
         let input_digest = digest(submission.input.as_bytes());
-        // After what was left behind is deleted, before the run record,
-        // which names it.
-        let input = (records.payload(submission.input, self.host.config.offload_payloads_above)).await?;
+        // Stored after what was left behind is deleted, before the run
+        // record, which names it; not for a run there is, whose record
+        // stands (a resubmission of it with another input must store
+        // nothing, or each would leave an object behind).
+        let input = match new_run {
+            true => (records.payload(submission.input, self.host.config.offload_payloads_above)).await?,
+            false => Payload::Inline(submission.input),
+        };
         let record = RunRecord {
             run_id: run_id.clone(),
             workflow: submission.workflow,
