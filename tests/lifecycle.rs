@@ -1467,11 +1467,13 @@ fn a_runs_stream_is_read_live_from_any_offset_through_the_api_and_the_cli() {
         .expect(400);
 }
 
-/// An order whose gift note is 600 KiB round-trips through the saga: `ship`
-/// returns it on its packing slip, past the 256 KiB threshold, so its
-/// output is stored apart and its journal entry names it by SHA-256; the
-/// placed order carries it back; the API serves the stored output; and
-/// after a SIGKILL a replay reads it back and finds the run as it ran.
+/// An order whose gift note is 600 KiB round-trips through the saga: its
+/// input, past the 256 KiB threshold, is stored apart; `ship` returns the
+/// note on its packing slip, so its output is stored apart and its journal
+/// entry names it by SHA-256; the placed order carries it back, stored
+/// apart too, which the status names; the API and `stepstone payload`
+/// serve the stored payloads; and after a SIGKILL a replay reads them back
+/// and finds the run as it ran.
 #[test]
 fn a_large_payload_round_trips_through_the_order_saga_and_a_replay() {
     let server = server();
@@ -1485,7 +1487,26 @@ fn a_large_payload_round_trips_through_the_order_saga_and_a_replay() {
         .expect(202);
     let done = server.get("/v1/runs/big/wait?timeout=60s", TOKEN).expect(200);
     assert_eq!(done["state"], "completed", "{}", done["state"]);
-    assert!(done["output"]["packing_slip"] == note, "the note came back whole");
+    assert!(done.get("output").is_none(), "named, not shown");
+    let placed = &done["output_stored"];
+    let placed_sha256 = placed["sha256"].as_str().expect("the output's name");
+    let order = server
+        .get(&format!("/v1/runs/big/payloads/{placed_sha256}"), TOKEN)
+        .expect(200);
+    assert!(order["packing_slip"] == note, "the note came back whole");
+    assert_eq!(placed["bytes"].as_u64(), Some(order.to_string().len() as u64));
+    let printed = through_server(&server, &["payload", "big", placed_sha256]).stdout();
+    assert_eq!(serde_json::from_str::<Value>(&printed).ok(), Some(order.clone()));
+    let refused = server.host.run(&[
+        "--server",
+        server.url.as_str(),
+        "--token",
+        TOKEN,
+        "payload",
+        "big",
+        &"0".repeat(64),
+    ]);
+    assert!(!refused.0.status.success(), "no such payload");
 
     let journal = server.get("/v1/runs/big/journal", TOKEN).expect(200);
     let entries = journal.as_array().expect("entries");
@@ -1540,4 +1561,35 @@ fn a_large_payload_round_trips_through_the_order_saga_and_a_replay() {
     let server = server.restart_after("KILL");
     let replay = server.post_json("/v1/runs/big/replay", TOKEN, &json!({})).expect(200);
     assert_eq!(replay["verdict"], "identical", "{replay}");
+
+    // On the local store: `run` prints the output stored apart whole, and
+    // `payload` prints it by the name `status` gives.
+    let name = "n".repeat(200);
+    let input = json!({ "name": name }).to_string();
+    let hello = guest("hello");
+    let local_run = [
+        "--offload-payloads-above",
+        "100",
+        "run",
+        arg(&hello),
+        "greet",
+        "--run-id",
+        "local-big",
+        "--input",
+        &input,
+    ];
+    let output = server.host.run(&local_run).success().stdout();
+    let greeting = json!({ "greeting": format!("Hello, {name}!") });
+    assert_eq!(serde_json::from_str::<Value>(&output).ok(), Some(greeting.clone()));
+    let status = server.host.run(&["status", "local-big", "--json"]).success().stdout();
+    let status: Value = serde_json::from_str(&status).expect("a status");
+    let sha256 = status["output_stored"]["sha256"].as_str().expect("stored apart");
+    let printed = server.host.run(&["payload", "local-big", sha256]).success().stdout();
+    assert_eq!(serde_json::from_str::<Value>(&printed).ok(), Some(greeting));
+    let missing = server.host.run(&["payload", "local-big", &"0".repeat(64)]);
+    assert!(
+        missing.stderr().contains("stored no payload named"),
+        "{}",
+        missing.stderr()
+    );
 }

@@ -421,6 +421,10 @@ async fn a_resubmission_with_another_large_input_stores_nothing() {
     for fill in ["b", "c", "d"] {
         assert!(submit(fill).await.is_err(), "another input under the id is refused");
     }
-    let stored = storage.tenant(&tenant).list(&keys_of(&id).payloads()).await.expect("listed");
+    let stored = storage
+        .tenant(&tenant)
+        .list(&keys_of(&id).payloads())
+        .await
+        .expect("listed");
     assert_eq!(stored.len(), 1, "the run's own input only: {stored:?}");
 }

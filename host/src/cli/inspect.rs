@@ -153,6 +153,21 @@ pub async fn stream(
     }
 }
 
+/// Prints the payload `run` stored apart under `sha256`, as it was sent or
+/// returned.
+pub async fn payload(runtime: &Runtime, run: &RunId, sha256: &str) -> anyhow::Result<ExitCode> {
+    let stored = (runtime.runs())
+        .stored_payload(&TenantId::default_tenant(), run, sha256)
+        .await?;
+    let Some(text) = stored else {
+        anyhow::bail!(
+            "run {run} stored no payload named {sha256}: `stepstone status {run}` and `stepstone history {run}` name those it did"
+        );
+    };
+    println!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
 fn outcome(entry: &Entry) -> String {
     match &entry.recorded {
         Recorded::Step { result: Ok(output) } => format!("ok {output}"),

@@ -294,6 +294,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a payload the run stored apart (an input, an output, a signal,
+    /// a memo), by the SHA-256 that `status` or `history` names it by.
+    Payload { run: RunId, sha256: String },
     /// Print the values of a run's stream, one JSON value a line, from
     /// `--offset` on; with --follow, also each as it is appended, until
     /// the run ends.
@@ -568,6 +571,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             offset,
             follow,
         } => inspect::stream(&host().await?, &run, name, offset, follow).await,
+        Command::Payload { run, sha256 } => inspect::payload(&host().await?, &run, &sha256).await,
         Command::List { json, workflow, tag } => {
             let query = stepstone::runtime::RunQuery {
                 workflow,

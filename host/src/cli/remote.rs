@@ -98,6 +98,12 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             Ok(super::inspect::exit_code(status["state"].as_str().unwrap_or_default()))
         }
         Command::History { run, .. } => print(&remote.history(run.as_str()).await?),
+        Command::Payload { run, sha256 } => {
+            let payload = remote
+                .send(remote.request(Method::GET, &format!("/v1/runs/{run}/payloads/{sha256}")))
+                .await?;
+            print(&payload)
+        }
         Command::Stream {
             run,
             name,
