@@ -2,7 +2,7 @@
 //! error the workflow sees, and the host stays up.
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, arg, guest, order_input};
+use stepstone_e2e::{Host, Server, arg, guest, order_input, token_hash};
 
 /// Runs `call-limited` on `step` with `options`, returning what the workflow saw.
 fn limited(step: &str, options: Value) -> Value {
@@ -86,22 +86,42 @@ fn awaiting_a_step_does_not_count_against_the_workflow_budget() {
     assert_eq!(seen["error_kind"], "timed-out", "the step's own timeout: {seen}");
 }
 
+/// A step's output over its limit fails the step, one at it does not: here
+/// the run's own limit (`options.max_output_bytes`), lowered from the
+/// default 64 MiB, whose edge `host/tests/payloads.rs` tests. The output
+/// is a JSON string, two bytes longer than its letters.
 #[test]
 fn a_step_output_over_the_limit_is_refused() {
-    let host = Host::new();
-    let wasm = guest("hostile");
-    let input = json!({"step": "big", "input": {"bytes": 2_000_000}}).to_string();
-    let seen = host
-        .run(&["run", arg(&wasm), "call-limited", "--input", &input])
-        .success()
-        .json_line();
-    assert_eq!(seen["error_kind"], "output-too-large", "{seen}");
-    let small = json!({"step": "big", "input": {"bytes": 10}}).to_string();
-    let seen = host
-        .run(&["run", arg(&wasm), "call-limited", "--input", &small])
-        .success()
-        .json_line();
-    assert_eq!(seen["output"], "xxxxxxxxxx");
+    const TOKEN: &str = "sst_limits";
+    let tenants = format!(
+        "[[tenants]]\nid = \"acme\"\ntoken_sha256 = [\"{}\"]\n",
+        token_hash(TOKEN)
+    );
+    let server = Server::start(&tenants);
+    server.upload(TOKEN, "hostile");
+    let seen = |bytes: u64| {
+        let call = json!({"step": "big", "input": {"bytes": bytes}});
+        let body = json!({
+            "component": "hostile",
+            "workflow": "call-limited",
+            "input": call,
+            "options": {"max_output_bytes": 1000},
+        });
+        let done = server.post_json("/v1/runs?wait=60s", TOKEN, &body).expect(200);
+        assert_eq!(done["state"], "completed", "{done}");
+        done["output"].clone()
+    };
+    let over = seen(999);
+    assert_eq!(over["error_kind"], "output-too-large", "{over}");
+    assert!(
+        over["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the limit of 1000 bytes"),
+        "{over}"
+    );
+    let at = seen(998);
+    assert_eq!(at["output"].as_str().map(str::len), Some(998), "{at}");
 }
 
 #[test]
