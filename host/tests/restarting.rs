@@ -1,9 +1,9 @@
 //! Restarting a run through the library: a restarted run executes only the
-//! calls after its point, on whichever host first drives it; one whose old
-//! run is gone before it copied its kept calls fails, saying so, and runs
-//! nothing; one whose copy of its kept calls was cut short copies the
-//! rest; and one delivers again as many untaken signals as a run may
-//! hold, not one more.
+//! calls after its point, on whichever host first drives it; once the
+//! restart has answered it needs nothing of its old run; one whose copy of
+//! its kept calls a crash cut short copies the rest, or, if the old run is
+//! gone by then, fails saying so and runs nothing; and one delivers again
+//! as many untaken signals as a run may hold, not one more.
 
 mod answered;
 
@@ -59,12 +59,41 @@ async fn a_restarted_run_runs_only_the_calls_after_its_point() {
     assert_eq!(attempts.attempts() - before, 3);
 }
 
-/// A restarted run whose old run was deleted before any host copied its
-/// kept calls fails `restart-point-gone`, having run nothing.
+/// Once a restart has answered, its old run may go (retention deleting
+/// it before any host drove the new one): the new run has its kept calls.
+#[tokio::test]
+async fn a_restarted_run_needs_nothing_of_its_old_run_once_the_restart_answered() {
+    let attempts = Arc::new(AnsweredAtOnce::default());
+    let (runtime, storage, tenant, run, restarted, before) = restarted_at(3, &attempts).await;
+    let store = storage.tenant(&tenant);
+    let old = store.list(&keys_of(&run).root()).await.expect("listed");
+    store.delete_all(&old).await.expect("the old run deleted");
+    let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
+    assert!(
+        matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output.holds("10")),
+        "{ended:?}"
+    );
+    assert_eq!(attempts.attempts() - before, 2, "only the calls after seq 3 ran");
+}
+
+/// The entries a restart copied into `restarted`'s journal, deleted but
+/// for those of `kept_seqs`: what a crash that cut the copy short leaves.
+async fn copy_cut_short(storage: &Storage, tenant: &TenantId, restarted: &RunId, kept_seqs: &[u64]) {
+    let store = storage.tenant(tenant);
+    let copied = store.list(&keys_of(restarted).journal()).await.expect("listed");
+    let keep: Vec<_> = kept_seqs.iter().map(|seq| keys_of(restarted).entry(*seq)).collect();
+    let cut: Vec<_> = copied.into_iter().filter(|key| !keep.contains(key)).collect();
+    store.delete_all(&cut).await.expect("the copy cut short");
+}
+
+/// A restarted run whose copy a crash cut short, and whose old run was
+/// deleted before any host copied the rest, fails `restart-point-gone`,
+/// having run nothing.
 #[tokio::test]
 async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
     let attempts = Arc::new(AnsweredAtOnce::default());
     let (runtime, storage, tenant, run, restarted, before) = restarted_at(3, &attempts).await;
+    copy_cut_short(&storage, &tenant, &restarted, &[]).await;
     let store = storage.tenant(&tenant);
     let old = store.list(&keys_of(&run).root()).await.expect("listed");
     store.delete_all(&old).await.expect("deleted");
@@ -79,17 +108,17 @@ async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
     assert_eq!(attempts.attempts(), before, "nothing ran");
 }
 
-/// A restarted run some of whose kept calls a driver copied before it died
-/// (here, the second of three, copied by hand) copies the rest, leaves the
-/// one there as it is, and runs only the calls after its point.
+/// A restarted run only some of whose kept calls were copied before a
+/// crash (here, the second of three) copies the rest, leaves the one there
+/// as it is, and runs only the calls after its point.
 #[tokio::test]
 async fn a_restarted_run_whose_copy_was_cut_short_copies_the_rest() {
     let attempts = Arc::new(AnsweredAtOnce::default());
-    let (runtime, storage, tenant, run, restarted, before) = restarted_at(3, &attempts).await;
+    let (runtime, storage, tenant, _, restarted, before) = restarted_at(3, &attempts).await;
+    copy_cut_short(&storage, &tenant, &restarted, &[1]).await;
     let store = storage.tenant(&tenant);
-    let (old, new) = (keys_of(&run), keys_of(&restarted));
-    let copied = store.get(&old.entry(1)).await.expect("read").expect("kept");
-    store.create(&new.entry(1), copied.clone()).await.expect("copied");
+    let new = keys_of(&restarted);
+    let copied = store.get(&new.entry(1)).await.expect("read").expect("left");
     let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
     assert!(
         matches!(&ended, Progress::Finished(Outcome::Completed { output }) if output.holds("10")),

@@ -127,12 +127,14 @@ async fn a_restarted_runs_kept_values_are_read_only_once_copied_whole() {
         ..Restart::default()
     };
     let restarted = runtime.runs().restart(&tenant, &run, restart).await.expect("restarted");
+    // The copy as a crash may leave it, made out of order: seqs 2 and 3
+    // copied, 0 and 1 not yet.
     let store = storage.tenant(&tenant);
-    let (old, new) = (keys_of(&run), keys_of(&restarted.run_id));
-    for seq in [2, 3] {
-        let entry = store.get(&old.entry(seq)).await.expect("read").expect("kept");
-        store.create(&new.entry(seq), entry).await.expect("copied out of order");
-    }
+    let new = keys_of(&restarted.run_id);
+    store
+        .delete_all(&[new.entry(0), new.entry(1)])
+        .await
+        .expect("cut short");
     assert_eq!(
         read(&runtime, &restarted.run_id, 0, false).await,
         (vec![], None),

@@ -5,11 +5,13 @@
 //! fixing a bug in a step.
 //!
 //! The new run's record is written first, naming the old run and the seq
-//! ([`RestartPoint`]); the driver that finds the kept entries missing copies
-//! them from the old run, under its claim, before it executes anything (and
-//! first the signals to deliver again). So a crash anywhere leaves either no
-//! new run or one that completes its own prefix: the kept calls are
-//! replayed, never executed.
+//! ([`RestartPoint`]); then the restart copies the kept entries from the
+//! old run (and first the signals to deliver again) before it answers, so
+//! that from then on the new run needs nothing of the old. A driver that
+//! finds kept entries missing (a crash cut the copy short) copies the rest,
+//! under its claim, before it executes anything. So a crash anywhere
+//! leaves either no new run or one that completes its own prefix: the kept
+//! calls are replayed, never executed.
 //!
 //! Invariants: a restart point is refused unless every seq before it has an
 //! entry (none is a step still running), none of them records the old
@@ -118,6 +120,17 @@ impl Runs {
         submission.concurrency = record.concurrency.clone();
         submission.restarted_from = Some(point.clone());
         let new_run = self.submit(tenant, submission).await?;
+        // The kept calls copied now: once this answers, the new run needs
+        // nothing of the old, which retention may delete before any host
+        // drives the new one (found by the simulation). A driver copies
+        // what a crash here left uncopied.
+        let new_records = self.records(tenant, &new_run);
+        let (new_record, present) = futures::try_join!(new_records.run(), new_records.entries())?;
+        if let Some(new_record) = new_record {
+            self.kept_prefix(&new_records, &new_record, present).await?;
+            // Its journal holds the kept calls now: its driver must read it.
+            self.host.fresh.take(tenant, &new_run);
+        }
         let old_cancelled = !restart.keep_old && outcome.is_none();
         if old_cancelled {
             let reason = format!("restarted from seq {} as run {new_run}", point.seq);
