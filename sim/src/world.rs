@@ -607,18 +607,28 @@ impl World<'_> {
     async fn restart(&mut self, planned: &PlannedRun, host: usize, seq: u64) -> anyhow::Result<()> {
         let tenant = self.tenant.clone();
         let new_id = RunId::new(&format!("{}-re", planned.id))?;
+        // The point is decided once: a try whose reply was lost may have
+        // restarted the run there, and the run goes on meanwhile.
+        let point = std::rc::Rc::new(std::cell::Cell::new(None));
         let answered = self
             .through_a_host(host, |runtime, _| {
-                let (tenant, id, new_id) = (tenant.clone(), planned.id.clone(), new_id.clone());
+                let (tenant, id, new_id, point) = (tenant.clone(), planned.id.clone(), new_id.clone(), point.clone());
                 async move {
-                    let entries = runtime.history(&tenant, &id).await?;
-                    let in_a_row = entries
-                        .iter()
-                        .enumerate()
-                        .take_while(|(index, entry)| entry.seq == *index as u64)
-                        .count();
+                    let seq = match point.get() {
+                        Some(seq) => seq,
+                        None => {
+                            let entries = runtime.history(&tenant, &id).await?;
+                            let in_a_row = entries
+                                .iter()
+                                .enumerate()
+                                .take_while(|(index, entry)| entry.seq == *index as u64)
+                                .count();
+                            seq.min(in_a_row as u64)
+                        }
+                    };
+                    point.set(Some(seq));
                     let restart = Restart {
-                        seq: seq.min(in_a_row as u64),
+                        seq,
                         run_id: Some(new_id),
                         keep_old: true,
                         ..Restart::default()

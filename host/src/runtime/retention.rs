@@ -142,11 +142,15 @@ async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Re
         }
         store.delete_all(&super::search::markers(record)).await?;
         // A chain's last generation takes the chain's pointer with it;
-        // one that continued leaves it to the generations after.
+        // one that continued leaves it to the generations after, and so
+        // does one whose outcome an earlier pass deleted before it failed
+        // (the simulation's seed 332: a continued generation swept again
+        // took the pointer, and its chain, its root deleted, could no
+        // longer be found to resume).
         if let Some(link) = &record.chain
-            && !matches!(
+            && matches!(
                 RunRecords::new(store.clone(), run.clone()).outcome().await?,
-                Some(Outcome::Continued { .. })
+                Some(outcome) if !matches!(outcome, Outcome::Continued { .. })
             )
         {
             store.delete(&chain_key(&link.root)).await?;
@@ -210,7 +214,7 @@ mod tests {
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
-    use crate::journal::{RunRecord, SignalRecord};
+    use crate::journal::{ChainLink, RunRecord, SignalRecord};
     use crate::shared_map::lock;
     use crate::store::{Storage, finished_marker};
 
@@ -452,6 +456,29 @@ mod tests {
             cluster.claim(&store, &anew).await.is_ok(),
             "which its own record claims"
         );
+        Ok(())
+    }
+
+    /// A generation swept again after a pass that deleted its outcome and
+    /// then failed leaves the chain's pointer: it may have continued.
+    #[tokio::test]
+    async fn a_generation_whose_outcome_a_failed_pass_deleted_leaves_the_chains_pointer() -> Result<(), RunError> {
+        let store = Storage::in_memory().tenant(&TenantId::default_tenant());
+        let (generation, last) = (run(2), run(3));
+        let mut record = RunRecord::example("r0002", 1);
+        record.chain = Some(ChainLink {
+            root: run(1),
+            generation: 1,
+            previous: run(1),
+        });
+        let records = RunRecords::new(store.clone(), generation.clone());
+        records.create_run(&record).await?;
+        records.finish(&Outcome::Continued { next: last }, 2).await?;
+        let pointer = chain_key(&run(1));
+        store.overwrite(&pointer, Bytes::from_static(b"the pointer")).await?;
+        store.delete(&keys_of(&generation).outcome()).await?;
+        assert!(delete_run(&store, &generation, 2).await?.is_some());
+        assert!(store.get(&pointer).await?.is_some(), "the pointer stays");
         Ok(())
     }
 
