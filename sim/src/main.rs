@@ -110,9 +110,10 @@ fn main() -> anyhow::Result<ExitCode> {
         if args.budget.is_some_and(|budget| started.elapsed() >= budget) {
             break;
         }
-        let report = run_seed(&config, &guest, &cache, seed)?;
+        let report = run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}"))?;
         if seed == args.from || args.twice {
-            let again = run_seed(&config, &guest, &cache, seed)?;
+            let again =
+                run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}, played again"))?;
             if again.trace != report.trace {
                 println!(
                     "seed {seed}: determinism: played twice, it went two ways ({} then {})",
