@@ -16,7 +16,7 @@
 //! new secret that a set on another host pushed past the limit at the same
 //! moment is taken back and refused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use sha2::Sha256;
 use wasmtime_wasi_config::WasiConfigVariables;
 
 use crate::shared_map::lock;
-use crate::store::{ComponentName, SecretName, Storage, StoreError, StoreKey, TenantId};
+use crate::store::{ComponentName, SecretName, Storage, StoreError, StoreKey, TenantId, TenantStore};
 
 /// The environment variable that holds the host key: 64 hex digits.
 pub const SECRET_KEY_VAR: &str = "STEPSTONE_SECRET_KEY";
@@ -344,58 +344,69 @@ impl Secrets {
     }
 
     /// `tenant`'s secrets, opened, for its step attempts: read again once
-    /// 10 seconds have passed (`OPENED_FOR`). A tenant without secrets needs no key.
+    /// 10 seconds have passed (`OPENED_FOR`), in two round trips (the two
+    /// folders listed at once, then every secret read at once). A tenant
+    /// without secrets needs no key.
     pub async fn for_steps(&self, tenant: &TenantId) -> Result<Arc<StepSecrets>, SecretError> {
         if let Some((read, opened)) = lock(&self.opened).get(tenant)
             && read.elapsed() < OPENED_FOR
         {
             return Ok(opened.clone());
         }
-        let own = self.open_scope(tenant, None, BTreeMap::new()).await?;
+        let store = self.storage.tenant(tenant);
+        let (tenants_folder, components_folder) = (StoreKey::from("secrets"), StoreKey::from(COMPONENTS_FOLDER));
+        let (own, scoped) = futures::try_join!(store.list(&tenants_folder), store.list(&components_folder))?;
+        // At most MAX_SECRETS (and a few written past it in a race), all at once.
+        let reads = (own.iter().chain(&scoped)).map(|key| read_sealed(store.clone(), key.clone()));
+        let sealed = futures::future::try_join_all(reads).await?;
+        let mut sealed = (own.iter().chain(&scoped)).zip(sealed);
+        let tenants = self.open_all(tenant, None, BTreeMap::new(), sealed.by_ref().take(own.len()))?;
+        let mut by_component: BTreeMap<ComponentName, Vec<(&StoreKey, Option<Bytes>)>> = BTreeMap::new();
+        for (key, bytes) in sealed {
+            if let Some(component) = key
+                .parts()
+                .nth(1)
+                .and_then(|part| ComponentName::new(part.as_ref()).ok())
+            {
+                by_component.entry(component).or_default().push((key, bytes));
+            }
+        }
         let mut components = HashMap::new();
-        for component in self.component_scopes(tenant).await? {
-            let over = self.open_scope(tenant, Some(&component), own.clone()).await?;
+        for (component, sealed) in by_component {
+            let over = self.open_all(tenant, Some(&component), tenants.clone(), sealed)?;
             components.insert(component.as_str().to_owned(), Arc::new(opened_from(over)));
         }
         let opened = Arc::new(StepSecrets {
-            tenant: Arc::new(opened_from(own)),
+            tenant: Arc::new(opened_from(tenants)),
             components,
         });
         lock(&self.opened).insert(tenant.clone(), (Instant::now(), opened.clone()));
         Ok(opened)
     }
 
-    /// The component names that hold secrets of their own.
-    async fn component_scopes(&self, tenant: &TenantId) -> Result<BTreeSet<ComponentName>, SecretError> {
-        let keys = self
-            .storage
-            .tenant(tenant)
-            .list(&StoreKey::from(COMPONENTS_FOLDER))
-            .await?;
-        Ok(keys
-            .iter()
-            .filter_map(|key| ComponentName::new(key.parts().nth(1)?.as_ref()).ok())
-            .collect())
-    }
-
-    /// `values` with `scope`'s secrets opened over them.
-    async fn open_scope(
+    /// `values` with `scope`'s secrets, as read (`None`: deleted since
+    /// listed), opened over them.
+    fn open_all<'k>(
         &self,
         tenant: &TenantId,
         scope: Scope<'_>,
         mut values: BTreeMap<String, String>,
+        sealed: impl IntoIterator<Item = (&'k StoreKey, Option<Bytes>)>,
     ) -> Result<BTreeMap<String, String>, SecretError> {
-        let store = self.storage.tenant(tenant);
-        for key in store.list(&folder(scope)).await? {
-            let Some(name) = key.filename().map(str::to_owned) else {
+        for (key, sealed) in sealed {
+            let (Some(name), Some(sealed)) = (key.filename(), sealed) else {
                 continue;
             };
-            let Some(sealed) = store.get(&key).await? else { continue };
-            let value = self.key()?.open(tenant, scope, &name, &sealed)?;
-            values.insert(name, value);
+            let value = self.key()?.open(tenant, scope, name, &sealed)?;
+            values.insert(name.to_owned(), value);
         }
         Ok(values)
     }
+}
+
+/// The sealed secret at `key`, if it is still there.
+async fn read_sealed(store: TenantStore, key: StoreKey) -> Result<Option<Bytes>, StoreError> {
+    store.get(&key).await
 }
 
 fn opened_from(values: BTreeMap<String, String>) -> OpenedSecrets {

@@ -12,6 +12,7 @@
 mod cursor;
 mod envelope;
 mod payload;
+mod read_ahead;
 mod records;
 mod run_records;
 mod snapshot;

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::payload::{Payload, sha256_hex};
+use super::read_ahead::ReadAhead;
 use super::records::{
     AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
     TimerRecord,
@@ -49,6 +50,8 @@ pub struct RunRecords {
     claim: Option<Claim>,
     /// The fence read with the last step's entry, for the attempt after it.
     fence_ahead: Arc<Mutex<Option<FenceAhead>>>,
+    /// What was read of the run at once when it was woken, if it was.
+    read_ahead: Arc<Mutex<Option<Arc<ReadAhead>>>>,
 }
 
 /// The run's next claim found absent, read while the entry before `seq`
@@ -134,6 +137,51 @@ impl RunRecords {
             seen: Arc::default(),
             claim: None,
             fence_ahead: Arc::default(),
+            read_ahead: Arc::default(),
+        }
+    }
+
+    /// Lists the run's keys and starts reading the records a woken
+    /// execution reads first, so that this handle and its clones answer
+    /// those reads without another round trip (see
+    /// [`read_ahead`](super::read_ahead)). A run with too many keys is read
+    /// record by record.
+    pub async fn read_ahead(&self) -> Result<(), JournalError> {
+        let ahead = ReadAhead::of(&self.store, &self.run).await?;
+        *lock(&self.read_ahead) = ahead.map(Arc::new);
+        Ok(())
+    }
+
+    /// The read-ahead, while it may answer; an expired one is dropped.
+    fn current_read_ahead(&self) -> Option<Arc<ReadAhead>> {
+        let mut slot = lock(&self.read_ahead);
+        if slot.as_ref().is_some_and(|ahead| !ahead.is_current()) {
+            *slot = None;
+        }
+        slot.clone()
+    }
+
+    /// The bytes at `key`, from the read-ahead if it has them.
+    async fn get(&self, key: &StoreKey) -> Result<Option<Bytes>, StoreError> {
+        if let Some(ahead) = self.current_read_ahead()
+            && let Some(answer) = ahead.get(key).await
+        {
+            return Ok(answer);
+        }
+        self.store.get(key).await
+    }
+
+    /// The keys under `prefix` after `after` (all without it), from the
+    /// read-ahead if it has them.
+    async fn list(&self, prefix: &StoreKey, after: Option<&StoreKey>) -> Result<Vec<StoreKey>, StoreError> {
+        if let Some(ahead) = self.current_read_ahead()
+            && let Some(listed) = ahead.list(prefix, after)
+        {
+            return Ok(listed);
+        }
+        match after {
+            Some(after) => self.store.list_after(prefix, after).await,
+            None => self.store.list(prefix).await,
         }
     }
 
@@ -217,7 +265,7 @@ impl RunRecords {
 
     /// The record at `key`, with the bytes it is stored as.
     async fn read_stored<R: DeserializeOwned>(&self, key: &StoreKey) -> Result<Option<(R, Bytes)>, JournalError> {
-        let Some(bytes) = self.store.get(key).await? else {
+        let Some(bytes) = self.get(key).await? else {
             return Ok(None);
         };
         match decode(&bytes) {
@@ -509,7 +557,7 @@ impl RunRecords {
 
     /// How many entries each stored snapshot covers, oldest first.
     pub async fn snapshots(&self) -> Result<SnapshotListing, JournalError> {
-        let listed = self.store.list(&keys_of(&self.run).snapshots()).await?;
+        let listed = self.list(&keys_of(&self.run).snapshots(), None).await?;
         Ok(SnapshotListing(
             listed.iter().filter_map(seq_of).filter(|covers| *covers > 0).collect(),
         ))
@@ -528,11 +576,11 @@ impl RunRecords {
             // Decoded as soon as it is read, while the listing, the longer
             // read of a long journal, goes on on a thread of its own.
             let decoded = async {
-                let stored = self.store.get(&key).await?;
+                let stored = self.get(&key).await?;
                 Ok::<_, StoreError>(stored.map(|bytes| snapshot::decode(&bytes, covers)))
             };
             let (decoded, boundary, rest) =
-                futures::try_join!(decoded, self.store.get(&last), self.store.list_after(&journal, &last))?;
+                futures::try_join!(decoded, self.get(&last), self.list(&journal, Some(&last)))?;
             match decoded {
                 Some(Ok(snapshot)) if boundary.as_ref() == snapshot.last_stored() => {
                     return Ok(JournalView {
@@ -553,7 +601,7 @@ impl RunRecords {
         }
         Ok(JournalView {
             snapshot: None,
-            rest: self.store.list(&journal).await?,
+            rest: self.list(&journal, None).await?,
         })
     }
 
@@ -726,7 +774,7 @@ impl RunRecords {
 
     /// The seqs of steps with failed attempts, and how many failed.
     pub async fn retries(&self) -> Result<Vec<(u64, usize)>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).all_attempts()).await?;
+        let keys = self.list(&keys_of(&self.run).all_attempts(), None).await?;
         let mut retries: Vec<(u64, usize)> = Vec::new();
         for seq in keys
             .iter()
@@ -743,14 +791,15 @@ impl RunRecords {
 
     /// Signals sent under `name`, oldest first, with their keys.
     pub async fn signals(&self, name: &SignalName) -> Result<Vec<(String, SignalRecord)>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).signals(name)).await?;
-        let mut signals = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(signal) = self.read(&key).await? {
-                signals.push((key.to_string(), signal));
-            }
-        }
-        Ok(signals)
+        let keys = self.list(&keys_of(&self.run).signals(name), None).await?;
+        let read: Vec<Option<SignalRecord>> = futures::stream::iter(keys.iter().cloned())
+            .map(|key| async move { self.read(&key).await })
+            .buffered(READ_AHEAD)
+            .try_collect()
+            .await?;
+        Ok((keys.iter().zip(read))
+            .filter_map(|(key, signal)| Some((key.to_string(), signal?)))
+            .collect())
     }
 
     /// How many signals were sent to the run and not yet taken by it.

@@ -51,10 +51,9 @@ impl Runs {
     ) -> Result<ReplayReport, RunError> {
         // The outcome is read before the journal, so a run that ends
         // meanwhile is at worst consistent so far.
-        let (record, stored, recorded) = self.record(tenant, run).await?;
-        let context = self
-            .context(self.records(tenant, run), &record, stored.is_fresh())
-            .await?;
+        let records = self.records(tenant, run);
+        let (record, stored, recorded) = self.record(&records).await?;
+        let context = self.context(records, &record, stored.is_fresh()).await?;
         let context = match component {
             Some(own) if !own.has_workflow(&record.workflow) => {
                 return Ok(ReplayReport::Diverged {

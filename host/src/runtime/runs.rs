@@ -304,11 +304,14 @@ impl Runs {
     /// Executes a run until it finishes or suspends, if no other live host
     /// drives it.
     pub async fn drive(&self, tenant: &TenantId, run: &RunId) -> Result<Progress, RunError> {
-        let (record, stored, outcome) = self.record(tenant, run).await?;
+        let records = self.records(tenant, run);
+        // The tenant's secrets, which the execution's context takes (read
+        // again every 10 s), beside the run's records: neither needs the other.
+        let secrets = async { Ok::<_, RunError>(self.host.secrets.for_steps(tenant).await?) };
+        let ((record, stored, outcome), _) = futures::try_join!(self.record(&records), secrets)?;
         if let Some(outcome) = outcome {
             return Ok(Progress::Finished(outcome));
         }
-        let records = self.records(tenant, run);
         let claim = self.claim(&records, &record).await?;
         let driven = records.driven_under(claim);
         let fresh = stored.is_fresh();
@@ -677,19 +680,25 @@ impl Runs {
     }
 
     /// The run's record, what the store is known to hold for the run, and
-    /// the outcome stored, if any. The record and the outcome are read at
-    /// once: on object storage each read is a round trip.
-    pub(super) async fn record(
-        &self,
-        tenant: &TenantId,
-        run: &RunId,
-    ) -> Result<(RunRecord, Stored, Option<Outcome>), RunError> {
+    /// the outcome stored, if any. The record is read beside a listing of
+    /// the run's keys, which `records` and its clones then answer the
+    /// execution's first reads from (see `journal::read_ahead`): on object
+    /// storage each read is a round trip. The run's bell is rung into from
+    /// before the listing, so what is stored after it wakes the run's next
+    /// wait.
+    pub(super) async fn record(&self, records: &RunRecords) -> Result<(RunRecord, Stored, Option<Outcome>), RunError> {
+        let (tenant, run) = (records.store().tenant(), records.run_id());
         if let Some(record) = self.host.fresh.take(tenant, run) {
             return Ok((record, Stored::RunRecordOnly, None));
         }
-        let records = self.records(tenant, run);
-        let (record, outcome, snapshots) = futures::try_join!(records.run(), records.outcome(), records.snapshots())?;
+        self.host.controls.of(tenant, run);
+        let (record, ()) = futures::try_join!(records.run(), records.read_ahead())?;
         let record = record.ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
+        let (outcome, snapshots) = futures::try_join!(records.outcome(), records.snapshots())?;
+        if outcome.is_some() {
+            // No one drives a finished run: its bell goes.
+            self.host.controls.forget(tenant, run);
+        }
         Ok((record, Stored::Read(snapshots), outcome))
     }
 

@@ -394,6 +394,27 @@ impl Scope {
         self.sorted_keys(prefix, Some(offset)).await
     }
 
+    /// Every key under `prefix`, in lexicographic order, if there are
+    /// fewer than `fewer_than`; `None` if there are more. One request on a
+    /// store whose listing pages hold `fewer_than` keys (S3's hold 1,000).
+    pub async fn list_fewer_than(&self, prefix: &Key, fewer_than: usize) -> Result<Option<Vec<Key>>, StoreError> {
+        let list = || {
+            (self.store.list(Some(prefix)))
+                .take(fewer_than)
+                .map_ok(|meta| meta.location)
+                .try_collect::<Vec<Key>>()
+        };
+        let mut keys = self
+            .retried(prefix, list)
+            .await
+            .map_err(|failed| StoreError::at(prefix, failed))?;
+        if keys.len() == fewer_than {
+            return Ok(None);
+        }
+        keys.sort();
+        Ok(Some(keys))
+    }
+
     async fn sorted_keys(&self, prefix: &Key, offset: Option<&Key>) -> Result<Vec<Key>, StoreError> {
         let list = || {
             let listing = match offset {
