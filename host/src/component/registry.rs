@@ -260,21 +260,15 @@ impl Components {
     async fn step_program(&self, loaded: &Loaded, urgency: Urgency) -> Result<Arc<StepProgram>, ComponentError> {
         let program = loaded.step.get_or_try_init(|| async {
             let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes, urgency).await?;
-            self.link_steps(&loaded.digest, &component)
+            StepProgram::new(
+                self.engines.get(Role::Step),
+                &component,
+                self.engines.meters_fuel(Role::Step),
+            )
+            .map(Arc::new)
+            .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))
         });
         program.await.cloned()
-    }
-
-    /// `component`, compiled for the step engine, linked and ready to
-    /// instantiate.
-    fn link_steps(&self, digest: &str, component: &Component) -> Result<Arc<StepProgram>, ComponentError> {
-        StepProgram::new(
-            self.engines.get(Role::Step),
-            component,
-            self.engines.meters_fuel(Role::Step),
-        )
-        .map(Arc::new)
-        .map_err(|e| compile_error(digest, Role::Step, &e))
     }
 
     /// Compiles every role `loaded` has, and keeps it for `tenant`: see
@@ -337,18 +331,7 @@ impl Components {
             return Err(missing(&contract::interface("describe"), "steps"));
         }
         let role = if exports_workflows { Role::Workflow } else { Role::Step };
-        // A component of both kinds is compiled for the step engine beside
-        // the workflow engine, not at its first step: a large one's compile
-        // (JavaScript's) spends much of its time in a few functions, on
-        // one core, so the two roles take little longer than one.
-        let steps_too = async {
-            match exports_workflows && exports_steps {
-                true => Some(self.compile(Role::Step, &digest, &bytes, urgency).await),
-                false => None,
-            }
-        };
-        let (component, steps) = futures::join!(self.compile(role, &digest, &bytes, urgency), steps_too);
-        let component = component?;
+        let component = self.compile(role, &digest, &bytes, urgency).await?;
         check_imports(&digest, &component, self.engines.get(role), role)?;
         let slot = self.engines.slot(role, tenant, crate::journal::DEFAULT_PRIORITY).await;
         let described = sandbox::describe(self.engines.get(role), &component, self.engines.meters_fuel(role)).await;
@@ -369,17 +352,13 @@ impl Components {
         } else {
             OnceCell::new()
         };
-        let step = match steps {
-            Some(compiled) => OnceCell::new_with(Some(self.link_steps(&digest, &compiled?)?)),
-            None => OnceCell::new(),
-        };
         Ok(Loaded {
             digest,
             manifest,
             signals,
             bytes,
             workflow,
-            step,
+            step: OnceCell::new(),
         })
     }
 }
