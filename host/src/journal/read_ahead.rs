@@ -1,8 +1,8 @@
 //! What a host reads of a run at once when it wakes it: every key of the
 //! run in one listing, beside its record, then in one parallel round the
-//! records an execution reads first (its outcome, its journal from the
-//! newest snapshot, its cancel and pause requests, the open wait's timer
-//! and advance, the newest signals). Waking a suspended run then costs two
+//! records an execution reads first (its journal from the newest
+//! snapshot, its cancel and pause requests, the open wait's timer and
+//! advance, the newest signals; of a finished run, its outcome only). Waking a suspended run then costs two
 //! round trips on object storage, however many records it reads.
 //!
 //! Invariants: a read-ahead answers each key, and each listing, once, and
@@ -144,7 +144,11 @@ fn first_reads(run: &RunId, listed: &BTreeSet<StoreKey>) -> Vec<StoreKey> {
     let under =
         |prefix: StoreKey| -> Vec<&StoreKey> { listed.iter().filter(|key| key.prefix_matches(&prefix)).collect() };
     let seq = |key: &StoreKey| key.filename().and_then(|name| name.parse::<u64>().ok());
-    let mut wanted: Vec<StoreKey> = [keys.outcome(), keys.cancel(), keys.pause()]
+    // A finished run is not executed: its outcome is all a drive reads.
+    if listed.contains(&keys.outcome()) {
+        return vec![keys.outcome()];
+    }
+    let mut wanted: Vec<StoreKey> = [keys.cancel(), keys.pause()]
         .into_iter()
         .filter(|key| listed.contains(key))
         .collect();
@@ -237,6 +241,17 @@ mod tests {
         let after = ahead.list(&keys.journal(), Some(&keys.entry(2)));
         assert_eq!(after, Some(vec![keys.entry(3), keys.entry(4)]));
         assert_eq!(ahead.list(&keys.journal(), None), None, "a listing is answered once");
+    }
+
+    #[tokio::test]
+    async fn of_a_finished_run_only_the_outcome_is_fetched() {
+        let store = Storage::in_memory().tenant(&TenantId::default_tenant());
+        let run = run();
+        let keys = keys_of(&run);
+        stored(&store, &[keys.entry(0), keys.cancel(), keys.outcome()]).await;
+        let ahead = ReadAhead::of(&store, &run).await.expect("listed").expect("few keys");
+        let fetched = ahead.fetched.clone().await;
+        assert_eq!(fetched.keys().collect::<Vec<_>>(), [&keys.outcome()]);
     }
 
     #[tokio::test]
