@@ -1,7 +1,9 @@
-# `make bench-peers`: Stepstone beside Restate and DBOS on this machine, in
+# `make bench-peers`: Stepstone beside Restate and DBOS (on SQLite and on
+# PostgreSQL) on this machine, in
 # the same run (bench/peers/run.py), writing the peer table into
 # docs/BENCHMARKS.md. The peers install under target/tools/peers/ at pinned
-# versions, never system-wide: Restate's server and TypeScript SDK by
+# versions, never system-wide (but for PostgreSQL, Debian's package, which
+# DBOS's second column runs on): Restate's server and TypeScript SDK by
 # `npm ci` from bench/peers/restate's lockfile (integrity hashes; install
 # scripts off, so nothing runs at install), DBOS and its dependencies by pip
 # from bench/peers/dbos-requirements.txt (hash-checked). Stepstone runs the
@@ -19,9 +21,16 @@ PEERS_STEPSTONE := target/bench-peers/stepstone
 BENCH_BIN_DIR_dev-optimised := target/debug
 BENCH_BIN_DIR_release := target/release
 
-.PHONY: bench-peers peer-tools
+.PHONY: bench-peers peer-tools peer-postgres
 
-peer-tools: $(RESTATE_SERVER) $(DBOS)
+peer-tools: $(RESTATE_SERVER) $(DBOS) peer-postgres
+
+# DBOS's production store, Debian's PostgreSQL: the benchmark starts its own
+# cluster on loopback (bench/peers/run.py).
+peer-postgres:
+	@test -n "$(wildcard /usr/lib/postgresql/*/bin/initdb)" \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y postgresql; } \
+		|| { echo "bench-peers: PostgreSQL is missing: apt-get install -y postgresql" >&2; exit 1; }
 
 $(RESTATE_SERVER): bench/peers/restate/package.json bench/peers/restate/package-lock.json
 	@command -v npm >/dev/null || { echo "bench-peers: npm is missing: apt-get install -y nodejs npm" >&2; exit 1; }

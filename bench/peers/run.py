@@ -39,6 +39,7 @@ BUCKET = "stepstone"
 ACCESS_KEY, SECRET_KEY = "stepstone-bench", "stepstone-bench-secret"
 # Loopback ports; SeaweedFS's each below 22768 (it also binds port + 10000).
 RESTATE_PORTS = {"node": 18122, "admin": 18170, "ingress": 18180, "service": 18190}
+POSTGRES_PORT = 18432
 WEED_PORTS = {"master": 21400, "volume": 21401, "filer": 21402, "s3": 21403, "admin": 21404}
 SHAPES = [
     ("runs_1_step", "M workflows × 1 step, M = 1,000, 64 in flight", "runs/s", True),
@@ -126,7 +127,9 @@ class Servers:
 
     def cpu_seconds(self):
         """CPU time (user + system) of every live process in the engine's
-        process groups: the servers and what they started."""
+        process groups, with that of the children they reaped: the servers,
+        what they started, and what ended meanwhile (PostgreSQL's backends,
+        one per connection, end before the engine is measured)."""
         groups = {process.pid for process in self.processes}
         ticks = 0
         for entry in os.listdir("/proc"):
@@ -138,7 +141,7 @@ class Servers:
             except OSError:
                 continue
             if int(fields[2]) in groups:  # pgrp
-                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+                ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
         return ticks / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
@@ -195,10 +198,9 @@ def dbos(tools, work, servers):
     python = os.path.join(tools, "dbos", "bin", "python")
     data = os.path.join(work, "dbos")
     os.makedirs(data)
-    figures = drive({"database": os.path.join(data, "dbos.sqlite")}, python=python)
-    sqlite = figures.pop("sqlite")
-    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
-                             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    figures = drive({"database": f"sqlite:///{os.path.join(data, 'dbos.sqlite')}"}, python=python)
+    sqlite = figures.pop("settings")
+    version = dbos_version(python)
     return {
         "name": f"DBOS {version} (SQLite)",
         "config": f"`dbos` {version} (PyPI) on CPython {sys.version.split()[0]}, its system database on SQLite "
@@ -209,6 +211,57 @@ def dbos(tools, work, servers):
                   "`DBOS.start_workflow` and awaited with `get_result` from 64 threads of the same process",
         "figures": figures,
     }
+
+
+def postgres_tool(name):
+    """Debian's PostgreSQL program `name` (the newest major installed)."""
+    majors = sorted(os.listdir("/usr/lib/postgresql"), key=int) if os.path.isdir("/usr/lib/postgresql") else []
+    if not majors:
+        sys.exit("bench-peers: PostgreSQL is missing: apt-get install -y postgresql")
+    return os.path.join("/usr/lib/postgresql", majors[-1], "bin", name)
+
+
+def as_postgres(args):
+    """`args` as the `postgres` user when run as root (PostgreSQL refuses
+    to run as root), else as they are."""
+    if os.geteuid() != 0:
+        return args
+    return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"] + args
+
+
+def dbos_postgres(tools, work, servers):
+    """DBOS on a fresh PostgreSQL cluster on loopback, at its defaults
+    (fsync on, synchronous_commit on, WAL group commit across sessions)."""
+    python = os.path.join(tools, "dbos", "bin", "python")
+    data = os.path.join(work, "postgres")
+    os.makedirs(data)
+    if os.geteuid() == 0:
+        shutil.chown(data, "postgres", "postgres")
+    subprocess.run(as_postgres([postgres_tool("initdb"), "-D", data, "-U", "postgres", "--auth=trust",
+                                "--no-instructions"]), stdout=subprocess.DEVNULL, check=True)
+    servers.start(as_postgres([postgres_tool("postgres"), "-D", data, "-k", data, "-p", str(POSTGRES_PORT),
+                               "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"]),
+                  os.path.join(work, "postgres.log"))
+    url = f"postgresql://postgres@127.0.0.1:{POSTGRES_PORT}/dbos_bench"
+    wait_until(lambda: subprocess.run([postgres_tool("pg_isready"), "-h", "127.0.0.1", "-p", str(POSTGRES_PORT)],
+                                      stdout=subprocess.DEVNULL).returncode == 0, "PostgreSQL")
+    figures = drive({"database": url}, python=python)
+    settings = figures.pop("settings")
+    version = dbos_version(python)
+    return {
+        "name": f"DBOS {version} (PostgreSQL)",
+        "config": f"`dbos` {version} (PyPI) on CPython {sys.version.split()[0]}, its system database on "
+                  f"PostgreSQL {settings['server_version']} (Debian's), a fresh cluster on loopback at its defaults: "
+                  f"`fsync={settings['fsync']}`, `synchronous_commit={settings['synchronous_commit']}`, "
+                  f"`wal_sync_method={settings['wal_sync_method']}` (a commit waits for its WAL flush, which "
+                  "commits in flight share); the same application, pool and client as on SQLite",
+        "figures": figures,
+    }
+
+
+def dbos_version(python):
+    return subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
+                          stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
 
 
 def serve_stepstone(stepstone, guests, data, env, servers):
@@ -293,9 +346,10 @@ ENGINES = [
     ("stepstone-fsync", stepstone_local("fsync")),
     ("dbos", lambda args, work, servers: dbos(args.tools, work, servers)),
     ("stepstone-no-fsync", stepstone_local("no-fsync")),
+    ("dbos-postgres", lambda args, work, servers: dbos_postgres(args.tools, work, servers)),
     ("stepstone-s3", stepstone_s3),
 ]
-PEERS = ("restate", "dbos")
+PEERS = ("restate", "dbos", "dbos-postgres")
 OURS = "stepstone-log"
 
 
@@ -407,7 +461,7 @@ def ratio(ours, best, higher_is_better):
 
 # The table's columns: the peers, then Stepstone, durable first (the engines
 # run in ENGINES' order, which alternates Stepstone and the peers).
-COLUMNS = ["restate", "dbos", "stepstone-log", "stepstone-fsync", "stepstone-no-fsync", "stepstone-s3"]
+COLUMNS = ["restate", "dbos", "dbos-postgres", "stepstone-log", "stepstone-fsync", "stepstone-no-fsync", "stepstone-s3"]
 
 
 def table(results):
@@ -454,10 +508,12 @@ the same load for all: M workflows × 1 step and × 3 steps (M = 1,000, 64 in fl
 milliseconds a step: lower is better; the ratio is Stepstone's default, durable local store (its
 write-ahead log) against the best peer, above 1 when Stepstone is faster (in brackets, the same ratio
 for Stepstone's other stores). The engines take turns in the order Stepstone (log), Restate, Stepstone
-(fsync), DBOS, Stepstone (no fsync), Stepstone (S3), each started fresh and stopped before the next. CPU time: user + system of the engine's processes
-(for Restate its server and the Node service, for Stepstone `serve`, and SeaweedFS in the S3 column)
+(fsync), DBOS (SQLite), Stepstone (no fsync), DBOS (PostgreSQL), Stepstone (S3), each started fresh and
+stopped before the next. CPU time: user + system of the engine's processes
+(for Restate its server and the Node service, for Stepstone `serve`, for DBOS on PostgreSQL the
+PostgreSQL server, and SeaweedFS in the S3 column)
 and of the client, over the engine's whole sequence (512 runs of warm-up, 2,000 runs and 3 × 1,100 sequential
-steps); DBOS runs in its client's process, so all of its time is the client's.
+steps); DBOS runs in its client's process, so the rest of its time is the client's.
 
 * Date: {began:%Y-%m-%d %H:%M} UTC; {took:.0f} s in all
 * Machine: {machine()}

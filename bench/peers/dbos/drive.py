@@ -1,10 +1,12 @@
 """The bench shapes on DBOS, with its load generator: a DBOS application
 (workflows and steps are Python functions in the client's process, as DBOS
-is used) on its SQLite system database, started through its API
-(`DBOS.start_workflow`, then `get_result`), 64 runs in flight from 64
-threads. Prints one JSON object of figures on stdout, as drive.mjs does.
+is used) on its system database (SQLite or PostgreSQL, by its URL), started
+through its API (`DBOS.start_workflow`, then `get_result`), 64 runs in
+flight from 64 threads. Prints one JSON object of figures on stdout, as
+drive.mjs does, with the database's durability settings.
 
-    python drive.py '{"database": "/var/tmp/x/dbos.sqlite"}'
+    python drive.py '{"database": "sqlite:////var/tmp/x/dbos.sqlite"}'
+    python drive.py '{"database": "postgresql://postgres@127.0.0.1:18432/dbos_bench"}'
 """
 
 import json
@@ -26,7 +28,7 @@ DATABASE = CONFIG["database"]
 
 dbos_config: DBOSConfig = {
     "name": "stepstone-bench",
-    "system_database_url": f"sqlite:///{DATABASE}",
+    "system_database_url": DATABASE,
     "log_level": "WARNING",
     # 64 threads wait on results at once; at its default pool of 20
     # connections DBOS warns, and makes callers wait up to 30 s, to increase it.
@@ -93,10 +95,16 @@ def per_step(n: int) -> float:
     return statistics.median(samples)
 
 
-def pragmas() -> dict:
-    """The SQLite settings DBOS's system database runs with (it sets neither:
-    these are SQLite's defaults as this Python's sqlite3 is built)."""
-    with sqlite3.connect(DATABASE) as db:
+def settings() -> dict:
+    """The durability settings DBOS's system database runs with (DBOS sets
+    none of them: the database's defaults)."""
+    if DATABASE.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(DATABASE) as db:
+            names = ("server_version", "fsync", "synchronous_commit", "wal_sync_method")
+            return {name: db.execute(f"SHOW {name}").fetchone()[0] for name in names}
+    with sqlite3.connect(DATABASE.removeprefix("sqlite:///")) as db:
         return {
             "journal_mode": db.execute("PRAGMA journal_mode").fetchone()[0],
             "synchronous": {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[db.execute("PRAGMA synchronous").fetchone()[0]],
@@ -113,6 +121,6 @@ figures = {
 }
 for n in SEQUENTIAL:
     figures[f"ms_per_step_{n}"] = per_step(n)
-figures["sqlite"] = pragmas()
+figures["settings"] = settings()
 DBOS.destroy()
 print(json.dumps(figures))
