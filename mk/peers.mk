@@ -43,10 +43,14 @@ $(DBOS): $(DBOS_REQUIREMENTS)
 	$(call python-tool,$(DBOS_VENV),--require-hashes -r $(DBOS_REQUIREMENTS))
 	@touch $@
 
+# `make bench-peers SCALING=1`: Stepstone and Restate with their servers
+# pinned to 1, 2, 4, ... cores and the client to cores of its own (needs 4
+# or more); prints a table, writes nothing.
 bench-peers: peer-tools seaweedfs $(GUESTS_DIR)/bench.wasm
 	$(CARGO) build -p stepstone --features internals $(BENCH_CARGO_FLAGS_$(BENCH_PROFILE))
 	@mkdir -p $(dir $(PEERS_STEPSTONE))
 	cp $(BENCH_BIN_DIR_$(BENCH_PROFILE))/stepstone $(PEERS_STEPSTONE)
 	$(CARGO) build -p stepstone --features internals
 	python3 bench/peers/run.py --stepstone $(PEERS_STEPSTONE) --weed $(WEED) --tools $(PEERS_TOOLS) \
-		--guests $(GUESTS_DIR) --docs docs/BENCHMARKS.md $(if $(PEERS_ONLY),--only $(PEERS_ONLY))
+		--guests $(GUESTS_DIR) --docs docs/BENCHMARKS.md $(if $(PEERS_ONLY),--only $(PEERS_ONLY)) \
+		$(if $(SCALING),--scaling)

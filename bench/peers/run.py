@@ -85,6 +85,17 @@ def http(url, method="GET", body=None, raw=None, token=None, content_type="appli
 # A smaller load, to try the bench out (`--quick`): figures printed, not written.
 QUICK = {"workflows": 100, "sequential": [20, 100], "repeats": 1, "warmUp": 64}
 LOAD = {}
+# The cores the engines' processes and the client are pinned to (`taskset`),
+# in the scaling mode; None: unpinned.
+PINNED = {"server": None, "client": None}
+# The scaling mode needs a core for the client and at least this many in all.
+SCALING_CORES = 4
+
+
+def pinned(args, role):
+    """`args` pinned to `role`'s cores, when the scaling mode pins them."""
+    cores = PINNED[role]
+    return args if cores is None else ["taskset", "-c", ",".join(map(str, cores))] + args
 
 
 CLIENT_CPU = {"seconds": 0.0}
@@ -99,6 +110,7 @@ def drive(config, python=None):
         command = [python, os.path.join(HERE, "dbos", "drive.py"), json.dumps(config)]
     else:
         command = ["node", os.path.join(HERE, "drive.mjs"), json.dumps(config)]
+    command = pinned(command, "client")
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CLIENT_CPU["seconds"] += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -115,7 +127,7 @@ class Servers:
         """Starts `args` logging to `log`; with `read_stdout`, its stdout is
         left to the caller to read (then `drain` it)."""
         log_file = open(log, "w")
-        process = subprocess.Popen(args, stdout=subprocess.PIPE if read_stdout else log_file,
+        process = subprocess.Popen(pinned(args, "server"), stdout=subprocess.PIPE if read_stdout else log_file,
                                    stderr=log_file, env=env, text=True, start_new_session=True)
         self.processes.append(process)
         return process
@@ -539,6 +551,45 @@ commit), **{primitives['appends_together']:,.0f} appends/s**.
 """
 
 
+def scaling(args, work):
+    """The scaling mode: Stepstone (log) and Restate with their servers on
+    1, 2, 4, ... of the cores the client does not have, the client pinned
+    to its own quarter of them; M workflows × 1 and × 3 steps at each.
+    Prints a table; needs SCALING_CORES cores or more."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < SCALING_CORES:
+        sys.exit(f"bench-peers: the scaling mode needs {SCALING_CORES} cores or more (a core of its own for the "
+                 f"client, and servers on 1 to all of the rest); this machine has {len(cores)}")
+    client = cores[-max(1, len(cores) // 4):]
+    server = cores[:len(cores) - len(client)]
+    counts = sorted({1 << k for k in range(len(server).bit_length()) if 1 << k <= len(server)} | {len(server)})
+    LOAD.update(sequential=[])
+    engines = [("stepstone-log", stepstone_local("log")),
+               ("restate", lambda args, work, servers: restate(args.tools, work, servers))]
+    names = {"stepstone-log": "Stepstone (log)", "restate": "Restate"}
+    lines = [f"Servers on 1 to {len(server)} cores, the client on cores {client[0]}–{client[-1]} of its own "
+             f"(`taskset`); M workflows, M = {LOAD.get('workflows', 1000):,}, 64 in flight (runs/s).", "",
+             "| Server cores | " + " | ".join(f"{names[key]} × {steps}" for key, _ in engines for steps in ("1 step", "3 steps"))
+             + " | Stepstone ÷ Restate, 1 step | 3 steps |", "|---" * 7 + "|"]
+    for count in counts:
+        PINNED.update(server=server[:count], client=client)
+        figures = {}
+        for key, run in engines:
+            servers = Servers()
+            try:
+                figures[key] = run(args, os.path.join(work, f"scaling-{count}"), servers)["figures"]
+            finally:
+                servers.stop()
+            shutil.rmtree(os.path.join(work, f"scaling-{count}"), ignore_errors=True)
+        ours, theirs = figures["stepstone-log"], figures["restate"]
+        cells = [f"{figures[key][shape]:,.0f}" for key, _ in engines for shape in ("runs_1_step", "runs_3_steps")]
+        lines.append(f"| {count} | " + " | ".join(cells) + f" | {ours['runs_1_step'] / theirs['runs_1_step']:.2f}× | "
+                     f"{ours['runs_3_steps'] / theirs['runs_3_steps']:.2f}× |")
+        say(lines[-1])
+    PINNED.update(server=None, client=None)
+    return "\n".join(lines)
+
+
 def machine():
     cores = os.cpu_count()
     with open("/proc/cpuinfo") as file:
@@ -572,10 +623,22 @@ def main():
         parser.add_argument(f"--{option}", required=True)
     parser.add_argument("--only", help="run only these engines (comma-separated), print their figures, write nothing")
     parser.add_argument("--quick", action="store_true", help="a smaller load, figures printed, nothing written")
+    parser.add_argument("--scaling", action="store_true",
+                        help="Stepstone and Restate with their servers on 1 to all cores but the client's "
+                             f"(needs {SCALING_CORES} or more): a table printed, nothing written")
     args = parser.parse_args()
-    only = args.only.split(",") if args.only else None
     if args.quick:
         LOAD.update(QUICK)
+    if args.scaling:
+        work = os.path.join(os.environ.get("STEPSTONE_BENCH_DIR", "/var/tmp"), f"stepstone-scaling-{os.getpid()}")
+        os.makedirs(work)
+        try:
+            print(scaling(args, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    only = args.only.split(",") if args.only else None
+    if args.quick:
         only = only or [key for key, _ in ENGINES]
     work = os.path.join(os.environ.get("STEPSTONE_BENCH_DIR", "/var/tmp"), f"stepstone-peers-{os.getpid()}")
     os.makedirs(work)
