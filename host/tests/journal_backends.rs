@@ -1086,21 +1086,30 @@ impl object_store::ObjectStore for Rounds {
     }
 }
 
-/// Waking a suspended run reads its records in two round trips: its
-/// record beside a listing of its keys, then what the execution reads
-/// first (its journal, the wait's timer, a signal sent to it) at once;
-/// the claim it holds costs none. Woken with a signal stored, it takes it.
+/// Submitting a run takes two round trips (its markers together, then its
+/// record), and waking it once suspended two more: its record beside a
+/// listing of its keys, then what the execution reads first (its journal,
+/// the wait's timer, a signal sent to it) at once; the claim it holds
+/// costs none. Woken with a signal stored, it takes it.
 #[tokio::test]
-async fn waking_a_suspended_run_is_two_round_trips_deep() {
+async fn submitting_a_run_and_waking_it_suspended_are_two_round_trips_deep_each() {
     let tenant = TenantId::default_tenant();
     let store = Rounds::default();
     let depths = store.depths.clone();
     let mut config = HostConfig::new();
     config.wait.eviction_threshold = Duration::ZERO;
     let runtime = Runtime::new(config, Storage::new(Arc::new(store)), CodeCache::disabled()).unwrap();
-    let bench = load(&runtime, "bench").await;
+    // Uploaded, so that the submission knows the component is stored.
+    let bench = runtime.upload(&tenant, guest("bench"), None).await.unwrap();
+    runtime.runs().live().await.unwrap();
     let submission = Submission::new(bench, "sequential-then-wait", r#"{"n":3}"#);
+    depths.reset();
     let run = runtime.submit(&tenant, submission).await.unwrap();
+    assert_eq!(
+        depths.deepest(),
+        2,
+        "a submission: its markers together, then its record"
+    );
     let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
     assert!(matches!(progress, Progress::Suspended(_)), "{progress:?}");
     for _ in 0..2 {

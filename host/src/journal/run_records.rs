@@ -350,9 +350,23 @@ impl RunRecords {
     /// The run is listed as unfinished first, so no run record is ever
     /// stored without its marker.
     pub async fn create_run(&self, record: &RunRecord) -> Result<(), JournalError> {
-        self.store
+        self.list_unfinished().await?;
+        self.create_record(record).await
+    }
+
+    /// Lists the run as unfinished, which must be done before its record
+    /// is created: what [`create_run`](Self::create_run) does first, for a
+    /// caller that writes other markers beside it.
+    pub async fn list_unfinished(&self) -> Result<(), JournalError> {
+        Ok(self
+            .store
             .overwrite(&unfinished_marker(&self.run), Bytes::new())
-            .await?;
+            .await?)
+    }
+
+    /// Records how the run starts, once [`list_unfinished`](Self::list_unfinished)
+    /// has listed it; fails with `AlreadyExists` if it has started.
+    pub async fn create_record(&self, record: &RunRecord) -> Result<(), JournalError> {
         self.create(&keys_of(&self.run).run(), record).await
     }
 

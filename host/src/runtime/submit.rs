@@ -216,19 +216,25 @@ impl Runs {
             chain: submission.chain,
             restarted_from: submission.restarted_from,
         };
-        // Before the run record, so that a run with a URL always has its
-        // entry; not again for a run submitted again, which may have ended.
-        if let Some(url) = &record.notify
-            && new_run
-        {
-            self.host.hooks.enqueue(records.store(), &run_id, url).await?;
-        }
-        super::search::index(records.store(), &record).await?;
+        // Before the run record, and together (on object storage each is
+        // a round trip; through the local store's log, one sync): the
+        // outbox entry, so that a run with a URL always has its entry (not
+        // again for a run submitted again, which may have ended); the
+        // index's markers; the unfinished marker.
+        let outbox = async {
+            match &record.notify {
+                Some(url) if new_run => self.host.hooks.enqueue(records.store(), &run_id, url).await,
+                _ => Ok(()),
+            }
+        };
+        let indexed = super::search::index(records.store(), &record);
+        let listed = async { Ok::<_, RunError>(records.list_unfinished().await?) };
+        futures::try_join!(outbox, indexed, listed)?;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a
         // host stopping meanwhile names no run it then leaves undriven.
         let generation = self.live().await?;
-        match records.create_run(&record).await {
+        match records.create_record(&record).await {
             Ok(()) => {
                 let started = super::DayUsage {
                     runs: 1,
