@@ -346,17 +346,17 @@ impl RunRecords {
         Ok(true)
     }
 
-    /// Records how the run starts; fails with `AlreadyExists` if it has.
-    /// The run is listed as unfinished first, so no run record is ever
-    /// stored without its marker.
+    /// Records how the run starts, listed as unfinished first, as a
+    /// submission does (beside its other markers); fails with
+    /// `AlreadyExists` if it has started. For tests that store a run.
+    #[cfg(test)]
     pub async fn create_run(&self, record: &RunRecord) -> Result<(), JournalError> {
         self.list_unfinished().await?;
         self.create_record(record).await
     }
 
     /// Lists the run as unfinished, which must be done before its record
-    /// is created: what [`create_run`](Self::create_run) does first, for a
-    /// caller that writes other markers beside it.
+    /// is created, so that no run record is ever stored without its marker.
     pub async fn list_unfinished(&self) -> Result<(), JournalError> {
         Ok(self
             .store

@@ -683,9 +683,9 @@ impl Runs {
     /// the outcome stored, if any. The record is read beside a listing of
     /// the run's keys, which `records` and its clones then answer the
     /// execution's first reads from (see `journal::read_ahead`): on object
-    /// storage each read is a round trip. The run's bell is rung into from
-    /// before the listing, so what is stored after it wakes the run's next
-    /// wait.
+    /// storage each read is a round trip. The run's bell exists from
+    /// before the listing, so a ring for what is stored after it wakes the
+    /// run's next wait.
     pub(super) async fn record(&self, records: &RunRecords) -> Result<(RunRecord, Stored, Option<Outcome>), RunError> {
         let (tenant, run) = (records.store().tenant(), records.run_id());
         if let Some(record) = self.host.fresh.take(tenant, run) {
