@@ -210,9 +210,7 @@ def dbos(tools, work, servers):
     python = os.path.join(tools, "dbos", "bin", "python")
     data = os.path.join(work, "dbos")
     os.makedirs(data)
-    figures = drive({"database": f"sqlite:///{os.path.join(data, 'dbos.sqlite')}"}, python=python)
-    sqlite = figures.pop("settings")
-    version = dbos_version(python)
+    figures, sqlite, version = drive_dbos(python, f"sqlite:///{os.path.join(data, 'dbos.sqlite')}")
     return {
         "name": f"DBOS {version} (SQLite)",
         "config": f"`dbos` {version} (PyPI) on CPython {sys.version.split()[0]}, its system database on SQLite "
@@ -257,9 +255,7 @@ def dbos_postgres(tools, work, servers):
     url = f"postgresql://postgres@127.0.0.1:{POSTGRES_PORT}/dbos_bench"
     wait_until(lambda: subprocess.run([postgres_tool("pg_isready"), "-h", "127.0.0.1", "-p", str(POSTGRES_PORT)],
                                       stdout=subprocess.DEVNULL).returncode == 0, "PostgreSQL")
-    figures = drive({"database": url}, python=python)
-    settings = figures.pop("settings")
-    version = dbos_version(python)
+    figures, settings, version = drive_dbos(python, url)
     return {
         "name": f"DBOS {version} (PostgreSQL)",
         "config": f"`dbos` {version} (PyPI) on CPython {sys.version.split()[0]}, its system database on "
@@ -271,9 +267,14 @@ def dbos_postgres(tools, work, servers):
     }
 
 
-def dbos_version(python):
-    return subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
-                          stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+def drive_dbos(python, database):
+    """DBOS's load generator on the system database at URL `database`: its
+    figures, the database's durability settings, and DBOS's version."""
+    figures = drive({"database": database}, python=python)
+    settings = figures.pop("settings")
+    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
+                             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    return figures, settings, version
 
 
 def serve_stepstone(stepstone, guests, data, env, servers):

@@ -629,9 +629,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         let progress = runtime.runs().drive(&tenant, &run).await.unwrap();
         assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
 
-        let go = stepstone::store::SignalName::new("go").unwrap();
-        runtime.signal(&tenant, &run, &go, "5").await.unwrap();
-        let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
+        let progress = signalled_to_the_end(&runtime, &tenant, &run).await;
         assert_eq!(
             progress,
             Progress::Finished(Outcome::Completed {
@@ -645,6 +643,14 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         let replay = runtime.runs().replay(&tenant, &run, None).await.unwrap();
         assert_eq!(replay, ReplayReport::Identical { calls: 21 }, "{backend}");
     }
+}
+
+/// Sends `run` (of the bench guest's `sequential-then-wait`) its signal
+/// `go` of 5, and drives it to its end.
+async fn signalled_to_the_end(runtime: &Runtime, tenant: &TenantId, run: &RunId) -> Progress {
+    let go = stepstone::store::SignalName::new("go").unwrap();
+    runtime.signal(tenant, run, &go, "5").await.unwrap();
+    runtime.run_to_end(tenant, run, None).await.unwrap()
 }
 
 /// A drive whose workflow returns before it made every call its journal
@@ -1118,9 +1124,7 @@ async fn submitting_a_run_and_waking_it_suspended_are_two_round_trips_deep_each(
         assert!(matches!(progress, Progress::Suspended(_)), "{progress:?}");
         assert_eq!(depths.deepest(), 2, "round trips in series");
     }
-    let go = stepstone::store::SignalName::new("go").unwrap();
-    runtime.signal(&tenant, &run, &go, "5").await.unwrap();
-    let progress = runtime.run_to_end(&tenant, &run, None).await.unwrap();
+    let progress = signalled_to_the_end(&runtime, &tenant, &run).await;
     assert_eq!(
         progress,
         Progress::Finished(Outcome::Completed {
