@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{AttemptCall, Progress, Restart, StandIn, StepStandIn, Submission};
+use stepstone::runtime::{AttemptCall, AttemptUnderWay, Progress, Restart, StandIn, StepStandIn, Submission};
 use stepstone::store::RunId;
 use tokio::sync::watch;
 
@@ -60,7 +60,10 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
             steps.push(attempts.borrow().1 - before);
         }
         let (stopped, suspended) = time(async {
-            host.runtime.runs().pause(&host.tenant, &run, "a look").await?;
+            host.runtime
+                .runs()
+                .pause(&host.tenant, &run, "a look", AttemptUnderWay::Finishes)
+                .await?;
             driver.await?
         })
         .await;
@@ -72,7 +75,10 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
         let driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
         attempts.changed().await?;
         starting.push(attempts.borrow().1 - resumed);
-        host.runtime.runs().pause(&host.tenant, &run, "between rounds").await?;
+        host.runtime
+            .runs()
+            .pause(&host.tenant, &run, "between rounds", AttemptUnderWay::Finishes)
+            .await?;
         driver.await??;
         host.runtime.runs().resume(&host.tenant, &run).await?;
     }

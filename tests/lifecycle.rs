@@ -854,8 +854,8 @@ fn rfc3339_now() -> String {
 /// not taken, and the pause outlives a SIGKILL of its host; resumed, it
 /// takes the signal and ends as it would have. Pausing twice keeps the
 /// first reason; another tenant's run answers 404 as an unknown one does,
-/// and a finished run 409; the CLI pauses and resumes through the API; a
-/// paused run is cancelled as any other.
+/// and a finished run 409; the CLI pauses (stopping any attempt under way)
+/// and resumes through the API; a paused run is cancelled as any other.
 #[test]
 fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_where_it_stopped() {
     const OTHER: &str = "sst_lifecycle_other";
@@ -902,15 +902,61 @@ fn a_paused_run_starts_nothing_keeps_its_signal_across_a_restart_and_resumes_whe
 
     let again = json!({"component": "hello", "workflow": "await-go", "input": {}, "run_id": "again"});
     server.post_json("/v1/runs", TOKEN, &again).expect(202);
-    through_server(&server, &["pause", "again", "--reason", "from the CLI"]);
+    through_server(&server, &["pause", "again", "--reason", "from the CLI", "--interrupt"]);
     let paused = server.get("/v1/runs/again", TOKEN).expect(200);
     assert_eq!(paused["paused"]["reason"], "from the CLI", "{paused}");
+    assert_eq!(paused["paused"]["interrupt"], true, "{paused}");
     // A cancellation goes through the pause.
     server
         .post_json("/v1/runs/again/cancel", TOKEN, &json!({"reason": "enough"}))
         .expect(202);
     let cancelled = server.get("/v1/runs/again/wait?timeout=30s", TOKEN).expect(200);
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+}
+
+/// The operator's controls on the embedded store, with no server: the CLI
+/// pauses a run waiting for a signal (stopping any attempt under way),
+/// advances its wait's timeout, and `resume` lifts the pause and drives
+/// it on, past the advanced timeout, to its end; a restart from its first
+/// call then starts a new run linked to it, which waits again.
+#[test]
+fn the_cli_pauses_advances_resumes_and_restarts_a_run_on_the_local_store() {
+    let host = Host::new();
+    host.run(&["upload", arg(&guest("hello")), "--name", "hello"]).success();
+    host.run(&["start", "hello", "await-go", "--input", "{}", "--run-id", "held"])
+        .success();
+    host.run(&["resume"]).success();
+    let status = |run: &str| host.run(&["status", run, "--json"]).success().json();
+    assert_eq!(status("held")["state"], "awaiting-signal", "{}", status("held"));
+
+    host.run(&["pause", "held", "--reason", "a look", "--interrupt"])
+        .success();
+    let paused = status("held");
+    assert_eq!(
+        (&paused["paused"]["reason"], &paused["paused"]["interrupt"]),
+        (&json!("a look"), &json!(true)),
+        "{paused}"
+    );
+    let advanced = host.run(&["advance", "held"]).success().stdout();
+    assert!(advanced.contains("held"), "{advanced}");
+    host.run(&["resume", "held"]).success();
+    let done = status("held");
+    assert_eq!(
+        (done["state"].as_str(), &done["output"]),
+        (Some("completed"), &Value::Null),
+        "the advanced timeout ended the wait with no signal: {done}"
+    );
+    assert!(done.get("paused").is_none(), "{done}");
+
+    let restarted = host
+        .run(&["restart", "held", "--seq", "0", "--run-id", "again"])
+        .success()
+        .stdout();
+    assert!(restarted.contains("again"), "{restarted}");
+    host.run(&["resume"]).success();
+    let again = status("again");
+    assert_eq!(again["state"], "awaiting-signal", "{again}");
+    assert_eq!(again["restarted_from"]["run"], "held", "{again}");
 }
 
 /// A batch pauses the unfinished runs of one component, every version of

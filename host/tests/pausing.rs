@@ -1,7 +1,8 @@
 //! Pausing and advancing a run through the library: a step whose attempt
 //! failed while its run was paused makes no further attempt until the run
 //! is resumed, and the attempt under way when the pause came finished and
-//! counted; a sleep waited out in its instance ends once advanced.
+//! counted, unless the pause stopped it; a sleep waited out in its
+//! instance ends once advanced.
 
 mod answered;
 
@@ -11,19 +12,53 @@ use std::time::Duration;
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::runtime::{
-    AttemptCall, AttemptFailure, RunState, Runtime, StandIn, StepErrorKind, StepStandIn, Submission,
+    AttemptCall, AttemptFailure, AttemptUnderWay, RunState, Runtime, StandIn, StepErrorKind, StepStandIn, Submission,
 };
 use stepstone::store::{RunId, Storage, TenantId};
 use stepstone_e2e::guest;
 
 use answered::AnsweredAtOnce;
 
-/// Fails the first attempt of the step `flaky` (retried a second later),
-/// pausing its run as it starts; counts that step's attempts. Every other
-/// attempt answers its input, as the bench guest's steps do.
+/// Pauses the run of the step `flaky` as its first attempt starts; counts
+/// that step's attempts. A pause that lets the attempt finish sees it fail
+/// (retried a second later); one that stops it stops an attempt that would
+/// take an hour. Every other attempt answers its input, as the bench
+/// guest's steps do.
 struct PausingOnce {
     runtime: Mutex<Option<Runtime>>,
     attempts: Mutex<u32>,
+    under_way: AttemptUnderWay,
+    /// How long after the attempt starts the pause is asked.
+    pause_after: Duration,
+}
+
+impl PausingOnce {
+    /// A runtime on the in-memory store whose steps `stand_in` answers.
+    fn runtime(under_way: AttemptUnderWay) -> (Runtime, Arc<PausingOnce>) {
+        Self::runtime_with(HostConfig::new(), under_way, Duration::ZERO)
+    }
+
+    fn runtime_with(
+        config: HostConfig,
+        under_way: AttemptUnderWay,
+        pause_after: Duration,
+    ) -> (Runtime, Arc<PausingOnce>) {
+        let stand_in = Arc::new(PausingOnce {
+            runtime: Mutex::new(None),
+            attempts: Mutex::new(0),
+            under_way,
+            pause_after,
+        });
+        let runtime =
+            Runtime::with_step_stand_in(config, Storage::in_memory(), CodeCache::disabled(), stand_in.clone())
+                .expect("a runtime");
+        *stand_in.runtime.lock().expect("unpoisoned") = Some(runtime.clone());
+        (runtime, stand_in)
+    }
+
+    fn attempts(&self) -> u32 {
+        *self.attempts.lock().expect("unpoisoned")
+    }
 }
 
 impl StepStandIn for PausingOnce {
@@ -34,44 +69,45 @@ impl StepStandIn for PausingOnce {
                 takes: Duration::ZERO,
             };
         }
-        *self.attempts.lock().expect("unpoisoned") += 1;
-        if call.attempt > 1 {
+        let mut attempts = self.attempts.lock().expect("unpoisoned");
+        *attempts += 1;
+        // Not `call.attempt`: a stopped attempt is no failed one, and the
+        // next counts as the first again.
+        if *attempts > 1 {
             return StandIn {
                 answer: Some(Ok(call.input.to_owned())),
                 takes: Duration::ZERO,
             };
         }
+        drop(attempts);
         let runtime = self.runtime.lock().expect("unpoisoned").clone().expect("the runtime");
         let run = RunId::new(call.run).expect("a valid id");
+        let (under_way, pause_after) = (self.under_way, self.pause_after);
         tokio::spawn(async move {
+            tokio::time::sleep(pause_after).await;
             let paused = runtime
                 .runs()
-                .pause(&TenantId::default_tenant(), &run, "mid-attempt")
+                .pause(&TenantId::default_tenant(), &run, "mid-attempt", under_way)
                 .await;
             paused.expect("paused");
         });
-        StandIn {
-            answer: Some(Err(AttemptFailure::new(StepErrorKind::Failed, "busy".to_owned()))),
-            // Long enough for the pause to land before the attempt ends.
-            takes: Duration::from_millis(300),
+        match under_way {
+            AttemptUnderWay::Finishes => StandIn {
+                answer: Some(Err(AttemptFailure::new(StepErrorKind::Failed, "busy".to_owned()))),
+                // Long enough for the pause to land before the attempt ends.
+                takes: Duration::from_millis(300),
+            },
+            AttemptUnderWay::Stops => StandIn {
+                answer: Some(Ok(call.input.to_owned())),
+                takes: Duration::from_secs(3600),
+            },
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
-    let stand_in = Arc::new(PausingOnce {
-        runtime: Mutex::new(None),
-        attempts: Mutex::new(0),
-    });
-    let runtime = Runtime::with_step_stand_in(
-        HostConfig::new(),
-        Storage::in_memory(),
-        CodeCache::disabled(),
-        stand_in.clone(),
-    )
-    .expect("a runtime");
-    *stand_in.runtime.lock().expect("unpoisoned") = Some(runtime.clone());
+    let (runtime, stand_in) = PausingOnce::runtime(AttemptUnderWay::Finishes);
     let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":0}"#).await;
 
     // Unpaused, the retry would come a second after the failure.
@@ -97,6 +133,46 @@ async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
     assert!(ended.state.is_finished(), "{ended:?}");
     assert_eq!(*stand_in.attempts.lock().expect("unpoisoned"), 2);
     assert!(ended.paused.is_none());
+}
+
+/// A pause that stops the attempt under way: the attempt, which would take
+/// an hour, is dropped, no other starts while the run is paused, and once
+/// resumed the step is attempted again and the run ends at once. Both where
+/// the workflow's instance awaits the attempt, and where the attempt runs
+/// on a task of its own, its run suspended (a step evicted at once, the
+/// pause asked a little later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_that_stops_the_attempt_under_way_makes_it_again_once_resumed() {
+    stops_the_attempt_under_way(HostConfig::new(), Duration::ZERO).await;
+    let mut evicting = HostConfig::new();
+    evicting.wait.step_eviction_threshold = Duration::ZERO;
+    stops_the_attempt_under_way(evicting, Duration::from_millis(300)).await;
+}
+
+async fn stops_the_attempt_under_way(config: HostConfig, pause_after: Duration) {
+    let (runtime, stand_in) = PausingOnce::runtime_with(config, AttemptUnderWay::Stops, pause_after);
+    let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":0}"#).await;
+    let paused = runtime
+        .runs()
+        .wait(&tenant, &run, Duration::from_secs(2))
+        .await
+        .expect("a status");
+    assert!(!paused.state.is_finished(), "{paused:?}");
+    let pause = paused.paused.as_ref().expect("paused");
+    assert!(pause.interrupt, "{pause:?}");
+    assert_eq!(stand_in.attempts(), 1, "no attempt while paused");
+
+    runtime.runs().resume(&tenant, &run).await.expect("resumed");
+    let ended = runtime
+        .runs()
+        .wait(&tenant, &run, Duration::from_secs(30))
+        .await
+        .expect("a status");
+    assert!(
+        matches!(&ended.state, RunState::Completed { output: Some(output), .. } if output == "1"),
+        "the hour-long attempt was stopped, and the next one answered: {ended:?}"
+    );
+    assert_eq!(stand_in.attempts(), 2);
 }
 
 /// A sleep shorter than the eviction threshold is waited out in its
@@ -170,7 +246,9 @@ async fn a_run_driven_to_its_end_is_paused_resumed_paused_and_cancelled_and_its_
     };
     for round in 0..2 {
         moving(count() + 10).await;
-        runs.pause(&tenant, &run, "a look").await.expect("paused");
+        runs.pause(&tenant, &run, "a look", AttemptUnderWay::Finishes)
+            .await
+            .expect("paused");
         let stopped = tokio::time::timeout(Duration::from_secs(10), stands_still())
             .await
             .unwrap_or_else(|_| panic!("round {round}: the steps go on while paused"));

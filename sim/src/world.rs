@@ -45,7 +45,7 @@ use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
 use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
 use stepstone::policy::TenantPolicy;
-use stepstone::runtime::{Restart, RunError, Runtime, Submission};
+use stepstone::runtime::{AttemptUnderWay, Restart, RunError, Runtime, Submission};
 use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
 use tokio::time::Instant;
 
@@ -129,10 +129,12 @@ enum Event {
         host: usize,
         fault: HostFault,
     },
-    /// An operator pauses the run through a host; it is resumed later.
+    /// An operator pauses the run through a host, stopping its step
+    /// attempt under way or not; it is resumed later.
     Pause {
         run: usize,
         host: usize,
+        under_way: AttemptUnderWay,
     },
     Resume {
         run: usize,
@@ -537,12 +539,17 @@ impl World<'_> {
                 }
             }
             Event::Fault { host, fault } => self.inflict(host, fault).await?,
-            Event::Pause { run, host } => {
+            Event::Pause { run, host, under_way } => {
                 let id = runs[run].id.clone();
                 let answered = self
                     .through_a_host(host, |runtime, _| {
                         let (tenant, id) = (tenant.clone(), id.clone());
-                        async move { runtime.runs().pause(&tenant, &id, "paused by the simulation").await }
+                        async move {
+                            runtime
+                                .runs()
+                                .pause(&tenant, &id, "paused by the simulation", under_way)
+                                .await
+                        }
                     })
                     .await;
                 self.controlled("paused", &id, answered, |faults| faults.run_pauses += 1)?;
@@ -859,7 +866,8 @@ fn draw_plan(rng: &mut ChaCha20Rng, config: &SimConfig) -> (Vec<PlannedRun>, Vec
 }
 
 /// An operator's controls of run `run` (submitted `at`), drawn: a third of
-/// the runs paused through any host, within the span after their start,
+/// the runs paused through any host (half of those stopping the attempt
+/// under way), within the span after their start,
 /// and resumed within three lease TTLs; half the relays' sleeps advanced;
 /// a quarter of the runs without a signal restarted from a seq within
 /// their first five seconds (a run ends, and its records go, later).
@@ -880,7 +888,15 @@ fn draw_controls(
     if rng.next_u32().is_multiple_of(3) {
         let paused = at + Duration::from_millis(rng.next_u64() % span_ms);
         let resumed = paused + Duration::from_millis(rng.next_u64() % (3 * ttl_ms));
-        controls.push((paused, Event::Pause { run, host: pause_host }));
+        let under_way = AttemptUnderWay::stopped_if(rng.next_u32().is_multiple_of(2));
+        controls.push((
+            paused,
+            Event::Pause {
+                run,
+                host: pause_host,
+                under_way,
+            },
+        ));
         controls.push((resumed, Event::Resume { run, host: resume_host }));
     }
     if workflow == "relay" && rng.next_u32().is_multiple_of(2) {

@@ -11,7 +11,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::OptionalJson;
 use super::responses::{JsonBody, Malformed, Oversized, Refusals};
-use crate::runtime::{BatchAction, BatchPage, RunSelector};
+use crate::runtime::{AttemptUnderWay, BatchAction, BatchPage, RunSelector};
 use crate::store::{ComponentName, RunId, RunTag, TenantId};
 
 /// Which unfinished runs a batch acts on: those passing every filter given
@@ -30,6 +30,9 @@ pub struct Batch {
     pub after: Option<RunId>,
     /// Why, kept on each run paused (a pause only).
     pub reason: Option<String>,
+    /// Stop each run's step attempt under way, as `/v1/runs/{id}/pause`
+    /// does (a pause only). False by default.
+    pub interrupt: Option<bool>,
 }
 
 impl ApiState {
@@ -66,11 +69,12 @@ pub async fn pause(
         .reason
         .clone()
         .unwrap_or_else(|| "paused by a batch through the API".into());
+    let under_way = AttemptUnderWay::stopped_if(batch.interrupt.unwrap_or(false));
     let selector = state.selector(&tenant.id, batch).await?;
     let page = state
         .runtime
         .runs()
-        .batch(&tenant.id, &selector, BatchAction::Pause(&reason))
+        .batch(&tenant.id, &selector, BatchAction::Pause(&reason, under_way))
         .await?;
     Ok(Json(page))
 }

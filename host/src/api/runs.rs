@@ -26,7 +26,8 @@ use crate::config::LimitRequest;
 use crate::durations::DurationText;
 use crate::journal::Entry;
 use crate::runtime::{
-    Advanced, DEADLINE, Moment, ReplayReport, Restart, Restarted, RunQuery, RunStatus, START, Submission, UnreadableRun,
+    Advanced, AttemptUnderWay, DEADLINE, Moment, ReplayReport, Restart, Restarted, RunQuery, RunStatus, START,
+    Submission, UnreadableRun,
 };
 use crate::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, WorkflowName};
 use crate::tenancy::Tenant;
@@ -563,11 +564,15 @@ pub async fn cancel(
 pub struct PauseRun {
     /// Why, kept on the run while it is paused.
     pub reason: Option<String>,
+    /// Stop a step attempt under way (it is made again once the run is
+    /// resumed, so the step must be safe to run again, as after a crash)
+    /// instead of letting it finish. False by default.
+    pub interrupt: Option<bool>,
 }
 
 /// Pause a run: it keeps its place and its buffered signals, and starts no
 /// activation and no step attempt until resumed; an attempt under way
-/// finishes and is journaled. Given a run that continued as new, the
+/// finishes and is journaled, unless `interrupt` stops it. Given a run that continued as new, the
 /// chain's latest generation is paused. Pausing a paused run keeps the
 /// first pause.
 #[utoipa::path(post, path = "/v1/runs/{id}/pause", params(RunPath),
@@ -583,8 +588,9 @@ pub async fn pause(
     Path(RunPath { id }): Path<RunPath>,
     OptionalJson(request): OptionalJson<PauseRun>,
 ) -> Result<StatusCode, ApiError> {
+    let under_way = AttemptUnderWay::stopped_if(request.interrupt.unwrap_or(false));
     let reason = request.reason.unwrap_or_else(|| "paused through the API".into());
-    state.runtime.runs().pause(&tenant.id, &id, &reason).await?;
+    state.runtime.runs().pause(&tenant.id, &id, &reason, under_way).await?;
     Ok(StatusCode::ACCEPTED)
 }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::json;
-use stepstone::runtime::{BatchAction, BatchPage, RunSelector, Runtime};
+use stepstone::runtime::{AttemptUnderWay, BatchAction, BatchPage, RunSelector, Runtime};
 use stepstone::store::{ComponentName, RunId, RunTag, TenantId};
 
 use super::remote::Remote;
@@ -21,6 +21,10 @@ pub enum BatchCommand {
         filters: Filters,
         #[arg(long, default_value = "paused by a batch")]
         reason: String,
+        /// Stop each run's step attempt under way (it runs again once
+        /// resumed) instead of letting it finish.
+        #[arg(long)]
+        interrupt: bool,
     },
     /// Resume the paused runs the filters pick (none: every one).
     Resume {
@@ -67,7 +71,9 @@ pub async fn local(runtime: &Runtime, command: BatchCommand) -> anyhow::Result<E
         None => None,
     };
     let action = match &command {
-        BatchCommand::Pause { reason, .. } => BatchAction::Pause(reason),
+        BatchCommand::Pause { reason, interrupt, .. } => {
+            BatchAction::Pause(reason, AttemptUnderWay::stopped_if(*interrupt))
+        }
         BatchCommand::Resume { .. } => BatchAction::Resume,
     };
     let mut selector = RunSelector {
@@ -95,8 +101,9 @@ pub async fn remote(remote: &Remote, command: BatchCommand) -> anyhow::Result<Ex
         "workflow": filters.workflow,
         "tag": filters.tag,
     });
-    if let BatchCommand::Pause { reason, .. } = &command {
+    if let BatchCommand::Pause { reason, interrupt, .. } = &command {
         body["reason"] = json!(reason);
+        body["interrupt"] = json!(interrupt);
     }
     let mut runs = Vec::new();
     loop {

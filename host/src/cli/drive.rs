@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stepstone::journal::Outcome;
-use stepstone::runtime::{DEADLINE, Moment, Progress, Restart, RunError, Runtime, START, Submission};
+use stepstone::runtime::{AttemptUnderWay, DEADLINE, Moment, Progress, Restart, RunError, Runtime, START, Submission};
 use stepstone::store::{ComponentName, ConcurrencyKey, RunId, RunTag, SignalId, SignalName, TenantId};
 
 use super::read_file;
@@ -284,10 +284,15 @@ pub async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn pause(runtime: &Runtime, run: &RunId, reason: &str) -> anyhow::Result<ExitCode> {
+pub async fn pause(
+    runtime: &Runtime,
+    run: &RunId,
+    reason: &str,
+    under_way: AttemptUnderWay,
+) -> anyhow::Result<ExitCode> {
     runtime
         .runs()
-        .pause(&TenantId::default_tenant(), run, reason)
+        .pause(&TenantId::default_tenant(), run, reason, under_way)
         .await
         .with_context(|| format!("cannot pause run {run}"))?;
     Ok(ExitCode::SUCCESS)

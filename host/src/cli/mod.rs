@@ -26,7 +26,7 @@ use stepstone::config::{
 };
 use stepstone::egress::{AllowedOrigin, AllowlistSetting, EgressConfig, Outbound};
 use stepstone::policy::TenantPolicy;
-use stepstone::runtime::Runtime;
+use stepstone::runtime::{AttemptUnderWay, Runtime};
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
     ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, StreamName,
@@ -253,11 +253,14 @@ enum Command {
         reason: String,
     },
     /// Pause a run: it keeps its place and buffered signals and starts
-    /// nothing until resumed; an attempt under way finishes.
+    /// nothing until resumed; an attempt under way finishes, unless
+    /// `--interrupt` stops it (it runs again once resumed).
     Pause {
         run: RunId,
         #[arg(long, default_value = "paused by the user")]
         reason: String,
+        #[arg(long)]
+        interrupt: bool,
     },
     /// End a run's current wait (a sleep, or a signal wait's timeout) now,
     /// as if its timer had run out; a server driving the run goes on at
@@ -554,7 +557,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         } => drive::start(&host().await?, &component, &workflow, &input, run_id, &when).await,
         Command::Wait { run, timeout } => inspect::wait(&host().await?, &run, timeout).await,
         Command::Cancel { run, reason } => drive::cancel(&host().await?, &run, &reason).await,
-        Command::Pause { run, reason } => drive::pause(&host().await?, &run, &reason).await,
+        Command::Pause { run, reason, interrupt } => {
+            drive::pause(&host().await?, &run, &reason, AttemptUnderWay::stopped_if(interrupt)).await
+        }
         Command::Advance { run } => drive::advance(&host().await?, &run).await,
         Command::Restart {
             run,

@@ -115,8 +115,8 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Cancel { run, reason } => remote.cancel(run.as_str(), &reason).await.map(|()| ExitCode::SUCCESS),
-        Command::Pause { run, reason } => remote
-            .pause(run.as_str(), Some(&reason))
+        Command::Pause { run, reason, interrupt } => remote
+            .pause(run.as_str(), Some((&reason, interrupt)))
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Resume { run: Some(run), .. } => remote.pause(run.as_str(), None).await.map(|()| ExitCode::SUCCESS),
@@ -340,12 +340,13 @@ impl Remote {
         self.send(request).await.map(drop)
     }
 
-    /// Pauses `run` for `reason`, or resumes it (`None`).
-    pub async fn pause(&self, run: &str, reason: Option<&str>) -> anyhow::Result<()> {
-        let request = match reason {
-            Some(reason) => self
+    /// Pauses the run, given a reason and whether to interrupt its
+    /// attempt under way; resumes it, given none.
+    pub async fn pause(&self, run: &str, pause: Option<(&str, bool)>) -> anyhow::Result<()> {
+        let request = match pause {
+            Some((reason, interrupt)) => self
                 .request(Method::POST, &format!("/v1/runs/{run}/pause"))
-                .json(&json!({"reason": reason})),
+                .json(&json!({"reason": reason, "interrupt": interrupt})),
             None => self.request(Method::POST, &format!("/v1/runs/{run}/resume")),
         };
         self.send(request).await.map(drop)

@@ -13,7 +13,7 @@ use super::layout::{self, Nav};
 use super::runs::PAGE_SIZE;
 use super::{PageError, Signed};
 use crate::api::state::ApiState;
-use crate::runtime::{BatchAction, RunQuery, RunSelector};
+use crate::runtime::{AttemptUnderWay, BatchAction, RunQuery, RunSelector};
 use crate::store::ComponentName;
 
 /// `GET /ui/components`.
@@ -159,6 +159,7 @@ pub async fn page(
             form #batch-pause-form method="post" action={ "/ui/components/" (reference) "/pause" } {
                 input type="hidden" name="csrf" value=(csrf);
                 label { "Reason " input type="text" name="reason" maxlength=(super::run::MAX_REASON) placeholder="paused from the console"; }
+                (super::run::interrupt_box())
                 button type="submit" { "Pause every unfinished run" }
             }
             form #batch-resume-form method="post" action={ "/ui/components/" (reference) "/resume" } {
@@ -201,6 +202,8 @@ pub struct BatchForm {
     csrf: String,
     #[serde(default)]
     reason: String,
+    #[serde(default)]
+    interrupt: Option<String>,
 }
 
 /// `POST /ui/components/{reference}/pause`: every unfinished run of it.
@@ -212,7 +215,15 @@ pub async fn pause(
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
     let reason = super::run::reason_given(&form.reason, "paused from the console");
-    batch(&state, &signed, &reference, BatchAction::Pause(&reason), "paused").await
+    let under_way = AttemptUnderWay::stopped_if(form.interrupt.is_some());
+    batch(
+        &state,
+        &signed,
+        &reference,
+        BatchAction::Pause(&reason, under_way),
+        "paused",
+    )
+    .await
 }
 
 /// `POST /ui/components/{reference}/resume`: every paused run of it.

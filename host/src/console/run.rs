@@ -20,7 +20,7 @@ use crate::api::state::ApiState;
 use crate::clock::{now_ms, rfc3339};
 use crate::guest_log::Source;
 use crate::journal::{CallKind, Payload, RunRecord};
-use crate::runtime::{LogCursor, LogPage, ReplayReport, Restart, RunError, RunState, RunStatus};
+use crate::runtime::{AttemptUnderWay, LogCursor, LogPage, ReplayReport, Restart, RunError, RunState, RunStatus};
 use crate::store::{RunId, SignalName, StreamName, TenantId};
 
 /// Log lines a page shows.
@@ -378,6 +378,7 @@ fn actions(run: &RunId, csrf: &str, status: &RunStatus, names: &[(crate::store::
                         h3 { "Pause" }
                         input type="hidden" name="csrf" value=(csrf);
                         label { "Reason " input type="text" name="reason" maxlength=(MAX_REASON) placeholder="paused from the console"; }
+                        (interrupt_box())
                         button type="submit" { "Pause the run" }
                     }
                 }
@@ -457,12 +458,22 @@ pub async fn signal(
 }
 
 /// A form of an action on a run: its CSRF token and, for a cancellation or
-/// a pause, a reason (none for a resumption).
+/// a pause, a reason (none for a resumption); for a pause, whether it stops
+/// a step attempt under way (a checkbox, sent only when ticked).
 #[derive(Deserialize)]
 pub struct ReasonForm {
     csrf: String,
     #[serde(default)]
     reason: String,
+    #[serde(default)]
+    interrupt: Option<String>,
+}
+
+/// The checkbox that makes a pause stop a step attempt under way.
+pub(super) fn interrupt_box() -> Markup {
+    html! {
+        label { input type="checkbox" name="interrupt" value="on"; " Stop a step attempt under way (it runs again once resumed)" }
+    }
 }
 
 /// `POST /ui/runs/{id}/cancel`.
@@ -506,7 +517,10 @@ pub async fn pause(
 ) -> Result<Response, PageError> {
     signed.check(&form.csrf)?;
     let reason = reason_given(&form.reason, "paused from the console");
-    let paused = state.runtime().runs().pause(&signed.0.tenant.id, &id, &reason).await;
+    let under_way = AttemptUnderWay::stopped_if(form.interrupt.is_some());
+    let paused = (state.runtime().runs())
+        .pause(&signed.0.tenant.id, &id, &reason, under_way)
+        .await;
     redirect_or_refuse(&state, &signed, &id, paused, "paused").await
 }
 

@@ -310,6 +310,10 @@ pub struct PauseRecord {
     pub reason: String,
     /// When it was paused, in milliseconds since the Unix epoch.
     pub paused_at_ms: u64,
+    /// Whether a step attempt under way was stopped (to be made again once
+    /// the run is resumed), not let finish.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt: bool,
 }
 
 /// A request to end a run's wait (a sleep, or a signal wait's timeout) at

@@ -423,9 +423,18 @@ impl RunRecords {
         self.read(&keys_of(&self.run).pause()).await
     }
 
-    /// Pauses the run; pausing a paused run keeps the first request.
-    pub async fn request_pause(&self, request: &PauseRecord) -> Result<(), JournalError> {
-        self.create_first(&keys_of(&self.run).pause(), request).await
+    /// Pauses the run, and answers the pause that stands: pausing a paused
+    /// run keeps the first request.
+    pub async fn request_pause(&self, request: &PauseRecord) -> Result<PauseRecord, JournalError> {
+        let key = keys_of(&self.run).pause();
+        match self.create(&key, request).await {
+            Ok(()) => Ok(request.clone()),
+            // Resumed meanwhile: a paused driver reads the store again anyway.
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
+                Ok(self.read(&key).await?.unwrap_or_else(|| request.clone()))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Resumes the run: its pause request goes (none is fine).

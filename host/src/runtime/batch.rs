@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use futures::StreamExt;
 
-use super::{RunError, Runs};
+use super::{AttemptUnderWay, RunError, Runs};
 use crate::journal::RunRecord;
 use crate::store::{RunId, RunTag, TenantId};
 
@@ -63,8 +63,8 @@ pub struct BatchPage {
 /// What a batch does to each run it selects.
 #[derive(Debug, Clone, Copy)]
 pub enum BatchAction<'a> {
-    /// Pause it, saying why.
-    Pause(&'a str),
+    /// Pause it, saying why, and what becomes of a step attempt under way.
+    Pause(&'a str, AttemptUnderWay),
     /// Resume it.
     Resume,
 }
@@ -78,7 +78,7 @@ impl Runs {
         selector: &RunSelector,
         action: BatchAction<'_>,
     ) -> Result<BatchPage, RunError> {
-        if let BatchAction::Pause(reason) = action {
+        if let BatchAction::Pause(reason, _) = action {
             super::control::check_pause_reason(reason)?;
         }
         let mut candidates = self.unfinished_ids(tenant).await?;
@@ -114,7 +114,7 @@ impl Runs {
             return Ok(None);
         }
         let acted = match action {
-            BatchAction::Pause(reason) => self.pause(tenant, &run, reason).await,
+            BatchAction::Pause(reason, under_way) => self.pause(tenant, &run, reason, under_way).await,
             BatchAction::Resume => self.resume(tenant, &run).await,
         };
         match acted {
@@ -186,7 +186,11 @@ mod tests {
         let other = TenantId::new("globex").expect("a valid id");
         let everything = RunSelector::default();
         let elsewhere = runs
-            .batch(&other, &everything, BatchAction::Pause("not theirs"))
+            .batch(
+                &other,
+                &everything,
+                BatchAction::Pause("not theirs", AttemptUnderWay::Finishes),
+            )
             .await?;
         assert_eq!(
             elsewhere,
@@ -201,14 +205,16 @@ mod tests {
             ..RunSelector::default()
         };
         let too_long = "x".repeat(crate::runtime::MAX_PAUSE_REASON + 1);
-        let refused = runs.batch(&tenant, &of_w, BatchAction::Pause(&too_long)).await;
+        let refused = runs
+            .batch(&tenant, &of_w, BatchAction::Pause(&too_long, AttemptUnderWay::Finishes))
+            .await;
         assert!(
             matches!(refused, Err(RunError::TooLarge { size: 1025, .. })),
             "{refused:?}"
         );
         assert_eq!(paused(&store, 0).await, None, "nothing paused");
         let longest = &too_long[1..];
-        runs.pause(&tenant, &run(1), longest).await?;
+        runs.pause(&tenant, &run(1), longest, AttemptUnderWay::Finishes).await?;
         assert_eq!(
             paused(&store, 1).await.as_deref(),
             Some(longest),
@@ -216,7 +222,13 @@ mod tests {
         );
         runs.resume(&tenant, &run(1)).await?;
 
-        let first = runs.batch(&tenant, &of_w, BatchAction::Pause("a bad deploy")).await?;
+        let first = runs
+            .batch(
+                &tenant,
+                &of_w,
+                BatchAction::Pause("a bad deploy", AttemptUnderWay::Finishes),
+            )
+            .await?;
         let evens: Vec<RunId> = (0..BATCH_PAGE).step_by(2).filter(|&n| n != 2).map(run).collect();
         assert_eq!(
             first.runs, evens,
@@ -227,7 +239,13 @@ mod tests {
             after: first.next,
             ..of_w
         };
-        let second = runs.batch(&tenant, &rest, BatchAction::Pause("a bad deploy")).await?;
+        let second = runs
+            .batch(
+                &tenant,
+                &rest,
+                BatchAction::Pause("a bad deploy", AttemptUnderWay::Finishes),
+            )
+            .await?;
         assert_eq!(
             second,
             BatchPage {

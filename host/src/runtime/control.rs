@@ -8,8 +8,10 @@
 //! activation and no step attempt until it is resumed: its driver meets the
 //! pause when it next starts the run, at the workflow's next new durable
 //! call, or before a step's next attempt; an attempt under way finishes
-//! and is journaled. A cancellation goes through a pause: the run executes
-//! to end cancelled.
+//! and is journaled, unless the pause stops it ([`AttemptUnderWay`]): then
+//! it is dropped, or aborted once no instance of the run executes here,
+//! and attempted anew once the run is resumed. A cancellation goes through
+//! a pause: the run executes to end cancelled.
 //!
 //! Advancing a run ends its current wait (a sleep, or a signal wait's
 //! timeout) now: a record beside the wait's timer, which the wait reads
@@ -48,11 +50,51 @@ pub(super) fn check_pause_reason(reason: &str) -> Result<(), RunError> {
     }
 }
 
+/// Whether a run is paused, as far as a host has heard, and what becomes
+/// of a step attempt under way: it finishes and is journaled, or, if the
+/// pause asked, it is stopped and made again once the run is resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paused {
+    No,
+    AttemptsFinish,
+    AttemptsInterrupted,
+}
+
+impl From<Option<&PauseRecord>> for Paused {
+    fn from(pause: Option<&PauseRecord>) -> Self {
+        match pause {
+            None => Paused::No,
+            Some(pause) if pause.interrupt => Paused::AttemptsInterrupted,
+            Some(_) => Paused::AttemptsFinish,
+        }
+    }
+}
+
+/// What a pause does to a step attempt under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptUnderWay {
+    /// It finishes, and its result is journaled.
+    Finishes,
+    /// It is stopped, and made again once the run is resumed: for a step
+    /// doing harm, which must be safe to run again, as after a crash.
+    Stops,
+}
+
+impl AttemptUnderWay {
+    /// `Stops` if a pause asks to interrupt, else `Finishes`.
+    pub fn stopped_if(interrupt: bool) -> Self {
+        match interrupt {
+            true => AttemptUnderWay::Stops,
+            false => AttemptUnderWay::Finishes,
+        }
+    }
+}
+
 /// How the host reaches one run.
 pub struct RunControl {
     bell: Notify,
     cancelled: watch::Sender<bool>,
-    paused: watch::Sender<bool>,
+    paused: watch::Sender<Paused>,
 }
 
 impl Default for RunControl {
@@ -60,7 +102,7 @@ impl Default for RunControl {
         Self {
             bell: Notify::new(),
             cancelled: watch::Sender::new(false),
-            paused: watch::Sender::new(false),
+            paused: watch::Sender::new(Paused::No),
         }
     }
 }
@@ -73,12 +115,17 @@ impl RunControl {
     /// Whether the run is paused, as far as this host has heard: a
     /// cancelled run is not, since a cancellation goes through a pause.
     pub fn is_paused(&self) -> bool {
-        *self.paused.borrow() && !self.is_cancelled()
+        *self.paused.borrow() != Paused::No && !self.is_cancelled()
+    }
+
+    /// Whether the run is paused by a pause that stops step attempts under way.
+    pub fn interrupts_attempts(&self) -> bool {
+        *self.paused.borrow() == Paused::AttemptsInterrupted && !self.is_cancelled()
     }
 
     /// Notes whether the run is paused, and rings its bell: a run waiting
     /// in its instance is evicted, a suspended one looks again.
-    pub fn set_paused(&self, paused: bool) {
+    pub fn set_paused(&self, paused: Paused) {
         if self.paused.send_replace(paused) != paused {
             self.bell.notify_one();
         }
@@ -90,7 +137,7 @@ impl RunControl {
             return std::future::pending().await;
         }
         // The sender lives as long as `self`, so waiting cannot fail.
-        let _ = self.paused.subscribe().wait_for(|paused| *paused).await;
+        let _ = self.paused.subscribe().wait_for(|paused| *paused != Paused::No).await;
     }
 
     /// Resolves once the run is not paused, or is cancelled.
@@ -98,7 +145,7 @@ impl RunControl {
         let mut paused = self.paused.subscribe();
         tokio::select! {
             biased;
-            _ = paused.wait_for(|paused| !*paused) => {}
+            _ = paused.wait_for(|paused| *paused == Paused::No) => {}
             () = self.cancelled() => {}
         }
     }
@@ -169,7 +216,7 @@ impl Controls {
 
     /// Notes that the run is paused or resumed, if this host drives it (or,
     /// with `held`, will: it holds the run's claim).
-    pub fn set_paused(&self, tenant: &TenantId, run: &RunId, paused: bool, held: bool) {
+    pub fn set_paused(&self, tenant: &TenantId, run: &RunId, paused: Paused, held: bool) {
         let control = if held {
             Some(self.of(tenant, run))
         } else {
@@ -347,18 +394,29 @@ impl Runs {
     /// generation): it keeps its place and its buffered signals, and starts
     /// no activation and no step attempt until [`resume`](Self::resume),
     /// on whichever host drives it; an attempt under way finishes and is
-    /// journaled. Pausing a paused run keeps the first pause's reason.
-    pub async fn pause(&self, tenant: &TenantId, run: &RunId, reason: &str) -> Result<(), RunError> {
+    /// journaled, unless the pause `Stops` it. Pausing a paused run keeps
+    /// the first pause.
+    pub async fn pause(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        reason: &str,
+        under_way: AttemptUnderWay,
+    ) -> Result<(), RunError> {
         check_pause_reason(reason)?;
         let run = &self.latest_generation(tenant, run).await?;
         let records = self.records_of_unfinished(tenant, run).await?;
         let request = PauseRecord {
             reason: reason.to_owned(),
             paused_at_ms: now_ms(),
+            interrupt: under_way == AttemptUnderWay::Stops,
         };
-        records.request_pause(&request).await?;
+        // The pause that stands, if one came first.
+        let stands = records.request_pause(&request).await?;
         let held = self.host.cluster.holds(tenant, run);
-        self.host.controls.set_paused(tenant, run, true, held);
+        self.host
+            .controls
+            .set_paused(tenant, run, Paused::from(Some(&stands)), held);
         self.wake(tenant, run).await;
         Ok(())
     }
@@ -369,7 +427,7 @@ impl Runs {
         let run = &self.latest_generation(tenant, run).await?;
         let records = self.records_of_unfinished(tenant, run).await?;
         records.resume().await?;
-        self.host.controls.set_paused(tenant, run, false, false);
+        self.host.controls.set_paused(tenant, run, Paused::No, false);
         self.wake(tenant, run).await;
         Ok(())
     }

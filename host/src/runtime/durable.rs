@@ -294,7 +294,7 @@ impl WorkflowState {
                 biased;
                 result = step.clone() => result,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
-                () = self.run.control.paused() => return Err(self.evict_awaiting(handle, step)),
+                () = self.run.control.paused() => return Err(self.paused_awaiting(handle, step)),
             }
         } else {
             tokio::select! {
@@ -302,7 +302,7 @@ impl WorkflowState {
                 result = step.clone() => result,
                 () = self.run.control.cancelled() => return self.interrupt_step(handle, step).await,
                 () = eviction => return Err(self.evict_awaiting(handle, step)),
-                () = self.run.control.paused() => return Err(self.evict_awaiting(handle, step)),
+                () = self.run.control.paused() => return Err(self.paused_awaiting(handle, step)),
             }
         };
         let result = self.received(result)?;
@@ -310,6 +310,18 @@ impl WorkflowState {
         // activation budget, as after any durable call.
         self.end_activation();
         Ok(result)
+    }
+
+    /// The run is paused while it awaits step `handle`: the attempt under
+    /// way runs on as a long step does, unless the pause stops it: then it
+    /// is dropped with the instance (or, on a task of its own, aborted once
+    /// the instance is gone), and made again once the run is resumed.
+    fn paused_awaiting(&mut self, handle: u32, step: Shared<BoxFuture<'static, StepResult>>) -> Interruption {
+        if !self.run.control.interrupts_attempts() {
+            return self.evict_awaiting(handle, step);
+        }
+        tracing::info!(seq = handle, "the pause stops the awaited step's attempt");
+        Interruption::Suspend(Suspension::paused())
     }
 
     /// The awaited step `handle` takes longer than the eviction threshold:

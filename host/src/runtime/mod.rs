@@ -75,7 +75,7 @@ pub use crate::sandbox::{AttemptFailure, Role, SandboxError, StepErrorKind};
 pub use batch::{BATCH_PAGE, BatchAction, BatchPage, RunSelector};
 pub use catalog::Catalog;
 pub use continuation::{ContinuationError, MAX_CHAIN_HOPS};
-pub use control::{Advanced, MAX_PAUSE_REASON};
+pub use control::{Advanced, AttemptUnderWay, MAX_PAUSE_REASON};
 pub use groups::{GroupRecord, Groups, MAX_GROUP_RUNS};
 pub use hooks::{MAX_ATTEMPTS, Notification, SIGNING_KEY_SECRET, message, signature};
 pub use interruption::Suspension;

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::clock::now_ms;
 
-use super::control::{Controls, RunControl};
+use super::control::{Controls, Paused, RunControl};
 use super::interruption::Interruption;
 use super::workflow::{Mode, WorkflowProgram, WorkflowState};
 use crate::byte_budget::ByteBudgetCache;
@@ -24,7 +24,7 @@ use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::egress::{Egress, Outbound};
 use crate::guest_log::RunLog;
-use crate::journal::{Cursor, JournalError, Outcome, Payload, RunRecord, RunRecords, SnapshotListing};
+use crate::journal::{Cursor, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
 use crate::policy::{Admission, Policies, TenantPolicy};
 use crate::sandbox::{Engines, Role, StepErrorKind, classify, kind_name};
@@ -337,8 +337,13 @@ impl Runs {
             journal
         );
         let (context, (cancel_request, pause_request)) = prepared?;
-        if cancel_request.is_none() && paused(&context.control, fresh, pause_request.is_some()) {
+        if cancel_request.is_none() && paused(&context.control, fresh, pause_request.as_ref()) {
             tracing::info!(%run, "the run is paused: it waits to be resumed");
+            if context.control.interrupts_attempts() {
+                // No instance of the run executes here now: what an earlier
+                // one left running stops, to be attempted again once resumed.
+                self.host.in_flight.abort_run(tenant, run);
+            }
             return Ok(Progress::Suspended(
                 Suspension::paused().no_later_than(record.deadline_ms, now_ms()),
             ));
@@ -392,6 +397,7 @@ impl Runs {
             let recorded_calls = recorded_calls(&entries);
             let records = context.records.clone();
             let log = context.log.clone();
+            let control = context.control.clone();
             let ended = self.execute(context, &record, Cursor::new(entries), Mode::Live).await;
             // Stored before the outcome, so a run seen finished shows its log.
             log.close();
@@ -418,6 +424,9 @@ impl Runs {
                 Ended::Returned(Err(message)) => failed("workflow-error", message),
                 Ended::Interrupted(Interruption::Suspend(suspension)) => {
                     tracing::info!(wake_at_ms = suspension.wake_at_ms, "run suspended, instance dropped");
+                    if control.interrupts_attempts() {
+                        self.host.in_flight.abort_run(tenant, run);
+                    }
                     records.snapshot(&self.host.config.snapshots).await;
                     let suspension = suspension.no_later_than(record.deadline_ms, now_ms());
                     return Ok(Progress::Suspended(suspension));
@@ -591,7 +600,11 @@ impl Runs {
             // The store says when a pause ends: a resumption's wake-up may
             // be lost, never its deletion of the pause.
             if suspension.paused && records.pause_request().await?.is_none() {
-                control.set_paused(false);
+                control.set_paused(Paused::No);
+                return Ok(());
+            }
+            // A step this run awaits is stopped by its next driver here.
+            if suspension.step.is_some() && control.interrupts_attempts() {
                 return Ok(());
             }
             if let Some((name, taken)) = &suspension.signal
@@ -897,9 +910,9 @@ impl Runs {
 
 /// Whether a run about to be driven, and not cancelled, is paused: as the
 /// store says (when it was read), else as this host noted.
-fn paused(control: &RunControl, fresh: bool, stored: bool) -> bool {
+fn paused(control: &RunControl, fresh: bool, stored: Option<&PauseRecord>) -> bool {
     if !fresh {
-        control.set_paused(stored);
+        control.set_paused(stored.into());
     }
     control.is_paused()
 }
@@ -919,7 +932,10 @@ async fn handle_wakeups(host: std::sync::Weak<Host>, mut queue: tokio::sync::mps
             Err(e) => tracing::warn!(%run, "cannot read whether the woken run was cancelled: {e}"),
         }
         match pause {
-            Ok(pause) => runtime.host.controls.set_paused(&tenant, &run, pause.is_some(), false),
+            Ok(pause) => runtime
+                .host
+                .controls
+                .set_paused(&tenant, &run, pause.as_ref().into(), false),
             Err(e) => tracing::warn!(%run, "cannot read whether the woken run was paused: {e}"),
         }
         runtime.host.controls.ring(&tenant, &run);

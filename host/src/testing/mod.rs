@@ -62,7 +62,7 @@ use crate::clock::{self, VirtualTime};
 use crate::component::CodeCache;
 use crate::config::HostConfig;
 use crate::journal::{CallKind, Entry, Outcome, Recorded};
-use crate::runtime::{Progress, ReplayReport, RunError, Runtime, Submission};
+use crate::runtime::{AttemptUnderWay, Progress, ReplayReport, RunError, Runtime, Submission};
 use crate::shared_map::lock;
 use crate::store::{RunId, SignalName, Storage, TenantId};
 use stubs::Stubs;
@@ -312,7 +312,10 @@ fn send_events(
         let (runtime, tenant, run, failures) = (runtime.clone(), tenant.clone(), run.clone(), failures.clone());
         events.spawn(async move {
             tokio::time::sleep(at).await;
-            let paused = runtime.runs().pause(&tenant, &run, "paused by the scenario").await;
+            let paused = runtime
+                .runs()
+                .pause(&tenant, &run, "paused by the scenario", AttemptUnderWay::Finishes)
+                .await;
             let resumed = match paused {
                 Ok(()) => {
                     tokio::time::sleep(lasts).await;
