@@ -219,6 +219,21 @@ fn each_route_reads_no_more_body_than_what_it_accepts() {
     );
 }
 
+/// At the default quota (64 MiB a payload), a 10 GiB input or signal is
+/// refused from its head too, naming the limit.
+#[test]
+fn a_10_gib_payload_is_refused_from_its_head_at_the_default_quota() {
+    let server = Server::start(&tenants_file(&[KEPT], ""));
+    for (path, limit) in [("/v1/runs", (64 << 20) + 16384), ("/v1/runs/r/signals/s", 64 << 20)] {
+        let (status, answer) = announced(&server, "POST", path, 10 << 30);
+        assert_eq!(status, 413, "{path}: {answer}");
+        assert!(
+            answer.contains(&format!("this endpoint's limit of {limit} bytes")),
+            "{path}: {answer}"
+        );
+    }
+}
+
 /// An endless body from an iterator of chunks, as a reader.
 struct ChunkedReader<I> {
     chunks: I,

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stepstone_e2e::{Host, ReliabilityResult, Server, StoreProxy, arg, record_reliability, token_hash};
+use stepstone_e2e::{Host, ReliabilityResult, Server, StoreProxy, arg, order_input, record_reliability, token_hash};
 
 const TOKEN: &str = "sst_cluster_token";
 
@@ -190,6 +190,36 @@ fn a_run_paused_through_another_host_is_driven_by_none_until_resumed() {
     let done = await_state(other, "held", "completed", Duration::from_secs(30));
     assert_eq!(done["output"], json!({"via": "the other host"}));
     assert_contiguous(other, "held");
+}
+
+/// A large payload on two hosts over SeaweedFS: an order whose 600 KiB
+/// gift note (its input, then its `ship` output and its own output, each
+/// stored apart) is placed through one host, which is killed (SIGKILL)
+/// while the order waits for its approval; the other host takes it over,
+/// is sent the approval, ends the order, serves its stored output whole,
+/// and replays it identically.
+#[test]
+fn a_large_payload_round_trips_through_the_order_saga_across_a_failover() {
+    let _turn = one_at_a_time();
+    let mut servers = cluster(2, &["--lease-ttl", "2s"]);
+    servers[0].upload(TOKEN, "order");
+    let note = "ship with care ♥ ".repeat(600 * 1024 / 19);
+    let input = order_input("big", 10, json!({ "gift_note": note }));
+    begin(&servers[0], "order", "place-order", &input, "big");
+    await_state(&servers[0], "big", "awaiting-signal", Duration::from_secs(30));
+    servers[0].kill();
+    let other = &servers[1];
+    other.await_log("claimed the run", Duration::from_secs(30));
+    signal(other, "big", "approve", &json!({"approved": true}));
+    let done = await_state(other, "big", "completed", Duration::from_secs(60));
+    let sha256 = done["output_stored"]["sha256"]
+        .as_str()
+        .expect("the output stored apart");
+    let placed = other.get(&format!("/v1/runs/big/payloads/{sha256}"), TOKEN).expect(200);
+    assert!(placed["packing_slip"] == note, "the note came back whole");
+    let replay = other.post_json("/v1/runs/big/replay", TOKEN, &json!({})).expect(200);
+    assert_eq!(replay["verdict"], "identical", "{replay}");
+    assert_contiguous(other, "big");
 }
 
 /// A stream read through a host that does not drive its run, from before

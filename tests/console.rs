@@ -565,6 +565,13 @@ async fn walk_every_page(client: &Client, base: &str, globex_digest: &Value, pat
     await_text(client, "p.notice", |t| t.starts_with("Restarted")).await?;
     let link = text(client, "#restarted-from").await?;
     assert!(link.contains("o-cancel") && link.contains("before seq 1"), "{link}");
+    // The new run waits for its approval again: advanced from the UI, its
+    // wait times out now, and the order fails for want of an approval.
+    await_shown(client, "#live .state[data-state=awaiting-signal]").await?;
+    submit(client, "#advance-form", &[]).await?;
+    await_text(client, "p.notice", |t| t.starts_with("Advanced")).await?;
+    await_shown(client, "#live .state[data-state=failed]").await?;
+    assert!(text(client, "section.summary").await?.contains("no approval within"));
 
     // A failed run says why.
     client.goto(&format!("{base}/ui/runs/o-fail")).await?;

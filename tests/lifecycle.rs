@@ -963,7 +963,8 @@ fn the_cli_pauses_advances_resumes_and_restarts_a_run_on_the_local_store() {
 /// its name, and none of another component's or another tenant's: a
 /// signal sent to a paused run is kept; the CLI resumes the batch through
 /// `--server`, and the runs end as they would have. An unknown component
-/// is not found, and a field the batch does not know is refused.
+/// is not found, and a field the batch does not know is refused. With no
+/// filter, a batch pauses (and resumes) every unfinished run of the tenant.
 #[test]
 fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
     const OTHER: &str = "sst_lifecycle_other";
@@ -1016,6 +1017,16 @@ fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
     );
     let waiting = server.get("/v1/runs/b2", TOKEN).expect(200);
     assert!(waiting.get("paused").is_none(), "{waiting}");
+
+    // With no filter, every unfinished run of the tenant, and no other's.
+    let page = (server.post_json("/v1/batch/pause", TOKEN, &json!({"interrupt": true}))).expect(200);
+    assert_eq!(page, json!({"runs": ["b2", "o1"], "next": null}));
+    let other = server.get("/v1/runs/g1", OTHER).expect(200);
+    assert!(other.get("paused").is_none(), "{other}");
+    let paused = server.get("/v1/runs/o1", TOKEN).expect(200);
+    assert_eq!(paused["paused"]["interrupt"], true, "{paused}");
+    let page = server.post_json("/v1/batch/resume", TOKEN, &json!({})).expect(200);
+    assert_eq!(page, json!({"runs": ["b2", "o1"], "next": null}));
 }
 
 /// `Stepstone-Signature` for `body` at `t` under `key`, as a sender signs it.

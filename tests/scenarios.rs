@@ -69,6 +69,8 @@ fn the_order_sagas_scenarios_pass_and_a_day_passes_at_once() {
     assert!(timed_out.contains("after 1day 1h"), "{timed_out}");
     let advanced = line(&stdout, "advanced-by-an-operator");
     assert!(advanced.contains("after 1h 30m"), "both waits cut short: {advanced}");
+    let paused = line(&stdout, "paused-for-two-days");
+    assert!(paused.contains("after 2days 1h"), "nothing ran while paused: {paused}");
     let xml = std::fs::read_to_string(&junit).expect("the JUnit report is written");
     assert!(
         xml.contains(&format!(
