@@ -1312,7 +1312,7 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
     // Another tenant's build, by its name or its digest, is not the tenant's.
     let bytes = std::fs::read(guest("order-patched")).expect("the guest is built");
     let theirs = server
-        .post_bytes("/v1/components?name=order-theirs", OTHER, bytes)
+        .post_bytes("/v1/components?name=order-theirs", OTHER, bytes.clone())
         .expect(201);
     for component in [json!("order-theirs"), theirs["digest"].clone()] {
         let body = json!({"seq": charge, "component": component});
@@ -1367,6 +1367,30 @@ fn a_run_restarted_from_a_point_keeps_the_calls_before_it_and_executes_the_rest_
     let answer: Value = serde_json::from_str(&cli.stdout()).expect("JSON");
     assert_eq!(answer["restarted_from"], json!({"run": new, "seq": 1}), "{answer}");
     assert_eq!(answer["old_cancelled"], false, "a finished run: {answer}");
+
+    // On a new build that replays the kept calls alike (the patched order,
+    // whose fraud check new runs make): the new run executes the new code.
+    let patched = server
+        .post_bytes("/v1/components?name=order-patched", TOKEN, bytes)
+        .expect(201);
+    let body = json!({"seq": charge, "component": "order-patched", "run_id": "patched"});
+    let moved = restart(&server, TOKEN, &new, body).expect(201);
+    assert_eq!(moved["signals_again"], 1, "the approval: {moved}");
+    server.await_state(TOKEN, "patched", "sleeping");
+    server
+        .post_json("/v1/runs/patched/advance", TOKEN, &json!({}))
+        .expect(200);
+    let done = server.get("/v1/runs/patched/wait?timeout=30s", TOKEN).expect(200);
+    assert_eq!(
+        (done["state"].as_str(), &done["component"]),
+        (Some("completed"), &patched["digest"]),
+        "{done}"
+    );
+    assert_eq!(
+        steps_logged(&server, "patched"),
+        ["fraud-check", "charge", "ship"],
+        "the kept reserve did not run again; the new build's fraud check, past the point, did"
+    );
 }
 
 /// A flood of signed requests to a hook meets the tenant's run quotas as
