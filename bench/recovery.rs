@@ -173,6 +173,13 @@ async fn first_run(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Dura
 /// Validates `bytes` and readies its steps on fresh engines over `cache`:
 /// the cold start of a steps-only guest.
 async fn step_ready(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Duration> {
+    readied(cache, bytes, true).await
+}
+
+/// Validates `bytes` on fresh engines over `cache`, and readies its steps
+/// if `steps`: a validation compiles one role (workflows, if it has any)
+/// and runs the component's description.
+async fn readied(cache: CodeCache, bytes: bytes::Bytes, steps: bool) -> anyhow::Result<Duration> {
     let (took, result) = time(async {
         let components = Components::within(
             Engines::new(&served_config())?,
@@ -180,7 +187,9 @@ async fn step_ready(cache: CodeCache, bytes: bytes::Bytes) -> anyhow::Result<Dur
             served_config().loaded_components_bytes,
         );
         let loaded = components.validate("the guest", bytes).await?;
-        components.steps(&loaded).await?;
+        if steps {
+            components.steps(&loaded).await?;
+        }
         anyhow::Ok(())
     })
     .await;
@@ -193,7 +202,11 @@ pub async fn cold_start() -> anyhow::Result<Section> {
         "A new host process's first run of a newly uploaded component (upload with validation, \
          submit, run `three-steps` to its end), with an empty compiled-code cache (everything \
          compiled by Cranelift) and with the cache filled by an earlier host. Median of 3. \
-         Baseline: the same run on a host that already has the component loaded.",
+         Baseline: the same run on a host that already has the component loaded. Both roles: \
+         the bench guest (workflows and steps) validated and its steps readied on fresh engines \
+         with no cache, against validating it alone (which compiles it for the workflow engine \
+         and runs its description): the step engine takes the workflow engine's code \
+         (`Engines::share_code`), so the second role costs a copy, not a compile.",
     );
     let bytes = guest("bench")?;
     let warm = Host::new(Backend::Memory, served_config()).await?;
@@ -211,6 +224,21 @@ pub async fn cold_start() -> anyhow::Result<Section> {
         .push(Row::new("Rust guest, no cache", millis(cold.median()), "ms").against("warm host", warm_ms));
     section.rows.push(
         Row::new("Rust guest, cache filled", millis(cached.median()), "ms").against("no cache", millis(cold.median())),
+    );
+    // A guest of workflows and steps, compiled for both roles: once.
+    let (mut one_role, mut both_roles) = (Samples::default(), Samples::default());
+    for _ in 0..3 {
+        one_role.push(readied(CodeCache::disabled(), bytes.clone(), false).await?);
+        both_roles.push(readied(CodeCache::disabled(), bytes.clone(), true).await?);
+    }
+    section.rows.push(
+        Row::new(
+            "Rust guest of workflows and steps, both roles ready, no cache",
+            millis(both_roles.median()),
+            "ms",
+        )
+        .against("validated alone: one compile", millis(one_role.median()))
+        .ratio_target("≤ 1.15× one compile", Bound::AtMost(1.15)),
     );
     for (language, file) in OTHER_LANGUAGES {
         if !guests_dir().join(format!("{file}.wasm")).exists() {

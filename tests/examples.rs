@@ -18,6 +18,8 @@ fn hello_greets_through_its_step() {
     );
 }
 
+/// A component of a workflow and its step is compiled once, for both
+/// engines, and cached as one file; the next run compiles nothing.
 #[test]
 fn a_first_compile_says_it_is_compiling_and_cached_and_the_next_run_compiles_nothing() {
     let host = Host::with_own_cache();
@@ -32,6 +34,17 @@ fn a_first_compile_says_it_is_compiling_and_cached_and_the_next_run_compiles_not
         first.contains("compiling the component to native code") && first.contains("the result is cached"),
         "{first}"
     );
+    assert_eq!(
+        first.matches("compiling the component to native code").count(),
+        1,
+        "once for the workflow and its step: {first}"
+    );
+    let cached: Vec<_> = std::fs::read_dir(host.data_dir().join("cache"))
+        .expect("the cache")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".cwasm"))
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
     let again = greet(&host);
     assert!(
         !again.contains("compiling"),

@@ -113,6 +113,22 @@ impl CodeCache {
     }
 }
 
+/// `compiled`'s code, loaded into `engine`, which compiles alike (see
+/// `Engines::share_code`): a copy of the code in milliseconds, where a
+/// compile of a large guest takes seconds.
+pub(crate) async fn carry_over(compiled: &Component, engine: &Engine) -> wasmtime::Result<Component> {
+    let (compiled, engine) = (compiled.clone(), engine.clone());
+    tokio::task::spawn_blocking(move || {
+        let bytes = compiled.serialize()?;
+        // SAFETY: the bytes were just serialized, in this process, from
+        // code compiled by an engine whose compatibility hash is `engine`'s;
+        // wasmtime still checks the header.
+        unsafe { Component::deserialize(&engine, &bytes) }
+    })
+    .await
+    .map_err(wasmtime::Error::msg)?
+}
+
 fn cached(dir: &Dir, engine: &Engine, file: &str) -> Option<Component> {
     let bytes = dir.read(file).ok()?;
     // SAFETY: the file was written by `store` below from

@@ -259,7 +259,15 @@ impl Components {
 
     async fn step_program(&self, loaded: &Loaded, urgency: Urgency) -> Result<Arc<StepProgram>, ComponentError> {
         let program = loaded.step.get_or_try_init(|| async {
-            let component = self.compile(Role::Step, &loaded.digest, &loaded.bytes, urgency).await?;
+            let component = match loaded.workflow.get() {
+                // Compiled once, for both roles.
+                Some(compiled) if self.engines.share_code() => {
+                    super::cache::carry_over(compiled, self.engines.get(Role::Step))
+                        .await
+                        .map_err(|e| compile_error(&loaded.digest, Role::Step, &e))?
+                }
+                _ => self.compile(Role::Step, &loaded.digest, &loaded.bytes, urgency).await?,
+            };
             StepProgram::new(
                 self.engines.get(Role::Step),
                 &component,

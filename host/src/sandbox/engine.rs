@@ -1,5 +1,10 @@
 //! One wasmtime [`Engine`] per role, built by one function, and the epoch
 //! ticker that gives every store its wall clock.
+//!
+//! Both roles compile code alike (see [`Role`]), so one compile of a
+//! component that exports workflows and steps serves both engines
+//! ([`Engines::share_code`]); only their pools and slots differ. A host
+//! whose steps are unmetered compiles steps apart, since fuel is compiled in.
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,7 +23,9 @@ use crate::store::TenantId;
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// What an engine runs. Workflows must be deterministic, so their engine
-/// canonicalises NaNs and fixes relaxed-SIMD results; steps need not be.
+/// canonicalises NaNs and fixes relaxed-SIMD results; steps need not be,
+/// but their engine does the same, so that their code is the workflows'
+/// (one compile for both), at a small cost to float-heavy steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Workflow code: deterministic, and always fuel-metered.
@@ -48,6 +55,8 @@ pub struct Engines {
     workflow_slots: Arc<FairSlots>,
     step_slots: Arc<FairSlots>,
     unmetered_steps: bool,
+    /// Whether code compiled for one role runs on the other's engine.
+    shared_code: bool,
     /// `None` for untimed guests (see `HostConfig::untimed_guests`).
     _ticker: Option<Arc<EpochTicker>>,
 }
@@ -65,14 +74,22 @@ impl Engines {
             Some(Arc::new(ticker.map_err(|e| SandboxError::Ticker(e.to_string()))?))
         };
         let slots = || FairSlots::new(config.pool_instances as usize);
+        let shared_code = compatibility(&workflow) == compatibility(&step);
         Ok(Self {
             workflow,
             step,
             workflow_slots: slots(),
             step_slots: slots(),
             unmetered_steps: config.unmetered_steps,
+            shared_code,
             _ticker: ticker,
         })
+    }
+
+    /// Whether code compiled for one role runs on the other's engine: both
+    /// compile alike unless steps are unmetered.
+    pub fn share_code(&self) -> bool {
+        self.shared_code
     }
 
     /// Waits for a free instance slot of `role` for `tenant`, in line by
@@ -123,12 +140,19 @@ fn base_config(role: Role, unmetered_steps: bool) -> Config {
     wasm.wasm_component_model(true)
         .consume_fuel(role == Role::Workflow || !unmetered_steps)
         .epoch_interruption(true)
-        .max_wasm_stack(1 << 20);
-    if role == Role::Workflow {
-        wasm.cranelift_nan_canonicalization(true)
-            .relaxed_simd_deterministic(true);
-    }
+        .max_wasm_stack(1 << 20)
+        .cranelift_nan_canonicalization(true)
+        .relaxed_simd_deterministic(true);
     wasm
+}
+
+/// What code compiled by `engine` depends on, as a number: engines with the
+/// same run each other's code.
+fn compatibility(engine: &Engine) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// One component instance's share of the pool.
@@ -250,6 +274,21 @@ mod tests {
                 "{resident} bytes resident, keeping up to {keep_resident}"
             );
         }
+    }
+
+    #[test]
+    fn both_roles_share_compiled_code_unless_steps_are_unmetered() {
+        assert!(Engines::new(&HostConfig::new()).expect("engines").share_code());
+        let unpooled = HostConfig {
+            pooling: false,
+            ..HostConfig::new()
+        };
+        assert!(Engines::new(&unpooled).expect("engines").share_code());
+        let unmetered = HostConfig {
+            unmetered_steps: true,
+            ..HostConfig::new()
+        };
+        assert!(!Engines::new(&unmetered).expect("engines").share_code());
     }
 
     #[test]
