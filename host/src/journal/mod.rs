@@ -11,6 +11,7 @@
 
 mod cursor;
 mod envelope;
+pub(crate) mod ledger;
 mod payload;
 mod read_ahead;
 mod records;

@@ -346,34 +346,27 @@ impl RunRecords {
         Ok(true)
     }
 
-    /// Records how the run starts, listed as unfinished first, as a
-    /// submission does (beside its other markers); fails with
+    /// Records how the run starts, listed as unfinished first, as runs
+    /// stored before the ledger were (see `Runs::unfinished`); fails with
     /// `AlreadyExists` if it has started. For tests that store a run.
     #[cfg(test)]
     pub async fn create_run(&self, record: &RunRecord) -> Result<(), JournalError> {
-        self.list_unfinished().await?;
+        self.store
+            .overwrite(&unfinished_marker(&self.run), Bytes::new())
+            .await?;
         self.create_record(record).await
     }
 
-    /// Lists the run as unfinished, which must be done before its record
-    /// is created, so that no run record is ever stored without its marker.
-    pub async fn list_unfinished(&self) -> Result<(), JournalError> {
-        Ok(self
-            .store
-            .overwrite(&unfinished_marker(&self.run), Bytes::new())
-            .await?)
-    }
-
-    /// Records how the run starts, once [`list_unfinished`](Self::list_unfinished)
-    /// has listed it; fails with `AlreadyExists` if it has started.
+    /// Records how the run starts, once the ledger notes it open (see
+    /// `journal::ledger`); fails with `AlreadyExists` if it has started.
     pub async fn create_record(&self, record: &RunRecord) -> Result<(), JournalError> {
         self.create(&keys_of(&self.run).run(), record).await
     }
 
-    /// Moves the run from the list of unfinished runs to that of runs
-    /// finished (at `finished_at_ms`), which the retention sweeper reads. A
-    /// failure is only logged: the run stays listed unfinished, and
-    /// recovery, finding it finished, moves it then.
+    /// Moves a run stored before the ledger from the list of unfinished
+    /// runs to that of runs finished (at `finished_at_ms`), which the
+    /// retention sweeper reads. A failure is only logged: the run stays
+    /// listed unfinished, and recovery, finding it finished, moves it then.
     pub async fn unlist(&self, finished_at_ms: u64) {
         let moved = async {
             self.store
@@ -391,10 +384,10 @@ impl RunRecords {
         self.read(&keys_of(&self.run).outcome()).await
     }
 
-    /// Records how the run ended (at `finished_at_ms`) and returns the
-    /// outcome that stands: if an outcome was already recorded (a retry
-    /// after a crash, another host), that one, never a second.
-    pub async fn finish(&self, outcome: &Outcome, finished_at_ms: u64) -> Result<Outcome, JournalError> {
+    /// Records how the run ended and returns the outcome that stands: if
+    /// an outcome was already recorded (a retry after a crash, another
+    /// host), that one, never a second.
+    pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
         self.check_claim()?;
         let stands = match self.create(&keys_of(&self.run).outcome(), outcome).await {
             Ok(()) => outcome.clone(),
@@ -404,7 +397,6 @@ impl RunRecords {
                 .ok_or(JournalError::Store(StoreError::NotFound { key }))?,
             Err(e) => return Err(e),
         };
-        self.unlist(finished_at_ms).await;
         Ok(stands)
     }
 
@@ -1226,9 +1218,9 @@ mod tests {
     async fn outcome_is_recorded_once() -> TestResult {
         let run = records();
         let first = Outcome::Completed { output: "1".into() };
-        assert_eq!(run.finish(&first, 1).await?, first);
+        assert_eq!(run.finish(&first).await?, first);
         let second = Outcome::Completed { output: "2".into() };
-        assert_eq!(run.finish(&second, 2).await?, first);
+        assert_eq!(run.finish(&second).await?, first);
         Ok(())
     }
 

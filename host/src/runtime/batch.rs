@@ -124,13 +124,18 @@ impl Runs {
         }
     }
 
-    /// The ids of the tenant's unfinished runs, from the index of them (or
-    /// by every run's records, the first time, on a store from before it).
+    /// The ids of the tenant's unfinished runs, from the ledger and the
+    /// index of those stored before it (or by every run's records, the
+    /// first time, on a store from before both); some may have ended.
     async fn unfinished_ids(&self, tenant: &TenantId) -> Result<Vec<RunId>, RunError> {
-        match self.indexed_unfinished(tenant).await? {
-            Some(listed) => Ok(listed),
-            None => Ok(self.unfinished(tenant).await?.runs),
-        }
+        let Some(mut listed) = self.indexed_unfinished(tenant).await? else {
+            return Ok(self.unfinished(tenant).await?.runs);
+        };
+        let noted = crate::journal::ledger::open_runs(&self.host.storage.tenant(tenant)).await?;
+        listed.extend(noted.runs.into_iter().map(|noted| noted.run));
+        listed.sort();
+        listed.dedup();
+        Ok(listed)
     }
 }
 
@@ -175,7 +180,7 @@ mod tests {
         }
         // Ended, though still listed unfinished (its host died between the two).
         let finished = RunRecords::new(store.clone(), run(2));
-        finished.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
+        finished.finish(&Outcome::Completed { output: "1".into() }).await?;
         store
             .overwrite(&unfinished_marker(&run(2)), bytes::Bytes::new())
             .await?;

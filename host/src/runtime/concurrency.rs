@@ -546,7 +546,7 @@ mod tests {
         // A ticket whose run has ended is thrown away, and blocks no one.
         let ended = RunRecords::new(store.clone(), run("second"));
         ended
-            .finish(&crate::journal::Outcome::Cancelled { reason: "test".into() }, 9)
+            .finish(&crate::journal::Outcome::Cancelled { reason: "test".into() })
             .await
             .expect("stored");
         let third = takeable_places(&store, &limit, &run("third"), 1).await.expect("read");

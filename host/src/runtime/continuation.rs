@@ -461,7 +461,8 @@ mod tests {
             let next = generation_id(&link)?;
             let records = runtime.runs().records(&tenant, &record.run_id);
             records.create_run(&record).await?;
-            records.finish(&Outcome::Continued { next: next.clone() }, 1).await?;
+            records.finish(&Outcome::Continued { next: next.clone() }).await?;
+            records.unlist(1).await;
             if link.generation <= pointer {
                 runtime.runs().advance_pointer(&store, &link, &next).await?;
             }
@@ -521,11 +522,9 @@ mod tests {
         );
         assert_eq!(&runtime.runs().latest_generation(&tenant, root).await?, latest);
         assert_eq!(&runtime.status(&tenant, root).await?.run_id, latest);
-        runtime
-            .runs()
-            .records(&tenant, latest)
-            .finish(&Outcome::Completed { output: "1".into() }, 1)
-            .await?;
+        let records = runtime.runs().records(&tenant, latest);
+        records.finish(&Outcome::Completed { output: "1".into() }).await?;
+        records.unlist(1).await;
         assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 1);
         assert!(
             read_pointer(&store, root).await?.is_none(),

@@ -29,7 +29,6 @@ use serde::Serialize;
 use super::interruption::Interruption;
 use super::workflow::Mode;
 use super::{Ended, RunError, Runs, Submission, failed};
-use crate::clock::now_ms;
 use crate::component::Loaded;
 use crate::journal::{
     CallKind, Cursor, Entry, JournalError, Outcome, Payload, Recorded, RestartPoint, RunRecord, RunRecords,
@@ -261,7 +260,7 @@ impl Runs {
         record: &RunRecord,
         why: String,
     ) -> Result<Outcome, RunError> {
-        let outcome = records.finish(&failed("restart-point-gone", why), now_ms()).await?;
+        let outcome = records.finish(&failed("restart-point-gone", why)).await?;
         self.ended(records, record, &outcome).await;
         Ok(outcome)
     }

@@ -3,13 +3,17 @@
 //! snapshots, attempts, timers, signals, outcome), oldest first, in batches;
 //! and a component nothing refers to any more can be deleted.
 //!
-//! Invariants: a finished run is found through its marker in the index of
-//! finished runs (`finished/{hour}/{finished-at}-{run}`), written before the
-//! run leaves the index of unfinished ones, so no finished run lacks one.
-//! The run record goes last and the marker after it, so a sweep cut short
-//! is finished by the next, and a run submitted again under the id (which
-//! can only be created once the record is gone) loses nothing to a sweep
-//! of its predecessor. Deleting is
+//! Invariants: a finished run is found through the ledger's segments of
+//! runs ended, by hour (`ledger/ended/{hour}/…`, see
+//! [`crate::journal::ledger`]), or, stored before the ledger, through its
+//! marker in the index of finished runs (`finished/{hour}/{finished-at}-{run}`).
+//! A run noted open whose end was never noted is noted ended by recovery,
+//! so no finished run is missed for long. The run record goes last and
+//! the segment (or marker) after it, rewritten without the runs deleted,
+//! so a sweep cut short is finished by the next, and a run submitted again
+//! under the id (which can only be created once the record is gone, and
+//! is noted with its own creation time) loses nothing to a sweep of its
+//! predecessor. Deleting is
 //! idempotent: hosts sweeping the same tenant at once only repeat deletes.
 //! A finished child run (or a generation of a chain a parent started) is
 //! kept while its parent is unfinished: the parent may await it any time,
@@ -23,6 +27,7 @@ use std::time::Duration;
 use super::RunError;
 use super::recently_ended::RecentlyEnded;
 use crate::clock::now_ms;
+use crate::journal::ledger::{self, Ledger};
 use crate::journal::{Outcome, RunRecords};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
@@ -50,6 +55,8 @@ pub struct Swept {
 /// deleted run's must leave) and the metrics, nothing else.
 pub struct Retention {
     storage: Storage,
+    /// Compacted before a sweep, which reads only what compactions wrote.
+    ledger: Ledger,
     policies: Arc<Policies>,
     ended: Arc<RecentlyEnded>,
     metrics: Arc<Metrics>,
@@ -58,12 +65,14 @@ pub struct Retention {
 impl Retention {
     pub(super) fn new(
         storage: Storage,
+        ledger: Ledger,
         policies: Arc<Policies>,
         ended: Arc<RecentlyEnded>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             storage,
+            ledger,
             policies,
             ended,
             metrics,
@@ -95,6 +104,8 @@ impl Retention {
         let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
         let mut swept = Swept::default();
+        self.ledger.compact(&store).await?;
+        self.sweep_ended(&store, cutoff, &mut swept).await?;
         'hours: for hour in store.children(&finished_key()).await? {
             let Ok(hour_number) = hour.parse::<u64>() else { continue };
             if hour_number.saturating_mul(3_600_000) > cutoff {
@@ -107,7 +118,7 @@ impl Retention {
                 if finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                     break 'hours;
                 }
-                let Some(objects) = delete_run(&store, &run, finished_at_ms).await? else {
+                let Some(objects) = delete_run(&store, &run, finished_at_ms, None).await? else {
                     continue;
                 };
                 swept.objects += objects;
@@ -122,15 +133,63 @@ impl Retention {
         }
         Ok(swept)
     }
+
+    /// Deletes the runs the ledger's ended segments list as finished by
+    /// `cutoff`, oldest hour first, up to what `swept` leaves of a batch; a
+    /// segment is rewritten without those deleted, then goes.
+    async fn sweep_ended(&self, store: &TenantStore, cutoff: u64, swept: &mut Swept) -> Result<(), RunError> {
+        for hour in store.children(&ledger::ended_key()).await? {
+            let Ok(hour_number) = hour.parse::<u64>() else { continue };
+            if hour_number.saturating_mul(3_600_000) > cutoff || swept.runs as usize == SWEEP_BATCH {
+                return Ok(());
+            }
+            let folder = StoreKey::from_iter(["ledger", "ended", hour.as_str()]);
+            for segment in store.list(&folder).await? {
+                let ended = ledger::ended_runs(store, &segment).await?;
+                let mut kept = Vec::new();
+                for (noted, finished_at_ms) in &ended {
+                    let deleted = match *finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
+                        true => None,
+                        false => delete_run(store, &noted.run, *finished_at_ms, Some(noted.created_at_ms)).await?,
+                    };
+                    match deleted {
+                        // Not this run's: another under the id, or none.
+                        Some(0) => {}
+                        Some(objects) => {
+                            swept.objects += objects;
+                            self.ended.forget(store.tenant(), &noted.run);
+                            swept.runs += 1;
+                        }
+                        None => kept.push((noted.clone(), *finished_at_ms)),
+                    }
+                }
+                if kept.len() < ended.len() {
+                    ledger::rewrite_ended(store, &segment, &kept).await?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Deletes the objects of `run`, which finished at `finished_at_ms`, and
 /// says how many there were; `None` if it is kept for now, its parent
 /// being unfinished. A run started anew under the id since (its record
-/// younger than the marker) is another run, and is left alone.
-async fn delete_run(store: &TenantStore, run: &RunId, finished_at_ms: u64) -> Result<Option<u64>, RunError> {
+/// younger than the marker, or created at another time than the ledger
+/// noted, `created_at_ms`) is another run, and is left alone; so is what
+/// a run the ledger noted but never created left (a submission under the
+/// id may be writing it).
+async fn delete_run(
+    store: &TenantStore,
+    run: &RunId,
+    finished_at_ms: u64,
+    created_at_ms: Option<u64>,
+) -> Result<Option<u64>, RunError> {
     let keys = keys_of(run);
     let record = RunRecords::new(store.clone(), run.clone()).run().await?;
+    if created_at_ms.is_some() && record.as_ref().map(|record| record.created_at_ms) != created_at_ms {
+        return Ok(Some(0));
+    }
     if let Some(record) = &record {
         if record.created_at_ms > finished_at_ms {
             return Ok(Some(0));
@@ -214,6 +273,7 @@ mod tests {
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
+    use crate::journal::ledger::NotedRun;
     use crate::journal::{ChainLink, RunRecord, SignalRecord};
     use crate::shared_map::lock;
     use crate::store::{Storage, finished_marker};
@@ -343,7 +403,7 @@ mod tests {
         old.create_run(&RunRecord::example("r0001", long_ago)).await?;
         old.send_signal(&"old".parse().expect("a name"), &signal(), None)
             .await?;
-        old.finish(&Outcome::Completed { output: "1".into() }, long_ago).await?;
+        old.finish(&Outcome::Completed { output: "1".into() }).await?;
         old.unlist(long_ago).await;
         resubmission.storage.set(storage.clone()).expect("set once");
 
@@ -403,9 +463,9 @@ mod tests {
             Some(deleting),
             "found again"
         );
-        records.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
+        records.finish(&Outcome::Completed { output: "1".into() }).await?;
         assert_eq!(
-            delete_run(&store, &run(1), 2).await?,
+            delete_run(&store, &run(1), 2, None).await?,
             Some(4),
             "record, outcome and two claims"
         );
@@ -426,10 +486,10 @@ mod tests {
         let record = RunRecord::example("r0001", 1);
         let records = RunRecords::new(store.clone(), run(1));
         records.create_run(&record).await?;
-        records.finish(&Outcome::Completed { output: "1".into() }, 2).await?;
+        records.finish(&Outcome::Completed { output: "1".into() }).await?;
         let read_before = records.run().await?.expect("stored");
 
-        assert!(delete_run(&store, &run(1), 2).await?.is_some());
+        assert!(delete_run(&store, &run(1), 2, None).await?.is_some());
         let cluster = Cluster::new(
             &storage,
             HostId::fresh(),
@@ -473,11 +533,11 @@ mod tests {
         });
         let records = RunRecords::new(store.clone(), generation.clone());
         records.create_run(&record).await?;
-        records.finish(&Outcome::Continued { next: last }, 2).await?;
+        records.finish(&Outcome::Continued { next: last }).await?;
         let pointer = chain_key(&run(1));
         store.overwrite(&pointer, Bytes::from_static(b"the pointer")).await?;
         store.delete(&keys_of(&generation).outcome()).await?;
-        assert!(delete_run(&store, &generation, 2).await?.is_some());
+        assert!(delete_run(&store, &generation, 2, None).await?.is_some());
         assert!(store.get(&pointer).await?.is_some(), "the pointer stays");
         Ok(())
     }
@@ -495,6 +555,61 @@ mod tests {
 
     fn run(n: usize) -> RunId {
         RunId::new(&format!("r{n:04}")).expect("a valid id")
+    }
+
+    /// Runs noted ended in the ledger are swept once past their retention,
+    /// those within it kept: the segment of their hour rewritten with the
+    /// runs kept, then gone with the last of them.
+    #[tokio::test]
+    async fn runs_the_ledger_noted_ended_are_swept_past_their_retention() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let runtime = runtime(storage);
+        let ledger = runtime.runs().host.ledger.clone();
+        let hour = Duration::from_secs(3600);
+        let now = now_ms();
+        let (old, recent) = (now - 2 * 3_600_000, now - 60_000);
+        for (n, finished_at) in [(1, old), (2, old + 1), (3, recent)] {
+            let record = RunRecord::example(run(n).as_str(), old - 10);
+            ledger.opened(&store, NotedRun::of(&record)).await?;
+            let records = RunRecords::new(store.clone(), run(n));
+            records.create_record(&record).await?;
+            records.finish(&Outcome::Completed { output: "1".into() }).await?;
+            ledger.ended(&store, NotedRun::of(&record), finished_at);
+        }
+        let noted_ended = || async { ledger::open_runs(&store).await.map(|open| open.runs.is_empty()) };
+        while !noted_ended().await? {
+            tokio::task::yield_now().await;
+        }
+
+        // A note of a submission whose run another submission of the id
+        // created (the simulation's seed 184: its end, noted by recovery,
+        // swept the run that stood).
+        let standing = RunRecord::example(run(4).as_str(), old);
+        RunRecords::new(store.clone(), run(4)).create_record(&standing).await?;
+        let lost = NotedRun {
+            created_at_ms: old - 1,
+            ..NotedRun::of(&standing)
+        };
+        ledger.opened(&store, lost.clone()).await?;
+        ledger.ended(&store, lost, old);
+        while !noted_ended().await? {
+            tokio::task::yield_now().await;
+        }
+
+        assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 2);
+        let stood = RunRecords::new(store.clone(), run(4)).run().await?;
+        assert_eq!(stood, Some(standing), "the run under the id stands");
+        for (n, kept) in [(1, false), (2, false), (3, true)] {
+            let stored = RunRecords::new(store.clone(), run(n)).run().await?;
+            assert_eq!(stored.is_some(), kept, "run {n}");
+        }
+        let later = Duration::from_secs(30);
+        assert_eq!(runtime.retention().sweep(&tenant, later).await?.runs, 1);
+        assert!(RunRecords::new(store.clone(), run(3)).run().await?.is_none());
+        assert!(store.list(&ledger::ended_key()).await?.is_empty(), "every segment gone");
+        Ok(())
     }
 
     #[tokio::test]
@@ -559,7 +674,8 @@ mod tests {
         let child = RunRecords::new(store.clone(), child_record.run_id.clone());
         child.create_run(&child_record).await?;
         let ended = Outcome::Completed { output: "1".into() };
-        child.finish(&ended, long_ago).await?;
+        child.finish(&ended).await?;
+        child.unlist(long_ago).await;
         let runtime = runtime(storage);
         let hour = Duration::from_secs(3600);
 
@@ -569,7 +685,8 @@ mod tests {
             Some(ended.clone()),
             "the child its parent may await"
         );
-        parent.finish(&ended, long_ago + 1).await?;
+        parent.finish(&ended).await?;
+        parent.unlist(long_ago + 1).await;
         assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 2);
         assert_eq!(child.outcome().await?, None);
         assert_eq!(parent.run().await?, None);

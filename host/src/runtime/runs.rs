@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::Instrument;
 
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 
 use super::control::{Controls, Paused, RunControl};
 use super::interruption::Interruption;
@@ -24,6 +24,7 @@ use crate::component::{CodeCache, ComponentError, Components, Loaded};
 use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::egress::{Egress, Outbound};
 use crate::guest_log::RunLog;
+use crate::journal::ledger::{self, Ledger, NotedRun};
 use crate::journal::{Cursor, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing};
 use crate::metrics::Metrics;
 use crate::policy::{Admission, Policies, TenantPolicy};
@@ -77,6 +78,8 @@ pub(super) struct Host {
     pub(super) stream_reads: streams::StreamReads,
     /// When each run created here was created: never twice the same.
     pub(super) creation: crate::clock::CreationClock,
+    /// The notes of runs opened and ended here, batched.
+    pub(super) ledger: Ledger,
     pub(super) controls: Arc<Controls>,
     pub(super) background: background::Background,
     pub(super) in_flight: Arc<in_flight::InFlightSteps>,
@@ -211,8 +214,10 @@ impl Runs {
             offload_payloads_above: config.offload_payloads_above,
         });
         let background = background::Background::default();
+        let ledger = Ledger::new(cluster.me().clone());
         let retention = Arc::new(Retention::new(
             storage.clone(),
+            ledger.clone(),
             policies.clone(),
             background.ended.clone(),
             metrics.clone(),
@@ -251,6 +256,7 @@ impl Runs {
             stream_bells: Arc::default(),
             stream_reads: streams::StreamReads::default(),
             creation: crate::clock::CreationClock::default(),
+            ledger,
             controls: Arc::default(),
             background,
             in_flight: Arc::default(),
@@ -450,7 +456,7 @@ impl Runs {
                 Some(request) if !matches!(outcome, Outcome::Continued { .. }) => request.outcome(),
                 _ => outcome,
             };
-            let outcome = records.finish(&outcome, now_ms()).await?;
+            let outcome = records.finish(&outcome).await?;
             self.ended(&records, &record, &outcome).await;
             match &outcome {
                 Outcome::Continued { next } => self.pass_on_cancellation(&records, next).await,
@@ -506,7 +512,7 @@ impl Runs {
         record: &RunRecord,
         request: &crate::journal::CancelRecord,
     ) -> Result<Progress, RunError> {
-        let outcome = records.finish(&request.clone().outcome(), now_ms()).await?;
+        let outcome = records.finish(&request.clone().outcome()).await?;
         self.ended(records, record, &outcome).await;
         tracing::info!("run cancelled before it started");
         Ok(Progress::Finished(outcome))
@@ -516,6 +522,7 @@ impl Runs {
     /// go, its end counted, its notification made due.
     pub(super) async fn ended(&self, records: &RunRecords, record: &RunRecord, outcome: &Outcome) {
         let tenant = records.store().tenant();
+        self.host.ledger.ended(records.store(), NotedRun::of(record), now_ms());
         spans::run_ended(tenant, record, outcome, now_ms());
         self.host.cluster.release(tenant, &record.run_id);
         self.count_finished(tenant, outcome);
@@ -643,13 +650,50 @@ impl Runs {
     /// Every run of the tenant that has not finished, and those whose
     /// records are corrupt (which cannot go on, and hold up no other).
     ///
-    /// Read from the index of unfinished runs (`unfinished/{run}`), so the
-    /// cost grows with the runs still open, not with every run ever stored.
-    /// A run found finished is taken off the index. On a store written
-    /// before the index was kept, the first call builds it from a scan of
-    /// every run; a store that takes no write then is only read (and
-    /// scanned again next time).
+    /// Read from the ledger's runs open ([`crate::journal::ledger`]), and,
+    /// for runs stored before it, from the index of unfinished runs
+    /// (`unfinished/{run}`): the cost grows with the runs still open, not
+    /// with every run ever stored. A run found finished is noted ended (or
+    /// taken off the old index); so is the note of a run never created,
+    /// once [`ledger::PHANTOM_AFTER`] old, and compacts the ledger when
+    /// its batches are many. On a store written before either was kept,
+    /// the first call builds the old index from a scan of every run; a
+    /// store that takes no write then is only read (and scanned again next
+    /// time).
     pub async fn unfinished(&self, tenant: &TenantId) -> Result<RunListing<RunId>, RunError> {
+        let store = self.host.storage.tenant(tenant);
+        let noted = ledger::open_runs(&store).await?;
+        if noted.batches >= ledger::COMPACT_AT
+            && let Err(e) = self.host.ledger.compact(&store).await
+        {
+            tracing::warn!(%tenant, "the ledger was not compacted: {e}");
+        }
+        let mut listing = self.unfinished_before_the_ledger(tenant).await?;
+        let listed: BTreeSet<RunId> = listing.runs.iter().cloned().collect();
+        for noted in noted.runs.into_iter().filter(|noted| !listed.contains(&noted.run)) {
+            let records = self.records(tenant, &noted.run);
+            let stored = futures::try_join!(records.outcome(), records.run()).map_err(RunError::from);
+            let phantom_for = now_ms().saturating_sub(noted.created_at_ms);
+            match listing.read(&noted.run, stored)? {
+                Some((None, Some(record))) if record.created_at_ms == noted.created_at_ms => {
+                    listing.runs.push(noted.run)
+                }
+                // Noted open, but finished; or the note of a submission
+                // whose run another submission of the id created; or of a
+                // run never created, long enough ago that it never will be.
+                Some((Some(_), _) | (None, Some(_))) => self.host.ledger.ended(&store, noted, now_ms()),
+                Some((None, None)) if phantom_for > millis(ledger::PHANTOM_AFTER) => {
+                    self.host.ledger.ended(&store, noted, now_ms())
+                }
+                _ => {}
+            }
+        }
+        Ok(listing)
+    }
+
+    /// The unfinished runs stored before the ledger, from the index of them
+    /// (see [`unfinished`](Self::unfinished)).
+    async fn unfinished_before_the_ledger(&self, tenant: &TenantId) -> Result<RunListing<RunId>, RunError> {
         let store = self.host.storage.tenant(tenant);
         let (indexed, candidates) = match self.indexed_unfinished(tenant).await? {
             Some(listed) => (true, listed),

@@ -11,6 +11,7 @@ use crate::clock::now_ms;
 use crate::clock::rfc3339;
 use crate::component::Loaded;
 use crate::config::LimitRequest;
+use crate::journal::ledger::NotedRun;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, Payload, RunRecord, RunRecords,
     digest,
@@ -220,7 +221,8 @@ impl Runs {
         // a round trip; through the local store's log, one sync): the
         // outbox entry, so that a run with a URL always has its entry (not
         // again for a run submitted again, which may have ended); the
-        // index's markers; the unfinished marker.
+        // index's markers; the run noted open in the ledger (in a batch
+        // with the runs submitted meanwhile; not again for a run there is).
         let outbox = async {
             match &record.notify {
                 Some(url) if new_run => self.host.hooks.enqueue(records.store(), &run_id, url).await,
@@ -228,7 +230,12 @@ impl Runs {
             }
         };
         let indexed = super::search::index(records.store(), &record);
-        let listed = async { Ok::<_, RunError>(records.list_unfinished().await?) };
+        let listed = async {
+            match new_run {
+                true => Ok::<_, RunError>(self.host.ledger.opened(records.store(), NotedRun::of(&record)).await?),
+                false => Ok(()),
+            }
+        };
         futures::try_join!(outbox, indexed, listed)?;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a

@@ -1,0 +1,451 @@
+//! The ledger of a tenant's runs: which are unfinished, and when each one
+//! finished, noted in batches many runs share instead of in markers of
+//! their own, so a run writes no object for them.
+//!
+//! ```text
+//! ledger/batches/{ms:016}-{host}-{n:08}         runs opened and ended, as a host noted them together (create-only)
+//! ledger/open/{ms:016}-{host}-{n:08}            the runs a compaction found open
+//! ledger/ended/{hour:08}/{ms:016}-{host}-{n:08} the runs a compaction found ended in that hour, and when
+//! ```
+//!
+//! A submission notes its run opened before it creates the run's record,
+//! and waits for the note to be stored: the notes of runs submitted while
+//! a batch is being written share the next one ([`Ledger::opened`]). So no
+//! run record is stored unnoted, and recovery finds every unfinished run
+//! without listing `runs/`. A crash between the note and the record leaves
+//! the note of a run that never was: recovery passes over it, and notes it
+//! ended once it is [`PHANTOM_AFTER`] old. A run's end is noted after its
+//! outcome, in the next batch, unawaited ([`Ledger::ended`]): a crash
+//! before the batch is stored leaves the run noted open, and recovery,
+//! finding its outcome, notes its end again.
+//!
+//! Invariants: a run noted opened and not noted ended is, at every moment,
+//! in a batch or an open segment. A compaction writes what it read, folded
+//! (the open segment, the ended ones), before it deletes what it read, and
+//! deletes nothing it did not read; compactions on many hosts at once are
+//! safe. A run that ended may then stay in one of their open segments: it
+//! is noted ended again by recovery, as above. A reader reads the batches
+//! before it lists the open segments, and starts again if an object it
+//! listed is gone (compacted meanwhile). A run is noted by its id and its
+//! creation time, so the end of a run deleted long ago never closes a new
+//! run under the same id.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::try_join_all;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::JournalError;
+use super::envelope::{decode, encode};
+use crate::clock::now_ms;
+use crate::cluster::HostId;
+use crate::shared_map::lock;
+use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore};
+
+/// A note of a run opened with no record after this long is of a
+/// submission that crashed before creating it: recovery notes it ended.
+pub const PHANTOM_AFTER: Duration = Duration::from_secs(3600);
+
+/// Batches a compaction waits for: fewer are left to the next.
+pub const COMPACT_AT: usize = 16;
+
+/// Notes one batch holds at most; more wait for the next.
+const BATCH_NOTES: usize = 1_000;
+
+/// Times a reader starts again when compactions keep moving what it listed.
+const READ_ATTEMPTS: usize = 8;
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// A run as the ledger knows it: its id and when it was created.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NotedRun {
+    pub run: RunId,
+    pub created_at_ms: u64,
+}
+
+/// What a batch notes of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Note {
+    Opened(NotedRun),
+    Ended { run: NotedRun, finished_at_ms: u64 },
+}
+
+fn batches_key() -> StoreKey {
+    StoreKey::from_iter(["ledger", "batches"])
+}
+
+fn open_key() -> StoreKey {
+    StoreKey::from_iter(["ledger", "open"])
+}
+
+/// Where the runs that ended are kept, by hour.
+pub fn ended_key() -> StoreKey {
+    StoreKey::from_iter(["ledger", "ended"])
+}
+
+/// What the ledger says is open: every run noted opened and not ended (some
+/// of which may have ended since, or never been created), and how many
+/// batches await compaction.
+#[derive(Debug, Default)]
+pub struct OpenRuns {
+    pub runs: BTreeSet<NotedRun>,
+    pub batches: usize,
+}
+
+/// Notes runs opened and ended in a tenant's ledger, for this host: see the
+/// module doc. Clones share the batches being formed.
+#[derive(Clone)]
+pub struct Ledger {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: HostId,
+    /// Names this host's objects apart from each other.
+    next: AtomicU64,
+    forming: Mutex<HashMap<TenantId, Forming>>,
+}
+
+/// The notes waiting for a tenant's next batch, and who waits for them.
+#[derive(Default)]
+struct Forming {
+    notes: Vec<Note>,
+    waiting: Vec<oneshot::Sender<bool>>,
+    writing: bool,
+    written: u64,
+}
+
+impl Ledger {
+    pub fn new(host: HostId) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                host,
+                next: AtomicU64::new(0),
+                forming: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Notes `run` opened, once stored: with the notes of the runs
+    /// submitted meanwhile, in one batch.
+    pub async fn opened(&self, store: &TenantStore, run: NotedRun) -> Result<(), JournalError> {
+        let note = Note::Opened(run);
+        let (sent, stored) = oneshot::channel();
+        self.add(store, note.clone(), Some(sent));
+        if stored.await.unwrap_or(false) {
+            return Ok(());
+        }
+        // The shared batch failed: this note alone, to get its own error.
+        self.write(store, &[note]).await
+    }
+
+    /// Notes `run` ended at `finished_at_ms`, in the next batch; not waited
+    /// for (see the module doc).
+    pub fn ended(&self, store: &TenantStore, run: NotedRun, finished_at_ms: u64) {
+        self.add(store, Note::Ended { run, finished_at_ms }, None);
+    }
+
+    fn add(&self, store: &TenantStore, note: Note, waiting: Option<oneshot::Sender<bool>>) {
+        let mut forming = lock(&self.inner.forming);
+        let batch = forming.entry(store.tenant().clone()).or_default();
+        batch.notes.push(note);
+        batch.waiting.extend(waiting);
+        if !batch.writing {
+            batch.writing = true;
+            tokio::spawn(self.clone().write_batches(store.clone()));
+        }
+    }
+
+    /// Writes the tenant's forming batch, and the next, until none is left;
+    /// compacts the ledger every [`COMPACT_AT`] batches.
+    async fn write_batches(self, store: TenantStore) {
+        loop {
+            let (notes, waiting, written) = {
+                let mut forming = lock(&self.inner.forming);
+                let batch = forming.entry(store.tenant().clone()).or_default();
+                if batch.notes.is_empty() {
+                    batch.writing = false;
+                    return;
+                }
+                let take = batch.notes.len().min(BATCH_NOTES);
+                let waiting = match take == batch.notes.len() {
+                    true => std::mem::take(&mut batch.waiting),
+                    false => Vec::new(),
+                };
+                batch.written += 1;
+                (batch.notes.drain(..take).collect::<Vec<_>>(), waiting, batch.written)
+            };
+            let stored = self.write(&store, &notes).await;
+            if let Err(e) = &stored {
+                tracing::warn!(tenant = %store.tenant(), notes = notes.len(), "a batch of the ledger was not stored: {e}");
+            }
+            for sent in waiting {
+                // A submission that stopped waiting needs no answer.
+                let _ = sent.send(stored.is_ok());
+            }
+            if written.is_multiple_of(COMPACT_AT as u64)
+                && let Err(e) = self.compact(&store).await
+            {
+                tracing::warn!(tenant = %store.tenant(), "the ledger was not compacted: {e}");
+            }
+        }
+    }
+
+    /// A name no other object of the ledger has: the time, this host, and
+    /// a count (a clone of this host under its id meets `AlreadyExists`).
+    fn name(&self) -> String {
+        let n = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        format!("{:016}-{}-{n:08}", now_ms(), self.inner.host)
+    }
+
+    async fn write(&self, store: &TenantStore, notes: &[Note]) -> Result<(), JournalError> {
+        let bytes = Bytes::from(encode(&notes));
+        loop {
+            let key = below(&batches_key(), self.name());
+            match store.create(&key, bytes.clone()).await {
+                Err(StoreError::AlreadyExists { .. }) => continue,
+                written => return Ok(written?),
+            }
+        }
+    }
+
+    /// Folds every batch there is into the open segments and the ended
+    /// ones (see the module doc).
+    pub async fn compact(&self, store: &TenantStore) -> Result<(), JournalError> {
+        let (batch_keys, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
+        if batch_keys.is_empty() {
+            return Ok(());
+        }
+        let (open_keys, segments) = read_listed::<Vec<NotedRun>>(store, &open_key()).await?;
+        let mut open: BTreeSet<NotedRun> = segments.into_iter().flatten().collect();
+        let mut ended: BTreeMap<u64, Vec<(NotedRun, u64)>> = BTreeMap::new();
+        fold(batches.into_iter().flatten(), &mut open, |run, at| {
+            ended.entry(at / HOUR_MS).or_default().push((run, at));
+        });
+        let name = self.name();
+        let mut writes: Vec<(StoreKey, Bytes)> = ended
+            .iter()
+            .map(|(hour, runs)| (below(&ended_key(), format!("{hour:08}")), runs))
+            .map(|(folder, runs)| (below(&folder, name.clone()), Bytes::from(encode(runs))))
+            .collect();
+        if !open.is_empty() {
+            writes.push((below(&open_key(), name.clone()), Bytes::from(encode(&open))));
+        }
+        try_join_all(writes.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
+        let read: Vec<StoreKey> = batch_keys.into_iter().chain(open_keys).collect();
+        store.delete_all(&read).await?;
+        Ok(())
+    }
+}
+
+/// Applies `notes` to `open`, calling `ended` for each end noted.
+fn fold(notes: impl Iterator<Item = Note>, open: &mut BTreeSet<NotedRun>, mut ended: impl FnMut(NotedRun, u64)) {
+    let mut closed = Vec::new();
+    for note in notes {
+        match note {
+            Note::Opened(run) => {
+                open.insert(run);
+            }
+            Note::Ended { run, finished_at_ms } => {
+                closed.push(run.clone());
+                ended(run, finished_at_ms);
+            }
+        }
+    }
+    // An end wins over its run's opening, in whichever batch each is.
+    for run in &closed {
+        open.remove(run);
+    }
+}
+
+/// The runs the ledger has open (see the module doc for how it reads).
+pub async fn open_runs(store: &TenantStore) -> Result<OpenRuns, JournalError> {
+    let (batch_keys, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
+    let (_, segments) = read_listed::<Vec<NotedRun>>(store, &open_key()).await?;
+    let mut open: BTreeSet<NotedRun> = segments.into_iter().flatten().collect();
+    fold(batches.into_iter().flatten(), &mut open, |_, _| {});
+    Ok(OpenRuns {
+        runs: open,
+        batches: batch_keys.len(),
+    })
+}
+
+/// The runs the ended segment at `key` holds, and when each finished.
+pub async fn ended_runs(store: &TenantStore, key: &StoreKey) -> Result<Vec<(NotedRun, u64)>, JournalError> {
+    Ok(read(store, key).await?.unwrap_or_default())
+}
+
+/// Every object under `prefix`, read: listed again, and read again, while
+/// one listed is gone before it is read (a compaction took it).
+async fn read_listed<R: for<'de> Deserialize<'de>>(
+    store: &TenantStore,
+    prefix: &StoreKey,
+) -> Result<(Vec<StoreKey>, Vec<R>), JournalError> {
+    let mut gone = None;
+    for _ in 0..READ_ATTEMPTS {
+        let keys = store.list(prefix).await?;
+        let read: Vec<Option<R>> = try_join_all(keys.iter().map(|key| read(store, key))).await?;
+        if let Some(records) = read.into_iter().collect::<Option<Vec<R>>>() {
+            return Ok((keys, records));
+        }
+        gone = Some(prefix.to_string());
+    }
+    Err(StoreError::NotFound {
+        key: gone.unwrap_or_default(),
+    }
+    .into())
+}
+
+async fn read<R: for<'de> Deserialize<'de>>(store: &TenantStore, key: &StoreKey) -> Result<Option<R>, JournalError> {
+    let Some(bytes) = store.get(key).await? else {
+        return Ok(None);
+    };
+    decode(&bytes).map(Some).map_err(|reason| JournalError::Corrupt {
+        key: key.to_string(),
+        reason,
+    })
+}
+
+fn below(folder: &StoreKey, name: String) -> StoreKey {
+    StoreKey::from_iter(folder.parts().map(|part| part.as_ref().to_owned()).chain([name]))
+}
+
+/// Replaces the ended segment at `key` with one of `kept` alone (none if
+/// empty): written first, under a name of its content, so hosts sweeping
+/// it at once write the same one, or each a segment of what it kept.
+pub async fn rewrite_ended(store: &TenantStore, key: &StoreKey, kept: &[(NotedRun, u64)]) -> Result<(), JournalError> {
+    if !kept.is_empty() {
+        let bytes = encode(&kept);
+        let name = super::payload::sha256_hex(&bytes);
+        let folder = StoreKey::from_iter(key.parts().map(|part| part.as_ref().to_owned()).take(3));
+        match store.create(&below(&folder, name), Bytes::from(bytes)).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(store.delete(key).await?)
+}
+
+impl NotedRun {
+    /// `record`'s run, as the ledger notes it.
+    pub fn of(record: &super::RunRecord) -> Self {
+        Self {
+            run: record.run_id.clone(),
+            created_at_ms: record.created_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Storage;
+
+    fn noted(n: usize, created_at_ms: u64) -> NotedRun {
+        NotedRun {
+            run: RunId::new(&format!("r{n:04}")).expect("a valid id"),
+            created_at_ms,
+        }
+    }
+
+    fn tenant_store() -> TenantStore {
+        Storage::in_memory().tenant(&TenantId::default_tenant())
+    }
+
+    /// Waits until the ledger's forming batches are all stored.
+    async fn settled(ledger: &Ledger) {
+        while lock(&ledger.inner.forming).values().any(|batch| batch.writing) {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_opened_at_once_share_a_batch_and_are_all_open() -> Result<(), JournalError> {
+        let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
+        let opened = (0..50).map(|n| {
+            let (store, ledger) = (store.clone(), ledger.clone());
+            tokio::spawn(async move { ledger.opened(&store, noted(n, 1)).await })
+        });
+        for done in futures::future::join_all(opened).await {
+            done.expect("the task")?;
+        }
+        let batches = store.list(&batches_key()).await?.len();
+        assert!(batches <= 2, "50 runs in {batches} batches");
+        let open = open_runs(&store).await?;
+        assert_eq!(open.runs.len(), 50);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_compaction_folds_the_batches_into_what_is_open_and_what_ended_by_hour() -> Result<(), JournalError> {
+        let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
+        for n in 0..5 {
+            ledger.opened(&store, noted(n, 1)).await?;
+        }
+        ledger.ended(&store, noted(1, 1), 10);
+        ledger.ended(&store, noted(3, 1), HOUR_MS + 10);
+        // The end of another run under a reused id closes nothing.
+        ledger.ended(&store, noted(4, 0), 10);
+        settled(&ledger).await;
+        ledger.compact(&store).await?;
+
+        assert!(store.list(&batches_key()).await?.is_empty(), "every batch folded");
+        assert_eq!(store.list(&open_key()).await?.len(), 1);
+        let open: Vec<NotedRun> = open_runs(&store).await?.runs.into_iter().collect();
+        assert_eq!(open, [noted(0, 1), noted(2, 1), noted(4, 1)]);
+        let hours = store.children(&ended_key()).await?;
+        assert_eq!(hours, ["00000000", "00000001"]);
+        let first = &store.list(&below(&ended_key(), hours[0].clone())).await?[0];
+        assert_eq!(ended_runs(&store, first).await?, [(noted(1, 1), 10), (noted(4, 0), 10)]);
+
+        // Rewritten without what a sweep deleted, then gone.
+        rewrite_ended(&store, first, &[(noted(4, 0), 10)]).await?;
+        let rewritten = store.list(&below(&ended_key(), hours[0].clone())).await?;
+        assert_eq!(rewritten.len(), 1);
+        assert_eq!(ended_runs(&store, &rewritten[0]).await?, [(noted(4, 0), 10)]);
+        rewrite_ended(&store, &rewritten[0], &[]).await?;
+        assert!(store.list(&below(&ended_key(), hours[0].clone())).await?.is_empty());
+        Ok(())
+    }
+
+    /// Hosts compacting at once while runs open and end: no run open is
+    /// ever missing from a read, and every run ended at the start is gone
+    /// once compactions and recovery's notes settle.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compactions_at_once_on_many_hosts_never_lose_an_open_run() -> Result<(), JournalError> {
+        let store = tenant_store();
+        let hosts: Vec<Ledger> = (0..3).map(|_| Ledger::new(HostId::fresh())).collect();
+        let mut open = BTreeSet::new();
+        for round in 0..20 {
+            let work = hosts.iter().enumerate().map(|(h, ledger)| {
+                let (store, ledger) = (store.clone(), ledger.clone());
+                async move {
+                    let run = noted(round * 10 + h, 1);
+                    ledger.opened(&store, run.clone()).await?;
+                    ledger.compact(&store).await?;
+                    Ok::<_, JournalError>(run)
+                }
+            });
+            for run in try_join_all(work).await? {
+                open.insert(run);
+            }
+            if round % 4 == 3 {
+                let ended = open.pop_first().expect("an open run");
+                hosts[round % 3].ended(&store, ended, 5);
+            }
+            let read = open_runs(&store).await?.runs;
+            assert!(
+                read.is_superset(&open),
+                "round {round}: {:?} missing",
+                open.difference(&read)
+            );
+        }
+        Ok(())
+    }
+}
