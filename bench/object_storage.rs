@@ -33,6 +33,9 @@ struct Figures {
     per_step: [f64; 3],
     /// Puts, gets and lists of a run of three steps.
     per_run: [u64; 3],
+    /// Puts per run of three steps, over runs at once: what their records
+    /// share (the ledger's batches) shared.
+    puts_per_run_together: f64,
     /// The host's upkeep requests a second (heartbeats, wake-ups), whatever
     /// it drives.
     upkeep_per_second: f64,
@@ -65,6 +68,8 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
     let per_step = [0, 1, 2].map(|i| (counted[i] - before[i]) as f64 / f64::from(COUNTED_STEPS));
     host.run("three-steps", 0).await?;
     let after = host.requests.counts();
+    host.run_many("three-steps", 0, CONCURRENT_RUNS, CONCURRENT_RUNS).await?;
+    let together_puts = host.requests.counts()[0] - after[0];
     let suspended = SuspendedRun::new(backend, WOKEN_STEPS, SnapshotPolicy::default().every).await?;
     let mut wakes = Samples::default();
     for _ in 0..3 {
@@ -76,6 +81,7 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
         steps_per_second: rate(CONCURRENT_RUNS * STEPS_PER_RUN as usize, together),
         per_step,
         per_run: [0, 1, 2].map(|i| after[i] - counted[i]),
+        puts_per_run_together: together_puts as f64 / CONCURRENT_RUNS as f64,
         upkeep_per_second: upkeep as f64 / counting.as_secs_f64(),
     })
 }
@@ -93,8 +99,10 @@ pub async fn object_storage() -> anyhow::Result<Section> {
              {SEQUENTIAL_STEPS} steps, less the median of 3 runs of the `zero-steps` workflow (the \
              run's fixed cost), divided by {SEQUENTIAL_STEPS}. Across runs: {CONCURRENT_RUNS} runs of {STEPS_PER_RUN} steps \
              at once. Requests: counted by a decorator under the host, over one run of \
-             {COUNTED_STEPS} steps, and one run of the `three-steps` workflow (a run's fixed cost \
-             included: its record and its outcome); the host's upkeep (its heartbeat, the other \
+             {COUNTED_STEPS} steps, one run of the `three-steps` workflow (a run's fixed cost \
+             included: its record and its outcome), and {CONCURRENT_RUNS} runs of it at once (the \
+             ledger's batches, which notes of runs opened and ended share, shared; the end of the \
+             last runs may be noted after the count); the host's upkeep (its heartbeat, the other \
              hosts', its wake-ups, under `cluster/`) apart, per second of that run. Waking: a run of \
              `sequential-then-wait` over {WOKEN_STEPS} steps, suspended at its wait, driven again \
              (`Runtime::drive`: its records read, the run claimed, its journal replayed to the wait, \
@@ -162,6 +170,14 @@ pub async fn object_storage() -> anyhow::Result<Section> {
         section
             .rows
             .push(Row::new(format!("puts per run of three steps, {store}"), puts, "puts"));
+        section.rows.push(
+            Row::new(
+                format!("puts per run of three steps, {CONCURRENT_RUNS} at once, {store}"),
+                figures.puts_per_run_together,
+                "puts",
+            )
+            .target("≤ 5", Bound::AtMost(5.0)),
+        );
         section.rows.push(Row::new(
             format!("gets and lists per run of three steps, {store}"),
             gets + lists,
