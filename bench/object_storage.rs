@@ -68,7 +68,8 @@ async fn measure(backend: Backend) -> anyhow::Result<Figures> {
     let per_step = [0, 1, 2].map(|i| (counted[i] - before[i]) as f64 / f64::from(COUNTED_STEPS));
     host.run("three-steps", 0).await?;
     let after = host.requests.counts();
-    host.run_many("three-steps", 0, CONCURRENT_RUNS, CONCURRENT_RUNS).await?;
+    host.run_many("three-steps", 0, CONCURRENT_RUNS, CONCURRENT_RUNS)
+        .await?;
     let together_puts = host.requests.counts()[0] - after[0];
     let suspended = SuspendedRun::new(backend, WOKEN_STEPS, SnapshotPolicy::default().every).await?;
     let mut wakes = Samples::default();

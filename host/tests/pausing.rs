@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
+use stepstone::journal::PauseRecord;
+use stepstone::runtime::RunStatus;
 use stepstone::runtime::{
     AttemptCall, AttemptFailure, AttemptUnderWay, RunState, Runtime, StandIn, StepErrorKind, StepStandIn, Submission,
 };
@@ -108,21 +110,28 @@ impl StepStandIn for PausingOnce {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
     let (runtime, stand_in) = PausingOnce::runtime(AttemptUnderWay::Finishes);
-    let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":0}"#).await;
-
     // Unpaused, the retry would come a second after the failure.
-    let waited = runtime
+    let (paused, ended) = paused_then_resumed(&runtime, &stand_in).await;
+    assert!(!paused.interrupt, "{paused:?}");
+    assert!(ended.state.is_finished(), "{ended:?}");
+    assert!(ended.paused.is_none());
+}
+
+/// Drives a relay of one step on `runtime`, whose stand-in pauses it as the
+/// step's first attempt starts: two seconds on, the run is paused, with no
+/// attempt but that one; once resumed, it is attempted once more and the
+/// run ends. Answers the pause and the run's last status.
+async fn paused_then_resumed(runtime: &Runtime, stand_in: &PausingOnce) -> (PauseRecord, RunStatus) {
+    let (tenant, run) = drive_relay(runtime, r#"{"n":1,"nap_s":0}"#).await;
+    let paused = runtime
         .runs()
         .wait(&tenant, &run, Duration::from_secs(2))
         .await
         .expect("a status");
-    assert!(!waited.state.is_finished(), "{waited:?}");
-    assert_eq!(waited.paused.as_ref().map(|p| p.reason.as_str()), Some("mid-attempt"));
-    assert_eq!(
-        *stand_in.attempts.lock().expect("unpoisoned"),
-        1,
-        "no attempt while paused"
-    );
+    assert!(!paused.state.is_finished(), "{paused:?}");
+    let pause = paused.paused.expect("paused");
+    assert_eq!(pause.reason, "mid-attempt");
+    assert_eq!(stand_in.attempts(), 1, "no attempt while paused");
 
     runtime.runs().resume(&tenant, &run).await.expect("resumed");
     let ended = runtime
@@ -130,9 +139,8 @@ async fn a_paused_runs_step_makes_no_further_attempt_until_it_is_resumed() {
         .wait(&tenant, &run, Duration::from_secs(30))
         .await
         .expect("a status");
-    assert!(ended.state.is_finished(), "{ended:?}");
-    assert_eq!(*stand_in.attempts.lock().expect("unpoisoned"), 2);
-    assert!(ended.paused.is_none());
+    assert_eq!(stand_in.attempts(), 2);
+    (pause, ended)
 }
 
 /// A pause that stops the attempt under way: the attempt, which would take
@@ -151,28 +159,12 @@ async fn a_pause_that_stops_the_attempt_under_way_makes_it_again_once_resumed() 
 
 async fn stops_the_attempt_under_way(config: HostConfig, pause_after: Duration) {
     let (runtime, stand_in) = PausingOnce::runtime_with(config, AttemptUnderWay::Stops, pause_after);
-    let (tenant, run) = drive_relay(&runtime, r#"{"n":1,"nap_s":0}"#).await;
-    let paused = runtime
-        .runs()
-        .wait(&tenant, &run, Duration::from_secs(2))
-        .await
-        .expect("a status");
-    assert!(!paused.state.is_finished(), "{paused:?}");
-    let pause = paused.paused.as_ref().expect("paused");
+    let (pause, ended) = paused_then_resumed(&runtime, &stand_in).await;
     assert!(pause.interrupt, "{pause:?}");
-    assert_eq!(stand_in.attempts(), 1, "no attempt while paused");
-
-    runtime.runs().resume(&tenant, &run).await.expect("resumed");
-    let ended = runtime
-        .runs()
-        .wait(&tenant, &run, Duration::from_secs(30))
-        .await
-        .expect("a status");
     assert!(
         matches!(&ended.state, RunState::Completed { output: Some(output), .. } if output == "1"),
         "the hour-long attempt was stopped, and the next one answered: {ended:?}"
     );
-    assert_eq!(stand_in.attempts(), 2);
 }
 
 /// A sleep shorter than the eviction threshold is waited out in its
