@@ -89,6 +89,11 @@ pub fn ended_key() -> StoreKey {
     StoreKey::from_iter(["ledger", "ended"])
 }
 
+/// The folder of the segments of runs that ended in `hour` (`{hour:08}`).
+pub fn ended_folder(hour: &str) -> StoreKey {
+    below(&ended_key(), hour.to_owned())
+}
+
 /// What the ledger says is open: every run noted opened and not ended (some
 /// of which may have ended since, or never been created), and how many
 /// batches await compaction.
@@ -231,7 +236,7 @@ impl Ledger {
         let name = self.name();
         let mut writes: Vec<(StoreKey, Bytes)> = ended
             .iter()
-            .map(|(hour, runs)| (below(&ended_key(), format!("{hour:08}")), runs))
+            .map(|(hour, runs)| (ended_folder(&format!("{hour:08}")), runs))
             .map(|(folder, runs)| (below(&folder, name.clone()), Bytes::from(encode(runs))))
             .collect();
         if !open.is_empty() {
@@ -316,15 +321,20 @@ fn below(folder: &StoreKey, name: String) -> StoreKey {
     StoreKey::from_iter(folder.parts().map(|part| part.as_ref().to_owned()).chain([name]))
 }
 
-/// Replaces the ended segment at `key` with one of `kept` alone (none if
-/// empty): written first, under a name of its content, so hosts sweeping
-/// it at once write the same one, or each a segment of what it kept.
-pub async fn rewrite_ended(store: &TenantStore, key: &StoreKey, kept: &[(NotedRun, u64)]) -> Result<(), JournalError> {
+/// Replaces the ended segment at `key`, in `folder`, with one of `kept`
+/// alone (none if empty): written first, under a name of its content, so
+/// hosts sweeping it at once write the same one, or each a segment of what
+/// it kept.
+pub async fn rewrite_ended(
+    store: &TenantStore,
+    folder: &StoreKey,
+    key: &StoreKey,
+    kept: &[(NotedRun, u64)],
+) -> Result<(), JournalError> {
     if !kept.is_empty() {
         let bytes = encode(&kept);
         let name = super::payload::sha256_hex(&bytes);
-        let folder = StoreKey::from_iter(key.parts().map(|part| part.as_ref().to_owned()).take(3));
-        match store.create(&below(&folder, name), Bytes::from(bytes)).await {
+        match store.create(&below(folder, name), Bytes::from(bytes)).await {
             Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
         }
@@ -401,16 +411,17 @@ mod tests {
         assert_eq!(open, [noted(0, 1), noted(2, 1), noted(4, 1)]);
         let hours = store.children(&ended_key()).await?;
         assert_eq!(hours, ["00000000", "00000001"]);
-        let first = &store.list(&below(&ended_key(), hours[0].clone())).await?[0];
+        let folder = ended_folder(&hours[0]);
+        let first = &store.list(&folder).await?[0];
         assert_eq!(ended_runs(&store, first).await?, [(noted(1, 1), 10), (noted(4, 0), 10)]);
 
         // Rewritten without what a sweep deleted, then gone.
-        rewrite_ended(&store, first, &[(noted(4, 0), 10)]).await?;
-        let rewritten = store.list(&below(&ended_key(), hours[0].clone())).await?;
+        rewrite_ended(&store, &folder, first, &[(noted(4, 0), 10)]).await?;
+        let rewritten = store.list(&folder).await?;
         assert_eq!(rewritten.len(), 1);
         assert_eq!(ended_runs(&store, &rewritten[0]).await?, [(noted(4, 0), 10)]);
-        rewrite_ended(&store, &rewritten[0], &[]).await?;
-        assert!(store.list(&below(&ended_key(), hours[0].clone())).await?.is_empty());
+        rewrite_ended(&store, &folder, &rewritten[0], &[]).await?;
+        assert!(store.list(&folder).await?.is_empty());
         Ok(())
     }
 

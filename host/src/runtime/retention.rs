@@ -143,7 +143,7 @@ impl Retention {
             if hour_number.saturating_mul(3_600_000) > cutoff || swept.runs as usize == SWEEP_BATCH {
                 return Ok(());
             }
-            let folder = StoreKey::from_iter(["ledger", "ended", hour.as_str()]);
+            let folder = ledger::ended_folder(&hour);
             for segment in store.list(&folder).await? {
                 let ended = ledger::ended_runs(store, &segment).await?;
                 let mut kept = Vec::new();
@@ -164,7 +164,7 @@ impl Retention {
                     }
                 }
                 if kept.len() < ended.len() {
-                    ledger::rewrite_ended(store, &segment, &kept).await?;
+                    ledger::rewrite_ended(store, &folder, &segment, &kept).await?;
                 }
             }
         }
