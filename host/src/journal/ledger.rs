@@ -425,6 +425,21 @@ mod tests {
         Ok(())
     }
 
+    /// A batch holds at most [`BATCH_NOTES`] notes: one more waits for the next.
+    #[tokio::test]
+    async fn a_batch_holds_at_most_its_limit_of_notes() -> Result<(), JournalError> {
+        let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
+        // Noted before the writer first runs, so all are forming at once.
+        for n in 0..=BATCH_NOTES {
+            ledger.ended(&store, noted(n, 1), 5);
+        }
+        settled(&ledger).await;
+        let (_, batches) = read_listed::<Vec<Note>>(&store, &batches_key()).await?;
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [BATCH_NOTES, 1]);
+        Ok(())
+    }
+
     /// Hosts compacting at once while runs open and end: no run open is
     /// ever missing from a read, and every run ended at the start is gone
     /// once compactions and recovery's notes settle.

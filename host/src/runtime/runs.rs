@@ -1062,3 +1062,61 @@ fn activation_message(kind: StepErrorKind, detail: &str, limits: &WorkflowLimits
         "the workflow ran past its budget of {budget} between two durable calls ({detail}): a workflow must not loop without calling the host; move long work into a step"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Runtime;
+
+    /// Recovery notes ended every run the ledger holds open that is not:
+    /// one finished, the note of a submission whose run id another
+    /// submission created (another creation time), and the note of a run
+    /// never created once over [`ledger::PHANTOM_AFTER`] old; it lists the
+    /// open run, and keeps a younger phantom's note, listing neither.
+    #[tokio::test]
+    async fn recovery_notes_ended_what_the_ledger_holds_open_in_vain() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
+        let ledger = runtime.runs().host.ledger.clone();
+        // A store of the ledger's time: no run stored before it to scan for.
+        store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
+        let now = now_ms();
+        let phantom_age = millis(ledger::PHANTOM_AFTER);
+        let stored = |run: &str, created_at_ms| RunRecord::example(run, created_at_ms);
+        for record in [stored("finished", now), stored("open", now), stored("reused", now)] {
+            ledger.opened(&store, NotedRun::of(&record)).await?;
+            RunRecords::new(store.clone(), record.run_id.clone())
+                .create_record(&record)
+                .await?;
+        }
+        let finished = RunRecords::new(store.clone(), RunId::new("finished").expect("an id"));
+        finished.finish(&Outcome::Completed { output: "1".into() }).await?;
+        let noted = |run: &str, created_at_ms| NotedRun {
+            run: RunId::new(run).expect("an id"),
+            created_at_ms,
+        };
+        let (old_phantom, young_phantom) = (noted("old-phantom", now - phantom_age - 1), noted("young-phantom", now));
+        for note in [noted("reused", now - 5), old_phantom, young_phantom.clone()] {
+            ledger.opened(&store, note).await?;
+        }
+
+        let listed = runtime.runs().unfinished(&tenant).await?.runs;
+        assert_eq!(
+            listed,
+            [RunId::new("open").expect("an id"), RunId::new("reused").expect("an id")]
+        );
+        let left_open = [noted("open", now), noted("reused", now), young_phantom];
+        let settled = async {
+            while ledger::open_runs(&store).await?.runs != BTreeSet::from(left_open.clone()) {
+                tokio::task::yield_now().await;
+            }
+            Ok::<_, RunError>(())
+        };
+        tokio::time::timeout(Duration::from_secs(10), settled)
+            .await
+            .expect("the three noted ended within 10 s")?;
+        Ok(())
+    }
+}
