@@ -43,7 +43,7 @@ use stepstone::clock::VirtualTime;
 use stepstone::cluster::{HostId, LiveError};
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
-use stepstone::journal::{ConcurrencyLimit, Outcome, RunRecords};
+use stepstone::journal::{ConcurrencyLimit, NotedRun, Outcome, RunRecords, is_listed};
 use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{AttemptUnderWay, Restart, RunError, Runtime, Submission};
 use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
@@ -225,11 +225,12 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     }
     let watched = watcher.await?;
     world.events.extend(watched.events);
-    let mut ended = watched.ended;
+    let (mut ended, mut unlisted) = (watched.ended, watched.unlisted);
     for restart_watcher in std::mem::take(&mut world.restarts_watched) {
         let watched = restart_watcher.await?;
         world.events.extend(watched.events);
         ended.extend(watched.ended);
+        unlisted.extend(watched.unlisted);
     }
     let mut report = SeedReport {
         seed,
@@ -252,6 +253,7 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
         runs: &every_run,
         restarted: &world.restarted,
         ended: &ended,
+        unlisted: &unlisted,
         started: service.started(),
     };
     report.violations = checked.violations();
@@ -775,6 +777,7 @@ async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, u
                 match records.outcome().await {
                     Ok(Some(Outcome::Continued { next })) => *generation = next,
                     Ok(Some(outcome)) => {
+                        watched.unlisted.extend(unlisted(&records).await);
                         let seqs = records.entries().await.map_err(|e| e.to_string());
                         let seqs = seqs.map(|entries| entries.iter().map(|entry| entry.seq).collect());
                         watched
@@ -795,7 +798,22 @@ async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, u
 #[derive(Default)]
 struct Watched {
     ended: BTreeMap<RunId, Ended>,
+    /// The runs a listing missed when they ended.
+    unlisted: Vec<String>,
     events: Vec<String>,
+}
+
+/// Says so if a listing misses the run of `records`, just ended (so
+/// within its retention); nothing if a read failed.
+async fn unlisted(records: &RunRecords) -> Option<String> {
+    let noted = NotedRun::of(&records.run().await.ok()??);
+    match is_listed(records.store(), &noted).await {
+        Ok(false) => Some(format!(
+            "listing: run {} (created at {} ms) ended, and no listing finds it",
+            noted.run, noted.created_at_ms
+        )),
+        _ => None,
+    }
 }
 
 /// `what`, stamped with the virtual time since the seed started.

@@ -28,6 +28,10 @@ pub use records::{
     SignalRecord, TimerRecord, digest,
 };
 internal_use!(run_records::{RunRecords, SnapshotListing, taken_signals});
+internal_use!(ledger::NotedRun);
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use ledger::is_listed;
 pub use payload::{Payload, is_payload_name, sha256_hex};
 
 use crate::store::StoreError;

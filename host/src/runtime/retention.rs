@@ -21,13 +21,14 @@
 //! name, schedule or stored run refers to it, and stored again if a run another host started meanwhile
 //! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::RunError;
 use super::recently_ended::RecentlyEnded;
 use crate::clock::now_ms;
-use crate::journal::ledger::{self, Ledger};
+use crate::journal::ledger::{self, Ledger, NotedRun, created};
 use crate::journal::{Outcome, RunRecords};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
@@ -104,8 +105,28 @@ impl Retention {
         let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
         let mut swept = Swept::default();
+        created::ensure_listed(&store).await?;
         self.ledger.compact(&store).await?;
         self.sweep_ended(&store, cutoff, &mut swept).await?;
+        self.sweep_finished_markers(&store, cutoff, &mut swept).await?;
+        if swept.runs > 0 {
+            tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
+            self.metrics.swept(tenant, swept.runs, swept.objects);
+        }
+        Ok(swept)
+    }
+
+    /// Deletes the runs stored before the ledger that finished by `cutoff`,
+    /// found by their markers (`finished/{hour}/…`), oldest first, up to
+    /// what `swept` leaves of a batch; takes them off the listing, then
+    /// deletes their markers.
+    async fn sweep_finished_markers(
+        &self,
+        store: &TenantStore,
+        cutoff: u64,
+        swept: &mut Swept,
+    ) -> Result<(), RunError> {
+        let (mut markers, mut deleted) = (Vec::new(), BTreeSet::new());
         'hours: for hour in store.children(&finished_key()).await? {
             let Ok(hour_number) = hour.parse::<u64>() else { continue };
             if hour_number.saturating_mul(3_600_000) > cutoff {
@@ -118,25 +139,24 @@ impl Retention {
                 if finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                     break 'hours;
                 }
-                let Some(objects) = delete_run(&store, &run, finished_at_ms, None).await? else {
+                let Some(gone) = delete_run(store, &run, finished_at_ms, None).await? else {
                     continue;
                 };
-                swept.objects += objects;
-                self.ended.forget(tenant, &run);
-                store.delete(&marker).await?;
+                swept.objects += gone.objects;
+                self.ended.forget(store.tenant(), &run);
+                deleted.extend(gone.created_at_ms.map(|created_at_ms| NotedRun { run, created_at_ms }));
+                markers.push(marker);
                 swept.runs += 1;
             }
         }
-        if swept.runs > 0 {
-            tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
-            self.metrics.swept(tenant, swept.runs, swept.objects);
-        }
-        Ok(swept)
+        created::unlist(store, &deleted).await?;
+        Ok(store.delete_all(&markers).await?)
     }
 
     /// Deletes the runs the ledger's ended segments list as finished by
-    /// `cutoff`, oldest hour first, up to what `swept` leaves of a batch; a
-    /// segment is rewritten without those deleted, then goes.
+    /// `cutoff`, oldest hour first, up to what `swept` leaves of a batch;
+    /// takes them off the listing; a segment is rewritten without those
+    /// deleted, then goes.
     async fn sweep_ended(&self, store: &TenantStore, cutoff: u64, swept: &mut Swept) -> Result<(), RunError> {
         for hour in store.children(&ledger::ended_key()).await? {
             let Ok(hour_number) = hour.parse::<u64>() else { continue };
@@ -146,24 +166,29 @@ impl Retention {
             let folder = ledger::ended_folder(&hour);
             for segment in store.list(&folder).await? {
                 let ended = ledger::ended_runs(store, &segment).await?;
-                let mut kept = Vec::new();
+                let (mut kept, mut deleted) = (Vec::new(), BTreeSet::new());
                 for (noted, finished_at_ms) in &ended {
-                    let deleted = match *finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
+                    let gone = match *finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                         true => None,
                         false => delete_run(store, &noted.run, *finished_at_ms, Some(noted.created_at_ms)).await?,
                     };
-                    match deleted {
-                        // Not this run's: another under the id, or none.
-                        Some(0) => {}
-                        Some(objects) => {
+                    match gone {
+                        // Not this run's (another under the id, or none):
+                        // only its note goes.
+                        Some(Deleted { objects: 0, .. }) => {}
+                        Some(Deleted { objects, .. }) => {
                             swept.objects += objects;
                             self.ended.forget(store.tenant(), &noted.run);
                             swept.runs += 1;
                         }
                         None => kept.push((noted.clone(), *finished_at_ms)),
                     }
+                    if gone.is_some() {
+                        deleted.insert(noted.clone());
+                    }
                 }
                 if kept.len() < ended.len() {
+                    created::unlist(store, &deleted).await?;
                     ledger::rewrite_ended(store, &folder, &segment, &kept).await?;
                 }
             }
@@ -172,9 +197,25 @@ impl Retention {
     }
 }
 
+/// What deleting a run did.
+struct Deleted {
+    /// The objects deleted: none for a run under the id that is not the
+    /// one asked for, or for no run.
+    objects: u64,
+    /// When the run deleted was created, if its record was stored.
+    created_at_ms: Option<u64>,
+}
+
+impl Deleted {
+    const NOTHING: Self = Self {
+        objects: 0,
+        created_at_ms: None,
+    };
+}
+
 /// Deletes the objects of `run`, which finished at `finished_at_ms`, and
-/// says how many there were; `None` if it is kept for now, its parent
-/// being unfinished. A run started anew under the id since (its record
+/// says what it deleted; `None` if it is kept for now, its parent being
+/// unfinished. A run started anew under the id since (its record
 /// younger than the marker, or created at another time than the ledger
 /// noted, `created_at_ms`) is another run, and is left alone; so is what
 /// a run the ledger noted but never created left (a submission under the
@@ -184,22 +225,21 @@ async fn delete_run(
     run: &RunId,
     finished_at_ms: u64,
     created_at_ms: Option<u64>,
-) -> Result<Option<u64>, RunError> {
+) -> Result<Option<Deleted>, RunError> {
     let keys = keys_of(run);
     let record = RunRecords::new(store.clone(), run.clone()).run().await?;
     if created_at_ms.is_some() && record.as_ref().map(|record| record.created_at_ms) != created_at_ms {
-        return Ok(Some(0));
+        return Ok(Some(Deleted::NOTHING));
     }
     if let Some(record) = &record {
         if record.created_at_ms > finished_at_ms {
-            return Ok(Some(0));
+            return Ok(Some(Deleted::NOTHING));
         }
         if let Some(parent) = &record.parent
             && is_unfinished(store, parent).await?
         {
             return Ok(None);
         }
-        store.delete_all(&super::search::markers(record)).await?;
         // A chain's last generation takes the chain's pointer with it;
         // one that continued leaves it to the generations after, and so
         // does one whose outcome an earlier pass deleted before it failed
@@ -244,7 +284,10 @@ async fn delete_run(
     if crate::cluster::is_claimed_for_deletion(store, &deleting).await? {
         store.delete(&deleting).await?;
     }
-    Ok(Some(stored.len() as u64))
+    Ok(Some(Deleted {
+        objects: stored.len() as u64,
+        created_at_ms: record.map(|record| record.created_at_ms),
+    }))
 }
 
 /// Whether `run` is stored and has not ended.
@@ -273,7 +316,7 @@ mod tests {
     use super::*;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
-    use crate::journal::ledger::NotedRun;
+    use crate::journal::ledger::{ListedRun, NotedRun, created};
     use crate::journal::{ChainLink, RunRecord, SignalRecord};
     use crate::shared_map::lock;
     use crate::store::{Storage, finished_marker};
@@ -465,7 +508,7 @@ mod tests {
         );
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         assert_eq!(
-            delete_run(&store, &run(1), 2, None).await?,
+            delete_run(&store, &run(1), 2, None).await?.map(|gone| gone.objects),
             Some(4),
             "record, outcome and two claims"
         );
@@ -572,7 +615,7 @@ mod tests {
         let (old, recent) = (now - 2 * 3_600_000, now - 60_000);
         for (n, finished_at) in [(1, old), (2, old + 1), (3, recent)] {
             let record = RunRecord::example(run(n).as_str(), old - 10);
-            ledger.opened(&store, NotedRun::of(&record)).await?;
+            ledger.opened(&store, ListedRun::of(&record)).await?;
             let records = RunRecords::new(store.clone(), run(n));
             records.create_record(&record).await?;
             records.finish(&Outcome::Completed { output: "1".into() }).await?;
@@ -588,12 +631,12 @@ mod tests {
         // swept the run that stood).
         let standing = RunRecord::example(run(4).as_str(), old);
         RunRecords::new(store.clone(), run(4)).create_record(&standing).await?;
-        let lost = NotedRun {
+        let lost = ListedRun::of(&RunRecord {
             created_at_ms: old - 1,
-            ..NotedRun::of(&standing)
-        };
+            ..standing.clone()
+        });
         ledger.opened(&store, lost.clone()).await?;
-        ledger.ended(&store, lost, old);
+        ledger.ended(&store, lost.noted, old);
         while !noted_ended().await? {
             tokio::task::yield_now().await;
         }
@@ -601,6 +644,16 @@ mod tests {
         assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 2);
         let stood = RunRecords::new(store.clone(), run(4)).run().await?;
         assert_eq!(stood, Some(standing), "the run under the id stands");
+        // Off the listing: the runs deleted, and the note that lost the id.
+        let mut listed = Vec::new();
+        for hour in created::hours(&store).await? {
+            let runs = created::hour(&store, hour).await?;
+            listed.extend(
+                runs.into_iter()
+                    .map(|run| (run.noted.run.to_string(), run.noted.created_at_ms)),
+            );
+        }
+        assert_eq!(listed, [("r0003".into(), old - 10), ("r0004".into(), old)]);
         for (n, kept) in [(1, false), (2, false), (3, true)] {
             let stored = RunRecords::new(store.clone(), run(n)).run().await?;
             assert_eq!(stored.is_some(), kept, "run {n}");

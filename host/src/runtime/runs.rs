@@ -1066,6 +1066,7 @@ fn activation_message(kind: StepErrorKind, detail: &str, limits: &WorkflowLimits
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::ledger::ListedRun;
     use crate::runtime::Runtime;
 
     /// Recovery notes ended every run the ledger holds open that is not:
@@ -1086,20 +1087,20 @@ mod tests {
         let phantom_age = millis(ledger::PHANTOM_AFTER);
         let stored = |run: &str, created_at_ms| RunRecord::example(run, created_at_ms);
         for record in [stored("finished", now), stored("open", now), stored("reused", now)] {
-            ledger.opened(&store, NotedRun::of(&record)).await?;
+            ledger.opened(&store, ListedRun::of(&record)).await?;
             RunRecords::new(store.clone(), record.run_id.clone())
                 .create_record(&record)
                 .await?;
         }
         let finished = RunRecords::new(store.clone(), RunId::new("finished").expect("an id"));
         finished.finish(&Outcome::Completed { output: "1".into() }).await?;
-        let noted = |run: &str, created_at_ms| NotedRun {
-            run: RunId::new(run).expect("an id"),
-            created_at_ms,
-        };
-        let (old_phantom, young_phantom) = (noted("old-phantom", now - phantom_age - 1), noted("young-phantom", now));
-        for note in [noted("reused", now - 5), old_phantom, young_phantom.clone()] {
-            ledger.opened(&store, note).await?;
+        let noted = |run: &str, created_at_ms| NotedRun::of(&stored(run, created_at_ms));
+        let (old_phantom, young_phantom) = (
+            stored("old-phantom", now - phantom_age - 1),
+            stored("young-phantom", now),
+        );
+        for note in [stored("reused", now - 5), old_phantom, young_phantom.clone()] {
+            ledger.opened(&store, ListedRun::of(&note)).await?;
         }
 
         let listed = runtime.runs().unfinished(&tenant).await?.runs;
@@ -1107,7 +1108,7 @@ mod tests {
             listed,
             [RunId::new("open").expect("an id"), RunId::new("reused").expect("an id")]
         );
-        let left_open = [noted("open", now), noted("reused", now), young_phantom];
+        let left_open = [noted("open", now), noted("reused", now), NotedRun::of(&young_phantom)];
         let settled = async {
             while ledger::open_runs(&store).await?.runs != BTreeSet::from(left_open.clone()) {
                 tokio::task::yield_now().await;

@@ -1,87 +1,36 @@
-//! The index of runs by creation time, which listings and searches page
-//! through: one empty marker per run in each tree that can select it, in a
-//! folder per hour, so a page reads the hours it needs, never every run.
+//! Searching a tenant's runs by creation time, through the ledger's
+//! listing ([`crate::journal::ledger::created`]): the runs created in each
+//! hour, with their workflow, builds and tags, so a page reads the hours
+//! it needs, never every run.
 //!
-//! ```text
-//! index/all/{hour}/{created-at}-{run}            created-at: {ms:016}.{µs:03}, or
-//! index/workflow/{workflow}/{hour}/{created-at}-{run}   {ms:016} for runs stored
-//! index/component/{digest}/{hour}/{created-at}-{run}    before records kept µs
-//! index/tag/{tag}/{hour}/{created-at}-{run}
-//! index/.complete                     every run stored before the index was kept has its markers
-//! ```
-//!
-//! Invariants: a run's markers are written before its run record, so no
-//! run lacks them; a marker without a run record (a submission that
-//! crashed between the two) is passed over. Retention deletes a run's
-//! markers before its record. A search walks the narrowest tree its
-//! filters allow (a tag, else the workflow, else the component, else all)
-//! and checks its other filters on the runs it reads.
-
-use std::collections::BTreeSet;
-
-use bytes::Bytes;
-use futures::future::try_join_all;
+//! Invariants: a run is listed before its run record is stored (the note
+//! that opens it lists it); a listed run with no record, or whose record
+//! was created at another time (a submission that crashed before the
+//! record, or lost the id to another), is passed over. A page reads the
+//! ledger's batches before the created segments, so no run compacted
+//! meanwhile is missed. Retention takes a run off the listing once it has
+//! deleted it. A store written before the ledger listed runs is listed
+//! at its first listing or sweep ([`created::ensure_listed`]).
 
 use super::{RunCursor, RunError, RunListing, RunQuery, RunStatus, Runs};
 use crate::journal::RunRecord;
-use crate::store::{RunId, StoreKey, TenantId, TenantStore};
+use crate::journal::ledger::{self, ListedRun, created};
+use crate::store::{RunId, TenantId};
 
 /// Tags one run may carry, at most.
 pub const MAX_TAGS: usize = 16;
 const HOUR_MS: u64 = 3_600_000;
 
-fn complete_key() -> StoreKey {
-    StoreKey::from_iter(["index", ".complete"])
-}
-
-/// The tree a search walks: the narrowest its filters name.
-fn tree(query: &RunQuery) -> StoreKey {
-    match (&query.tag, &query.workflow, &query.component) {
-        (Some(tag), _, _) => StoreKey::from_iter(["index", "tag", tag.as_str()]),
-        (None, Some(workflow), _) => StoreKey::from_iter(["index", "workflow", workflow.as_str()]),
-        (None, None, Some(component)) => StoreKey::from_iter(["index", "component", component.as_str()]),
-        (None, None, None) => StoreKey::from_iter(["index", "all"]),
-    }
-}
-
-/// The key `parts` below `tree`.
-fn below(tree: &StoreKey, parts: impl IntoIterator<Item = String>) -> StoreKey {
-    StoreKey::from_iter(tree.parts().map(|part| part.as_ref().to_owned()).chain(parts))
-}
-
-fn marker(tree: StoreKey, record: &RunRecord) -> StoreKey {
-    let hour = format!("{:08}", record.created_at_ms / HOUR_MS);
-    below(&tree, [hour, RunCursor::of(record).marker_name()])
-}
-
-/// Every marker of `record`'s run.
-pub fn markers(record: &RunRecord) -> Vec<StoreKey> {
-    let mut trees = vec![
-        StoreKey::from_iter(["index", "all"]),
-        StoreKey::from_iter(["index", "workflow", record.workflow.as_str()]),
-        StoreKey::from_iter(["index", "component", record.component.as_str()]),
-    ];
-    trees.extend(
-        (record.earlier_builds.iter()).map(|build| StoreKey::from_iter(["index", "component", build.as_str()])),
-    );
-    trees.extend(
-        record
-            .tags
-            .iter()
-            .map(|tag| StoreKey::from_iter(["index", "tag", tag.as_str()])),
-    );
-    trees.into_iter().map(|tree| marker(tree, record)).collect()
-}
-
-/// Writes the markers of `record`'s run.
-pub async fn index(store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
-    let markers = markers(record);
-    try_join_all(markers.iter().map(|key| store.overwrite(key, Bytes::new()))).await?;
-    Ok(())
-}
-
 impl RunQuery {
-    /// Whether `record` passes the filters its tree did not apply.
+    /// Whether `run`, as listed, may pass the filters (its record, read
+    /// next, is checked again: see [`Self::selects`]).
+    fn lists(&self, run: &ListedRun) -> bool {
+        self.workflow.as_ref().is_none_or(|w| &run.workflow == w)
+            && self.component.as_ref().is_none_or(|c| run.builds.contains(c))
+            && self.tag.as_ref().is_none_or(|tag| run.tags.contains(tag))
+    }
+
+    /// Whether `record` passes the filters.
     fn selects(&self, record: &RunRecord) -> bool {
         self.workflow.as_ref().is_none_or(|w| &record.workflow == w)
             && self.component.as_ref().is_none_or(|c| &record.component == c)
@@ -116,7 +65,7 @@ impl RunQuery {
     }
 }
 
-/// Searching the runs (see the module doc) through the index;
+/// Searching the runs (see the module doc) through the ledger's listing;
 /// [`Runtime::search`](super::Runtime::search) gives it.
 #[derive(Clone)]
 pub struct Search {
@@ -130,23 +79,23 @@ impl Search {
 
     /// A page of the tenant's runs, oldest first (by creation time, then
     /// id; newest first if `query` asks), that `query` selects, and the
-    /// cursor of the next page, read through the index. A page can be shorter than the limit when
-    /// filtering by state: only a missing next cursor means the end.
+    /// cursor of the next page, read through the ledger's listing. A page
+    /// can be shorter than the limit when filtering by state: only a
+    /// missing next cursor means the end.
     pub async fn page(
         &self,
         tenant: &TenantId,
         query: &RunQuery,
     ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
-        self.ensure_indexed(tenant).await?;
         let store = self.runs.host.storage.tenant(tenant);
-        let tree = tree(query);
+        created::ensure_listed(&store).await?;
+        let pending = ledger::listed_in_batches(&store).await?;
         let (first, last) = query.hours();
-        let mut hours: Vec<String> = store
-            .children(&tree)
-            .await?
-            .into_iter()
-            .filter(|hour| hour.parse::<u64>().is_ok_and(|number| (first..=last).contains(&number)))
-            .collect();
+        let mut hours: Vec<u64> = created::hours(&store).await?;
+        hours.extend(pending.iter().map(ListedRun::hour));
+        hours.retain(|hour| (first..=last).contains(hour));
+        hours.sort_unstable();
+        hours.dedup();
         if query.newest_first {
             hours.reverse();
         }
@@ -154,23 +103,24 @@ impl Search {
         let mut examined: Option<RunCursor> = None;
         let mut read = 0;
         for hour in hours {
-            let folder = below(&tree, [hour]);
-            let mut keys = store.list(&folder).await?;
+            let mut runs = created::hour(&store, hour).await?;
+            runs.extend(pending.iter().filter(|run| run.hour() == hour).cloned());
+            let mut cursors: Vec<RunCursor> = created::merged(runs)
+                .iter()
+                .filter(|run| query.lists(run))
+                .map(RunCursor::listed)
+                .filter(|cursor| query.admits(cursor))
+                .collect();
+            cursors.sort_unstable();
             if query.newest_first {
-                keys.reverse();
+                cursors.reverse();
             }
-            for key in keys {
-                let Some(cursor) = key.filename().and_then(|name| name.parse::<RunCursor>().ok()) else {
-                    continue;
-                };
-                if !query.admits(&cursor) {
-                    continue;
-                }
+            for cursor in cursors {
                 if listing.runs.len() == query.limit || read == query.examine_at_most {
                     return Ok((listing, examined));
                 }
                 read += 1;
-                if let Some(status) = self.selected(tenant, &cursor.run_id, query, &mut listing).await? {
+                if let Some(status) = self.selected(tenant, &cursor, query, &mut listing).await? {
                     listing.runs.push(status);
                 }
                 examined = Some(cursor);
@@ -179,20 +129,22 @@ impl Search {
         Ok((listing, None))
     }
 
-    /// The status of `run` if `query` selects it; `None` for a marker with
-    /// no run (noted in `listing` if its records are corrupt).
+    /// The status of the run at `cursor` if `query` selects it; `None` for
+    /// a listed run with no record, or another creation time (noted in
+    /// `listing` if its records are corrupt).
     async fn selected(
         &self,
         tenant: &TenantId,
-        run: &RunId,
+        cursor: &RunCursor,
         query: &RunQuery,
         listing: &mut RunListing<RunStatus>,
     ) -> Result<Option<RunStatus>, RunError> {
+        let run: &RunId = &cursor.run_id;
         let record = self.runs.records(tenant, run).run().await.map_err(RunError::from);
         let Some(Some(record)) = listing.read(run, record)? else {
             return Ok(None);
         };
-        if !query.selects(&record) {
+        if record.created_at_ms != cursor.created_at_ms || !query.selects(&record) {
             return Ok(None);
         }
         let Some(status) = listing.read(run, self.runs.generation_status(tenant, run).await)? else {
@@ -204,31 +156,6 @@ impl Search {
             .is_none_or(|state| status.state.name() == state)
             .then_some(status))
     }
-
-    /// Gives every run stored before the index was kept its markers, once:
-    /// the first listing of such a store reads every run record.
-    async fn ensure_indexed(&self, tenant: &TenantId) -> Result<(), RunError> {
-        let store = self.runs.host.storage.tenant(tenant);
-        if store.get(&complete_key()).await?.is_some() {
-            return Ok(());
-        }
-        let runs = self.runs.run_ids(tenant).await?;
-        let indexed: BTreeSet<String> = store
-            .list(&StoreKey::from_iter(["index", "all"]))
-            .await?
-            .iter()
-            .filter_map(|key| Some(key.filename()?.split_once('-')?.1.to_owned()))
-            .collect();
-        for run in runs.iter().filter(|run| !indexed.contains(run.as_str())) {
-            if let Ok(Some(record)) = self.runs.records(tenant, run).run().await {
-                index(&store, &record).await?;
-            }
-        }
-        if !runs.is_empty() {
-            store.overwrite(&complete_key(), Bytes::new()).await?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -238,10 +165,14 @@ mod tests {
     use crate::config::HostConfig;
     use crate::journal::RunRecords;
     use crate::runtime::Runtime;
-    use crate::store::Storage;
+    use crate::store::{Storage, StoreKey, TenantStore};
+    use bytes::Bytes;
 
+    /// Runs stored before the ledger listed runs (some with the old
+    /// index's markers) are listed at the first listing, from their
+    /// records, once; the old markers go.
     #[tokio::test]
-    async fn runs_stored_before_the_index_are_indexed_at_the_first_listing_once() -> Result<(), RunError> {
+    async fn runs_stored_before_the_ledger_listed_them_are_listed_at_the_first_listing_once() -> Result<(), RunError> {
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
@@ -250,15 +181,22 @@ mod tests {
                 .create_run(&RunRecord::example(run, at))
                 .await?;
         }
+        let old_marker = StoreKey::from_iter(["index", "all", "00000000", "0000000000000010-old-1"]);
+        store.overwrite(&old_marker, Bytes::new()).await?;
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
         let (listing, next) = runtime.search().page(&tenant, &RunQuery::default()).await?;
         let ids: Vec<&str> = listing.runs.iter().map(|status| status.run_id.as_str()).collect();
         assert_eq!((ids, next), (vec!["old-1", "old-2"], None));
         assert!(
-            store.get(&complete_key()).await?.is_some(),
-            "the index is marked complete"
+            store.list(&StoreKey::from_iter(["index"])).await?.is_empty(),
+            "the old index is gone"
         );
-        assert_eq!(store.list(&StoreKey::from_iter(["index", "all"])).await?.len(), 2);
+
+        // Listed once: a record stored unnoted now is not found.
+        RunRecords::new(store.clone(), RunId::new("unnoted").expect("valid"))
+            .create_record(&RunRecord::example("unnoted", 20))
+            .await?;
+        assert_eq!(runtime.runs().list(&tenant).await?.runs.len(), 2);
         Ok(())
     }
 
@@ -285,9 +223,10 @@ mod tests {
         Ok((runtime, tenant, store))
     }
 
-    /// Stores `record`'s run as a submission does: its markers, then its record.
-    async fn store_run(store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
-        index(store, record).await?;
+    /// Stores `record`'s run as a submission does: its note, then its record.
+    async fn store_run(runtime: &Runtime, store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
+        let listed = ListedRun::of(record);
+        runtime.runs().host.ledger.opened(store, listed).await?;
         RunRecords::new(store.clone(), record.run_id.clone())
             .create_run(record)
             .await?;
@@ -310,7 +249,7 @@ mod tests {
                 created_at_us: micros,
                 ..RunRecord::example(run, 7)
             };
-            store_run(&store, &record).await?;
+            store_run(&runtime, &store, &record).await?;
         }
         let oldest = RunQuery {
             limit: 1,
@@ -341,7 +280,7 @@ mod tests {
             ("e", 3 * HOUR_MS),
         ];
         for (run, at) in times {
-            store_run(&store, &RunRecord::example(run, at)).await?;
+            store_run(&runtime, &store, &RunRecord::example(run, at)).await?;
         }
         let newest = |limit| RunQuery {
             newest_first: true,
@@ -378,6 +317,31 @@ mod tests {
             "two runs read"
         );
         assert!(every_page(&runtime, &tenant, none_match).await?.is_empty());
+        Ok(())
+    }
+
+    /// A run an upgrade moved is found by its new build, as the upgrade
+    /// lists it (the records moved, the run noted again), and no longer
+    /// by its first; a note whose creation time is not its record's is
+    /// passed over.
+    #[tokio::test]
+    async fn a_run_moved_to_another_build_is_found_by_it() -> Result<(), RunError> {
+        let (runtime, tenant, store) = runtime()?;
+        let record = RunRecord::example("moved", 10);
+        store_run(&runtime, &store, &record).await?;
+        let lost = RunRecord::example("moved", 11);
+        runtime.runs().host.ledger.opened(&store, ListedRun::of(&lost)).await?;
+        let records = RunRecords::new(store.clone(), record.run_id.clone());
+        records.move_to(&record, "d", 20).await?;
+        let moved = records.run().await?.expect("the run");
+        runtime.runs().host.ledger.moved(&store, ListedRun::of(&moved)).await?;
+        let on = |build: &str| RunQuery {
+            component: Some(build.into()),
+            ..RunQuery::default()
+        };
+        assert_eq!(every_page(&runtime, &tenant, on("d")).await?, ["moved"]);
+        assert!(every_page(&runtime, &tenant, on("c")).await?.is_empty());
+        assert_eq!(every_page(&runtime, &tenant, RunQuery::default()).await?, ["moved"]);
         Ok(())
     }
 }

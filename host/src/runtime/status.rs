@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::{RunError, RunListing, Runs};
 use crate::clock::now_ms;
+use crate::journal::ledger::ListedRun;
 use crate::journal::{Outcome, Payload, RunRecord, RunRecords, is_payload_name};
 use crate::store::{RunId, TenantId};
 
@@ -286,39 +287,25 @@ pub struct RunCursor {
 }
 
 impl RunCursor {
-    /// Where `record`'s run stands in a listing.
-    pub fn of(record: &RunRecord) -> Self {
+    /// Where a run, listed by the ledger, stands in a listing.
+    pub(crate) fn listed(run: &ListedRun) -> Self {
         Self {
-            created_at_ms: record.created_at_ms,
-            micros: record
+            created_at_ms: run.noted.created_at_ms,
+            micros: run
                 .created_at_us
                 .map(|us| u16::try_from(us % 1_000).expect("below 1,000")),
-            run_id: record.run_id.clone(),
+            run_id: run.noted.run.clone(),
         }
-    }
-
-    /// The name of the run's index markers: the cursor with its
-    /// milliseconds padded, so that names sort as cursors do (`-` sorts
-    /// before `.`, as `None` before `Some`).
-    pub fn marker_name(&self) -> String {
-        let mut name = String::new();
-        self.write(&mut name, 16).expect("writing to a String never fails");
-        name
-    }
-
-    /// Writes the cursor, its milliseconds padded with zeros to `ms_width`.
-    fn write(&self, out: &mut impl std::fmt::Write, ms_width: usize) -> std::fmt::Result {
-        write!(out, "{:0ms_width$}", self.created_at_ms)?;
-        if let Some(micros) = self.micros {
-            write!(out, ".{micros:03}")?;
-        }
-        write!(out, "-{}", self.run_id)
     }
 }
 
 impl std::fmt::Display for RunCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.write(f, 0)
+        write!(f, "{}", self.created_at_ms)?;
+        if let Some(micros) = self.micros {
+            write!(f, ".{micros:03}")?;
+        }
+        write!(f, "-{}", self.run_id)
     }
 }
 

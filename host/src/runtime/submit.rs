@@ -11,7 +11,7 @@ use crate::clock::now_ms;
 use crate::clock::rfc3339;
 use crate::component::Loaded;
 use crate::config::LimitRequest;
-use crate::journal::ledger::NotedRun;
+use crate::journal::ledger::ListedRun;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, Payload, RunRecord, RunRecords,
     digest,
@@ -220,23 +220,22 @@ impl Runs {
         // Before the run record, and together (on object storage each is
         // a round trip; through the local store's log, one sync): the
         // outbox entry, so that a run with a URL always has its entry (not
-        // again for a run submitted again, which may have ended); the
-        // index's markers; the run noted open in the ledger (in a batch
-        // with the runs submitted meanwhile; not again for a run there is).
+        // again for a run submitted again, which may have ended); the run
+        // noted open and listed in the ledger (in a batch with the runs
+        // submitted meanwhile; not again for a run there is).
         let outbox = async {
             match &record.notify {
                 Some(url) if new_run => self.host.hooks.enqueue(records.store(), &run_id, url).await,
                 _ => Ok(()),
             }
         };
-        let indexed = super::search::index(records.store(), &record);
         let listed = async {
             match new_run {
-                true => Ok::<_, RunError>(self.host.ledger.opened(records.store(), NotedRun::of(&record)).await?),
+                true => Ok::<_, RunError>(self.host.ledger.opened(records.store(), ListedRun::of(&record)).await?),
                 false => Ok(()),
             }
         };
-        futures::try_join!(outbox, indexed, listed)?;
+        futures::try_join!(outbox, listed)?;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a
         // host stopping meanwhile names no run it then leaves undriven.
@@ -255,8 +254,8 @@ impl Runs {
                 Ok(run_id)
             }
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
-                // The markers just written carry this submission's time, not the run's.
-                records.store().delete_all(&super::search::markers(&record)).await?;
+                // Its note, another creation time than the run's, is
+                // passed over by listings and noted ended by recovery.
                 let existing = records
                     .run()
                     .await?

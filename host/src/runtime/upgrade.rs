@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::{ReplayReport, RunError, Runs};
 use crate::clock::now_ms;
 use crate::component::Loaded;
+use crate::journal::ledger::ListedRun;
 use crate::journal::{RunRecord, RunRecords};
 use crate::store::{RunId, TenantId};
 
@@ -160,13 +161,14 @@ impl Upgrades {
         Ok(replayed)
     }
 
-    /// Moves `record`'s run to build `to`, indexes it under that build, and
+    /// Moves `record`'s run to build `to`, lists it under that build, and
     /// wakes it wherever it waits, so it goes on there on the new build.
     async fn move_run(&self, records: &RunRecords, record: &RunRecord, to: &Loaded) -> Result<(), RunError> {
         records.move_to(record, &to.digest, now_ms()).await?;
         let mut moved = record.clone();
         moved.component = to.digest.clone();
-        super::search::index(records.store(), &moved).await?;
+        let listed = ListedRun::of(&moved);
+        self.runs.host.ledger.moved(records.store(), listed).await?;
         self.runs.wake(records.store().tenant(), &record.run_id).await;
         tracing::info!("run moved to the new build");
         Ok(())

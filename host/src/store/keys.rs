@@ -15,11 +15,11 @@
 //! runs/{run}/outcome                            how the run ended (create-only)
 //! runs/{run}/owners/{epoch}                     the host that took the run over, from epoch 1 (create-only)
 //! runs/{run}/logs/{first-at}-{id}               a batch of the run's log lines (create-only, see `runtime::logs`)
-//! unfinished/{run}                              marker: the run has not finished (deleted once it has)
-//! finished/{hour}/{finished-at}-{run}           marker: the run finished then (deleted with the run)
+//! ledger/…                                      runs created, open and ended, noted in batches (see `journal::ledger`)
+//! unfinished/{run}                              marker of a run stored before the ledger: not finished (deleted once it has)
+//! finished/{hour}/{finished-at}-{run}           marker of a run stored before the ledger: finished then (deleted with the run)
 //! outbox/{run}                                  the run's completion notification, until delivered
 //! groups/{group}                                a group of runs submitted together (create-only)
-//! index/{tree}/{hour}/{created-at}-{run}        a run's markers in the index of runs (see `runtime::search`)
 //! usage/{day}/{host}                            a host's count of the tenant's use that UTC day (overwritten)
 //! secrets/{name}                                a secret, sealed with the host key (overwritten)
 //! schedules/{name}/spec                         a cron schedule: what it starts and when (overwritten)
@@ -182,7 +182,7 @@ impl RunId {
 
 name_type!(
     /// A workflow's name, as its component declares it: runs are searched
-    /// by it (`index/workflow/{name}`), so it is held to a name's rules.
+    /// by it, so it is held to a name's rules.
     WorkflowName, "workflow name", 128
 );
 

@@ -1,11 +1,13 @@
-//! The ledger of a tenant's runs: which are unfinished, and when each one
-//! finished, noted in batches many runs share instead of in markers of
-//! their own, so a run writes no object for them.
+//! The ledger of a tenant's runs: which are unfinished, when each one
+//! finished, and what listings find them by (when each was created, its
+//! workflow, builds and tags), noted in batches many runs share instead
+//! of in markers of their own, so a run writes no object for them.
 //!
 //! ```text
-//! ledger/batches/{ms:016}-{host}-{n:08}         runs opened and ended, as a host noted them together (create-only)
+//! ledger/batches/{ms:016}-{host}-{n:08}         runs created, moved and ended, as a host noted them together (create-only)
 //! ledger/open/{ms:016}-{host}-{n:08}            the runs a compaction found open
 //! ledger/ended/{hour:08}/{ms:016}-{host}-{n:08} the runs a compaction found ended in that hour, and when
+//! ledger/created/{hour:08}/{level:02}-{name}    the runs created in that hour, for listings (see [`created`])
 //! ```
 //!
 //! A submission notes its run opened before it creates the run's record,
@@ -14,19 +16,23 @@
 //! run record is stored unnoted, and recovery finds every unfinished run
 //! without listing `runs/`. A crash between the note and the record leaves
 //! the note of a run that never was: recovery passes over it, and notes it
-//! ended once it is [`PHANTOM_AFTER`] old. A run's end is noted after its
+//! ended once it is [`PHANTOM_AFTER`] old. The note that opens a run lists
+//! it too ([`ListedRun`]); an upgrade notes a run again under the build
+//! it moved to, awaited likewise. A run's end is noted after its
 //! outcome, in the next batch, unawaited ([`Ledger::ended`]): a crash
 //! before the batch is stored leaves the run noted open, and recovery,
 //! finding its outcome, notes its end again.
 //!
 //! Invariants: a run noted opened and not noted ended is, at every moment,
-//! in a batch or an open segment. A compaction writes what it read, folded
-//! (the open segment, the ended ones), before it deletes what it read, and
+//! in a batch or an open segment; a run noted created, in a batch or a
+//! segment of its hour. A compaction writes what it read, folded (the
+//! open segment, the ended ones, the created ones), before it deletes what it read, and
 //! deletes nothing it did not read; compactions on many hosts at once are
 //! safe. A run that ended may then stay in one of their open segments: it
 //! is noted ended again by recovery, as above. A reader reads the batches
 //! before it lists the open segments, and starts again if an object it
-//! listed is gone (compacted meanwhile). A run is noted by its id and its
+//! listed is gone (compacted meanwhile); a listing likewise reads the
+//! batches before the created segments. A run is noted by its id and its
 //! creation time, so the end of a run deleted long ago never closes a new
 //! run under the same id.
 
@@ -47,6 +53,10 @@ use crate::cluster::HostId;
 use crate::shared_map::lock;
 use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore};
 
+pub mod created;
+
+pub use created::ListedRun;
+
 /// A note of a run opened with no record after this long is of a
 /// submission that crashed before creating it: recovery notes it ended.
 pub const PHANTOM_AFTER: Duration = Duration::from_secs(3600);
@@ -65,15 +75,26 @@ const HOUR_MS: u64 = 3_600_000;
 /// A run as the ledger knows it: its id and when it was created.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NotedRun {
+    /// Its id.
     pub run: RunId,
+    /// When it was created: a submission under the id at another time
+    /// is another run.
     pub created_at_ms: u64,
 }
 
 /// What a batch notes of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Note {
+    /// Opened, unlisted: as batches noted runs before the ledger listed them.
     Opened(NotedRun),
-    Ended { run: NotedRun, finished_at_ms: u64 },
+    Ended {
+        run: NotedRun,
+        finished_at_ms: u64,
+    },
+    /// Opened and listed.
+    Created(ListedRun),
+    /// Listed again, under the build an upgrade moved it to.
+    Moved(ListedRun),
 }
 
 fn batches_key() -> StoreKey {
@@ -137,10 +158,19 @@ impl Ledger {
         }
     }
 
-    /// Notes `run` opened, once stored: with the notes of the runs
-    /// submitted meanwhile, in one batch.
-    pub async fn opened(&self, store: &TenantStore, run: NotedRun) -> Result<(), JournalError> {
-        let note = Note::Opened(run);
+    /// Notes `run` opened and lists it, once stored: with the notes of
+    /// the runs submitted meanwhile, in one batch.
+    pub async fn opened(&self, store: &TenantStore, run: ListedRun) -> Result<(), JournalError> {
+        self.noted(store, Note::Created(run)).await
+    }
+
+    /// Lists `run` under the build it moved to (its first), once stored.
+    pub async fn moved(&self, store: &TenantStore, run: ListedRun) -> Result<(), JournalError> {
+        self.noted(store, Note::Moved(run)).await
+    }
+
+    /// Adds `note` to the next batch, and waits for the batch to be stored.
+    async fn noted(&self, store: &TenantStore, note: Note) -> Result<(), JournalError> {
         let (sent, stored) = oneshot::channel();
         self.add(store, note.clone(), Some(sent));
         if stored.await.unwrap_or(false) {
@@ -220,65 +250,104 @@ impl Ledger {
         }
     }
 
-    /// Folds every batch there is into the open segments and the ended
-    /// ones (see the module doc).
+    /// Folds every batch there is into the open segments, the ended ones
+    /// and the created ones, then merges the hours it listed runs in (see
+    /// the module doc).
     pub async fn compact(&self, store: &TenantStore) -> Result<(), JournalError> {
         let (batch_keys, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
         if batch_keys.is_empty() {
             return Ok(());
         }
         let (open_keys, segments) = read_listed::<Vec<NotedRun>>(store, &open_key()).await?;
-        let mut open: BTreeSet<NotedRun> = segments.into_iter().flatten().collect();
+        let folded = fold(batches.into_iter().flatten(), segments.into_iter().flatten().collect());
         let mut ended: BTreeMap<u64, Vec<(NotedRun, u64)>> = BTreeMap::new();
-        fold(batches.into_iter().flatten(), &mut open, |run, at| {
+        for (run, at) in folded.ended {
             ended.entry(at / HOUR_MS).or_default().push((run, at));
-        });
+        }
+        let hours: BTreeSet<u64> = folded.listed.iter().map(ListedRun::hour).collect();
         let name = self.name();
         let mut writes: Vec<(StoreKey, Bytes)> = ended
             .iter()
             .map(|(hour, runs)| (ended_folder(&format!("{hour:08}")), runs))
             .map(|(folder, runs)| (below(&folder, name.clone()), Bytes::from(encode(runs))))
             .collect();
-        if !open.is_empty() {
-            writes.push((below(&open_key(), name.clone()), Bytes::from(encode(&open))));
+        if !folded.open.is_empty() {
+            writes.push((below(&open_key(), name.clone()), Bytes::from(encode(&folded.open))));
         }
+        writes.extend(created::level_zero(folded.listed, &name));
         try_join_all(writes.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
         let read: Vec<StoreKey> = batch_keys.into_iter().chain(open_keys).collect();
         store.delete_all(&read).await?;
+        for hour in hours {
+            created::merge(store, hour).await?;
+        }
         Ok(())
     }
 }
 
-/// Applies `notes` to `open`, calling `ended` for each end noted.
-fn fold(notes: impl Iterator<Item = Note>, open: &mut BTreeSet<NotedRun>, mut ended: impl FnMut(NotedRun, u64)) {
-    let mut closed = Vec::new();
+/// What notes fold into: the runs open, those ended (and when), and
+/// those listed.
+struct Folded {
+    open: BTreeSet<NotedRun>,
+    ended: Vec<(NotedRun, u64)>,
+    listed: Vec<ListedRun>,
+}
+
+/// Applies `notes` to the runs `open`.
+fn fold(notes: impl Iterator<Item = Note>, open: BTreeSet<NotedRun>) -> Folded {
+    let mut folded = Folded {
+        open,
+        ended: Vec::new(),
+        listed: Vec::new(),
+    };
     for note in notes {
         match note {
             Note::Opened(run) => {
-                open.insert(run);
+                folded.open.insert(run);
             }
-            Note::Ended { run, finished_at_ms } => {
-                closed.push(run.clone());
-                ended(run, finished_at_ms);
+            Note::Created(run) => {
+                folded.open.insert(run.noted.clone());
+                folded.listed.push(run);
             }
+            Note::Moved(run) => folded.listed.push(run),
+            Note::Ended { run, finished_at_ms } => folded.ended.push((run, finished_at_ms)),
         }
     }
     // An end wins over its run's opening, in whichever batch each is.
-    for run in &closed {
-        open.remove(run);
+    for (run, _) in &folded.ended {
+        folded.open.remove(run);
     }
+    folded
 }
 
 /// The runs the ledger has open (see the module doc for how it reads).
 pub async fn open_runs(store: &TenantStore) -> Result<OpenRuns, JournalError> {
     let (batch_keys, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
     let (_, segments) = read_listed::<Vec<NotedRun>>(store, &open_key()).await?;
-    let mut open: BTreeSet<NotedRun> = segments.into_iter().flatten().collect();
-    fold(batches.into_iter().flatten(), &mut open, |_, _| {});
+    let folded = fold(batches.into_iter().flatten(), segments.into_iter().flatten().collect());
     Ok(OpenRuns {
-        runs: open,
+        runs: folded.open,
         batches: batch_keys.len(),
     })
+}
+
+/// The runs the batches list, not yet compacted into created segments: a
+/// listing reads them before it lists the segments (see the module doc).
+pub async fn listed_in_batches(store: &TenantStore) -> Result<Vec<ListedRun>, JournalError> {
+    let (_, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
+    Ok(fold(batches.into_iter().flatten(), BTreeSet::new()).listed)
+}
+
+/// Whether a listing finds `run`: in a batch, or in a segment of its hour.
+/// Only the simulation asks it of a run from outside (through the
+/// `internals` build).
+#[cfg(feature = "internals")]
+pub async fn is_listed(store: &TenantStore, run: &NotedRun) -> Result<bool, JournalError> {
+    let listed = |found: &[ListedRun]| found.iter().any(|listed| listed.noted == *run);
+    if listed(&listed_in_batches(store).await?) {
+        return Ok(true);
+    }
+    Ok(listed(&created::hour(store, run.created_at_ms / HOUR_MS).await?))
 }
 
 /// The runs the ended segment at `key` holds, and when each finished.
@@ -364,6 +433,17 @@ mod tests {
         }
     }
 
+    /// `run` as a submission lists it.
+    fn listed(run: NotedRun) -> ListedRun {
+        ListedRun {
+            noted: run,
+            created_at_us: None,
+            workflow: "w".into(),
+            builds: vec!["c".into()],
+            tags: Vec::new(),
+        }
+    }
+
     fn tenant_store() -> TenantStore {
         Storage::in_memory().tenant(&TenantId::default_tenant())
     }
@@ -380,7 +460,7 @@ mod tests {
         let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
         let opened = (0..50).map(|n| {
             let (store, ledger) = (store.clone(), ledger.clone());
-            tokio::spawn(async move { ledger.opened(&store, noted(n, 1)).await })
+            tokio::spawn(async move { ledger.opened(&store, listed(noted(n, 1))).await })
         });
         for done in futures::future::join_all(opened).await {
             done.expect("the task")?;
@@ -396,7 +476,7 @@ mod tests {
     async fn a_compaction_folds_the_batches_into_what_is_open_and_what_ended_by_hour() -> Result<(), JournalError> {
         let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
         for n in 0..5 {
-            ledger.opened(&store, noted(n, 1)).await?;
+            ledger.opened(&store, listed(noted(n, 1))).await?;
         }
         ledger.ended(&store, noted(1, 1), 10);
         ledger.ended(&store, noted(3, 1), HOUR_MS + 10);
@@ -440,25 +520,40 @@ mod tests {
         Ok(())
     }
 
+    /// Every run a listing finds: in the batches, then in the created
+    /// segments (see the module doc).
+    async fn listed_runs(store: &TenantStore) -> Result<BTreeSet<NotedRun>, JournalError> {
+        let mut listed: BTreeSet<NotedRun> = listed_in_batches(store)
+            .await?
+            .into_iter()
+            .map(|run| run.noted)
+            .collect();
+        for hour in created::hours(store).await? {
+            listed.extend(created::hour(store, hour).await?.into_iter().map(|run| run.noted));
+        }
+        Ok(listed)
+    }
+
     /// Hosts compacting at once while runs open and end: no run open is
-    /// ever missing from a read, and every run ended at the start is gone
-    /// once compactions and recovery's notes settle.
+    /// ever missing from a read, no run created from a listing (60
+    /// compactions of one hour, so its segments merge meanwhile).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn compactions_at_once_on_many_hosts_never_lose_an_open_run() -> Result<(), JournalError> {
         let store = tenant_store();
         let hosts: Vec<Ledger> = (0..3).map(|_| Ledger::new(HostId::fresh())).collect();
-        let mut open = BTreeSet::new();
+        let (mut open, mut created) = (BTreeSet::new(), BTreeSet::new());
         for round in 0..20 {
             let work = hosts.iter().enumerate().map(|(h, ledger)| {
                 let (store, ledger) = (store.clone(), ledger.clone());
                 async move {
                     let run = noted(round * 10 + h, 1);
-                    ledger.opened(&store, run.clone()).await?;
+                    ledger.opened(&store, listed(run.clone())).await?;
                     ledger.compact(&store).await?;
                     Ok::<_, JournalError>(run)
                 }
             });
             for run in try_join_all(work).await? {
+                created.insert(run.clone());
                 open.insert(run);
             }
             if round % 4 == 3 {
@@ -471,7 +566,20 @@ mod tests {
                 "round {round}: {:?} missing",
                 open.difference(&read)
             );
+            let listed = listed_runs(&store).await?;
+            assert!(
+                listed.is_superset(&created),
+                "round {round}: {:?} unlisted",
+                created.difference(&listed)
+            );
         }
+        let segments = store
+            .list(&StoreKey::from_iter(["ledger", "created", "00000000"]))
+            .await?;
+        let merged = segments
+            .iter()
+            .filter(|key| !key.filename().is_some_and(|name| name.starts_with("00-")));
+        assert!(merged.count() > 0, "merged: {segments:?}");
         Ok(())
     }
 }
