@@ -286,6 +286,9 @@ pub struct Requests {
     /// attempt's fence, the claim's newest epoch looked up, is one.
     pub heads: AtomicU64,
     pub lists: AtomicU64,
+    /// Of the puts, those of the ledger (`ledger/`): batches many runs
+    /// share, and their compactions.
+    pub ledger_puts: AtomicU64,
     pub upkeep: AtomicU64,
 }
 
@@ -342,6 +345,9 @@ impl ObjectStore for Probe {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.count(&self.requests.puts, Some(location));
+        if location.as_ref().contains("/ledger/") {
+            self.requests.ledger_puts.fetch_add(1, Ordering::Relaxed);
+        }
         if !self.keep_journal && is_journal_entry(location) {
             return Ok(PutResult {
                 e_tag: None,

@@ -1,29 +1,34 @@
 //! The ledger's listing of a tenant's runs by the hour they were created:
 //! what a compaction folds of the runs noted created (and moved to another
-//! build), in segments per hour, merged in tiers so an hour is a few reads
-//! however many compactions wrote to it.
+//! build), in segments per hour merged in tiers so an hour is a few reads
+//! however many compactions wrote to it; and the runs retention deleted,
+//! in segments of their own, taken out of the hour once they are a
+//! quarter of it.
 //!
 //! ```text
-//! ledger/created/{hour:08}/{level:02}-{name}   runs created in that hour: id, creation time, workflow, builds, tags
+//! ledger/created/{hour:08}/{level:02}-{runs:08}-{name}        runs created in that hour: id, creation time, workflow, builds, tags
+//! ledger/created/{hour:08}/gone-{level:02}-{runs:08}-{name}   runs of that hour retention deleted
 //! ```
 //!
 //! A compaction writes a segment of level 0 for each hour it noted runs
-//! created in. Once an hour has [`MERGE_AT`] segments of one level, they
-//! are merged into one of the next level: written first, under a name of
-//! its content (so hosts merging the same segments at once write one
-//! object), then the merged ones deleted. So an hour of `n` compactions is
-//! at most `MERGE_AT` segments per level, `log(n)` levels, and each run is
-//! written once per level.
+//! created in. Once an hour has [`MERGE_AT`] segments of one kind and
+//! level, they are merged into one of the next level: written first,
+//! under a name of its content (so hosts merging the same segments at once
+//! write one object), then the merged ones deleted. So an hour of `n`
+//! compactions is at most `MERGE_AT` segments a level, `log(n)` levels,
+//! and each run is written once a level. Retention writes the runs it
+//! deleted as a segment of runs gone ([`unlist`]); once those name a
+//! quarter as many runs as the hour lists (counted from the names, with
+//! no read), the hour is rewritten without them, and they go. So each run
+//! deleted costs a few runs' bytes rewritten, whatever the hour's size.
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
 //! hour (a merge or a rewrite writes before it deletes, and deletes only
 //! what it read); a reader that finds a listed segment gone lists the hour
 //! again. A run may be listed more than once (by two merges at once, or
-//! noted again by an upgrade): readers merge what is listed of one run.
-//! Retention rewrites an hour without the runs it deleted
-//! ([`rewrite_without`]); a merge that read a segment the rewrite deleted
-//! may write a deleted run back, and a listing passes over a run with no
-//! record.
+//! noted again by an upgrade): readers merge what is listed of one run. A
+//! merge that read a segment a rewrite deleted meanwhile may write a
+//! deleted run back; a listing passes over a run with no record.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,16 +37,17 @@ use futures::StreamExt;
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
 
-use super::{NotedRun, below, read, read_listed};
+use super::{NotedRun, READ_ATTEMPTS, below, decoded};
 use crate::journal::envelope::encode;
 use crate::journal::payload::sha256_hex;
 use crate::journal::{JournalError, RunRecord, RunRecords};
 use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantStore, runs_key};
 
-/// Segments of one level an hour holds before they are merged into one.
+/// Segments of one kind and level an hour holds before they are merged
+/// into one.
 pub const MERGE_AT: usize = 16;
 
-/// Merges one compaction makes in an hour, at most: a level per merge.
+/// Merges one call makes in an hour, at most: a level per merge.
 const MERGES_AT_ONCE: usize = 8;
 
 /// Run records a store listed before the ledger is read at once, at most.
@@ -83,6 +89,37 @@ impl ListedRun {
     }
 }
 
+/// What a segment holds: runs listed, or runs gone from the listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Listed,
+    Gone,
+}
+
+/// A segment of an hour, as its key names it.
+#[derive(Debug, Clone)]
+struct Segment {
+    key: StoreKey,
+    kind: Kind,
+    level: u8,
+    runs: u64,
+}
+
+impl Segment {
+    /// The segment at `key`; `None` for a key of no segment.
+    fn at(key: StoreKey) -> Option<Self> {
+        let name = key.filename()?;
+        let (kind, name) = match name.strip_prefix("gone-") {
+            Some(rest) => (Kind::Gone, rest),
+            None => (Kind::Listed, name),
+        };
+        let mut parts = name.splitn(3, '-');
+        let level = parts.next()?.parse().ok()?;
+        let runs = parts.next()?.parse().ok()?;
+        Some(Self { key, kind, level, runs })
+    }
+}
+
 fn created_key() -> StoreKey {
     StoreKey::from_iter(["ledger", "created"])
 }
@@ -91,9 +128,12 @@ fn folder(hour: u64) -> StoreKey {
     below(&created_key(), format!("{hour:08}"))
 }
 
-/// The level of the segment at `key`.
-fn level(key: &StoreKey) -> Option<u8> {
-    key.filename()?.get(..2)?.parse().ok()
+fn segment_key(hour: u64, kind: Kind, level: u8, runs: usize, name: &str) -> StoreKey {
+    let prefix = match kind {
+        Kind::Listed => "",
+        Kind::Gone => "gone-",
+    };
+    below(&folder(hour), format!("{prefix}{level:02}-{runs:08}-{name}"))
 }
 
 /// What is listed of each run once, the builds of its notes together,
@@ -117,51 +157,114 @@ pub fn merged(listed: impl IntoIterator<Item = ListedRun>) -> Vec<ListedRun> {
     runs.into_values().collect()
 }
 
-/// The segments of level 0 a compaction named `name` writes of `listed`:
-/// one per hour.
-pub(super) fn level_zero(listed: Vec<ListedRun>, name: &str) -> Vec<(StoreKey, Bytes)> {
+fn by_hour(listed: impl IntoIterator<Item = ListedRun>) -> BTreeMap<u64, Vec<ListedRun>> {
     let mut hours: BTreeMap<u64, Vec<ListedRun>> = BTreeMap::new();
     for run in listed {
         hours.entry(run.hour()).or_default().push(run);
     }
     hours
+}
+
+/// The segments of level 0 a compaction named `name` writes of `listed`:
+/// one per hour.
+pub(super) fn level_zero(listed: Vec<ListedRun>, name: &str) -> Vec<(StoreKey, Bytes)> {
+    by_hour(listed)
         .into_iter()
         .map(|(hour, runs)| {
-            let key = below(&folder(hour), format!("00-{name}"));
-            (key, Bytes::from(encode(&merged(runs))))
+            let runs = merged(runs);
+            let key = segment_key(hour, Kind::Listed, 0, runs.len(), name);
+            (key, Bytes::from(encode(&runs)))
         })
         .collect()
 }
 
-/// Writes `runs` as one segment of `hour` at `level`, named by its
-/// content, and gives its key.
-async fn write(store: &TenantStore, hour: u64, level: u8, runs: &[ListedRun]) -> Result<StoreKey, JournalError> {
+/// Writes `runs` (of `kind`) as one segment of `hour` at `level`, named
+/// by its content, and gives its key.
+async fn write<R: Serialize>(
+    store: &TenantStore,
+    hour: u64,
+    kind: Kind,
+    level: u8,
+    runs: &[R],
+) -> Result<StoreKey, JournalError> {
     let bytes = encode(&runs);
-    let key = below(&folder(hour), format!("{level:02}-{}", sha256_hex(&bytes)));
+    let key = segment_key(hour, kind, level, runs.len(), &sha256_hex(&bytes));
     match store.create(&key, Bytes::from(bytes)).await {
         Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(key),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Merges the segments of `hour` while a level holds [`MERGE_AT`] or more.
-/// A segment gone before it is read (another host merged it) ends the
-/// merging: that host goes on with it.
+/// The segments of `hour`.
+async fn segments(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, JournalError> {
+    Ok(store
+        .list(&folder(hour))
+        .await?
+        .into_iter()
+        .filter_map(Segment::at)
+        .collect())
+}
+
+/// What segments hold, read: the runs listed (each once) and those gone.
+#[derive(Default)]
+struct Contents {
+    listed: Vec<ListedRun>,
+    gone: BTreeSet<NotedRun>,
+}
+
+/// Reads `segments`; `None` if one is gone (merged or rewritten meanwhile).
+async fn read(store: &TenantStore, segments: &[Segment]) -> Result<Option<Contents>, JournalError> {
+    let read = try_join_all(segments.iter().map(|segment| store.get(&segment.key))).await?;
+    let Some(read) = read.into_iter().collect::<Option<Vec<Bytes>>>() else {
+        return Ok(None);
+    };
+    let mut contents = Contents::default();
+    for (segment, bytes) in segments.iter().zip(read) {
+        match segment.kind {
+            Kind::Listed => contents.listed.extend(decoded::<Vec<ListedRun>>(&segment.key, &bytes)?),
+            Kind::Gone => contents.gone.extend(decoded::<Vec<NotedRun>>(&segment.key, &bytes)?),
+        }
+    }
+    contents.listed = merged(contents.listed);
+    Ok(Some(contents))
+}
+
+/// Every segment of `hour`, read: listed again, and read again, while one
+/// listed is gone before it is read.
+async fn read_hour(store: &TenantStore, hour: u64) -> Result<(Vec<Segment>, Contents), JournalError> {
+    for _ in 0..READ_ATTEMPTS {
+        let segments = segments(store, hour).await?;
+        if let Some(contents) = read(store, &segments).await? {
+            return Ok((segments, contents));
+        }
+    }
+    Err(StoreError::NotFound {
+        key: folder(hour).to_string(),
+    }
+    .into())
+}
+
+/// Merges the segments of `hour` while a kind and level holds
+/// [`MERGE_AT`] or more. A segment gone before it is read (another host
+/// merged it) ends the merging: that host goes on with it.
 pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<(), JournalError> {
     for _ in 0..MERGES_AT_ONCE {
-        let mut levels: BTreeMap<u8, Vec<StoreKey>> = BTreeMap::new();
-        for key in store.list(&folder(hour)).await? {
-            levels.entry(level(&key).unwrap_or(0)).or_default().push(key);
+        let mut tiers: BTreeMap<(Kind, u8), Vec<Segment>> = BTreeMap::new();
+        for segment in segments(store, hour).await? {
+            tiers.entry((segment.kind, segment.level)).or_default().push(segment);
         }
-        let Some((level, keys)) = levels.into_iter().find(|(_, keys)| keys.len() >= MERGE_AT) else {
+        let Some(((kind, level), tier)) = tiers.into_iter().find(|(_, tier)| tier.len() >= MERGE_AT) else {
             return Ok(());
         };
-        let read: Vec<Option<Vec<ListedRun>>> = try_join_all(keys.iter().map(|key| read(store, key))).await?;
-        let Some(segments) = read.into_iter().collect::<Option<Vec<_>>>() else {
+        let Some(contents) = read(store, &tier).await? else {
             return Ok(());
         };
-        let runs = merged(segments.into_iter().flatten());
-        write(store, hour, level.saturating_add(1), &runs).await?;
+        let next = level.saturating_add(1);
+        match kind {
+            Kind::Listed => write(store, hour, kind, next, &contents.listed).await?,
+            Kind::Gone => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
+        };
+        let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
     }
     Ok(())
@@ -173,36 +276,45 @@ pub async fn hours(store: &TenantStore) -> Result<Vec<u64>, JournalError> {
     Ok(names.iter().filter_map(|name| name.parse().ok()).collect())
 }
 
-/// What the segments of `hour` list: each run once.
+/// What the segments of `hour` list: each run once, none gone.
 pub async fn hour(store: &TenantStore, hour: u64) -> Result<Vec<ListedRun>, JournalError> {
-    let (_, segments) = read_listed::<Vec<ListedRun>>(store, &folder(hour)).await?;
-    Ok(merged(segments.into_iter().flatten()))
+    let (_, Contents { listed, gone }) = read_hour(store, hour).await?;
+    Ok(listed.into_iter().filter(|run| !gone.contains(&run.noted)).collect())
 }
 
-/// Takes the runs `deleted` off the listing: each hour they were created
-/// in rewritten without them.
+/// Takes the runs `deleted` off the listing: a segment of runs gone in
+/// each hour they were created in, and the hour rewritten without them
+/// once they are a quarter of it.
 pub async fn unlist(store: &TenantStore, deleted: &BTreeSet<NotedRun>) -> Result<(), JournalError> {
-    let hours: BTreeSet<u64> = deleted.iter().map(|run| run.created_at_ms / HOUR_MS).collect();
-    for hour in hours {
-        rewrite_without(store, hour, deleted).await?;
+    let mut hours: BTreeMap<u64, Vec<NotedRun>> = BTreeMap::new();
+    for run in deleted {
+        hours.entry(run.created_at_ms / HOUR_MS).or_default().push(run.clone());
+    }
+    for (hour, gone) in hours {
+        write(store, hour, Kind::Gone, 0, &gone).await?;
+        merge(store, hour).await?;
+        let segments = segments(store, hour).await?;
+        let counted = |kind| -> u64 {
+            let of_kind = |segment: &&Segment| segment.kind == kind;
+            segments.iter().filter(of_kind).map(|segment| segment.runs).sum()
+        };
+        if counted(Kind::Gone).saturating_mul(4) >= counted(Kind::Listed) {
+            rewrite(store, hour).await?;
+        }
     }
     Ok(())
 }
 
-/// Rewrites `hour` as one segment without the runs `deleted` names: the
+/// Rewrites `hour` as one segment of the runs listed and not gone: the
 /// new segment written first (at the highest level read), then the ones
-/// read deleted. An hour that lists none of them is left as it is.
-async fn rewrite_without(store: &TenantStore, hour: u64, deleted: &BTreeSet<NotedRun>) -> Result<(), JournalError> {
-    let (keys, segments) = read_listed::<Vec<ListedRun>>(store, &folder(hour)).await?;
-    let listed = merged(segments.into_iter().flatten());
-    if !listed.iter().any(|run| deleted.contains(&run.noted)) {
-        return Ok(());
-    }
-    let kept: Vec<ListedRun> = listed.into_iter().filter(|run| !deleted.contains(&run.noted)).collect();
-    let mut read = keys;
+/// read deleted.
+async fn rewrite(store: &TenantStore, hour: u64) -> Result<(), JournalError> {
+    let (segments, Contents { listed, gone }) = read_hour(store, hour).await?;
+    let kept: Vec<ListedRun> = listed.into_iter().filter(|run| !gone.contains(&run.noted)).collect();
+    let mut read: Vec<StoreKey> = segments.iter().map(|segment| segment.key.clone()).collect();
     if !kept.is_empty() {
-        let top = read.iter().filter_map(level).max().unwrap_or(0);
-        let written = write(store, hour, top, &kept).await?;
+        let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
+        let written = write(store, hour, Kind::Listed, top, &kept).await?;
         read.retain(|key| *key != written);
     }
     Ok(store.delete_all(&read).await?)
@@ -231,16 +343,14 @@ pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
         .map(|run| RunRecords::new(store.clone(), run))
         .map(|records| async move { records.run().await })
         .buffer_unordered(LISTED_AT_ONCE);
-    let mut hours: BTreeMap<u64, Vec<ListedRun>> = BTreeMap::new();
+    let mut listed = Vec::new();
     while let Some(record) = records.next().await {
         // A folder without a record is no run (see `Runs::run_ids`).
-        if let Some(run) = record?.as_ref().map(ListedRun::of) {
-            hours.entry(run.hour()).or_default().push(run);
-        }
+        listed.extend(record?.as_ref().map(ListedRun::of));
     }
-    for (hour, runs) in &hours {
-        write(store, *hour, 0, &merged(runs.iter().cloned())).await?;
-        merge(store, *hour).await?;
+    for (hour, runs) in by_hour(listed) {
+        write(store, hour, Kind::Listed, 0, &merged(runs)).await?;
+        merge(store, hour).await?;
     }
     let old_index = store.list(&StoreKey::from_iter(["index"])).await?;
     store.delete_all(&old_index).await?;
@@ -269,9 +379,17 @@ mod tests {
         Storage::in_memory().tenant(&TenantId::default_tenant())
     }
 
-    async fn levels(store: &TenantStore, hour: u64) -> Result<Vec<u8>, JournalError> {
-        let keys = store.list(&folder(hour)).await?;
-        Ok(keys.iter().filter_map(level).collect())
+    /// The kind and level of each segment of `hour`, in key order.
+    async fn tiers(store: &TenantStore, hour: u64) -> Result<Vec<(Kind, u8)>, JournalError> {
+        let segments = segments(store, hour).await?;
+        Ok(segments.iter().map(|segment| (segment.kind, segment.level)).collect())
+    }
+
+    /// Writes what a compaction named `name` writes of `runs`.
+    async fn compacted(store: &TenantStore, runs: Vec<ListedRun>, name: &str) -> Result<(), JournalError> {
+        let written = level_zero(runs, name);
+        try_join_all(written.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
+        Ok(())
     }
 
     /// Each level of an hour holds fewer than `MERGE_AT` segments once
@@ -282,15 +400,13 @@ mod tests {
         let store = tenant_store();
         let compactions = MERGE_AT * MERGE_AT + 3;
         for n in 0..compactions {
-            let written = level_zero(vec![listed(n, 7, "a")], &format!("{n:08}"));
-            try_join_all(written.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
+            compacted(&store, vec![listed(n, 7, "a")], &format!("{n:08}")).await?;
             merge(&store, 0).await?;
         }
-        let segments = levels(&store, 0).await?;
-        assert_eq!(segments, [0, 0, 0, 2], "256 merged twice, 3 left at level 0");
+        let levels: Vec<u8> = tiers(&store, 0).await?.into_iter().map(|(_, level)| level).collect();
+        assert_eq!(levels, [0, 0, 0, 2], "256 merged twice, 3 left at level 0");
         // Moved to another build: noted again, listed once with both.
-        let moved = level_zero(vec![listed(5, 7, "b")], "moved");
-        store.create(&moved[0].0, moved[0].1.clone()).await?;
+        compacted(&store, vec![listed(5, 7, "b")], "moved").await?;
         let runs = hour(&store, 0).await?;
         assert_eq!(runs.len(), compactions);
         let mut builds = runs[5].builds.clone();
@@ -299,26 +415,34 @@ mod tests {
         Ok(())
     }
 
+    /// Runs unlisted are gone from the hour at once; the hour is rewritten
+    /// without them once they are a quarter of it, and an hour left with
+    /// no run has no segment.
     #[tokio::test]
-    async fn a_rewrite_drops_the_runs_deleted_and_leaves_an_hour_without_them_alone() -> Result<(), JournalError> {
+    async fn runs_unlisted_leave_the_hour_which_is_rewritten_at_a_quarter_gone() -> Result<(), JournalError> {
         let store = tenant_store();
-        for n in 0..3 {
-            let written = level_zero(vec![listed(n, HOUR_MS + n as u64, "a")], &format!("{n:08}"));
-            store.create(&written[0].0, written[0].1.clone()).await?;
-        }
-        let untouched = store.list(&folder(1)).await?;
-        let elsewhere = BTreeSet::from([listed(9, 7, "a").noted]);
-        rewrite_without(&store, 1, &elsewhere).await?;
-        assert_eq!(store.list(&folder(1)).await?, untouched);
+        let runs: Vec<ListedRun> = (0..8).map(|n| listed(n, HOUR_MS + n as u64, "a")).collect();
+        compacted(&store, runs[..4].to_vec(), "first").await?;
+        compacted(&store, runs[4..].to_vec(), "second").await?;
+        let left = |store: TenantStore| async move {
+            let runs = hour(&store, 1).await?;
+            Ok::<_, JournalError>(runs.into_iter().map(|run| run.noted).collect::<Vec<_>>())
+        };
 
-        let deleted = BTreeSet::from([listed(1, HOUR_MS + 1, "a").noted]);
-        rewrite_without(&store, 1, &deleted).await?;
-        let left: Vec<NotedRun> = hour(&store, 1).await?.into_iter().map(|run| run.noted).collect();
-        assert_eq!(left, [listed(0, HOUR_MS, "a").noted, listed(2, HOUR_MS + 2, "a").noted]);
-        assert_eq!(store.list(&folder(1)).await?.len(), 1, "one segment");
+        unlist(&store, &BTreeSet::from([runs[1].noted.clone()])).await?;
+        assert_eq!(left(store.clone()).await?.len(), 7);
+        let (listed, gone) = (Kind::Listed, Kind::Gone);
+        assert_eq!(tiers(&store, 1).await?, [(listed, 0), (listed, 0), (gone, 0)]);
 
-        let all: BTreeSet<NotedRun> = left.into_iter().collect();
-        rewrite_without(&store, 1, &all).await?;
+        unlist(&store, &BTreeSet::from([runs[6].noted.clone()])).await?;
+        let kept: Vec<NotedRun> = [0, 2, 3, 4, 5, 7].iter().map(|&n| runs[n].noted.clone()).collect();
+        assert_eq!(left(store.clone()).await?, kept);
+        assert_eq!(tiers(&store, 1).await?, [(listed, 0)], "rewritten at 2 of 8");
+
+        unlist(&store, &kept.into_iter().collect()).await?;
+        assert!(store.list(&folder(1)).await?.is_empty());
+        // A run unlisted from an hour that lists nothing leaves nothing.
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
         assert!(store.list(&folder(1)).await?.is_empty());
         Ok(())
     }

@@ -380,7 +380,12 @@ async fn read<R: for<'de> Deserialize<'de>>(store: &TenantStore, key: &StoreKey)
     let Some(bytes) = store.get(key).await? else {
         return Ok(None);
     };
-    decode(&bytes).map(Some).map_err(|reason| JournalError::Corrupt {
+    decoded(key, &bytes).map(Some)
+}
+
+/// The record `bytes`, read at `key`, hold; corrupt ones are an error naming the key.
+fn decoded<R: for<'de> Deserialize<'de>>(key: &StoreKey, bytes: &[u8]) -> Result<R, JournalError> {
+    decode(bytes).map_err(|reason| JournalError::Corrupt {
         key: key.to_string(),
         reason,
     })
