@@ -51,6 +51,24 @@ impl RunQuery {
                 .is_none_or(|before| cursor.created_at_ms < before)
     }
 
+    /// Where the runs `query` lists of `hour` stand, in the listing's
+    /// order: those of its segments, `listed`, and those the batches list
+    /// in it, of `pending`.
+    fn cursors(&self, listed: Vec<ListedRun>, pending: &[ListedRun], hour: u64) -> Vec<RunCursor> {
+        let in_batches = pending.iter().filter(|run| run.hour() == hour).cloned();
+        let mut cursors: Vec<RunCursor> = created::merged(listed.into_iter().chain(in_batches))
+            .iter()
+            .filter(|run| self.lists(run))
+            .map(RunCursor::listed)
+            .filter(|cursor| self.admits(cursor))
+            .collect();
+        cursors.sort_unstable();
+        if self.newest_first {
+            cursors.reverse();
+        }
+        cursors
+    }
+
     /// The first and last hour folders a page may need, in time order.
     fn hours(&self) -> (u64, u64) {
         let mut first = self.created_from_ms.unwrap_or(0);
@@ -89,6 +107,7 @@ impl Search {
     ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
         let store = self.runs.host.storage.tenant(tenant);
         created::ensure_listed(&store).await?;
+        // Before the segments: see the module doc.
         let pending = ledger::listed_in_batches(&store).await?;
         let (first, last) = query.hours();
         let mut hours: Vec<u64> = created::hours(&store).await?;
@@ -103,19 +122,7 @@ impl Search {
         let mut examined: Option<RunCursor> = None;
         let mut read = 0;
         for hour in hours {
-            let mut runs = created::hour(&store, hour).await?;
-            runs.extend(pending.iter().filter(|run| run.hour() == hour).cloned());
-            let mut cursors: Vec<RunCursor> = created::merged(runs)
-                .iter()
-                .filter(|run| query.lists(run))
-                .map(RunCursor::listed)
-                .filter(|cursor| query.admits(cursor))
-                .collect();
-            cursors.sort_unstable();
-            if query.newest_first {
-                cursors.reverse();
-            }
-            for cursor in cursors {
+            for cursor in query.cursors(created::hour(&store, hour).await?, &pending, hour) {
                 if listing.runs.len() == query.limit || read == query.examine_at_most {
                     return Ok((listing, examined));
                 }
