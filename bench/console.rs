@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use futures::StreamExt;
 use stepstone::api::{ApiState, router};
-use stepstone::store::StoreKey;
+use stepstone::journal::{listed_hours, listed_in_hour};
 use stepstone::tenancy::Tenants;
 
 use crate::fixtures::{Backend, Host, served_config};
@@ -74,7 +74,7 @@ pub async fn runs_page() -> anyhow::Result<Section> {
     let filtered = median(&client, &base, &cookie, &console("?workflow=one-step&state=completed")).await?;
     let filtered_json = median(&client, &base, &cookie, &json("&workflow=one-step&status=completed")).await?;
     server.abort();
-    let (listing, markers) = index_listing(&host).await?;
+    let (listing, listed) = hour_read(&host).await?;
 
     let mut section = Section::new(
         "Console runs page",
@@ -84,11 +84,10 @@ pub async fn runs_page() -> anyhow::Result<Section> {
              the median of {SAMPLES} requests made one at a time (after {WARM_UP} to warm up) for a page of \
              {PAGE} runs, newest first, answer read whole: the console's HTML page (signed in, its session \
              cookie sent) against the JSON page of the same runs, `GET /v1/runs`. Filtered: state `completed` \
-             and workflow `one-step`. Both read the page's runs' statuses through the index of runs; the \
-             console's page also renders them. The runs were created within seconds, so in one hour folder \
-             of the index (or two): the newest page lists that folder, {RUNS} markers (the local store stats \
-             each), the filtered one the workflow's, {} markers. The diagnostic row times that one listing alone.",
-            RUNS / FILTERED_EVERY
+             and workflow `one-step`. Both read the page's runs' statuses through the ledger's listing; \
+             the console's page also renders them. The runs were created within seconds, so in one hour of \
+             the listing (or two): a page reads that hour's segments, {RUNS} runs (the filtered page \
+             picks the workflow's from them). The diagnostic row times that one read alone.",
         ),
     );
     section.rows.push(
@@ -108,35 +107,34 @@ pub async fn runs_page() -> anyhow::Result<Section> {
         .against("JSON page", millis(filtered_json)),
     );
     section.rows.push(Row::new(
-        format!("diagnostic: one listing of an index folder of {markers} markers"),
+        format!("diagnostic: one read of an hour of the listing, {listed} runs"),
         millis(listing),
         "ms",
     ));
     Ok(section)
 }
 
-/// The median time of listing the index's largest hour folder (all the
-/// runs, unless their creation crossed an hour), and how many markers it holds.
-async fn index_listing(host: &Host) -> anyhow::Result<(Duration, usize)> {
+/// The median time of reading the listing's largest hour (all the runs,
+/// unless their creation crossed an hour), and how many runs it lists.
+async fn hour_read(host: &Host) -> anyhow::Result<(Duration, usize)> {
     let store = host.storage.tenant(&host.tenant);
-    let mut largest = (StoreKey::from(""), 0);
-    for hour in store.children(&StoreKey::from_iter(["index", "all"])).await? {
-        let folder = StoreKey::from_iter(["index", "all", hour.as_str()]);
-        let markers = store.list(&folder).await?.len();
-        if markers > largest.1 {
-            largest = (folder, markers);
+    let mut largest = (0, 0);
+    for hour in listed_hours(&store).await? {
+        let runs = listed_in_hour(&store, hour).await?.len();
+        if runs > largest.1 {
+            largest = (hour, runs);
         }
     }
-    let (folder, markers) = largest;
+    let (hour, runs) = largest;
     let mut samples = Samples::default();
     for sample in 0..WARM_UP + SAMPLES {
-        let (took, listed) = time(store.list(&folder)).await;
-        ensure!(listed?.len() == markers, "the folder changed while listed");
+        let (took, listed) = time(listed_in_hour(&store, hour)).await;
+        ensure!(listed?.len() == runs, "the hour changed while read");
         if sample >= WARM_UP {
             samples.push(took);
         }
     }
-    Ok((samples.median(), markers))
+    Ok((samples.median(), runs))
 }
 
 /// Signs in to the console; returns the session cookie.

@@ -29,6 +29,7 @@ pub use records::{
 };
 internal_use!(run_records::{RunRecords, SnapshotListing, taken_signals});
 internal_use!(ledger::NotedRun);
+internal_use!(ledger::created::{hour as listed_in_hour, hours as listed_hours});
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use ledger::is_listed;
