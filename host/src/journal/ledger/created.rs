@@ -415,6 +415,21 @@ mod tests {
         Ok(())
     }
 
+    /// A corrupt segment is an error naming its key, never an hour read
+    /// as listing fewer runs.
+    #[tokio::test]
+    async fn a_corrupt_segment_is_an_error_naming_its_key() -> Result<(), JournalError> {
+        let store = tenant_store();
+        compacted(&store, vec![listed(1, 7, "a")], "good").await?;
+        let corrupt = segment_key(0, Kind::Listed, 0, 1, "bad");
+        store.create(&corrupt, Bytes::from_static(b"not a segment")).await?;
+        match hour(&store, 0).await {
+            Err(JournalError::Corrupt { key, .. }) => assert_eq!(key, corrupt.to_string()),
+            other => panic!("read as {other:?}"),
+        }
+        Ok(())
+    }
+
     /// Runs unlisted are gone from the hour at once; the hour is rewritten
     /// without them once they are a quarter of it, and an hour left with
     /// no run has no segment.
