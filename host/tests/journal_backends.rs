@@ -1087,7 +1087,7 @@ impl object_store::ObjectStore for Rounds {
     }
 }
 
-/// Submitting a run takes two round trips (its markers together, then its
+/// Submitting a run takes two round trips (its note in the ledger, then its
 /// record), and waking it once suspended two more: its record beside a
 /// listing of its keys, then what the execution reads first (its journal,
 /// the wait's timer, a signal sent to it) at once; the claim it holds
