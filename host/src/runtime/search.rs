@@ -177,7 +177,7 @@ mod tests {
 
     /// Runs stored before the ledger listed runs (some with the old
     /// index's markers) are listed at the first listing, from their
-    /// records, once; the old markers go.
+    /// records, once, but for a corrupt one; the old markers go.
     #[tokio::test]
     async fn runs_stored_before_the_ledger_listed_them_are_listed_at_the_first_listing_once() -> Result<(), RunError> {
         let storage = Storage::in_memory();
@@ -188,6 +188,9 @@ mod tests {
                 .create_run(&RunRecord::example(run, at))
                 .await?;
         }
+        // A corrupt record stored before is left unlisted; the others are listed.
+        let corrupt = crate::store::keys_of(&RunId::new("old-bad").expect("valid")).run();
+        store.overwrite(&corrupt, Bytes::from_static(b"not a record")).await?;
         let old_marker = StoreKey::from_iter(["index", "all", "00000000", "0000000000000010-old-1"]);
         store.overwrite(&old_marker, Bytes::new()).await?;
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;

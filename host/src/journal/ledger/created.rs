@@ -329,7 +329,8 @@ fn listed_key() -> StoreKey {
 /// segments of their hours (named by their content, so two hosts at once
 /// write the same), deletes the markers of the index kept before
 /// (`index/`), and marks the store listed (`ledger/.listed`). A store
-/// with no run is left unwritten.
+/// with no run is left unwritten. A folder without a record is no run
+/// (see `Runs::run_ids`); a corrupt record is left unlisted.
 pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
     if store.get(&listed_key()).await?.is_some() {
         return Ok(());
@@ -345,8 +346,14 @@ pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
         .buffer_unordered(LISTED_AT_ONCE);
     let mut listed = Vec::new();
     while let Some(record) = records.next().await {
-        // A folder without a record is no run (see `Runs::run_ids`).
-        listed.extend(record?.as_ref().map(ListedRun::of));
+        match record {
+            Ok(record) => listed.extend(record.as_ref().map(ListedRun::of)),
+            // Nothing to list it by; the other runs go on being listed.
+            Err(JournalError::Corrupt { key, reason }) => {
+                tracing::warn!(%key, "a run record stored before the ledger is corrupt, and left unlisted: {reason}")
+            }
+            Err(e) => return Err(e),
+        }
     }
     for (hour, runs) in by_hour(listed) {
         write(store, hour, Kind::Listed, 0, &merged(runs)).await?;
