@@ -622,9 +622,8 @@ mod tests {
             ledger.ended(&store, NotedRun::of(&record), finished_at);
         }
         let noted_ended = || async { ledger::open_runs(&store).await.map(|open| open.runs.is_empty()) };
-        while !noted_ended().await? {
-            tokio::task::yield_now().await;
-        }
+        ledger.settle().await;
+        assert!(noted_ended().await?, "every run noted ended");
 
         // A note of a submission whose run another submission of the id
         // created (the simulation's seed 184: its end, noted by recovery,
@@ -637,9 +636,8 @@ mod tests {
         });
         ledger.opened(&store, lost.clone()).await?;
         ledger.ended(&store, lost.noted, old);
-        while !noted_ended().await? {
-            tokio::task::yield_now().await;
-        }
+        ledger.settle().await;
+        assert!(noted_ended().await?, "every run noted ended");
 
         assert_eq!(runtime.retention().sweep(&tenant, hour).await?.runs, 2);
         let stood = RunRecords::new(store.clone(), run(4)).run().await?;

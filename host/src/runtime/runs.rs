@@ -776,9 +776,11 @@ impl Runs {
         self.host.cluster.stopped()
     }
 
-    /// Takes this host out of the hosts sharing the store: it drives
-    /// nothing more, and its runs can be taken over at once.
+    /// Takes this host out of the hosts sharing the store, once the notes
+    /// it made in the ledger are stored: it drives nothing more, and its
+    /// runs can be taken over at once.
     pub async fn leave(&self) {
+        self.host.ledger.settle().await;
         self.host.cluster.leave().await;
     }
 
@@ -1109,15 +1111,8 @@ mod tests {
             [RunId::new("open").expect("an id"), RunId::new("reused").expect("an id")]
         );
         let left_open = [noted("open", now), noted("reused", now), NotedRun::of(&young_phantom)];
-        let settled = async {
-            while ledger::open_runs(&store).await?.runs != BTreeSet::from(left_open.clone()) {
-                tokio::task::yield_now().await;
-            }
-            Ok::<_, RunError>(())
-        };
-        tokio::time::timeout(Duration::from_secs(10), settled)
-            .await
-            .expect("the three noted ended within 10 s")?;
+        ledger.settle().await;
+        assert_eq!(ledger::open_runs(&store).await?.runs, BTreeSet::from(left_open));
         Ok(())
     }
 }

@@ -44,7 +44,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::JournalError;
 use super::envelope::{decode, encode};
@@ -136,6 +136,8 @@ struct Inner {
     /// Names this host's objects apart from each other.
     next: AtomicU64,
     forming: Mutex<HashMap<TenantId, Forming>>,
+    /// Told each time a tenant's writer has no batch left.
+    idle: Notify,
 }
 
 /// The notes waiting for a tenant's next batch, and who waits for them.
@@ -154,6 +156,7 @@ impl Ledger {
                 host,
                 next: AtomicU64::new(0),
                 forming: Mutex::new(HashMap::new()),
+                idle: Notify::new(),
             }),
         }
     }
@@ -178,6 +181,19 @@ impl Ledger {
         }
         // The shared batch failed: this note alone, to get its own error.
         self.write(store, &[note]).await
+    }
+
+    /// Returns once every note made so far is stored (or its batch failed):
+    /// a host stopping cleanly leaves no run noted open that ended.
+    pub async fn settle(&self) {
+        loop {
+            // Made before the check: it hears a writer that ends after it.
+            let idle = self.inner.idle.notified();
+            if !lock(&self.inner.forming).values().any(|batch| batch.writing) {
+                return;
+            }
+            idle.await;
+        }
     }
 
     /// Notes `run` ended at `finished_at_ms`, in the next batch; not waited
@@ -206,6 +222,7 @@ impl Ledger {
                 let batch = forming.entry(store.tenant().clone()).or_default();
                 if batch.notes.is_empty() {
                     batch.writing = false;
+                    self.inner.idle.notify_waiters();
                     return;
                 }
                 let take = batch.notes.len().min(BATCH_NOTES);
@@ -453,13 +470,6 @@ mod tests {
         Storage::in_memory().tenant(&TenantId::default_tenant())
     }
 
-    /// Waits until the ledger's forming batches are all stored.
-    async fn settled(ledger: &Ledger) {
-        while lock(&ledger.inner.forming).values().any(|batch| batch.writing) {
-            tokio::task::yield_now().await;
-        }
-    }
-
     #[tokio::test]
     async fn runs_opened_at_once_share_a_batch_and_are_all_open() -> Result<(), JournalError> {
         let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
@@ -487,7 +497,7 @@ mod tests {
         ledger.ended(&store, noted(3, 1), HOUR_MS + 10);
         // The end of another run under a reused id closes nothing.
         ledger.ended(&store, noted(4, 0), 10);
-        settled(&ledger).await;
+        ledger.settle().await;
         ledger.compact(&store).await?;
 
         assert!(store.list(&batches_key()).await?.is_empty(), "every batch folded");
@@ -518,7 +528,7 @@ mod tests {
         for n in 0..=BATCH_NOTES {
             ledger.ended(&store, noted(n, 1), 5);
         }
-        settled(&ledger).await;
+        ledger.settle().await;
         let (_, batches) = read_listed::<Vec<Note>>(&store, &batches_key()).await?;
         let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
         assert_eq!(sizes, [BATCH_NOTES, 1]);
