@@ -1,9 +1,10 @@
 // The load generator of `make bench-peers` for the engines served over HTTP
-// (Restate's ingress, Stepstone's API): the same shapes, the same number of
+// (Restate's ingress, Obelisk's and Stepstone's APIs): the same shapes, the same number of
 // runs in flight, one Node process, keep-alive connections. Prints one JSON
 // object of figures on stdout.
 //
 //   node drive.mjs '{"engine":"restate","url":"http://127.0.0.1:18180"}'
+//   node drive.mjs '{"engine":"obelisk","url":"http://127.0.0.1:18500"}'
 //   node drive.mjs '{"engine":"stepstone","url":"http://127.0.0.1:18280","token":"..."}'
 
 const config = JSON.parse(process.argv[2]);
@@ -31,6 +32,15 @@ const engines = {
   restate: async (steps) => {
     const sum = await call("POST", `${config.url}/Bench/steps`, steps);
     if (typeof sum !== "number") throw new Error(`Restate answered ${JSON.stringify(sum)}`);
+  },
+  // Obelisk: a submission that follows the execution answers with its
+  // result once it ends.
+  obelisk: async (steps) => {
+    const result = await call("POST", `${config.url}/v1/executions?follow=true`, {
+      ffqn: "bench:obelisk/workflow.steps",
+      params: [steps],
+    });
+    if (typeof result?.ok !== "number") throw new Error(`Obelisk answered ${JSON.stringify(result)}`);
   },
   // Stepstone: a start that waits answers with the run's status once it ends.
   stepstone: async (steps) => {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`make bench-peers`: Stepstone beside Restate and DBOS, same machine, same run.
+"""`make bench-peers`: Stepstone beside Restate, Obelisk and DBOS, same machine, same run.
 
 Starts each engine on loopback with a fresh data directory and its documented
 durable defaults, runs the same shapes on each through its own client (the
@@ -11,7 +11,7 @@ keeps that section as it is).
 Shapes: M workflows x 1 step and M x 3 steps (M = 1,000, 64 in flight),
 and 1 workflow x N sequential steps (N = 100 and 1,000; median of 3).
 
-Usage: run.py --stepstone BIN --weed WEED --tools DIR --guests DIR --docs FILE
+Usage: run.py --stepstone BIN --weed WEED --obelisk BIN --tools DIR --guests DIR --docs FILE
 """
 
 import argparse
@@ -40,6 +40,7 @@ ACCESS_KEY, SECRET_KEY = "stepstone-bench", "stepstone-bench-secret"
 # Loopback ports; SeaweedFS's each below 22768 (it also binds port + 10000).
 RESTATE_PORTS = {"node": 18122, "admin": 18170, "ingress": 18180, "service": 18190}
 POSTGRES_PORT = 18432
+OBELISK_PORT = 18500
 WEED_PORTS = {"master": 21400, "volume": 21401, "filer": 21402, "s3": 21403, "admin": 21404}
 SHAPES = [
     ("runs_1_step", "M workflows × 1 step, M = 1,000, 64 in flight", "runs/s", True),
@@ -206,6 +207,41 @@ def restate(tools, work, servers):
     }
 
 
+def obelisk(binary, guests, work, servers):
+    """Obelisk's server on a fresh SQLite directory, its web UI and
+    external HTTP server off, running the bench's WIT activity and workflow
+    (bench/peers/obelisk) as its deployment."""
+    data = os.path.join(work, "obelisk")
+    os.makedirs(data)
+    config, deployment = os.path.join(data, "server.toml"), os.path.join(data, "deployment.toml")
+    with open(config, "w") as file:
+        file.write(f'api.listening_addr = "127.0.0.1:{OBELISK_PORT}"\nwebui.enabled = false\n'
+                   f'external.enabled = false\ndatabase.sqlite.directory = "{data}/sqlite"\n'
+                   f'[wasm]\ncache_directory = "{data}/cache"\n[wasm.codegen_cache]\ndirectory = "{data}/codegen"\n'
+                   '[log.console]\nlevel = "warn"\n')
+    with open(deployment, "w") as file:
+        for kind, name in (("activity_wasm", "activity"), ("workflow_wasm", "workflow")):
+            file.write(f'[[{kind}]]\nname = "bench_{name}"\n'
+                       f'location = "{os.path.join(guests, f"obelisk-bench-{name}.wasm")}"\n')
+    servers.start([binary, "server", "run", "--server-config", config, "--deployment", deployment],
+                  os.path.join(data, "server.log"))
+    url = f"http://127.0.0.1:{OBELISK_PORT}"
+    wait_until(lambda: b"bench:obelisk/workflow.steps" in urllib.request.urlopen(f"{url}/v1/functions",
+                                                                                timeout=2).read(), "Obelisk")
+    version = subprocess.run([binary, "--version"], stdout=subprocess.PIPE, text=True).stdout.split()[-1]
+    figures = drive({"engine": "obelisk", "url": url})
+    return {
+        "name": f"Obelisk {version}",
+        "config": f"`obelisk server run` {version} (crates.io, built from source by `cargo install --locked`), "
+                  "its defaults: SQLite in WAL mode with `synchronous=FULL` (a commit syncs the WAL), executors "
+                  "locking 5 executions a tick; the bench's WIT activity `noop` and workflow `steps(n)` "
+                  "(bench/peers/obelisk, Rust, built for wasm32 as Stepstone's guests are), each step a call of "
+                  "the activity, a child execution Obelisk persists before the workflow sees its result; "
+                  "invoked by `POST /v1/executions?follow=true` on its API, which answers with the result",
+        "figures": figures,
+    }
+
+
 def dbos(tools, work, servers):
     python = os.path.join(tools, "dbos", "bin", "python")
     data = os.path.join(work, "dbos")
@@ -357,12 +393,13 @@ ENGINES = [
     ("stepstone-log", stepstone_local("log")),
     ("restate", lambda args, work, servers: restate(args.tools, work, servers)),
     ("stepstone-fsync", stepstone_local("fsync")),
-    ("dbos", lambda args, work, servers: dbos(args.tools, work, servers)),
+    ("obelisk", lambda args, work, servers: obelisk(args.obelisk, args.guests, work, servers)),
     ("stepstone-no-fsync", stepstone_local("no-fsync")),
-    ("dbos-postgres", lambda args, work, servers: dbos_postgres(args.tools, work, servers)),
+    ("dbos", lambda args, work, servers: dbos(args.tools, work, servers)),
     ("stepstone-s3", stepstone_s3),
+    ("dbos-postgres", lambda args, work, servers: dbos_postgres(args.tools, work, servers)),
 ]
-PEERS = ("restate", "dbos", "dbos-postgres")
+PEERS = ("restate", "obelisk", "dbos", "dbos-postgres")
 OURS = "stepstone-log"
 
 
@@ -474,7 +511,7 @@ def ratio(ours, best, higher_is_better):
 
 # The table's columns: the peers, then Stepstone, durable first (the engines
 # run in ENGINES' order, which alternates Stepstone and the peers).
-COLUMNS = ["restate", "dbos", "dbos-postgres", "stepstone-log", "stepstone-fsync", "stepstone-no-fsync", "stepstone-s3"]
+COLUMNS = ["restate", "obelisk", "dbos", "dbos-postgres", "stepstone-log", "stepstone-fsync", "stepstone-no-fsync", "stepstone-s3"]
 
 
 def table(results):
@@ -511,7 +548,7 @@ def section(results, primitives, began, took):
     with open(os.path.join(HERE, "NOTES.md")) as file:
         notes = file.read().strip()
     return f"""{BEGIN}
-## Peers: Restate and DBOS beside Stepstone
+## Peers: Restate, Obelisk and DBOS beside Stepstone
 
 Generated by `make bench-peers` (bench/peers/run.py), kept as it is by `make bench`; do not edit by hand.
 Each engine in turn on this machine, on loopback, with a fresh data directory, through its own client,
@@ -521,10 +558,10 @@ the same load for all: M workflows × 1 step and × 3 steps (M = 1,000, 64 in fl
 milliseconds a step: lower is better; the ratio is Stepstone's default, durable local store (its
 write-ahead log) against the best peer, above 1 when Stepstone is faster (in brackets, the same ratio
 for Stepstone's other stores). The engines take turns in the order Stepstone (log), Restate, Stepstone
-(fsync), DBOS (SQLite), Stepstone (no fsync), DBOS (PostgreSQL), Stepstone (S3), each started fresh and
-stopped before the next. CPU time: user + system of the engine's processes
-(for Restate its server and the Node service, for Stepstone `serve`, for DBOS on PostgreSQL the
-PostgreSQL server, and SeaweedFS in the S3 column)
+(fsync), Obelisk, Stepstone (no fsync), DBOS (SQLite), Stepstone (S3), DBOS (PostgreSQL), each started
+fresh and stopped before the next. CPU time: user + system of the engine's processes
+(for Restate its server and the Node service, for Obelisk its server, for Stepstone `serve`, for DBOS on
+PostgreSQL the PostgreSQL server, and SeaweedFS in the S3 column)
 and of the client, over the engine's whole sequence (512 runs of warm-up, 2,000 runs and 3 × 1,100 sequential
 steps); DBOS runs in its client's process, so the rest of its time is the client's.
 
@@ -620,7 +657,7 @@ def write_section(docs, text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for option in ("stepstone", "weed", "tools", "guests", "docs"):
+    for option in ("stepstone", "weed", "obelisk", "tools", "guests", "docs"):
         parser.add_argument(f"--{option}", required=True)
     parser.add_argument("--only", help="run only these engines (comma-separated), print their figures, write nothing")
     parser.add_argument("--quick", action="store_true", help="a smaller load, figures printed, nothing written")
