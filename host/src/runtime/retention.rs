@@ -105,7 +105,7 @@ impl Retention {
         let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
         let mut swept = Swept::default();
-        created::ensure_listed(&store).await?;
+        self.ledger.ensure_listed(&store).await?;
         self.ledger.compact(&store).await?;
         self.sweep_ended(&store, cutoff, &mut swept).await?;
         self.sweep_finished_markers(&store, cutoff, &mut swept).await?;

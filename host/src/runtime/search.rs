@@ -10,7 +10,7 @@
 //! ledger's batches before the created segments, so no run compacted
 //! meanwhile is missed. Retention takes a run off the listing once it has
 //! deleted it. A store written before the ledger listed runs is listed
-//! at its first listing or sweep ([`created::ensure_listed`]).
+//! at its first listing or sweep ([`ledger::Ledger::ensure_listed`]).
 
 use super::{RunCursor, RunError, RunListing, RunQuery, RunStatus, Runs};
 use crate::journal::RunRecord;
@@ -106,7 +106,7 @@ impl Search {
         query: &RunQuery,
     ) -> Result<(RunListing<RunStatus>, Option<RunCursor>), RunError> {
         let store = self.runs.host.storage.tenant(tenant);
-        created::ensure_listed(&store).await?;
+        self.runs.host.ledger.ensure_listed(&store).await?;
         // Before the segments: see the module doc.
         let pending = ledger::listed_in_batches(&store).await?;
         let (first, last) = query.hours();

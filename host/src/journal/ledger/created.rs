@@ -98,7 +98,7 @@ enum Kind {
 
 /// A segment of an hour, as its key names it.
 #[derive(Debug, Clone)]
-struct Segment {
+pub(super) struct Segment {
     key: StoreKey,
     kind: Kind,
     level: u8,
@@ -245,19 +245,24 @@ async fn read_hour(store: &TenantStore, hour: u64) -> Result<(Vec<Segment>, Cont
 }
 
 /// Merges the segments of `hour` while a kind and level holds
-/// [`MERGE_AT`] or more. A segment gone before it is read (another host
-/// merged it) ends the merging: that host goes on with it.
-pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<(), JournalError> {
+/// [`MERGE_AT`] or more; the segments it then holds. A segment gone
+/// before it is read (another host merged it) ends the merging: that
+/// host goes on with it.
+pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, JournalError> {
     for _ in 0..MERGES_AT_ONCE {
+        let listed = segments(store, hour).await?;
         let mut tiers: BTreeMap<(Kind, u8), Vec<Segment>> = BTreeMap::new();
-        for segment in segments(store, hour).await? {
-            tiers.entry((segment.kind, segment.level)).or_default().push(segment);
+        for segment in &listed {
+            tiers
+                .entry((segment.kind, segment.level))
+                .or_default()
+                .push(segment.clone());
         }
         let Some(((kind, level), tier)) = tiers.into_iter().find(|(_, tier)| tier.len() >= MERGE_AT) else {
-            return Ok(());
+            return Ok(listed);
         };
         let Some(contents) = read(store, &tier).await? else {
-            return Ok(());
+            break;
         };
         let next = level.saturating_add(1);
         match kind {
@@ -267,7 +272,7 @@ pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<(), JournalE
         let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
     }
-    Ok(())
+    segments(store, hour).await
 }
 
 /// The hours some run was listed created in, in time order.
@@ -292,8 +297,7 @@ pub async fn unlist(store: &TenantStore, deleted: &BTreeSet<NotedRun>) -> Result
     }
     for (hour, gone) in hours {
         write(store, hour, Kind::Gone, 0, &gone).await?;
-        merge(store, hour).await?;
-        let segments = segments(store, hour).await?;
+        let segments = merge(store, hour).await?;
         let counted = |kind| -> u64 {
             let of_kind = |segment: &&Segment| segment.kind == kind;
             segments.iter().filter(of_kind).map(|segment| segment.runs).sum()

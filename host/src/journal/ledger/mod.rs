@@ -36,7 +36,7 @@
 //! creation time, so the end of a run deleted long ago never closes a new
 //! run under the same id.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -138,6 +138,8 @@ struct Inner {
     forming: Mutex<HashMap<TenantId, Forming>>,
     /// Told each time a tenant's writer has no batch left.
     idle: Notify,
+    /// The tenants this host found listed ([`Ledger::ensure_listed`]).
+    listed: Mutex<HashSet<TenantId>>,
 }
 
 /// The notes waiting for a tenant's next batch, and who waits for them.
@@ -157,6 +159,7 @@ impl Ledger {
                 next: AtomicU64::new(0),
                 forming: Mutex::new(HashMap::new()),
                 idle: Notify::new(),
+                listed: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -181,6 +184,18 @@ impl Ledger {
         }
         // The shared batch failed: this note alone, to get its own error.
         self.write(store, &[note]).await
+    }
+
+    /// Lists the tenant's runs stored before the ledger listed runs, once
+    /// ([`created::ensure_listed`]). A store once listed stays listed, so
+    /// this host then stops asking it.
+    pub async fn ensure_listed(&self, store: &TenantStore) -> Result<(), JournalError> {
+        if lock(&self.inner.listed).contains(store.tenant()) {
+            return Ok(());
+        }
+        created::ensure_listed(store).await?;
+        lock(&self.inner.listed).insert(store.tenant().clone());
+        Ok(())
     }
 
     /// Returns once every note made so far is stored (or its batch failed):
@@ -468,6 +483,32 @@ mod tests {
 
     fn tenant_store() -> TenantStore {
         Storage::in_memory().tenant(&TenantId::default_tenant())
+    }
+
+    /// A store's run stored before the ledger listed runs, whose record
+    /// a listing reads (and passes over: it is not a record).
+    async fn store_a_run_from_before(store: &TenantStore, n: usize) -> Result<(), JournalError> {
+        let run = noted(n, 0).run;
+        store
+            .overwrite(&crate::store::keys_of(&run).run(), Bytes::from_static(b"not a record"))
+            .await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_host_asks_a_store_whether_it_is_listed_until_it_is() -> Result<(), JournalError> {
+        let (store, ledger) = (tenant_store(), Ledger::new(HostId::fresh()));
+        store_a_run_from_before(&store, 1).await?;
+        ledger.ensure_listed(&store).await?;
+        let listed = StoreKey::from_iter(["ledger", ".listed"]);
+        assert!(store.get(&listed).await?.is_some(), "the first call lists the store");
+        // Were it asked again, it would find the mark gone and list anew.
+        store.delete(&listed).await?;
+        ledger.ensure_listed(&store).await?;
+        assert!(store.get(&listed).await?.is_none(), "a listed store is not asked again");
+        Ledger::new(HostId::fresh()).ensure_listed(&store).await?;
+        assert!(store.get(&listed).await?.is_some(), "another host asks it");
+        Ok(())
     }
 
     #[tokio::test]
