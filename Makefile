@@ -2,7 +2,7 @@
 # `make demo-cluster` runs three hosts on one S3 bucket and kills one;
 # `make test` builds everything and runs every test; `make fuzz` runs the
 # fuzz targets (see mk/fuzz.mk); `make bench-peers` runs Stepstone beside
-# Restate and DBOS (see mk/peers.mk). All install the guest toolchain when it is
+# Restate, Obelisk and DBOS (see mk/peers.mk). All install the guest toolchain when it is
 # missing (see mk/guests.mk).
 
 CARGO ?= cargo
