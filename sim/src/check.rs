@@ -17,7 +17,8 @@ pub struct Checked<'a> {
     pub runs: &'a [PlannedRun],
     pub restarted: &'a [RestartedRun],
     pub ended: &'a BTreeMap<RunId, Ended>,
-    /// Each run a listing missed when it ended, said so.
+    /// Each run a listing missed when it ended, or found once retention
+    /// had deleted it, said so.
     pub unlisted: &'a [String],
     pub started: Vec<Started>,
 }
@@ -32,7 +33,8 @@ impl Checked<'_> {
         self.tokens_never_go_back(&mut broken);
         self.a_key_has_one_holder_at_a_time(&mut broken);
         self.a_restarted_run_executes_no_call_it_kept(&mut broken);
-        // Every run is listed: checked as each ended, before retention.
+        // Every run is listed while it is kept, and not once deleted:
+        // checked as each ended, before retention, and at the seed's end.
         broken.extend(self.unlisted.iter().cloned());
         broken
     }

@@ -43,10 +43,10 @@ use stepstone::clock::VirtualTime;
 use stepstone::cluster::{HostId, LiveError};
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
-use stepstone::journal::{ConcurrencyLimit, NotedRun, Outcome, RunRecords, is_listed};
+use stepstone::journal::{ConcurrencyLimit, NotedRun, Outcome, RunRecords, is_listed, noted_ended};
 use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{AttemptUnderWay, Restart, RunError, Runtime, Submission};
-use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId};
+use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId, TenantStore};
 use tokio::time::Instant;
 
 use crate::check;
@@ -225,13 +225,16 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     }
     let watched = watcher.await?;
     world.events.extend(watched.events);
-    let (mut ended, mut unlisted) = (watched.ended, watched.unlisted);
+    let (mut ended, mut unlisted, mut noted) = (watched.ended, watched.unlisted, watched.noted);
     for restart_watcher in std::mem::take(&mut world.restarts_watched) {
         let watched = restart_watcher.await?;
         world.events.extend(watched.events);
         ended.extend(watched.ended);
         unlisted.extend(watched.unlisted);
+        noted.extend(watched.noted);
     }
+    let store = Storage::new(network.store()).tenant(&tenant);
+    unlisted.extend(listed_after_deletion(&store, &noted).await);
     let mut report = SeedReport {
         seed,
         faults: world.faults,
@@ -777,7 +780,10 @@ async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, u
                 match records.outcome().await {
                     Ok(Some(Outcome::Continued { next })) => *generation = next,
                     Ok(Some(outcome)) => {
-                        watched.unlisted.extend(unlisted(&records).await);
+                        if let Some(noted) = noted_run(&records).await {
+                            watched.unlisted.extend(unlisted(&records, &noted).await);
+                            watched.noted.push(noted);
+                        }
                         let seqs = records.entries().await.map_err(|e| e.to_string());
                         let seqs = seqs.map(|entries| entries.iter().map(|entry| entry.seq).collect());
                         watched
@@ -800,20 +806,48 @@ struct Watched {
     ended: BTreeMap<RunId, Ended>,
     /// The runs a listing missed when they ended.
     unlisted: Vec<String>,
+    /// Each run that ended, as the ledger notes it.
+    noted: Vec<NotedRun>,
     events: Vec<String>,
 }
 
-/// Says so if a listing misses the run of `records`, just ended (so
-/// within its retention); nothing if a read failed.
-async fn unlisted(records: &RunRecords) -> Option<String> {
-    let noted = NotedRun::of(&records.run().await.ok()??);
-    match is_listed(records.store(), &noted).await {
+/// The run of `records` as the ledger notes it; nothing if a read failed.
+async fn noted_run(records: &RunRecords) -> Option<NotedRun> {
+    Some(NotedRun::of(&records.run().await.ok()??))
+}
+
+/// Says so if a listing misses `noted`, the run of `records`, just ended
+/// (so within its retention); nothing if a read failed.
+async fn unlisted(records: &RunRecords, noted: &NotedRun) -> Option<String> {
+    match is_listed(records.store(), noted).await {
         Ok(false) => Some(format!(
             "listing: run {} (created at {} ms) ended, and no listing finds it",
             noted.run, noted.created_at_ms
         )),
         _ => None,
     }
+}
+
+/// Says so of each run of `noted` that retention deleted and whose end it
+/// dropped from the ledger, which a listing still finds: retention takes
+/// a run off the listing before it drops its end. Read in that order (the
+/// ends, the record, the listing), so a sweep under way meanwhile is never
+/// caught halfway; nothing of a read that failed.
+async fn listed_after_deletion(store: &TenantStore, noted: &[NotedRun]) -> Vec<String> {
+    let Ok(ended) = noted_ended(store).await else {
+        return Vec::new();
+    };
+    let mut listed = Vec::new();
+    for run in noted.iter().filter(|run| !ended.contains(run)) {
+        let deleted = matches!(RunRecords::new(store.clone(), run.run.clone()).run().await, Ok(None));
+        if deleted && matches!(is_listed(store, run).await, Ok(true)) {
+            listed.push(format!(
+                "listing: run {} (created at {} ms) was deleted by retention, which dropped its end, and a listing still finds it",
+                run.run, run.created_at_ms
+            ));
+        }
+    }
+    listed
 }
 
 /// `what`, stamped with the virtual time since the seed started.

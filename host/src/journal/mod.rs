@@ -32,7 +32,7 @@ internal_use!(ledger::NotedRun);
 internal_use!(ledger::created::{hour as listed_in_hour, hours as listed_hours});
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub use ledger::is_listed;
+pub use ledger::{is_listed, noted_ended};
 pub use payload::{Payload, is_payload_name, sha256_hex};
 
 use crate::store::StoreError;

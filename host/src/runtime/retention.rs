@@ -100,7 +100,9 @@ impl Retention {
     }
 
     /// Deletes up to [`SWEEP_BATCH`] of the tenant's runs that finished
-    /// over `retention` ago, oldest first.
+    /// over `retention` ago, oldest first, and takes them off the listing
+    /// (tidying the hours whose runs dropped are due to go: see
+    /// [`created::tidy`]).
     pub async fn sweep(&self, tenant: &TenantId, retention: Duration) -> Result<Swept, RunError> {
         let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
@@ -109,6 +111,7 @@ impl Retention {
         self.ledger.compact(&store).await?;
         self.sweep_ended(&store, cutoff, &mut swept).await?;
         self.sweep_finished_markers(&store, cutoff, &mut swept).await?;
+        created::tidy(&store, now_ms()).await?;
         if swept.runs > 0 {
             tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
             self.metrics.swept(tenant, swept.runs, swept.objects);

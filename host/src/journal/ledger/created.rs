@@ -6,8 +6,10 @@
 //! quarter of it.
 //!
 //! ```text
-//! ledger/created/{hour:08}/{level:02}-{runs:08}-{name}        runs created in that hour: id, creation time, workflow, builds, tags
-//! ledger/created/{hour:08}/gone-{level:02}-{runs:08}-{name}   runs of that hour retention deleted
+//! ledger/created/{hour:08}/{level:02}-{runs:08}-{name}         runs created in that hour: id, creation time, workflow, builds, tags
+//! ledger/created/{hour:08}/gone-{level:02}-{runs:08}-{name}    runs of that hour retention deleted
+//! ledger/created/{hour:08}/dropped-{ms:016}-{runs:08}-{name}   runs gone that a rewrite at that ms took out of the hour
+//! ledger/tidy/{hour:08}                                        an hour holding runs dropped, to rewrite once they are old
 //! ```
 //!
 //! A compaction writes a segment of level 0 for each hour it noted runs
@@ -19,25 +21,38 @@
 //! and each run is written once a level. Retention writes the runs it
 //! deleted as a segment of runs gone ([`unlist`]); once those name a
 //! quarter as many runs as the hour lists (counted from the names, with
-//! no read), the hour is rewritten without them, and they go. So each run
-//! deleted costs a few runs' bytes rewritten, whatever the hour's size.
+//! no read), the hour is rewritten without them. So each run deleted
+//! costs a few runs' bytes rewritten, whatever the hour's size.
+//!
+//! A merge or a compaction on another host may have read a deleted run
+//! listed (in a segment, or a batch of the ledger) before the rewrite, and
+//! write it back after. So the runs gone outlive the rewrite, as runs
+//! dropped, subtracted still for [`DROPPED_KEPT_FOR`]; the hour is marked
+//! for [`tidy`], which retention calls, and which rewrites it again once
+//! they are that old, taking out any run written back meanwhile, and
+//! deleting them. A merge, rewrite or compaction whose reads are older
+//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]).
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
 //! hour (a merge or a rewrite writes before it deletes, and deletes only
 //! what it read); a reader that finds a listed segment gone lists the hour
 //! again. A run may be listed more than once (by two merges at once, or
-//! noted again by an upgrade): readers merge what is listed of one run. A
-//! merge that read a segment a rewrite deleted meanwhile may write a
-//! deleted run back; a listing passes over a run with no record.
+//! noted again by an upgrade): readers merge what is listed of one run.
+//! A run deleted is listed no more: it is subtracted (gone, then dropped)
+//! from the moment it is unlisted until the rewrite after it is dropped,
+//! and no writer that read it listed writes later than that.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use super::{NotedRun, READ_ATTEMPTS, below, decoded};
+use crate::clock::millis;
 use crate::journal::envelope::encode;
 use crate::journal::payload::sha256_hex;
 use crate::journal::{JournalError, RunRecord, RunRecords};
@@ -46,6 +61,16 @@ use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantStore, runs_key};
 /// Segments of one kind and level an hour holds before they are merged
 /// into one.
 pub const MERGE_AT: usize = 16;
+
+/// How long the runs a rewrite took out of an hour are still subtracted
+/// from it, as dropped: far longer than a merge or a compaction takes
+/// between its reads and its writes (see [`STALE_AFTER`]).
+pub const DROPPED_KEPT_FOR: Duration = Duration::from_secs(600);
+
+/// A merge, rewrite or compaction whose reads began longer ago than this
+/// writes nothing (a host paused meanwhile, say): it could write back runs
+/// whose drop is over. Half of [`DROPPED_KEPT_FOR`].
+pub const STALE_AFTER: Duration = Duration::from_secs(300);
 
 /// Merges one call makes in an hour, at most: a level per merge.
 const MERGES_AT_ONCE: usize = 8;
@@ -89,11 +114,13 @@ impl ListedRun {
     }
 }
 
-/// What a segment holds: runs listed, or runs gone from the listing.
+/// What a segment holds: runs listed, runs gone from the listing, or runs
+/// gone that a rewrite took out (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Listed,
     Gone,
+    Dropped,
 }
 
 /// A segment of an hour, as its key names it.
@@ -103,21 +130,49 @@ pub(super) struct Segment {
     kind: Kind,
     level: u8,
     runs: u64,
+    /// When a segment of runs dropped was written (0 for the others).
+    dropped_at_ms: u64,
 }
 
 impl Segment {
     /// The segment at `key`; `None` for a key of no segment.
     fn at(key: StoreKey) -> Option<Self> {
         let name = key.filename()?;
-        let (kind, name) = match name.strip_prefix("gone-") {
-            Some(rest) => (Kind::Gone, rest),
-            None => (Kind::Listed, name),
+        let (kind, name) = match (name.strip_prefix("gone-"), name.strip_prefix("dropped-")) {
+            (Some(rest), _) => (Kind::Gone, rest),
+            (_, Some(rest)) => (Kind::Dropped, rest),
+            _ => (Kind::Listed, name),
         };
         let mut parts = name.splitn(3, '-');
-        let level = parts.next()?.parse().ok()?;
+        let first: u64 = parts.next()?.parse().ok()?;
         let runs = parts.next()?.parse().ok()?;
-        Some(Self { key, kind, level, runs })
+        let (level, dropped_at_ms) = match kind {
+            Kind::Dropped => (0, first),
+            _ => (u8::try_from(first).ok()?, 0),
+        };
+        Some(Self {
+            key,
+            kind,
+            level,
+            runs,
+            dropped_at_ms,
+        })
     }
+
+    /// Whether this is a segment of runs dropped long enough ago to go.
+    fn expired(&self, now_ms: u64) -> bool {
+        self.kind == Kind::Dropped && self.dropped_at_ms.saturating_add(millis(DROPPED_KEPT_FOR)) <= now_ms
+    }
+}
+
+/// Whether writes made of reads begun at `read_at` come too late to be
+/// made ([`STALE_AFTER`]); says so in the log.
+pub(super) fn too_late(read_at: Instant, what: &str) -> bool {
+    let late = read_at.elapsed() > STALE_AFTER;
+    if late {
+        tracing::warn!("{what} read over {STALE_AFTER:?} ago writes nothing; the next one does its work");
+    }
+    late
 }
 
 fn created_key() -> StoreKey {
@@ -132,8 +187,21 @@ fn segment_key(hour: u64, kind: Kind, level: u8, runs: usize, name: &str) -> Sto
     let prefix = match kind {
         Kind::Listed => "",
         Kind::Gone => "gone-",
+        Kind::Dropped => "dropped-",
     };
     below(&folder(hour), format!("{prefix}{level:02}-{runs:08}-{name}"))
+}
+
+fn dropped_key(hour: u64, dropped_at_ms: u64, runs: usize, name: &str) -> StoreKey {
+    below(&folder(hour), format!("dropped-{dropped_at_ms:016}-{runs:08}-{name}"))
+}
+
+fn tidy_key() -> StoreKey {
+    StoreKey::from_iter(["ledger", "tidy"])
+}
+
+fn tidy_marker(hour: u64) -> StoreKey {
+    below(&tidy_key(), format!("{hour:08}"))
 }
 
 /// What is listed of each run once, the builds of its notes together,
@@ -187,8 +255,18 @@ async fn write<R: Serialize>(
     level: u8,
     runs: &[R],
 ) -> Result<StoreKey, JournalError> {
+    create_named(store, runs, |count, name| segment_key(hour, kind, level, count, name)).await
+}
+
+/// Writes `runs` as one segment at the key `key` makes of their count and
+/// the name of their content, and gives the key.
+async fn create_named<R: Serialize>(
+    store: &TenantStore,
+    runs: &[R],
+    key: impl FnOnce(usize, &str) -> StoreKey,
+) -> Result<StoreKey, JournalError> {
     let bytes = encode(&runs);
-    let key = segment_key(hour, kind, level, runs.len(), &sha256_hex(&bytes));
+    let key = key(runs.len(), &sha256_hex(&bytes));
     match store.create(&key, Bytes::from(bytes)).await {
         Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(key),
         Err(e) => Err(e.into()),
@@ -205,11 +283,21 @@ async fn segments(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, Journa
         .collect())
 }
 
-/// What segments hold, read: the runs listed (each once) and those gone.
+/// What segments hold, read: the runs listed (each once), those gone and
+/// those dropped.
 #[derive(Default)]
 struct Contents {
     listed: Vec<ListedRun>,
     gone: BTreeSet<NotedRun>,
+    dropped: BTreeSet<NotedRun>,
+}
+
+impl Contents {
+    /// The runs listed and neither gone nor dropped.
+    fn left(&self) -> Vec<ListedRun> {
+        let out = |run: &&ListedRun| self.gone.contains(&run.noted) || self.dropped.contains(&run.noted);
+        self.listed.iter().filter(|run| !out(run)).cloned().collect()
+    }
 }
 
 /// Reads `segments`; `None` if one is gone (merged or rewritten meanwhile).
@@ -223,6 +311,7 @@ async fn read(store: &TenantStore, segments: &[Segment]) -> Result<Option<Conten
         match segment.kind {
             Kind::Listed => contents.listed.extend(decoded::<Vec<ListedRun>>(&segment.key, &bytes)?),
             Kind::Gone => contents.gone.extend(decoded::<Vec<NotedRun>>(&segment.key, &bytes)?),
+            Kind::Dropped => contents.dropped.extend(decoded::<Vec<NotedRun>>(&segment.key, &bytes)?),
         }
     }
     contents.listed = merged(contents.listed);
@@ -244,15 +333,15 @@ async fn read_hour(store: &TenantStore, hour: u64) -> Result<(Vec<Segment>, Cont
     .into())
 }
 
-/// Merges the segments of `hour` while a kind and level holds
-/// [`MERGE_AT`] or more; the segments it then holds. A segment gone
+/// Merges the segments of `hour` (listed or gone) while a kind and level
+/// holds [`MERGE_AT`] or more; the segments it then holds. A segment gone
 /// before it is read (another host merged it) ends the merging: that
 /// host goes on with it.
 pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, JournalError> {
     for _ in 0..MERGES_AT_ONCE {
         let listed = segments(store, hour).await?;
         let mut tiers: BTreeMap<(Kind, u8), Vec<Segment>> = BTreeMap::new();
-        for segment in &listed {
+        for segment in listed.iter().filter(|segment| segment.kind != Kind::Dropped) {
             tiers
                 .entry((segment.kind, segment.level))
                 .or_default()
@@ -261,13 +350,17 @@ pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>
         let Some(((kind, level), tier)) = tiers.into_iter().find(|(_, tier)| tier.len() >= MERGE_AT) else {
             return Ok(listed);
         };
+        let read_at = Instant::now();
         let Some(contents) = read(store, &tier).await? else {
             break;
         };
+        if too_late(read_at, "a merge of the listing") {
+            break;
+        }
         let next = level.saturating_add(1);
         match kind {
             Kind::Listed => write(store, hour, kind, next, &contents.listed).await?,
-            Kind::Gone => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
+            _ => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
         };
         let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
@@ -281,10 +374,10 @@ pub async fn hours(store: &TenantStore) -> Result<Vec<u64>, JournalError> {
     Ok(names.iter().filter_map(|name| name.parse().ok()).collect())
 }
 
-/// What the segments of `hour` list: each run once, none gone.
+/// What the segments of `hour` list: each run once, none gone or dropped.
 pub async fn hour(store: &TenantStore, hour: u64) -> Result<Vec<ListedRun>, JournalError> {
-    let (_, Contents { listed, gone }) = read_hour(store, hour).await?;
-    Ok(listed.into_iter().filter(|run| !gone.contains(&run.noted)).collect())
+    let (_, contents) = read_hour(store, hour).await?;
+    Ok(contents.left())
 }
 
 /// Takes the runs `deleted` off the listing: a segment of runs gone in
@@ -303,25 +396,83 @@ pub async fn unlist(store: &TenantStore, deleted: &BTreeSet<NotedRun>) -> Result
             segments.iter().filter(of_kind).map(|segment| segment.runs).sum()
         };
         if counted(Kind::Gone).saturating_mul(4) >= counted(Kind::Listed) {
-            rewrite(store, hour).await?;
+            rewrite(store, hour, crate::clock::now_ms()).await?;
         }
     }
     Ok(())
 }
 
-/// Rewrites `hour` as one segment of the runs listed and not gone: the
-/// new segment written first (at the highest level read), then the ones
-/// read deleted.
-async fn rewrite(store: &TenantStore, hour: u64) -> Result<(), JournalError> {
-    let (segments, Contents { listed, gone }) = read_hour(store, hour).await?;
-    let kept: Vec<ListedRun> = listed.into_iter().filter(|run| !gone.contains(&run.noted)).collect();
-    let mut read: Vec<StoreKey> = segments.iter().map(|segment| segment.key.clone()).collect();
-    if !kept.is_empty() {
-        let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
-        let written = write(store, hour, Kind::Listed, top, &kept).await?;
-        read.retain(|key| *key != written);
+/// Rewrites `hour` without the runs gone from it, at `now_ms`: one
+/// segment of the runs left (written first, at the highest level read),
+/// and the runs gone written as dropped; then the segments read deleted,
+/// but those of runs dropped, which go once [`DROPPED_KEPT_FOR`] old. An
+/// hour left holding runs dropped is marked for [`tidy`].
+async fn rewrite(store: &TenantStore, hour: u64, now_ms: u64) -> Result<(), JournalError> {
+    let read_at = Instant::now();
+    let (segments, contents) = read_hour(store, hour).await?;
+    if too_late(read_at, "a rewrite of the listing") {
+        return Ok(());
     }
-    Ok(store.delete_all(&read).await?)
+    let key = |segment: &Segment| segment.key.clone();
+    let mut deleted: Vec<StoreKey> = segments
+        .iter()
+        .filter(|segment| segment.expired(now_ms))
+        .map(key)
+        .collect();
+    let left = contents.left();
+    let dropping = !contents.gone.is_empty();
+    if dropping || left.len() < contents.listed.len() {
+        let mut read: Vec<StoreKey> = segments
+            .iter()
+            .filter(|segment| segment.kind != Kind::Dropped)
+            .map(key)
+            .collect();
+        if !left.is_empty() {
+            let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
+            let written = write(store, hour, Kind::Listed, top, &left).await?;
+            read.retain(|key| *key != written);
+        }
+        if dropping {
+            let gone = Vec::from_iter(contents.gone);
+            create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
+        }
+        deleted.extend(read);
+    }
+    store.delete_all(&deleted).await?;
+    let dropped_left = segments
+        .iter()
+        .any(|segment| segment.kind == Kind::Dropped && !segment.expired(now_ms));
+    if dropping || dropped_left {
+        store.overwrite(&tidy_marker(hour), Bytes::new()).await?;
+    }
+    Ok(())
+}
+
+/// Rewrites each hour marked as holding runs dropped once some are
+/// [`DROPPED_KEPT_FOR`] old at `now_ms` (see [`rewrite`]), and unmarks an
+/// hour that holds none.
+pub async fn tidy(store: &TenantStore, now_ms: u64) -> Result<(), JournalError> {
+    let holds_dropped = |segments: &[Segment]| segments.iter().any(|segment| segment.kind == Kind::Dropped);
+    for marker in store.list(&tidy_key()).await? {
+        let Some(hour) = marker.filename().and_then(|name| name.parse::<u64>().ok()) else {
+            continue;
+        };
+        if segments(store, hour)
+            .await?
+            .iter()
+            .any(|segment| segment.expired(now_ms))
+        {
+            rewrite(store, hour, now_ms).await?;
+        }
+        if !holds_dropped(&segments(store, hour).await?) {
+            store.delete(&marker).await?;
+            // A rewrite that dropped runs meanwhile marked it before this delete.
+            if holds_dropped(&segments(store, hour).await?) {
+                store.overwrite(&marker, Bytes::new()).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn listed_key() -> StoreKey {
@@ -442,8 +593,9 @@ mod tests {
     }
 
     /// Runs unlisted are gone from the hour at once; the hour is rewritten
-    /// without them once they are a quarter of it, and an hour left with
-    /// no run has no segment.
+    /// without them once they are a quarter of it, and they are kept as
+    /// dropped until [`DROPPED_KEPT_FOR`] after, when `tidy` deletes them:
+    /// an hour left with no run then has no segment, and is unmarked.
     #[tokio::test]
     async fn runs_unlisted_leave_the_hour_which_is_rewritten_at_a_quarter_gone() -> Result<(), JournalError> {
         let store = tenant_store();
@@ -457,19 +609,89 @@ mod tests {
 
         unlist(&store, &BTreeSet::from([runs[1].noted.clone()])).await?;
         assert_eq!(left(store.clone()).await?.len(), 7);
-        let (listed, gone) = (Kind::Listed, Kind::Gone);
+        let (listed, gone, dropped) = (Kind::Listed, Kind::Gone, Kind::Dropped);
         assert_eq!(tiers(&store, 1).await?, [(listed, 0), (listed, 0), (gone, 0)]);
 
         unlist(&store, &BTreeSet::from([runs[6].noted.clone()])).await?;
         let kept: Vec<NotedRun> = [0, 2, 3, 4, 5, 7].iter().map(|&n| runs[n].noted.clone()).collect();
         assert_eq!(left(store.clone()).await?, kept);
-        assert_eq!(tiers(&store, 1).await?, [(listed, 0)], "rewritten at 2 of 8");
+        assert_eq!(
+            tiers(&store, 1).await?,
+            [(listed, 0), (dropped, 0)],
+            "rewritten at 2 of 8"
+        );
 
         unlist(&store, &kept.into_iter().collect()).await?;
-        assert!(store.list(&folder(1)).await?.is_empty());
-        // A run unlisted from an hour that lists nothing leaves nothing.
+        // A run unlisted from an hour that lists nothing is dropped too.
         unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        assert!(left(store.clone()).await?.is_empty());
+        let kinds: BTreeSet<Kind> = tiers(&store, 1).await?.into_iter().map(|(kind, _)| kind).collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from([dropped]),
+            "the runs gone outlive the listing a while"
+        );
+
+        let segments_now = segments(&store, 1).await?;
+        let newest = segments_now
+            .iter()
+            .map(|segment| segment.dropped_at_ms)
+            .max()
+            .unwrap_or(0);
+        tidy(&store, newest + millis(DROPPED_KEPT_FOR) - 1).await?;
+        let dropped_at: Vec<u64> = segments(&store, 1).await?.iter().map(|s| s.dropped_at_ms).collect();
+        assert!(dropped_at.contains(&newest), "kept until it is due");
+        tidy(&store, newest + millis(DROPPED_KEPT_FOR)).await?;
         assert!(store.list(&folder(1)).await?.is_empty());
+        assert!(store.list(&tidy_key()).await?.is_empty(), "the hour is unmarked");
         Ok(())
+    }
+
+    /// A run written back into its hour by a compaction (or a merge) that
+    /// read it listed before it was deleted stays off the listing while it
+    /// is dropped, and the rewrite that ends its drop takes it out for good.
+    #[tokio::test]
+    async fn a_run_written_back_after_its_deletion_stays_unlisted() -> Result<(), JournalError> {
+        let store = tenant_store();
+        let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
+        compacted(&store, runs.clone(), "first").await?;
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        compacted(&store, vec![runs[0].clone()], "late").await?;
+        let listed_now = || async {
+            Ok::<_, JournalError>(
+                hour(&store, 0)
+                    .await?
+                    .into_iter()
+                    .map(|run| run.noted)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
+
+        let dropped_at = segments(&store, 0)
+            .await?
+            .iter()
+            .map(|s| s.dropped_at_ms)
+            .max()
+            .unwrap_or(0);
+        tidy(&store, dropped_at + millis(DROPPED_KEPT_FOR)).await?;
+        assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
+        assert_eq!(
+            tiers(&store, 0).await?,
+            [(Kind::Listed, 0)],
+            "written back, then out for good"
+        );
+        Ok(())
+    }
+
+    /// A merge, rewrite or compaction writes nothing of reads begun over
+    /// [`STALE_AFTER`] ago.
+    #[tokio::test(start_paused = true)]
+    async fn writes_of_reads_older_than_stale_after_are_too_late() {
+        let read_at = Instant::now();
+        tokio::time::advance(STALE_AFTER).await;
+        assert!(!too_late(read_at, "a test"));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(too_late(read_at, "a test"));
     }
 }

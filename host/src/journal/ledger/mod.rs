@@ -29,7 +29,9 @@
 //! open segment, the ended ones, the created ones), before it deletes what it read, and
 //! deletes nothing it did not read; compactions on many hosts at once are
 //! safe. A run that ended may then stay in one of their open segments: it
-//! is noted ended again by recovery, as above. A reader reads the batches
+//! is noted ended again by recovery, as above. A compaction whose reads
+//! are over [`created::STALE_AFTER`] old writes nothing (a run it read
+//! listed may have been deleted since: see [`created`]). A reader reads the batches
 //! before it lists the open segments, and starts again if an object it
 //! listed is gone (compacted meanwhile); a listing likewise reads the
 //! batches before the created segments. A run is noted by its id and its
@@ -286,6 +288,7 @@ impl Ledger {
     /// and the created ones, then merges the hours it listed runs in (see
     /// the module doc).
     pub async fn compact(&self, store: &TenantStore) -> Result<(), JournalError> {
+        let read_at = tokio::time::Instant::now();
         let (batch_keys, batches) = read_listed::<Vec<Note>>(store, &batches_key()).await?;
         if batch_keys.is_empty() {
             return Ok(());
@@ -307,6 +310,9 @@ impl Ledger {
             writes.push((below(&open_key(), name.clone()), Bytes::from(encode(&folded.open))));
         }
         writes.extend(created::level_zero(folded.listed, &name));
+        if created::too_late(read_at, "a compaction of the ledger") {
+            return Ok(());
+        }
         try_join_all(writes.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
         let read: Vec<StoreKey> = batch_keys.into_iter().chain(open_keys).collect();
         store.delete_all(&read).await?;
@@ -380,6 +386,20 @@ pub async fn is_listed(store: &TenantStore, run: &NotedRun) -> Result<bool, Jour
         return Ok(true);
     }
     Ok(listed(&created::hour(store, run.created_at_ms / HOUR_MS).await?))
+}
+
+/// Every run the ended segments hold: the ends compacted, which retention
+/// deletes runs from, and drops from them once it has taken the runs it
+/// deleted off the listing. Only the simulation asks it (through the
+/// `internals` build).
+#[cfg(feature = "internals")]
+pub async fn noted_ended(store: &TenantStore) -> Result<BTreeSet<NotedRun>, JournalError> {
+    let mut noted = BTreeSet::new();
+    for hour in store.children(&ended_key()).await? {
+        let (_, segments) = read_listed::<Vec<(NotedRun, u64)>>(store, &ended_folder(&hour)).await?;
+        noted.extend(segments.into_iter().flatten().map(|(run, _)| run));
+    }
+    Ok(noted)
 }
 
 /// The runs the ended segment at `key` holds, and when each finished.
