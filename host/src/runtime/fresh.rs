@@ -4,11 +4,18 @@
 //! snapshot or attempts listing, no outcome or cancel-request read before the workflow
 //! starts.
 //!
-//! Invariant: forgetting a run is always safe. A run missing here is read
+//! Invariants: forgetting a run is always safe. A run missing here is read
 //! from the store like any other; a cancel request stored meanwhile by
 //! another process is still read before the run's outcome is written; and
 //! if another host drove the run meanwhile, the create-only journal makes
-//! this one stand down at its first entry.
+//! this one stand down at its first entry. A run is fresh only if no drive
+//! of it began on this host since its record's creation began: a drive
+//! that begins meanwhile (recovery, or its concurrency key's line, finding
+//! the record while the submission still awaits) takes the run's place
+//! here, so the submission's drive reads the store too. (The simulation
+//! found a submission, still joining its run's concurrency line in a
+//! store outage, that marked the run fresh after such a drive had run
+//! three steps: its own drive started the first step again.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,22 +31,41 @@ use crate::store::{RunId, TenantId};
 const CAPACITY: usize = 1024;
 
 #[derive(Default)]
-pub struct FreshRuns(Mutex<HashMap<(TenantId, RunId), RunRecord>>);
+pub struct FreshRuns(Mutex<HashMap<(TenantId, RunId), Freshness>>);
+
+enum Freshness {
+    /// Its record is being created.
+    Creating,
+    Created(RunRecord),
+}
 
 impl FreshRuns {
-    /// Remembers a run whose record this host has just created.
-    pub fn created(&self, tenant: &TenantId, record: RunRecord) {
+    /// Notes that this host is about to create `run`'s record.
+    pub fn creating(&self, tenant: &TenantId, run: &RunId) {
         let mut runs = lock(&self.0);
         if runs.len() >= CAPACITY {
             runs.clear();
         }
-        runs.insert((tenant.clone(), record.run_id.clone()), record);
+        runs.insert((tenant.clone(), run.clone()), Freshness::Creating);
+    }
+
+    /// Remembers a run whose record this host has just created, unless a
+    /// drive of it began since [`creating`](Self::creating).
+    pub fn created(&self, tenant: &TenantId, record: RunRecord) {
+        let mut runs = lock(&self.0);
+        if let Some(freshness @ Freshness::Creating) = runs.get_mut(&(tenant.clone(), record.run_id.clone())) {
+            *freshness = Freshness::Created(record);
+        }
     }
 
     /// The record of `run` if this host created it and nothing has driven
-    /// it since; it is no longer fresh afterwards.
+    /// it since; it is no longer fresh afterwards. Called as every drive
+    /// begins.
     pub fn take(&self, tenant: &TenantId, run: &RunId) -> Option<RunRecord> {
-        lock(&self.0).remove(&(tenant.clone(), run.clone()))
+        match lock(&self.0).remove(&(tenant.clone(), run.clone()))? {
+            Freshness::Created(record) => Some(record),
+            Freshness::Creating => None,
+        }
     }
 }
 
@@ -58,11 +84,28 @@ mod tests {
             TenantId::new("acme").expect("valid in this test"),
             TenantId::new("other").expect("valid in this test"),
         );
-        fresh.created(&acme, record("r1"));
         let run = RunId::new("r1").expect("valid in this test");
+        fresh.creating(&acme, &run);
+        fresh.created(&acme, record("r1"));
         assert_eq!(fresh.take(&other, &run), None);
         assert_eq!(fresh.take(&acme, &run), Some(record("r1")));
         assert_eq!(fresh.take(&acme, &run), None, "the second drive reads the store");
+    }
+
+    /// A drive that begins while the record is being created (recovery,
+    /// or the run's line) leaves the run not fresh once it is created.
+    #[test]
+    fn a_run_driven_while_its_record_is_created_is_not_fresh() {
+        let fresh = FreshRuns::default();
+        let tenant = TenantId::default_tenant();
+        let run = RunId::new("r1").expect("valid in this test");
+        fresh.creating(&tenant, &run);
+        assert_eq!(fresh.take(&tenant, &run), None, "the drive meanwhile reads the store");
+        fresh.created(&tenant, record("r1"));
+        assert_eq!(fresh.take(&tenant, &run), None, "so does the submission's");
+        // Created without `creating` first (never the case): not fresh.
+        fresh.created(&tenant, record("r1"));
+        assert_eq!(fresh.take(&tenant, &run), None);
     }
 
     #[test]
@@ -70,6 +113,7 @@ mod tests {
         let fresh = FreshRuns::default();
         let tenant = TenantId::default_tenant();
         for i in 0..=CAPACITY {
+            fresh.creating(&tenant, &RunId::new(&format!("r{i}")).expect("valid in this test"));
             fresh.created(&tenant, record(&format!("r{i}")));
         }
         assert_eq!(lock(&fresh.0).len(), 1);

@@ -240,6 +240,7 @@ impl Runs {
         // before the run record names it, and asks just before, so that a
         // host stopping meanwhile names no run it then leaves undriven.
         let generation = self.live().await?;
+        self.host.fresh.creating(tenant, &run_id);
         match records.create_record(&record).await {
             Ok(()) => {
                 let started = super::DayUsage {
