@@ -36,7 +36,8 @@ pub struct FreshRuns(Mutex<HashMap<(TenantId, RunId), Freshness>>);
 enum Freshness {
     /// Its record is being created.
     Creating,
-    Created(RunRecord),
+    /// Boxed: a record is large beside `Creating`.
+    Created(Box<RunRecord>),
 }
 
 impl FreshRuns {
@@ -54,7 +55,7 @@ impl FreshRuns {
     pub fn created(&self, tenant: &TenantId, record: RunRecord) {
         let mut runs = lock(&self.0);
         if let Some(freshness @ Freshness::Creating) = runs.get_mut(&(tenant.clone(), record.run_id.clone())) {
-            *freshness = Freshness::Created(record);
+            *freshness = Freshness::Created(Box::new(record));
         }
     }
 
@@ -63,7 +64,7 @@ impl FreshRuns {
     /// begins.
     pub fn take(&self, tenant: &TenantId, run: &RunId) -> Option<RunRecord> {
         match lock(&self.0).remove(&(tenant.clone(), run.clone()))? {
-            Freshness::Created(record) => Some(record),
+            Freshness::Created(record) => Some(*record),
             Freshness::Creating => None,
         }
     }
