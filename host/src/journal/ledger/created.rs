@@ -457,14 +457,12 @@ pub async fn tidy(store: &TenantStore, now_ms: u64) -> Result<(), JournalError> 
         let Some(hour) = marker.filename().and_then(|name| name.parse::<u64>().ok()) else {
             continue;
         };
-        if segments(store, hour)
-            .await?
-            .iter()
-            .any(|segment| segment.expired(now_ms))
-        {
+        let mut held = segments(store, hour).await?;
+        if held.iter().any(|segment| segment.expired(now_ms)) {
             rewrite(store, hour, now_ms).await?;
+            held = segments(store, hour).await?;
         }
-        if !holds_dropped(&segments(store, hour).await?) {
+        if !holds_dropped(&held) {
             store.delete(&marker).await?;
             // A rewrite that dropped runs meanwhile marked it before this delete.
             if holds_dropped(&segments(store, hour).await?) {
