@@ -519,8 +519,10 @@ pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::store::{Storage, TenantId};
+    use crate::store::{FaultConfig, Faults, Storage, TenantId};
 
     fn listed(n: usize, created_at_ms: u64, build: &str) -> ListedRun {
         ListedRun {
@@ -691,5 +693,88 @@ mod tests {
         assert!(!too_late(read_at, "a test"));
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(too_late(read_at, "a test"));
+    }
+
+    /// A tenant's store whose calls can be slowed, as a paused host's are.
+    fn slowable_store() -> (TenantStore, Arc<Faults>) {
+        let (storage, faults) = Storage::in_memory().with_faults(FaultConfig::default());
+        (storage.tenant(&TenantId::default_tenant()), faults)
+    }
+
+    /// Every call `faults` sees takes longer than [`STALE_AFTER`]: a read
+    /// begun in one is stale by the time it returns.
+    fn stall(faults: &Faults) {
+        faults.set_config(FaultConfig {
+            latency: STALE_AFTER + Duration::from_secs(1),
+            ..FaultConfig::default()
+        });
+    }
+
+    /// A merge whose reads of a full tier end past [`STALE_AFTER`] writes
+    /// nothing and deletes nothing; the next merge does its work.
+    #[tokio::test(start_paused = true)]
+    async fn a_merge_of_stale_reads_writes_nothing() -> Result<(), JournalError> {
+        let (store, faults) = slowable_store();
+        for n in 0..MERGE_AT {
+            compacted(&store, vec![listed(n, 7, "a")], &format!("{n:08}")).await?;
+        }
+        let before = tiers(&store, 0).await?;
+        stall(&faults);
+        merge(&store, 0).await?;
+        faults.set_config(FaultConfig::default());
+        assert_eq!(tiers(&store, 0).await?, before, "nothing written or deleted");
+        merge(&store, 0).await?;
+        assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 1)]);
+        Ok(())
+    }
+
+    /// A rewrite whose read of the hour ends past [`STALE_AFTER`] writes
+    /// nothing and deletes nothing, and the run unlisted stays off the
+    /// listing all along; the next rewrite does its work.
+    #[tokio::test(start_paused = true)]
+    async fn a_rewrite_of_stale_reads_writes_nothing() -> Result<(), JournalError> {
+        let (store, faults) = slowable_store();
+        let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
+        compacted(&store, runs.clone(), "first").await?;
+        stall(&faults);
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        faults.set_config(FaultConfig::default());
+        assert_eq!(
+            tiers(&store, 0).await?,
+            [(Kind::Listed, 0), (Kind::Gone, 0)],
+            "the runs gone written, the rewrite not"
+        );
+        let left: Vec<NotedRun> = hour(&store, 0).await?.into_iter().map(|run| run.noted).collect();
+        assert_eq!(left, [runs[1].noted.clone()]);
+        rewrite(&store, 0, crate::clock::now_ms()).await?;
+        assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 0), (Kind::Dropped, 0)]);
+        Ok(())
+    }
+
+    /// A compaction whose reads of the ledger end past [`STALE_AFTER`]
+    /// writes nothing and deletes nothing: the runs stay open in their
+    /// batches, and the next compaction folds them.
+    #[tokio::test(start_paused = true)]
+    async fn a_compaction_of_stale_reads_writes_nothing() -> Result<(), JournalError> {
+        use crate::cluster::HostId;
+        use crate::journal::ledger::{Ledger, is_listed};
+        let (store, faults) = slowable_store();
+        let ledger = Ledger::new(HostId::fresh());
+        let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
+        for run in &runs {
+            ledger.opened(&store, run.clone()).await?;
+        }
+        let everything = StoreKey::from("ledger");
+        let before = store.list(&everything).await?;
+        stall(&faults);
+        ledger.compact(&store).await?;
+        faults.set_config(FaultConfig::default());
+        assert_eq!(store.list(&everything).await?, before, "nothing written or deleted");
+        ledger.compact(&store).await?;
+        assert_eq!(hours(&store).await?, [0], "folded into the hour's listing");
+        for run in &runs {
+            assert!(is_listed(&store, &run.noted).await?);
+        }
+        Ok(())
     }
 }
