@@ -1070,6 +1070,7 @@ mod tests {
     use super::*;
     use crate::journal::ledger::ListedRun;
     use crate::runtime::Runtime;
+    use crate::store::FaultConfig;
 
     /// Recovery notes ended every run the ledger holds open that is not:
     /// one finished, the note of a submission whose run id another
@@ -1113,6 +1114,39 @@ mod tests {
         let left_open = [noted("open", now), noted("reused", now), NotedRun::of(&young_phantom)];
         ledger.settle().await;
         assert_eq!(ledger::open_runs(&store).await?.runs, BTreeSet::from(left_open));
+        Ok(())
+    }
+
+    /// A host that leaves cleanly while the ends of its runs are still
+    /// being noted (one batch in flight on a slow store, more forming)
+    /// leaves none of them noted open: `leave` returns once they are stored.
+    #[tokio::test]
+    async fn a_host_leaving_mid_batch_leaves_no_run_it_ended_noted_open() -> Result<(), RunError> {
+        let (storage, tenant) = (Storage::in_memory(), TenantId::default_tenant());
+        // The cluster's part of a store is not slowed: leaving is quick.
+        let (slowed, faults) = storage.clone().with_faults(FaultConfig::default());
+        let runtime = Runtime::new(HostConfig::new(), slowed.clone(), CodeCache::disabled())?;
+        let (ledger, store) = (runtime.runs().host.ledger.clone(), slowed.tenant(&tenant));
+        let runs: Vec<RunRecord> = (0..3).map(|n| RunRecord::example(&format!("r{n}"), now_ms())).collect();
+        for record in &runs {
+            ledger.opened(&store, ListedRun::of(record)).await?;
+        }
+        faults.set_config(FaultConfig {
+            latency: Duration::from_millis(300),
+            ..FaultConfig::default()
+        });
+        let before = ledger::open_runs(&storage.tenant(&tenant)).await?.batches;
+        for (n, record) in runs.iter().enumerate() {
+            ledger.ended(&store, NotedRun::of(record), now_ms());
+            if n == 0 {
+                // The writer takes the first end and is slowed storing it.
+                tokio::task::yield_now().await;
+            }
+        }
+        runtime.runs().leave().await;
+        let open = ledger::open_runs(&storage.tenant(&tenant)).await?;
+        assert_eq!(open.runs, BTreeSet::new(), "every end stored before leaving");
+        assert_eq!(open.batches, before + 2, "one batch in flight, one forming behind it");
         Ok(())
     }
 }
