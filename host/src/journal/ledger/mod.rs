@@ -528,6 +528,11 @@ mod tests {
         assert!(store.get(&listed).await?.is_none(), "a listed store is not asked again");
         Ledger::new(HostId::fresh()).ensure_listed(&store).await?;
         assert!(store.get(&listed).await?.is_some(), "another host asks it");
+        // What this host learnt of one tenant's runs says nothing of another's.
+        let other = Storage::in_memory().tenant(&TenantId::new("other").expect("a valid tenant"));
+        store_a_run_from_before(&other, 2).await?;
+        ledger.ensure_listed(&other).await?;
+        assert!(other.get(&listed).await?.is_some(), "another tenant is asked");
         Ok(())
     }
 
