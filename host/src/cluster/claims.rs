@@ -55,10 +55,17 @@ impl Claim {
     /// one means that one exists). Read before work another host could be
     /// starting too: a step attempt.
     pub async fn overtaken(&self, store: &TenantStore, run: &RunId) -> Result<Option<ClaimLost>, StoreError> {
-        let next = self.epoch.saturating_add(1);
-        let claimed = store.version(&keys_of(run).owner(next)).await?;
-        Ok(claimed.map(|_| ClaimLost::Overtaken { epoch: next }))
+        overtaken_at(store, run, self.epoch).await
     }
+}
+
+/// Whether another host has claimed `run` after the claim at `epoch`: see
+/// [`Claim::overtaken`]. Epoch 0 is the run's creator's, whose claim is
+/// the run record itself.
+pub async fn overtaken_at(store: &TenantStore, run: &RunId, epoch: u64) -> Result<Option<ClaimLost>, StoreError> {
+    let next = epoch.saturating_add(1);
+    let claimed = store.version(&keys_of(run).owner(next)).await?;
+    Ok(claimed.map(|_| ClaimLost::Overtaken { epoch: next }))
 }
 
 /// Why a claim no longer holds.

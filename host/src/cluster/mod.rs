@@ -46,7 +46,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
-pub use claims::{Claim, ClaimError, ClaimLost, Owner, claim_for_deletion, is_claimed_for_deletion};
+pub use claims::{Claim, ClaimError, ClaimLost, Owner, claim_for_deletion, is_claimed_for_deletion, overtaken_at};
 pub use host_id::{HostId, InvalidHostId};
 pub use lease::{LeaseLapsed, LeasePolicy};
 pub use twins::{HostStop, LiveError};

@@ -27,7 +27,7 @@ pub use records::{
     DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RestartPoint, RunRecord,
     SignalRecord, TimerRecord, digest,
 };
-internal_use!(run_records::{RunRecords, SnapshotListing, taken_signals});
+internal_use!(run_records::{FirstFence, RunRecords, SnapshotListing, taken_signals});
 internal_use!(ledger::NotedRun);
 internal_use!(ledger::created::{hour as listed_in_hour, hours as listed_hours});
 #[cfg(feature = "internals")]

@@ -23,7 +23,7 @@ use super::records::{
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
 use crate::clock::BootInstant;
-use crate::cluster::{Claim, ClaimLost};
+use crate::cluster::{Claim, ClaimLost, overtaken_at};
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
 use crate::store::{
@@ -55,12 +55,18 @@ pub struct RunRecords {
 }
 
 /// The run's next claim found absent, read while the entry before `seq`
-/// was written, when the read came back.
+/// was written (with no `seq`: while the run record was created, for the
+/// run's first attempt), when the read came back.
 #[derive(Debug, Clone, Copy)]
 struct FenceAhead {
-    seq: u64,
+    seq: Option<u64>,
     read_at: BootInstant,
 }
+
+/// The fence for a fresh run's first attempt, read while its record was
+/// created ([`RunRecords::create_record_fenced`]), when the read came back.
+#[derive(Debug, Clone, Copy)]
+pub struct FirstFence(BootInstant);
 
 /// The journal as far as this handle has read or written it, as stored.
 #[derive(Debug, Default)]
@@ -217,9 +223,9 @@ impl RunRecords {
         let Some(claim) = &self.claim else {
             return Ok(());
         };
-        let read_ahead = lock(&self.fence_ahead)
-            .take()
-            .is_some_and(|fence| fence.seq == seq && fence.read_at.elapsed() <= FENCE_READ_AHEAD_FOR);
+        let read_ahead = lock(&self.fence_ahead).take().is_some_and(|fence| {
+            fence.seq.is_none_or(|ahead| ahead == seq) && fence.read_at.elapsed() <= FENCE_READ_AHEAD_FOR
+        });
         if !read_ahead && let Some(why) = claim.overtaken(&self.store, &self.run).await? {
             return Err(self.stood_down(why));
         }
@@ -361,6 +367,31 @@ impl RunRecords {
     /// `journal::ledger`); fails with `AlreadyExists` if it has started.
     pub async fn create_record(&self, record: &RunRecord) -> Result<(), JournalError> {
         self.create(&keys_of(&self.run).run(), record).await
+    }
+
+    /// Creates the run record as [`create_record`](Self::create_record)
+    /// does, and meanwhile reads the fence for the run's first attempt
+    /// under its creator's claim (epoch 0): both are round trips, and the
+    /// creator drives the run at once, so a fresh run's first step starts
+    /// one round trip sooner ([`stand_on`](Self::stand_on)). `None` if the
+    /// read failed or found the run claimed: the attempt reads it again.
+    pub async fn create_record_fenced(&self, record: &RunRecord) -> Result<Option<FirstFence>, JournalError> {
+        let (created, fence) = futures::join!(self.create_record(record), overtaken_at(&self.store, &self.run, 0));
+        created?;
+        Ok(matches!(fence, Ok(None)).then(|| FirstFence(BootInstant::now())))
+    }
+
+    /// Lets the run's next attempt, whatever its seq, start on `fence` as
+    /// it would on one read with a step's entry: only under the creator's
+    /// claim (epoch 0), and only within [`FENCE_READ_AHEAD_FOR`] of the
+    /// read's return.
+    pub fn stand_on(&self, fence: FirstFence) {
+        if self.claim.as_ref().is_some_and(|claim| claim.epoch == 0) {
+            *lock(&self.fence_ahead) = Some(FenceAhead {
+                seq: None,
+                read_at: fence.0,
+            });
+        }
     }
 
     /// Moves a run stored before the ledger from the list of unfinished
@@ -655,7 +686,7 @@ impl RunRecords {
         appended?;
         if let Ok(None) = fence {
             *lock(&self.fence_ahead) = Some(FenceAhead {
-                seq: entry.seq.saturating_add(1),
+                seq: Some(entry.seq.saturating_add(1)),
                 read_at: BootInstant::now(),
             });
         }
@@ -1023,6 +1054,58 @@ mod tests {
             overtaken(records.confirm_start(1).await),
             "a read ahead that saw the claim stands for nothing"
         );
+        Ok(())
+    }
+
+    /// The fence read as a run record is created stands for the creator's
+    /// first attempt, whatever its seq, once, and only if it starts at
+    /// once; one that saw the run claimed stands for nothing, and none
+    /// stands under a later claim than the creator's.
+    #[tokio::test]
+    async fn a_fence_read_with_the_run_record_stands_for_the_first_attempt_only_at_once() -> TestResult {
+        use crate::cluster::{Cluster, HostId, LeasePolicy};
+        let cluster = Cluster::new(
+            &Storage::in_memory(),
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        );
+        let overtaken = |result: Result<(), JournalError>| matches!(result, Err(JournalError::StoodDown { .. }));
+        let store = Storage::in_memory().tenant(&TenantId::default_tenant());
+        let generation = cluster.live().await?;
+        // A run this host created, held at `epoch` as a submission holds it.
+        let created = |run: &str, epoch: u64| {
+            let (store, cluster) = (store.clone(), cluster.clone());
+            let record = RunRecord::example(run, 1);
+            async move {
+                let records = RunRecords::new(store.clone(), record.run_id.clone());
+                let fence = records.create_record_fenced(&record).await?;
+                let claim = cluster.hold(store.tenant(), &record.run_id, generation, epoch);
+                Ok::<_, JournalError>((records.driven_under(claim), fence))
+            }
+        };
+
+        let (records, fence) = created("at-once", 0).await?;
+        records.stand_on(fence.expect("no claim to see"));
+        taken_over(&records).await?;
+        records.confirm_start(2).await?;
+        assert!(overtaken(records.confirm_start(2).await), "read ahead once only");
+
+        let (records, fence) = created("after-a-wait", 0).await?;
+        records.stand_on(fence.expect("no claim to see"));
+        taken_over(&records).await?;
+        tokio::time::sleep(FENCE_READ_AHEAD_FOR * 2).await;
+        assert!(overtaken(records.confirm_start(0).await), "read ahead stands no longer");
+
+        let (records, fence) = created("later-claim", 1).await?;
+        records.stand_on(fence.expect("no claim to see"));
+        taken_over(&records).await?;
+        assert!(overtaken(records.confirm_start(0).await), "the creator's fence only");
+
+        let taken = RunRecords::new(store.clone(), RunId::new("taken-before")?);
+        taken_over(&taken).await?;
+        let (_, fence) = created("taken-before", 0).await?;
+        assert!(fence.is_none(), "a read that saw the run claimed stands for nothing");
         Ok(())
     }
 

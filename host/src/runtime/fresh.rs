@@ -2,7 +2,8 @@
 //! what the store holds for them — the run record this host wrote, nothing
 //! else — so it skips reading it back: no run-record read, no journal,
 //! snapshot or attempts listing, no outcome or cancel-request read before the workflow
-//! starts.
+//! starts; and its first step attempt may stand on the fence read while the
+//! record was stored ([`FirstFence`]).
 //!
 //! Invariants: forgetting a run is always safe. A run missing here is read
 //! from the store like any other; a cancel request stored meanwhile by
@@ -20,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::journal::RunRecord;
+use crate::journal::{FirstFence, RunRecord};
 use crate::shared_map::lock;
 use crate::store::{RunId, TenantId};
 
@@ -37,7 +38,16 @@ enum Freshness {
     /// Its record is being created.
     Creating,
     /// Boxed: a record is large beside `Creating`.
-    Created(Box<RunRecord>),
+    Created(Box<Fresh>),
+}
+
+/// What the first drive of a run this host created starts from.
+#[derive(Debug)]
+pub struct Fresh {
+    /// The run record this host stored.
+    pub record: RunRecord,
+    /// The fence for its first attempt, read as the record was stored.
+    pub first_fence: Option<FirstFence>,
 }
 
 impl FreshRuns {
@@ -52,19 +62,19 @@ impl FreshRuns {
 
     /// Remembers a run whose record this host has just created, unless a
     /// drive of it began since [`creating`](Self::creating).
-    pub fn created(&self, tenant: &TenantId, record: RunRecord) {
+    pub fn created(&self, tenant: &TenantId, fresh: Fresh) {
         let mut runs = lock(&self.0);
-        if let Some(freshness @ Freshness::Creating) = runs.get_mut(&(tenant.clone(), record.run_id.clone())) {
-            *freshness = Freshness::Created(Box::new(record));
+        if let Some(freshness @ Freshness::Creating) = runs.get_mut(&(tenant.clone(), fresh.record.run_id.clone())) {
+            *freshness = Freshness::Created(Box::new(fresh));
         }
     }
 
-    /// The record of `run` if this host created it and nothing has driven
-    /// it since; it is no longer fresh afterwards. Called as every drive
-    /// begins.
-    pub fn take(&self, tenant: &TenantId, run: &RunId) -> Option<RunRecord> {
+    /// What `run`'s first drive starts from, if this host created it and
+    /// nothing has driven it since; it is no longer fresh afterwards.
+    /// Called as every drive begins.
+    pub fn take(&self, tenant: &TenantId, run: &RunId) -> Option<Fresh> {
         match lock(&self.0).remove(&(tenant.clone(), run.clone()))? {
-            Freshness::Created(record) => Some(*record),
+            Freshness::Created(fresh) => Some(*fresh),
             Freshness::Creating => None,
         }
     }
@@ -74,8 +84,16 @@ impl FreshRuns {
 mod tests {
     use super::*;
 
-    fn record(run: &str) -> RunRecord {
-        RunRecord::example(run, 1)
+    fn record(run: &str) -> Fresh {
+        Fresh {
+            record: RunRecord::example(run, 1),
+            first_fence: None,
+        }
+    }
+
+    /// The record of what `take` found fresh.
+    fn taken(fresh: &FreshRuns, tenant: &TenantId, run: &RunId) -> Option<RunRecord> {
+        fresh.take(tenant, run).map(|fresh| fresh.record)
     }
 
     #[test]
@@ -88,9 +106,9 @@ mod tests {
         let run = RunId::new("r1").expect("valid in this test");
         fresh.creating(&acme, &run);
         fresh.created(&acme, record("r1"));
-        assert_eq!(fresh.take(&other, &run), None);
-        assert_eq!(fresh.take(&acme, &run), Some(record("r1")));
-        assert_eq!(fresh.take(&acme, &run), None, "the second drive reads the store");
+        assert_eq!(taken(&fresh, &other, &run), None);
+        assert_eq!(taken(&fresh, &acme, &run), Some(record("r1").record));
+        assert_eq!(taken(&fresh, &acme, &run), None, "the second drive reads the store");
     }
 
     /// A drive that begins while the record is being created (recovery,
@@ -101,12 +119,16 @@ mod tests {
         let tenant = TenantId::default_tenant();
         let run = RunId::new("r1").expect("valid in this test");
         fresh.creating(&tenant, &run);
-        assert_eq!(fresh.take(&tenant, &run), None, "the drive meanwhile reads the store");
+        assert_eq!(
+            taken(&fresh, &tenant, &run),
+            None,
+            "the drive meanwhile reads the store"
+        );
         fresh.created(&tenant, record("r1"));
-        assert_eq!(fresh.take(&tenant, &run), None, "so does the submission's");
+        assert_eq!(taken(&fresh, &tenant, &run), None, "so does the submission's");
         // Created without `creating` first (never the case): not fresh.
         fresh.created(&tenant, record("r1"));
-        assert_eq!(fresh.take(&tenant, &run), None);
+        assert_eq!(taken(&fresh, &tenant, &run), None);
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl Runs {
         };
         let entries = match stored {
             Stored::Read(snapshots) => context.records.entries_from(snapshots).await?,
-            Stored::RunRecordOnly => context.records.entries().await?,
+            Stored::RunRecordOnly(_) => context.records.entries().await?,
         };
         let recorded_calls = recorded_calls(&entries);
         let span = tracing::info_span!("replay", run = %run, workflow = %record.workflow);

@@ -25,7 +25,9 @@ use crate::config::{HostConfig, StepLimits, WorkflowLimits};
 use crate::egress::{Egress, Outbound};
 use crate::guest_log::RunLog;
 use crate::journal::ledger::{self, Ledger, NotedRun};
-use crate::journal::{Cursor, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing};
+use crate::journal::{
+    Cursor, FirstFence, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing,
+};
 use crate::metrics::Metrics;
 use crate::policy::{Admission, Policies, TenantPolicy};
 use crate::sandbox::{Engines, Role, StepErrorKind, classify, kind_name};
@@ -153,8 +155,9 @@ pub(super) fn recorded_calls(entries: &[crate::journal::Entry]) -> u64 {
 
 /// What a drive knows the store holds for its run.
 pub(super) enum Stored {
-    /// Only the run record, which this host created: the run is fresh.
-    RunRecordOnly,
+    /// Only the run record, which this host created: the run is fresh;
+    /// with the fence for its first attempt, if it was read.
+    RunRecordOnly(Option<FirstFence>),
     /// Whatever was read from the store; its journal's snapshots were
     /// listed with its records.
     Read(SnapshotListing),
@@ -162,7 +165,7 @@ pub(super) enum Stored {
 
 impl Stored {
     pub(super) fn is_fresh(&self) -> bool {
-        matches!(self, Self::RunRecordOnly)
+        matches!(self, Self::RunRecordOnly(_))
     }
 }
 
@@ -320,6 +323,9 @@ impl Runs {
         }
         let claim = self.claim(&records, &record).await?;
         let driven = records.driven_under(claim);
+        if let Stored::RunRecordOnly(Some(fence)) = stored {
+            driven.stand_on(fence);
+        }
         let fresh = stored.is_fresh();
         // A run just created here has no requests but those this host
         // noted on its control.
@@ -334,7 +340,7 @@ impl Runs {
         // the execution's, told by its span like any other.
         let journal = async {
             match stored {
-                Stored::RunRecordOnly => Ok(Vec::new()),
+                Stored::RunRecordOnly(_) => Ok(Vec::new()),
                 Stored::Read(snapshots) => driven.entries_from(snapshots).await,
             }
         };
@@ -745,8 +751,8 @@ impl Runs {
     /// run's next wait.
     pub(super) async fn record(&self, records: &RunRecords) -> Result<(RunRecord, Stored, Option<Outcome>), RunError> {
         let (tenant, run) = (records.store().tenant(), records.run_id());
-        if let Some(record) = self.host.fresh.take(tenant, run) {
-            return Ok((record, Stored::RunRecordOnly, None));
+        if let Some(fresh) = self.host.fresh.take(tenant, run) {
+            return Ok((fresh.record, Stored::RunRecordOnly(fresh.first_fence), None));
         }
         self.host.controls.of(tenant, run);
         let (record, ()) = futures::try_join!(records.run(), records.read_ahead())?;

@@ -241,8 +241,8 @@ impl Runs {
         // host stopping meanwhile names no run it then leaves undriven.
         let generation = self.live().await?;
         self.host.fresh.creating(tenant, &run_id);
-        match records.create_record(&record).await {
-            Ok(()) => {
+        match records.create_record_fenced(&record).await {
+            Ok(first_fence) => {
                 let started = super::DayUsage {
                     runs: 1,
                     ..super::DayUsage::default()
@@ -250,7 +250,9 @@ impl Runs {
                 self.host.usage.count(tenant, started);
                 self.host.cluster.hold(tenant, &run_id, generation, 0);
                 self.join_line(records.store(), &record).await;
-                self.host.fresh.created(tenant, record);
+                self.host
+                    .fresh
+                    .created(tenant, super::fresh::Fresh { record, first_fence });
                 spans::link_to_run(tenant, &run_id);
                 Ok(run_id)
             }
