@@ -51,7 +51,7 @@ use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{NotedRun, READ_ATTEMPTS, below, decoded};
+use super::{NotedRun, below, decoded, reread_while_gone};
 use crate::clock::millis;
 use crate::journal::envelope::encode;
 use crate::journal::payload::sha256_hex;
@@ -318,19 +318,13 @@ async fn read(store: &TenantStore, segments: &[Segment]) -> Result<Option<Conten
     Ok(Some(contents))
 }
 
-/// Every segment of `hour`, read: listed again, and read again, while one
-/// listed is gone before it is read.
+/// Every segment of `hour`, read (see [`reread_while_gone`]).
 async fn read_hour(store: &TenantStore, hour: u64) -> Result<(Vec<Segment>, Contents), JournalError> {
-    for _ in 0..READ_ATTEMPTS {
+    reread_while_gone(&folder(hour), || async move {
         let segments = segments(store, hour).await?;
-        if let Some(contents) = read(store, &segments).await? {
-            return Ok((segments, contents));
-        }
-    }
-    Err(StoreError::NotFound {
-        key: folder(hour).to_string(),
-    }
-    .into())
+        Ok(read(store, &segments).await?.map(|contents| (segments, contents)))
+    })
+    .await
 }
 
 /// Merges the segments of `hour` (listed or gone) while a kind and level

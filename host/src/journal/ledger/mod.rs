@@ -407,23 +407,37 @@ pub async fn ended_runs(store: &TenantStore, key: &StoreKey) -> Result<Vec<(Note
     Ok(read(store, key).await?.unwrap_or_default())
 }
 
-/// Every object under `prefix`, read: listed again, and read again, while
-/// one listed is gone before it is read (a compaction took it).
+/// Every object under `prefix`, read (see [`reread_while_gone`]).
 async fn read_listed<R: for<'de> Deserialize<'de>>(
     store: &TenantStore,
     prefix: &StoreKey,
 ) -> Result<(Vec<StoreKey>, Vec<R>), JournalError> {
-    let mut gone = None;
-    for _ in 0..READ_ATTEMPTS {
+    reread_while_gone(prefix, || async move {
         let keys = store.list(prefix).await?;
         let read: Vec<Option<R>> = try_join_all(keys.iter().map(|key| read(store, key))).await?;
-        if let Some(records) = read.into_iter().collect::<Option<Vec<R>>>() {
-            return Ok((keys, records));
+        Ok(read
+            .into_iter()
+            .collect::<Option<Vec<R>>>()
+            .map(|records| (keys, records)))
+    })
+    .await
+}
+
+/// What `attempt` lists under `folder` and reads: listed and read again
+/// while something listed is gone before it is read (a compaction, merge
+/// or rewrite took it; `attempt` then finds `None`), at most
+/// [`READ_ATTEMPTS`] times.
+async fn reread_while_gone<T, F>(folder: &StoreKey, attempt: impl Fn() -> F) -> Result<T, JournalError>
+where
+    F: Future<Output = Result<Option<T>, JournalError>>,
+{
+    for _ in 0..READ_ATTEMPTS {
+        if let Some(found) = attempt().await? {
+            return Ok(found);
         }
-        gone = Some(prefix.to_string());
     }
     Err(StoreError::NotFound {
-        key: gone.unwrap_or_default(),
+        key: folder.to_string(),
     }
     .into())
 }
