@@ -13,6 +13,7 @@ use stepstone::journal::Outcome;
 use stepstone::runtime::{AttemptCall, AttemptUnderWay, Progress, Restart, StandIn, StepStandIn, Submission};
 use stepstone::store::RunId;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::fixtures::{Backend, Host, served_config};
 use crate::measure::{Samples, millis, time};
@@ -53,10 +54,10 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
     let run = host.runtime.submit(&host.tenant, submission).await?;
     let (mut stopping, mut starting, mut steps) = (Samples::default(), Samples::default(), Samples::default());
     for _ in 0..ROUNDS {
-        let driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
+        let mut driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
         for _ in 0..5 {
             let before = attempts.borrow_and_update().1;
-            attempts.changed().await?;
+            next_attempt(&mut attempts, &mut driver).await?;
             steps.push(attempts.borrow().1 - before);
         }
         let (stopped, suspended) = time(async {
@@ -72,8 +73,8 @@ pub async fn operator_controls() -> anyhow::Result<Section> {
         let resumed = Instant::now();
         attempts.borrow_and_update();
         host.runtime.runs().resume(&host.tenant, &run).await?;
-        let driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
-        attempts.changed().await?;
+        let mut driver = tokio::spawn(drive(host.runtime.clone(), host.tenant.clone(), run.clone()));
+        next_attempt(&mut attempts, &mut driver).await?;
         starting.push(attempts.borrow().1 - resumed);
         host.runtime
             .runs()
@@ -201,6 +202,18 @@ async fn append_against_step(host: &Host) -> anyhow::Result<(Duration, Duration)
 }
 
 /// Drives `run` until it suspends; fails if it ends.
+/// Waits for the run's next step attempt; fails if its driver returns
+/// first (it would never come).
+async fn next_attempt(
+    attempts: &mut watch::Receiver<(u64, Instant)>,
+    driver: &mut JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        changed = attempts.changed() => Ok(changed?),
+        driven = driver => bail!("the run's driver returned before its next step attempt: {:?}", driven?),
+    }
+}
+
 async fn drive(
     runtime: stepstone::runtime::Runtime,
     tenant: stepstone::store::TenantId,
