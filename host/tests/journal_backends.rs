@@ -329,7 +329,8 @@ async fn a_run_folder_without_its_record_is_no_run() {
 }
 
 /// A run's first drive on the host that created it reads nothing back: the
-/// store holds only the run record this host wrote. The same run driven by
+/// store holds only the run record this host wrote, and its first attempt
+/// stands on the fence read while that was stored. The same run driven by
 /// another host reads the record (and the build record an upgrade may have
 /// left) beside one listing of the run's keys, which tells it the run has
 /// no outcome, requests, snapshots or failed attempts and which entries it
@@ -368,10 +369,12 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     let [fresh, read_back] = drive_calls[..] else {
         unreachable!()
     };
-    assert_eq!(
-        read_back - fresh,
-        8,
-        "a fresh run skips 2 reads and 1 listing, and a takeover costs a listing of the claims, a claim, the run's record read again after its first claim (the record and its build: retention may have deleted the run) and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
+    // The fresh run's first attempt stands on the fence read with its
+    // record only if it starts within 5 ms of it (a loaded test machine
+    // may take longer): then it skips that read too.
+    assert!(
+        (8..=9).contains(&(read_back - fresh)),
+        "a fresh run skips 2 reads, 1 listing and (within 5 ms) its first fence, and a takeover costs a listing of the claims, a claim, the run's record read again after its first claim (the record and its build: retention may have deleted the run) and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
     );
 }
 
