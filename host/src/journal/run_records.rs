@@ -32,9 +32,10 @@ use crate::store::{
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
-/// How long a fence read with a step's entry stands for the next attempt
-/// (see [`RunRecords::append_step`]): an attempt that waited longer (for a
-/// slot, for fuel) reads the fence again.
+/// How long a fence read with a step's entry (or with a fresh run's record)
+/// stands for the next attempt (see [`RunRecords::append_step`] and
+/// [`RunRecords::create_record_fenced`]): an attempt that waited longer
+/// (for a slot, for fuel) reads the fence again.
 pub const FENCE_READ_AHEAD_FOR: Duration = Duration::from_millis(5);
 
 /// The records of one run, in one tenant's store.
