@@ -992,6 +992,23 @@ mod tests {
         }
     }
 
+    /// A host of its own, on a store of its own, for the fence's tests.
+    fn fencing_host() -> Arc<crate::cluster::Cluster> {
+        use crate::cluster::{Cluster, HostId, LeasePolicy};
+        let storage = Storage::in_memory();
+        Cluster::new(
+            &storage,
+            HostId::fresh(),
+            &LeasePolicy::default(),
+            Duration::from_secs(60),
+        )
+    }
+
+    /// Whether an attempt was refused because another host claimed the run.
+    fn overtaken(result: Result<(), JournalError>) -> bool {
+        matches!(result, Err(JournalError::StoodDown { .. }))
+    }
+
     /// Run `run`'s records, stored, as this host drives them under its
     /// first claim.
     async fn driven(
@@ -1021,15 +1038,8 @@ mod tests {
     /// another seq, and by a start that came after a wait.
     #[tokio::test]
     async fn a_fence_read_with_a_steps_entry_stands_for_the_next_attempt_only_at_once() -> TestResult {
-        use crate::cluster::{Cluster, HostId, LeasePolicy};
-        let cluster = Cluster::new(
-            &Storage::in_memory(),
-            HostId::fresh(),
-            &LeasePolicy::default(),
-            Duration::from_secs(60),
-        );
+        let cluster = fencing_host();
         cluster.live().await?;
-        let overtaken = |result: Result<(), JournalError>| matches!(result, Err(JournalError::StoodDown { .. }));
 
         let records = driven(&cluster, "at-once").await?;
         records.append_step(&entry(0)).await?;
@@ -1064,14 +1074,7 @@ mod tests {
     /// stands under a later claim than the creator's.
     #[tokio::test]
     async fn a_fence_read_with_the_run_record_stands_for_the_first_attempt_only_at_once() -> TestResult {
-        use crate::cluster::{Cluster, HostId, LeasePolicy};
-        let cluster = Cluster::new(
-            &Storage::in_memory(),
-            HostId::fresh(),
-            &LeasePolicy::default(),
-            Duration::from_secs(60),
-        );
-        let overtaken = |result: Result<(), JournalError>| matches!(result, Err(JournalError::StoodDown { .. }));
+        let cluster = fencing_host();
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
         let generation = cluster.live().await?;
         // A run this host created, held at `epoch` as a submission holds it.
