@@ -19,7 +19,7 @@ use stepstone::journal::{
     AttemptRecord, Call, CallKind, ConcurrencyLimit, Entry, Outcome, Payload, Recorded, RunRecords,
 };
 use stepstone::runtime::{
-    AttemptCall, Progress, ReplayReport, RunError, RunState, Runtime, StandIn, StepStandIn, Submission,
+    AttemptCall, Moment, Progress, ReplayReport, RunError, RunState, Runtime, StandIn, StepStandIn, Submission,
 };
 use stepstone::store::{
     ConcurrencyKey, Durability, FaultConfig, Faults, FaultyStore, RunId, Storage, TenantId, TenantStore, keys_of,
@@ -375,6 +375,33 @@ async fn a_fresh_run_is_driven_without_reading_back_what_its_host_wrote() {
     assert!(
         (8..=9).contains(&(read_back - fresh)),
         "a fresh run skips 2 reads, 1 listing and (within 5 ms) its first fence, and a takeover costs a listing of the claims, a claim, the run's record read again after its first claim (the record and its build: retention may have deleted the run) and a look for the step's entry before its attempt: {fresh} store calls fresh, {read_back} taken over"
+    );
+}
+
+/// A run submitted to start later stores its record without reading the
+/// fence for a first attempt that will not start within 5 ms: one store
+/// call fewer than a run that starts now.
+#[tokio::test]
+async fn a_run_that_starts_later_reads_no_fence_with_its_record() {
+    let tenant = TenantId::default_tenant();
+    let (storage, calls) = Storage::in_memory().with_faults("errors=0".parse().unwrap());
+    let host = runtime(storage).await;
+    let hello = load(&host, "hello").await;
+    host.submit(&tenant, Submission::new(hello.clone(), "greet", "{}"))
+        .await
+        .unwrap();
+    let mut submission_calls = Vec::new();
+    for start_at in [Moment::Unset, Moment::After(Duration::from_secs(3600))] {
+        let mut submission = Submission::new(hello.clone(), "greet", r#"{"name":"Ada"}"#);
+        submission.start_at = start_at;
+        let before = calls.operations();
+        host.submit(&tenant, submission).await.unwrap();
+        submission_calls.push(calls.operations() - before);
+    }
+    assert_eq!(
+        submission_calls[0] - submission_calls[1],
+        1,
+        "{submission_calls:?} store calls: now, later"
     );
 }
 

@@ -241,7 +241,12 @@ impl Runs {
         // host stopping meanwhile names no run it then leaves undriven.
         let generation = self.live().await?;
         self.host.fresh.creating(tenant, &run_id);
-        match records.create_record_fenced(&record).await {
+        // A run that starts later reads its first fence when it starts.
+        let created = match record.start_at_ms {
+            Some(_) => records.create_record(&record).await.map(|()| None),
+            None => records.create_record_fenced(&record).await,
+        };
+        match created {
             Ok(first_fence) => {
                 let started = super::DayUsage {
                     runs: 1,
