@@ -54,6 +54,18 @@ pub enum JournalError {
         /// not decode.
         reason: String,
     },
+    /// Every read of a folder of the ledger found an object it had just
+    /// listed gone: compactions on other hosts kept moving what it holds.
+    /// Nothing is wrong with the store: read again.
+    #[error(
+        "the ledger's {folder} kept changing while it was read ({reads} listings, each finding an object gone before it was read, compacted by another host); read it again"
+    )]
+    Unsettled {
+        /// The folder, relative to the tenant's prefix.
+        folder: String,
+        /// How many times it was listed and read.
+        reads: usize,
+    },
     /// The task running a step ended without a result (it panicked or was
     /// cancelled); nothing was recorded, so the step runs again on replay.
     #[error("a step task ended without recording a result: {0}")]

@@ -32,11 +32,19 @@ use crate::store::{
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
-/// How long a fence read with a step's entry (or with a fresh run's record)
-/// stands for the next attempt (see [`RunRecords::append_step`] and
-/// [`RunRecords::create_record_fenced`]): an attempt that waited longer
-/// (for a slot, for fuel) reads the fence again.
+/// How long after it came back a fence read with a step's entry (or with a
+/// fresh run's record) stands for the next attempt (see
+/// [`RunRecords::append_step`] and [`RunRecords::create_record_fenced`]):
+/// an attempt that waited longer (for a slot, for fuel, for a slow write
+/// beside the read) reads the fence again.
 pub const FENCE_READ_AHEAD_FOR: Duration = Duration::from_millis(5);
+
+/// How long after it was sent a fence read ahead stands, at most: one that
+/// took longer to come back (the store layer's retries, a pause) is read
+/// again. With [`FENCE_READ_AHEAD_FOR`], the bound that holds: an attempt
+/// starts within this of sending the read it stands on, so a claim stored
+/// longer than this before an attempt is always seen by it.
+pub const FENCE_STANDS_FOR: Duration = Duration::from_millis(250);
 
 /// The records of one run, in one tenant's store.
 #[derive(Clone, Debug)]
@@ -57,17 +65,44 @@ pub struct RunRecords {
 
 /// The run's next claim found absent, read while the entry before `seq`
 /// was written (with no `seq`: while the run record was created, for the
-/// run's first attempt), when the read came back.
+/// run's first attempt).
 #[derive(Debug, Clone, Copy)]
 struct FenceAhead {
     seq: Option<u64>,
-    read_at: BootInstant,
+    read: FenceRead,
+}
+
+/// A read of the run's next claim that found it absent: when it was sent,
+/// and when it came back (not when the write beside it did).
+#[derive(Debug, Clone, Copy)]
+struct FenceRead {
+    sent: BootInstant,
+    returned: BootInstant,
+}
+
+impl FenceRead {
+    /// Reads whether a claim after `epoch` exists: the read, if it found
+    /// none; `None` if it found one or failed.
+    async fn of(store: &TenantStore, run: &RunId, epoch: u64) -> Option<Self> {
+        let sent = BootInstant::now();
+        let found = overtaken_at(store, run, epoch).await;
+        matches!(found, Ok(None)).then(|| Self {
+            sent,
+            returned: BootInstant::now(),
+        })
+    }
+
+    /// Whether an attempt starting now may stand on this read: see
+    /// [`FENCE_READ_AHEAD_FOR`] and [`FENCE_STANDS_FOR`].
+    fn stands(&self) -> bool {
+        self.returned.elapsed() <= FENCE_READ_AHEAD_FOR && self.sent.elapsed() <= FENCE_STANDS_FOR
+    }
 }
 
 /// The fence for a fresh run's first attempt, read while its record was
-/// created ([`RunRecords::create_record_fenced`]), when the read came back.
+/// created ([`RunRecords::create_record_fenced`]).
 #[derive(Debug, Clone, Copy)]
-pub struct FirstFence(BootInstant);
+pub struct FirstFence(FenceRead);
 
 /// The journal as far as this handle has read or written it, as stored.
 #[derive(Debug, Default)]
@@ -224,9 +259,9 @@ impl RunRecords {
         let Some(claim) = &self.claim else {
             return Ok(());
         };
-        let read_ahead = lock(&self.fence_ahead).take().is_some_and(|fence| {
-            fence.seq.is_none_or(|ahead| ahead == seq) && fence.read_at.elapsed() <= FENCE_READ_AHEAD_FOR
-        });
+        let read_ahead = lock(&self.fence_ahead)
+            .take()
+            .is_some_and(|fence| fence.seq.is_none_or(|ahead| ahead == seq) && fence.read.stands());
         if !read_ahead && let Some(why) = claim.overtaken(&self.store, &self.run).await? {
             return Err(self.stood_down(why));
         }
@@ -377,21 +412,18 @@ impl RunRecords {
     /// one round trip sooner ([`stand_on`](Self::stand_on)). `None` if the
     /// read failed or found the run claimed: the attempt reads it again.
     pub async fn create_record_fenced(&self, record: &RunRecord) -> Result<Option<FirstFence>, JournalError> {
-        let (created, fence) = futures::join!(self.create_record(record), overtaken_at(&self.store, &self.run, 0));
+        let (created, fence) = futures::join!(self.create_record(record), FenceRead::of(&self.store, &self.run, 0));
         created?;
-        Ok(matches!(fence, Ok(None)).then(|| FirstFence(BootInstant::now())))
+        Ok(fence.map(FirstFence))
     }
 
     /// Lets the run's next attempt, whatever its seq, start on `fence` as
     /// it would on one read with a step's entry: only under the creator's
     /// claim (epoch 0), and only within [`FENCE_READ_AHEAD_FOR`] of the
-    /// read's return.
+    /// read's return and [`FENCE_STANDS_FOR`] of its sending.
     pub fn stand_on(&self, fence: FirstFence) {
         if self.claim.as_ref().is_some_and(|claim| claim.epoch == 0) {
-            *lock(&self.fence_ahead) = Some(FenceAhead {
-                seq: None,
-                read_at: fence.0,
-            });
+            *lock(&self.fence_ahead) = Some(FenceAhead { seq: None, read: fence.0 });
         }
     }
 
@@ -675,20 +707,22 @@ impl RunRecords {
     /// claim, as [`confirm_start`](Self::confirm_start) reads it): both are
     /// round trips, and a workflow usually asks for its next step at once,
     /// so that attempt starts one round trip sooner. The fence read ahead
-    /// stands only for that seq, and only for [`FENCE_READ_AHEAD_FOR`] after
-    /// it came back, so it is at most a round trip older than one read
-    /// right before the attempt; a peer that claims the run needs three to
-    /// start an attempt (its claim, the journal's listing, its own fence).
+    /// stands only for that seq, and only within [`FENCE_READ_AHEAD_FOR`]
+    /// of its return and [`FENCE_STANDS_FOR`] of its sending (stamped as
+    /// the read itself went, not as the write beside it did), so it is at
+    /// most a round trip older than one read right before the attempt; a
+    /// peer that claims the run needs three to start an attempt (its claim,
+    /// the journal's listing, its own fence).
     pub async fn append_step(&self, entry: &Entry) -> Result<(), JournalError> {
         let Some(claim) = &self.claim else {
             return self.append(entry).await;
         };
-        let (appended, fence) = futures::join!(self.append(entry), claim.overtaken(&self.store, &self.run));
+        let (appended, fence) = futures::join!(self.append(entry), FenceRead::of(&self.store, &self.run, claim.epoch));
         appended?;
-        if let Ok(None) = fence {
+        if let Some(read) = fence {
             *lock(&self.fence_ahead) = Some(FenceAhead {
                 seq: Some(entry.seq.saturating_add(1)),
-                read_at: BootInstant::now(),
+                read,
             });
         }
         Ok(())
@@ -1015,7 +1049,15 @@ mod tests {
         cluster: &Arc<crate::cluster::Cluster>,
         run: &str,
     ) -> Result<RunRecords, Box<dyn std::error::Error>> {
-        let store = Storage::in_memory().tenant(&TenantId::default_tenant());
+        driven_on(cluster, Storage::in_memory().tenant(&TenantId::default_tenant()), run).await
+    }
+
+    /// Run `run`'s records, stored in `store`, as `driven` gives them.
+    async fn driven_on(
+        cluster: &Arc<crate::cluster::Cluster>,
+        store: TenantStore,
+        run: &str,
+    ) -> Result<RunRecords, Box<dyn std::error::Error>> {
         let record = RunRecord {
             host: Some(cluster.me().clone()),
             ..RunRecord::example(run, 1)
@@ -1065,6 +1107,54 @@ mod tests {
             overtaken(records.confirm_start(1).await),
             "a read ahead that saw the claim stands for nothing"
         );
+        Ok(())
+    }
+
+    /// A fence read ahead is stamped as the read itself went, not as the
+    /// write beside it did: a read that came back at once beside an entry
+    /// written slowly (a second) stands for no attempt after that write,
+    /// which sees a claim made meanwhile; nor does a read that was slow to
+    /// come back itself, past [`FENCE_STANDS_FOR`] from its sending.
+    #[tokio::test(start_paused = true)]
+    async fn a_fence_read_ahead_is_as_old_as_its_read_not_as_the_write_beside_it() -> TestResult {
+        use crate::clock::VirtualTime;
+        use crate::store::seams::{Before, Call, Seams};
+        use futures::FutureExt;
+        let _virtual = VirtualTime::start(1_000);
+        let slow_entries: Before = Arc::new(|call, key| {
+            let entry = call == Call::Put && key.as_ref().contains("/journal/");
+            async move {
+                if entry {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Ok(())
+            }
+            .boxed()
+        });
+        let cluster = fencing_host();
+        cluster.live().await?;
+        let store = Storage::new(Arc::new(Seams::before(slow_entries))).tenant(&TenantId::default_tenant());
+        let records = driven_on(&cluster, store.clone(), "slow-write").await?;
+        let claimed_meanwhile = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            taken_over(&records).await
+        };
+        let first = entry(0);
+        let (appended, claimed) = futures::join!(records.append_step(&first), claimed_meanwhile);
+        (appended?, claimed?);
+        assert!(
+            overtaken(records.confirm_start(1).await),
+            "a claim stored while the entry was written is seen"
+        );
+
+        let read = FenceRead::of(&store, &RunId::new("unclaimed")?, 0).await.expect("no claim");
+        assert!(read.stands(), "at once");
+        let slow = FenceRead {
+            sent: read.sent,
+            returned: read.sent.after(FENCE_STANDS_FOR + Duration::from_millis(1)),
+        };
+        tokio::time::sleep(FENCE_STANDS_FOR + Duration::from_millis(1)).await;
+        assert!(!slow.stands(), "a read that took longer than the bound to come back");
         Ok(())
     }
 

@@ -342,11 +342,15 @@ impl RunError {
         matches!(self, Self::Journal(error) if matches!(&**error, JournalError::StoodDown { .. }))
     }
 
-    /// Whether the store kept failing: nothing about the run was decided,
-    /// so driving it again once storage recovers continues it.
+    /// Whether the store kept failing, or kept changing under a read of
+    /// the ledger (see [`JournalError::Unsettled`]): nothing about the run
+    /// was decided, so driving it again once storage recovers continues it.
     pub fn is_storage_failure(&self) -> bool {
         match self {
-            Self::Journal(error) => matches!(&**error, JournalError::Store(StoreError::Unavailable { .. })),
+            Self::Journal(error) => matches!(
+                &**error,
+                JournalError::Store(StoreError::Unavailable { .. }) | JournalError::Unsettled { .. }
+            ),
             Self::Component(ComponentError::Store(StoreError::Unavailable { .. }))
             | Self::Schedule(ScheduleError::Store(StoreError::Unavailable { .. }))
             | Self::Secrets(SecretError::Store(StoreError::Unavailable { .. })) => true,

@@ -306,15 +306,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use bytes::Bytes;
-    use futures::future::BoxFuture;
-    use futures::stream::BoxStream;
-    use futures::{FutureExt, StreamExt};
-    use object_store::memory::InMemory;
-    use object_store::path::Path;
-    use object_store::{
-        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-        PutOptions, PutPayload, PutResult,
-    };
+    use futures::FutureExt;
 
     use super::*;
     use crate::component::CodeCache;
@@ -322,80 +314,7 @@ mod tests {
     use crate::journal::ledger::{ListedRun, NotedRun, created};
     use crate::journal::{ChainLink, RunRecord, SignalRecord};
     use crate::shared_map::lock;
-    use crate::store::{Storage, finished_marker};
-
-    /// An [`ObjectStore`] that runs `before` ahead of each delete and
-    /// listing: how a test puts a submission between two steps of a sweep.
-    struct BeforeDelete {
-        inner: Arc<InMemory>,
-        before: Arc<dyn Fn(Path) -> BoxFuture<'static, ()> + Send + Sync>,
-    }
-
-    impl std::fmt::Display for BeforeDelete {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "BeforeDelete({})", self.inner)
-        }
-    }
-
-    impl std::fmt::Debug for BeforeDelete {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            std::fmt::Display::fmt(self, f)
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ObjectStore for BeforeDelete {
-        async fn put_opts(&self, at: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
-            self.inner.put_opts(at, payload, opts).await
-        }
-
-        async fn put_multipart_opts(
-            &self,
-            at: &Path,
-            opts: PutMultipartOptions,
-        ) -> object_store::Result<Box<dyn MultipartUpload>> {
-            self.inner.put_multipart_opts(at, opts).await
-        }
-
-        async fn get_opts(&self, at: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-            self.inner.get_opts(at, options).await
-        }
-
-        fn delete_stream(
-            &self,
-            locations: BoxStream<'static, object_store::Result<Path>>,
-        ) -> BoxStream<'static, object_store::Result<Path>> {
-            let before = self.before.clone();
-            let hooked = locations.then(move |location| {
-                let before = before.clone();
-                async move {
-                    if let Ok(at) = &location {
-                        before(at.clone()).await;
-                    }
-                    location
-                }
-            });
-            self.inner.delete_stream(hooked.boxed())
-        }
-
-        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-            let (before, inner, prefix) = (self.before.clone(), self.inner.clone(), prefix.cloned());
-            futures::stream::once(async move {
-                before(prefix.clone().unwrap_or_default()).await;
-                inner.list(prefix.as_ref())
-            })
-            .flatten()
-            .boxed()
-        }
-
-        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-            self.inner.list_with_delimiter(prefix).await
-        }
-
-        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-            self.inner.copy_opts(from, to, options).await
-        }
-    }
+    use crate::store::{Storage, finished_marker, seams};
 
     /// Submits run `r0001` again, with a signal, the first time its id is
     /// free; not from inside its own deletes.
@@ -434,17 +353,20 @@ mod tests {
         let long_ago = now_ms() - 7_200_000;
         let tenant = TenantId::default_tenant();
         let resubmission = Arc::new(Resubmission::default());
-        let before: Arc<dyn Fn(Path) -> BoxFuture<'static, ()> + Send + Sync> = {
+        let before: seams::Before = {
             let resubmission = resubmission.clone();
-            Arc::new(move |_| {
+            Arc::new(move |call, _| {
                 let resubmission = resubmission.clone();
-                async move { resubmission.try_once().await }.boxed()
+                async move {
+                    if matches!(call, seams::Call::Delete | seams::Call::List) {
+                        resubmission.try_once().await
+                    }
+                    Ok(())
+                }
+                .boxed()
             })
         };
-        let storage = Storage::new(Arc::new(BeforeDelete {
-            inner: Arc::new(InMemory::new()),
-            before,
-        }));
+        let storage = Storage::new(Arc::new(seams::Seams::before(before)));
         let old = RunRecords::new(storage.tenant(&tenant), run(1));
         old.create_run(&RunRecord::example("r0001", long_ago)).await?;
         old.send_signal(&"old".parse().expect("a name"), &signal(), None)

@@ -19,6 +19,8 @@ mod keys;
 mod local;
 pub mod location;
 mod offset_listing;
+#[cfg(test)]
+pub(crate) mod seams;
 mod write_log;
 
 use std::future::Future;

@@ -436,10 +436,10 @@ where
             return Ok(found);
         }
     }
-    Err(StoreError::NotFound {
-        key: folder.to_string(),
-    }
-    .into())
+    Err(JournalError::Unsettled {
+        folder: folder.to_string(),
+        reads: READ_ATTEMPTS,
+    })
 }
 
 async fn read<R: for<'de> Deserialize<'de>>(store: &TenantStore, key: &StoreKey) -> Result<Option<R>, JournalError> {

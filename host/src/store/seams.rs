@@ -1,0 +1,169 @@
+//! Seams in a store, for tests: an [`ObjectStore`] decorator over
+//! [`InMemory`] that runs a hook before each read, write, delete and
+//! listing (which may fail the call), may rewrite what a listing answers,
+//! and may take create-only writes as overwrites. It is how a test puts
+//! another actor between two steps of a protocol (a submission between two
+//! deletes of a sweep, a twin's write between a put and a read), fails one
+//! try of a call as a flaky network would, shows a reader an object listed
+//! that is gone by the time it reads it (a compaction on another host), or
+//! plays a server that ignores `If-None-Match: *`.
+//!
+//! Invariant: every call reaches the in-memory store as made, after its
+//! hook, unless the hook failed it, but for the create-only writes of a
+//! store made to ignore them; a listing's answer is rewritten, never what
+//! is stored.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// A call a hook runs before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Get,
+    Put,
+    Delete,
+    List,
+}
+
+/// What runs before a call, given the call and its key (a listing's
+/// prefix): an error fails the call without making it.
+pub type Before = Arc<dyn Fn(Call, Path) -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
+/// A failure as a flaky network gives one, for a hook to fail a call with.
+pub fn flaky(what: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "Seams",
+        source: format!("a test failed this call on purpose: {what}").into(),
+    }
+}
+
+/// What a listing of a prefix answers, given what the store holds.
+pub type Listed = Arc<dyn Fn(&Path, Vec<ObjectMeta>) -> Vec<ObjectMeta> + Send + Sync>;
+
+/// The decorator: see the module doc.
+pub struct Seams {
+    inner: Arc<InMemory>,
+    before: Before,
+    listed: Listed,
+    /// Creates are taken as overwrites.
+    ignores_create_only: bool,
+}
+
+impl Seams {
+    /// A store that runs `before` ahead of each write, delete and listing.
+    pub fn before(before: Before) -> Self {
+        Self {
+            before,
+            ..Self::plain()
+        }
+    }
+
+    /// A store whose listings answer what `listed` makes of them.
+    pub fn listing(listed: Listed) -> Self {
+        Self {
+            listed,
+            ..Self::plain()
+        }
+    }
+
+    /// A store that takes every create-only write as an overwrite.
+    pub fn ignoring_create_only() -> Self {
+        Self {
+            ignores_create_only: true,
+            ..Self::plain()
+        }
+    }
+
+    fn plain() -> Self {
+        Self {
+            inner: Arc::new(InMemory::new()),
+            before: Arc::new(|_, _| async { Ok(()) }.boxed()),
+            listed: Arc::new(|_, listed| listed),
+            ignores_create_only: false,
+        }
+    }
+}
+
+impl fmt::Display for Seams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Seams({})", self.inner)
+    }
+}
+
+impl fmt::Debug for Seams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Seams {
+    async fn put_opts(&self, at: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        (self.before)(Call::Put, at.clone()).await?;
+        let opts = match opts.mode {
+            PutMode::Create if self.ignores_create_only => PutOptions {
+                mode: PutMode::Overwrite,
+                ..opts
+            },
+            _ => opts,
+        };
+        self.inner.put_opts(at, payload, opts).await
+    }
+
+    async fn put_multipart_opts(&self, at: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(at, opts).await
+    }
+
+    async fn get_opts(&self, at: &Path, options: GetOptions) -> Result<GetResult> {
+        (self.before)(Call::Get, at.clone()).await?;
+        self.inner.get_opts(at, options).await
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        let before = self.before.clone();
+        let hooked = locations.then(move |location| {
+            let before = before.clone();
+            async move {
+                let at = location?;
+                before(Call::Delete, at.clone()).await?;
+                Ok(at)
+            }
+        });
+        self.inner.delete_stream(hooked.boxed())
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let (before, listed, inner) = (self.before.clone(), self.listed.clone(), self.inner.clone());
+        let prefix = prefix.cloned().unwrap_or_default();
+        futures::stream::once(async move {
+            if let Err(e) = before(Call::List, prefix.clone()).await {
+                return futures::stream::iter([Err(e)]).boxed();
+            }
+            let found: Vec<Result<ObjectMeta>> = inner.list(Some(&prefix)).collect().await;
+            match found.into_iter().collect::<Result<Vec<ObjectMeta>>>() {
+                Ok(found) => futures::stream::iter(listed(&prefix, found).into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::iter([Err(e)]).boxed(),
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
