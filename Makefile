@@ -30,6 +30,7 @@ include mk/guests.mk
 include mk/fuzz.mk
 include mk/schemathesis.mk
 include mk/seaweedfs.mk
+include mk/s3rver.mk
 include mk/peers.mk
 
 # Only the order saga's guest: a newcomer's first command builds no other
@@ -73,7 +74,7 @@ SIM_FROM ?= 0
 SIM_BUDGET ?= 4m
 SIM := $(CARGO) run --quiet -p stepstone-sim --
 
-test: host guests guest-sdk-test schemathesis seaweedfs browser embedder-api
+test: host guests guest-sdk-test schemathesis seaweedfs s3rver browser embedder-api
 	@rm -rf $(RELIABILITY_RESULTS)
 	@python3 mk/structure.py > /dev/null
 	$(CARGO) test --workspace

@@ -176,6 +176,53 @@ fn a_store_that_cannot_be_used_is_named_with_what_to_check() {
     assert_eq!(unsigned.lines().count(), 1, "one line: {unsigned}");
 }
 
+/// A store whose create-only writes overwrite (s3rver ignores
+/// `If-None-Match: *`) is refused before anything runs, by `stepstone
+/// store check`, by any command and by `serve`, in one line naming the
+/// store and what to use instead; a store that honours them (SeaweedFS)
+/// passes the same check.
+#[test]
+fn a_store_ignoring_create_only_writes_is_refused_before_anything_runs() {
+    let ignoring = stepstone_e2e::s3rver();
+    let mut host = Host::new().with_env("STEPSTONE_STORE", &ignoring.store());
+    for (name, value) in ignoring.env() {
+        host = host.with_env(name, &value);
+    }
+    let says_why = |refused: &str| {
+        assert!(
+            refused.contains(&format!("cannot use the store {}", ignoring.store())),
+            "{refused}"
+        );
+        assert!(refused.contains("replaced the first instead of failing"), "{refused}");
+        assert!(refused.contains("use one that honours them"), "{refused}");
+        assert_eq!(refused.lines().count(), 1, "one line: {refused}");
+    };
+    says_why(&host.run(&["store", "check"]).failure());
+    says_why(&host.run(&["list"]).failure());
+    let mut serving = host.spawn(&["serve", "--listen", "127.0.0.1:0"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let exited = loop {
+        if let Some(exited) = serving.try_wait().expect("the server is waited for") {
+            break exited;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = serving.kill();
+            panic!("serve kept running on a store that ignores create-only writes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!exited.success(), "serve refused the store");
+    let output = serving.wait_with_output().expect("its output");
+    says_why(stepstone_e2e::Run(output).stderr().trim());
+
+    let honouring = Host::on_s3().run(&["store", "check"]).success();
+    assert!(
+        honouring.stdout().contains("answers and honours create-only writes"),
+        "{}",
+        honouring.stdout()
+    );
+}
+
 /// A lease shorter than a second would lapse at the first slow store call:
 /// refused, naming the floor; a second is taken.
 #[test]

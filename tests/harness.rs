@@ -12,6 +12,9 @@ use serde_json::Value;
 mod seaweedfs;
 pub use seaweedfs::{BUCKET, SeaweedFs, seaweedfs};
 
+mod s3rver;
+pub use s3rver::{S3rver, s3rver};
+
 mod store_proxy;
 pub use store_proxy::StoreProxy;
 
@@ -30,6 +33,46 @@ pub fn root() -> PathBuf {
         .parent()
         .expect("tests/ has a parent")
         .to_owned()
+}
+
+/// What a server started for the tests prints, line by line.
+pub type ServerOutput = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
+
+/// Runs `start` on a thread of its own that never ends before the test
+/// process does, and returns what it found (the server's address): a
+/// server spawned there with [`dies_with_its_thread`] is killed when the
+/// test process ends (PR_SET_PDEATHSIG follows the thread). What the
+/// server prints after is read on that thread, so it never blocks on a
+/// full pipe.
+pub fn server_for_this_process<T: Send + 'static>(
+    name: &str,
+    start: impl FnOnce() -> (T, ServerOutput) + Send + 'static,
+) -> T {
+    let (started, found) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let (found, output) = start();
+            started.send(found).expect("the test waits for the server");
+            output.for_each(drop);
+            loop {
+                std::thread::park();
+            }
+        })
+        .expect("a thread for the server");
+    found.recv().expect("the server thread answers")
+}
+
+/// Makes the process `command` spawns die with the thread that spawned it.
+pub fn dies_with_its_thread(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only makes one async-signal-safe system call.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
 }
 
 /// A tool `make test` installs under target/tools/ (`make TARGET` installs

@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -43,27 +42,8 @@ static PREFIXES: AtomicU32 = AtomicU32::new(0);
 
 /// The SeaweedFS of this test process, started on first use.
 pub fn seaweedfs() -> &'static SeaweedFs {
-    SERVER.get_or_init(|| {
-        let (started, endpoint) = std::sync::mpsc::channel();
-        // The server is killed when the thread that started it ends
-        // (PR_SET_PDEATHSIG): a thread of its own, which never ends before
-        // the process does.
-        std::thread::Builder::new()
-            .name("seaweedfs".into())
-            .spawn(move || {
-                let (endpoint, output) = start();
-                started.send(endpoint).expect("the test waits for the server");
-                // Read what the server prints, so it never blocks on a full
-                // pipe, then wait for the process to end.
-                output.for_each(drop);
-                loop {
-                    std::thread::park();
-                }
-            })
-            .expect("a thread for the server");
-        SeaweedFs {
-            endpoint: endpoint.recv().expect("the server thread answers"),
-        }
+    SERVER.get_or_init(|| SeaweedFs {
+        endpoint: super::server_for_this_process("seaweedfs", start),
     })
 }
 
@@ -153,12 +133,9 @@ fn weed() -> PathBuf {
     super::tool("seaweedfs/bin/weed", "seaweedfs")
 }
 
-/// What the server prints, line by line.
-type Output = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
-
 /// Starts `weed mini` on the first free block of ports; returns its S3
 /// endpoint and the rest of its output.
-fn start() -> (String, Output) {
+fn start() -> (String, super::ServerOutput) {
     let dir = root().join("target/seaweedfs").join(std::process::id().to_string());
     remove_servers_of_dead_processes(&dir);
     refuse_a_nearly_full_disk(&dir);
@@ -202,7 +179,7 @@ fn free(port: u32) -> bool {
         .all(|port| TcpListener::bind(("127.0.0.1", *port as u16)).is_ok())
 }
 
-fn try_start(dir: &std::path::Path, base: u32) -> Option<(String, Output)> {
+fn try_start(dir: &std::path::Path, base: u32) -> Option<(String, super::ServerOutput)> {
     std::fs::create_dir_all(dir.join("logs")).expect("a SeaweedFS directory");
     let mut command = Command::new(weed());
     command
@@ -232,13 +209,7 @@ fn try_start(dir: &std::path::Path, base: u32) -> Option<(String, Output)> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    // SAFETY: the closure only makes one async-signal-safe system call.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
+    super::dies_with_its_thread(&mut command);
     let mut server = command.spawn().expect("weed starts");
     let mut output = std::io::BufReader::new(server.stdout.take().expect("stdout is piped")).lines();
     let ready = output

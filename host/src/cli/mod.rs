@@ -347,6 +347,11 @@ enum Command {
         #[arg(long)]
         metrics_listen: Option<String>,
     },
+    /// Check the store: that it answers, and that it honours the
+    /// create-only writes Stepstone's journal and its claims on runs stand
+    /// on (every command checks this first; this one only checks).
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Manage the tenants of a config file.
     #[command(subcommand)]
     Tenant(TenantCommand),
@@ -419,6 +424,14 @@ struct SecretScope {
     /// `COMPONENT/step` read in place of the tenant's of the same name.
     #[arg(long)]
     component: Option<ComponentName>,
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Write probe objects (then delete them): a key created twice must be
+    /// refused the second time, and of 8 creates of one key at once
+    /// exactly one may land.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -511,6 +524,14 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
         } => signal_schemas(&component, &schemas, &output),
         Command::Tenant(TenantCommand::Add { id, config }) => serve::add_tenant(&id, &config),
+        Command::Store(StoreCommand::Check) => {
+            host().await?;
+            println!(
+                "the store at {} answers and honours create-only writes: a second create of one key was refused, and 1 of 8 creates of one key at once landed",
+                data.location()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Secret(command) => secret(&host().await?, command).await,
         Command::Schedule(command) => schedule::local(&host().await?, command).await,
         Command::Batch(command) => batch::local(&host().await?, command).await,
@@ -630,6 +651,14 @@ impl DataDir {
         }
     }
 
+    /// Where the store is, as the user named it.
+    fn location(&self) -> String {
+        match &self.store {
+            Some(location) => location.clone(),
+            None => format!("file://{}", self.path.join("objects").display()),
+        }
+    }
+
     /// Takes the host out of the hosts sharing the store, if one joined.
     async fn leave(&self) {
         if let Some(runtime) = self.opened.get() {
@@ -649,7 +678,7 @@ impl DataDir {
             Durability::Log => "recorded in a write-ahead log synced before they are acknowledged",
             Durability::NoFsync => "not synced: a power loss may lose the last ones",
         });
-        storage.check_reachable().await?;
+        storage.check().await?;
         if let Some(point) = CrashPoint::from_env()? {
             storage = point.arm(storage);
         }

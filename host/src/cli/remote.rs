@@ -180,6 +180,7 @@ pub async fn execute(remote: Remote, command: Command) -> anyhow::Result<ExitCod
         | Command::List { .. }
         | Command::Serve { .. }
         | Command::Tenant(_)
+        | Command::Store(_)
         | Command::Componentize { .. }
         | Command::SignalSchemas { .. }
         | Command::Test(_) => {

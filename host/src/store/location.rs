@@ -19,14 +19,13 @@ use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
-use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme};
+use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
 use super::{Durability, Storage, StoreError};
 
 /// Opens the store `location` names, a local one as durable as
-/// `durability` says. Nothing is read or written: see
-/// [`Storage::check_reachable`].
+/// `durability` says. Nothing is read or written: see [`Storage::check`].
 pub fn open(location: &str, durability: Durability) -> Result<Storage, StoreError> {
     let invalid = |reason: String| StoreError::Location {
         location: location.to_owned(),
@@ -69,32 +68,6 @@ fn share<S: ObjectStore>(store: S) -> Arc<dyn ObjectStore> {
     Arc::new(store)
 }
 
-impl Storage {
-    /// Writes and deletes a probe object, so that a wrong bucket, endpoint
-    /// or credentials are reported before any run starts, in one line naming
-    /// what to check. (A listing would not do: a missing bucket and an
-    /// empty one can both answer "not found".)
-    pub async fn check_reachable(&self) -> Result<(), StoreError> {
-        let probe = object_store::path::Path::from_iter(["probes", &uuid::Uuid::now_v7().to_string()]);
-        let written = self.root.put(&probe, bytes::Bytes::from_static(b"probe").into()).await;
-        let checked = match written {
-            Ok(_) => self.root.delete(&probe).await,
-            Err(e) => Err(e),
-        };
-        match checked {
-            Ok(()) => Ok(()),
-            Err(e) => Err(StoreError::Location {
-                location: self.location.clone(),
-                // One line: a server's answer may hold an XML document.
-                reason: format!(
-                    "{}; check the bucket exists, the endpoint (AWS_ENDPOINT, AWS_ALLOW_HTTP for plain HTTP) and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the backend's own)",
-                    e.to_string().replace(['\n', '\r'], " ")
-                ),
-            }),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,14 +84,14 @@ mod tests {
     async fn memory_and_file_locations_open_and_answer() {
         open("memory://", Durability::Fsync)
             .expect("memory")
-            .check_reachable()
+            .check()
             .await
             .expect("in memory");
         let dir = tempfile::tempdir().expect("a directory");
         let url = format!("file://{}", dir.path().join("objects").display());
         open(&url, Durability::Fsync)
             .expect("local")
-            .check_reachable()
+            .check()
             .await
             .expect("on disk");
         assert!(dir.path().join("objects").is_dir());

@@ -10,6 +10,7 @@
 //! a create-only write retried after a lost reply succeeds only if what is
 //! stored is byte for byte what it wrote.
 
+mod checks;
 // Only the binary arms a crash point (for the crash suite), so only the
 // `internals` build has them.
 #[cfg(feature = "internals")]

@@ -1,0 +1,104 @@
+//! What a host checks of its store before it uses it (`serve`, every CLI
+//! command, `stepstone store check`): that it answers, and that it honours
+//! create-only writes.
+//!
+//! Every fence of the engine stands on create-only writes
+//! (`PutMode::Create`, `If-None-Match: *` on S3): a journal entry, a claim
+//! of a run, a run record, a batch of the ledger. A store that takes a
+//! create over an object already there (some S3-compatible servers and
+//! gateways ignore the header) would let two hosts both claim a run and
+//! both write one seq, and nothing else would notice; so a host refuses
+//! such a store before it reads or writes anything of a run.
+//!
+//! Invariants: the probes write only under `probes/`, each under a name of
+//! its own, and delete what they wrote; a store that answers but fails a
+//! probe is refused with what it did, naming the store and what to change.
+
+use bytes::Bytes;
+use object_store::path::Path as Key;
+
+use super::{Storage, StoreError};
+
+/// Creates of one key made at once by the race probe: exactly one may land.
+pub const RACERS: usize = 8;
+
+/// What to change, for a store found not to honour create-only writes.
+const USE_ANOTHER: &str = "Stepstone's journal and its claims on runs stand on create-only writes (PutMode::Create; `If-None-Match: *` on S3), so it does not run on this store: use one that honours them (Amazon S3, Google Cloud Storage, Azure Blob Storage, SeaweedFS, MinIO, the local file system), or a gateway that passes the header on";
+
+impl Storage {
+    /// Checks the store before a host uses it: it answers, and a key
+    /// created once is refused a second create, of one or of
+    /// [`RACERS`] made at once alike. Refused with one line naming what
+    /// to check or change.
+    pub async fn check(&self) -> Result<(), StoreError> {
+        let probes = self.scope(&self.root, Key::from("probes"));
+        let name = uuid::Uuid::now_v7().to_string();
+        let (once, raced) = (Key::from(format!("{name}-once")), Key::from(format!("{name}-raced")));
+        let unreachable = |e: StoreError| self.refused(&self.unreachable(&e));
+        probes.create(&once, Bytes::from_static(b"probe")).await.map_err(unreachable)?;
+        let again = probes.create(&once, Bytes::from_static(b"probe, again")).await;
+        let racing = (0..RACERS).map(|n| probes.create(&raced, Bytes::from(format!("racer {n}"))));
+        let landed = futures::future::join_all(racing).await;
+        probes.delete_all(&[once.clone(), raced]).await.map_err(unreachable)?;
+        match again {
+            Err(StoreError::AlreadyExists { .. }) => {}
+            Ok(()) => {
+                return Err(self.refused(&format!(
+                    "a second create-only write of probes/{once} replaced the first instead of failing: {USE_ANOTHER}"
+                )));
+            }
+            Err(e) => return Err(unreachable(e)),
+        }
+        let won = landed.iter().filter(|created| created.is_ok()).count();
+        if let Some(Err(e)) = landed.into_iter().find(|created| {
+            !matches!(created, Ok(()) | Err(StoreError::AlreadyExists { .. }))
+        }) {
+            return Err(unreachable(e));
+        }
+        if won != 1 {
+            return Err(self.refused(&format!(
+                "of {RACERS} create-only writes of one key made at once, {won} succeeded, not one: the store's create-only writes are not atomic; {USE_ANOTHER}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn unreachable(&self, e: &StoreError) -> String {
+        format!(
+            "{e}; check the bucket exists, the endpoint (AWS_ENDPOINT, AWS_ALLOW_HTTP for plain HTTP) and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the backend's own)"
+        )
+    }
+
+    fn refused(&self, reason: &str) -> StoreError {
+        StoreError::Location {
+            location: self.location.clone(),
+            // One line: a server's answer may hold an XML document.
+            reason: reason.replace(['\n', '\r'], " "),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::seams::Seams;
+
+    /// A store that honours create-only writes passes, and leaves nothing
+    /// behind; one that takes them as overwrites is refused, naming the
+    /// store and what to use instead.
+    #[tokio::test]
+    async fn a_store_ignoring_create_only_writes_is_refused() {
+        let storage = Storage::in_memory();
+        storage.check().await.expect("InMemory honours create-only writes");
+        let probes = storage.scope(&storage.root, Key::from("probes"));
+        assert_eq!(probes.list(&Key::from("")).await.expect("listed"), Vec::<Key>::new());
+
+        let ignoring = Storage::new(Arc::new(Seams::ignoring_create_only())).at("s3://ignoring");
+        let refused = ignoring.check().await.expect_err("refused").to_string();
+        assert!(refused.contains("s3://ignoring"), "{refused}");
+        assert!(refused.contains("replaced the first instead of failing"), "{refused}");
+        assert!(refused.contains("use one that honours them"), "{refused}");
+    }
+}
