@@ -5,7 +5,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::lease::{Lease, LeaseLapsed};
-use super::{Cluster, HostId, LiveError};
+use super::twins::Found;
+use super::{Cluster, HostId, Incarnation, LiveError};
 use crate::journal::{JournalError, RunRecord, RunRecords};
 use crate::shared_map::lock;
 use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of};
@@ -28,8 +29,30 @@ pub struct Owner {
     /// `None` for a run stored before hosts claimed runs, or whose claim
     /// cannot be read: anyone may claim it.
     pub host: Option<HostId>,
+    /// The process of `host` that made the claim; `None` for a claim
+    /// stored before claims named one.
+    pub incarnation: Option<Incarnation>,
     /// Retention is deleting the run: no host may claim it.
     pub deleting: bool,
+}
+
+/// What a claim holds: the host and the process of it that made it, so
+/// that no two processes ever write the same bytes (a create retried
+/// after a lost reply takes a claim it finds for its own only if it holds
+/// these very bytes).
+pub(super) fn claim_bytes(host: &HostId, incarnation: Incarnation) -> Bytes {
+    Bytes::from(format!("{host} {incarnation}"))
+}
+
+/// The host and process a claim names; `None` for bytes that name no host
+/// (then anyone may claim the run again).
+fn claimed_by(bytes: &[u8]) -> Option<(HostId, Option<Incarnation>)> {
+    let text = String::from_utf8_lossy(bytes);
+    let (host, incarnation) = match text.split_once(' ') {
+        Some((host, incarnation)) => (host, Some(incarnation.parse().ok()?)),
+        None => (&*text, None),
+    };
+    Some((HostId::try_from(host.to_owned()).ok()?, incarnation))
 }
 
 /// This host's right to drive one run, for as long as its lease holds.
@@ -154,24 +177,33 @@ impl Cluster {
             return Ok(Owner {
                 epoch: 0,
                 host: record.host.clone(),
+                incarnation: record.host_incarnation,
                 deleting: false,
             });
         };
         let claim = store.get(&keys.owner(epoch)).await?;
         let deleting = claim.as_deref() == Some(DELETING);
-        let host = claim.filter(|_| !deleting).and_then(|bytes| {
-            let host = HostId::try_from(String::from_utf8_lossy(&bytes).into_owned());
-            if let Err(e) = &host {
-                tracing::warn!(run = %record.run_id, epoch, "a claim names no host, so the run may be claimed again: {e}");
+        let claimed = claim.filter(|_| !deleting).and_then(|bytes| {
+            let claimed = claimed_by(&bytes);
+            if claimed.is_none() {
+                tracing::warn!(run = %record.run_id, epoch, "a claim names no host, so the run may be claimed again: {}", String::from_utf8_lossy(&bytes));
             }
-            host.ok()
+            claimed
         });
-        Ok(Owner { epoch, host, deleting })
+        let (host, incarnation) = claimed.map_or((None, None), |(host, incarnation)| (Some(host), incarnation));
+        Ok(Owner {
+            epoch,
+            host,
+            incarnation,
+            deleting,
+        })
     }
 
     /// A claim on `record`'s run for this host: the one it holds, or a new
-    /// epoch if the run's owner is dead (or this host, in an earlier
-    /// generation of its lease). Fails if a live host owns the run.
+    /// epoch if the run's owner is dead (or this process, in an earlier
+    /// generation of its lease). Fails if a live host owns the run, and
+    /// stops this host for good if the owner is a live twin of it (another
+    /// process under its id: see `twins`).
     pub async fn claim(self: &Arc<Self>, store: &TenantStore, record: &RunRecord) -> Result<Claim, ClaimError> {
         let run_key = (store.tenant().clone(), record.run_id.clone());
         if let Some(held) = lock(&self.held).get(&run_key)
@@ -186,14 +218,14 @@ impl Cluster {
                 return Err(ClaimError::Deleting);
             }
             if let Some(host) = &owner.host
-                && *host != self.me
-                && !self.is_dead(host).await?
+                && !self.is_mine(host, owner.incarnation)
+                && !self.is_dead_owner(host).await?
             {
                 return Err(ClaimError::Owned { host: host.clone() });
             }
             let epoch = owner.epoch + 1;
             let key = keys_of(&record.run_id).owner(epoch);
-            match store.create(&key, Bytes::from(self.me.to_string())).await {
+            match store.create(&key, claim_bytes(&self.me, self.incarnation)).await {
                 Ok(()) if owner.epoch == 0 && !self.still_stored(store, record).await? => {
                     store.delete(&key).await?;
                     return Err(ClaimError::Deleting);
@@ -209,6 +241,28 @@ impl Cluster {
         Err(ClaimError::Owned {
             host: owner.host.unwrap_or_else(|| self.me.clone()),
         })
+    }
+
+    /// Whether a claim by `host`'s process `incarnation` is this process's.
+    fn is_mine(&self, host: &HostId, incarnation: Option<Incarnation>) -> bool {
+        *host == self.me && incarnation == Some(self.incarnation)
+    }
+
+    /// Whether the process that made a claim, not this one, is dead: for
+    /// another host, as [`is_dead`](Self::is_dead) judges; for another
+    /// process under this host's id, if the heartbeat is this process's
+    /// (that one no longer renews it: it stopped, or stops at its next
+    /// renewal, as this one would). A heartbeat of that other process's
+    /// means two processes live under the id: this one stops for good
+    /// before it claims anything.
+    async fn is_dead_owner(&self, host: &HostId) -> Result<bool, ClaimError> {
+        if *host != self.me {
+            return Ok(self.is_dead(host).await?);
+        }
+        match self.heartbeat_holds().await? {
+            Found::Its | Found::Deleted => Ok(true),
+            Found::Another => Err(self.stop_for_twin().await.into()),
+        }
     }
 
     /// Whether `record` is still the run stored under its id, read after a

@@ -82,6 +82,36 @@ fn machine() -> &'static str {
     })
 }
 
+/// One process under a host id, drawn from the operating system as the
+/// process starts its host: two processes given one id (a cloned machine,
+/// a successor started while the first was paused past its lease) write
+/// heartbeats and claims that no other process could have written, so a
+/// host tells its own from a twin's by this, never by the id alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Incarnation(u64);
+
+impl Incarnation {
+    /// A new incarnation, from the operating system's generator.
+    pub fn draw() -> Self {
+        use rand::TryRngCore;
+        Self(rand::rngs::OsRng.try_next_u64().unwrap_or_else(|_| rand::random()))
+    }
+}
+
+impl fmt::Display for Incarnation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl std::str::FromStr for Incarnation {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        u64::from_str_radix(text, 16).map(Self)
+    }
+}
+
 impl fmt::Display for HostId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -158,6 +188,14 @@ mod tests {
             "inside a new pid namespace (unshare needs root or CAP_SYS_ADMIN): {said}{}",
             String::from_utf8_lossy(&inside.stderr)
         );
+    }
+
+    #[test]
+    fn incarnations_are_drawn_apart_and_read_back() {
+        let (one, another) = (Incarnation::draw(), Incarnation::draw());
+        assert_ne!(one, another);
+        assert_eq!(one.to_string().parse::<Incarnation>().expect("hex"), one);
+        assert!("not hex".parse::<Incarnation>().is_err());
     }
 
     #[test]

@@ -47,7 +47,7 @@ use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
 pub use claims::{Claim, ClaimError, ClaimLost, Owner, claim_for_deletion, is_claimed_for_deletion, overtaken_at};
-pub use host_id::{HostId, InvalidHostId};
+pub use host_id::{HostId, Incarnation, InvalidHostId};
 pub use lease::{LeaseLapsed, LeasePolicy};
 pub use twins::{HostStop, LiveError};
 pub use wakeups::Wakeup;
@@ -66,6 +66,8 @@ const WAKEUP_QUEUE: usize = 4096;
 /// This host's place among the hosts sharing the store.
 pub struct Cluster {
     me: HostId,
+    /// This process, among any others under `me` (see `twins`).
+    incarnation: Incarnation,
     store: Scope,
     lease: Arc<Lease>,
     /// Held around each write of the heartbeat, so that a renewal under
@@ -82,9 +84,6 @@ pub struct Cluster {
     /// The version of the heartbeat this host last wrote: found otherwise
     /// at the next renewal, another wrote or deleted it.
     written: Mutex<Option<String>>,
-    /// The heartbeats this host sent since it last read back the version
-    /// it wrote: a write whose reply was lost may have stored any of them.
-    sent: Mutex<Vec<Bytes>>,
     /// Why this host stopped driving runs, once it has.
     stopped: watch::Sender<Option<HostStop>>,
     /// How many hosts this one has found dead: a change is the signal to
@@ -103,6 +102,7 @@ impl Cluster {
         let clock = LeaseClock::drifting(lease.clock_drift_permille);
         Arc::new(Self {
             me,
+            incarnation: Incarnation::draw(),
             store: storage.cluster(),
             lease: Arc::new(Lease::new(lease.ttl, clock)),
             heartbeat_writes: tokio::sync::Mutex::new(()),
@@ -111,7 +111,6 @@ impl Cluster {
             held: Mutex::default(),
             joined: OnceCell::new(),
             written: Mutex::default(),
-            sent: Mutex::default(),
             stopped: watch::Sender::new(None),
             deaths: watch::Sender::new(0),
             wakeups,
@@ -122,6 +121,12 @@ impl Cluster {
     /// This host: the id its heartbeat and claims are written under.
     pub fn me(&self) -> &HostId {
         &self.me
+    }
+
+    /// This process, among any others under this host's id: written in its
+    /// heartbeats and claims, and in the runs it creates.
+    pub fn incarnation(&self) -> Incarnation {
+        self.incarnation
     }
 
     /// The lease TTL: a host whose heartbeat has not changed for this long
@@ -205,7 +210,8 @@ impl Cluster {
     /// Writes the next heartbeat. One found otherwise than this host left
     /// it was deleted by a peer that judged this host dead, which voids
     /// every claim; or written by another process under this host's id,
-    /// which stops this host for good (see `twins`).
+    /// which stops this host for good (see `twins`). The version written
+    /// is the write's own answer, where the store gives one.
     async fn renew(&self) -> Result<(), LiveError> {
         let _writing = self.heartbeat_writes.lock().await;
         if self.lease.has_left() {
@@ -217,7 +223,7 @@ impl Cluster {
         if expected.is_some() {
             let found = self.store.version(&key).await?;
             if found != expected {
-                match self.found_in_heartbeat(found).await? {
+                match self.heartbeat_holds().await? {
                     Found::Its => {}
                     Found::Deleted => {
                         tracing::error!(host = %self.me, "this host's heartbeat was deleted by a peer that took it for dead: voiding every claim it holds");
@@ -228,12 +234,13 @@ impl Cluster {
             }
         }
         let ttl_ms = u64::try_from(self.ttl().as_millis()).unwrap_or(u64::MAX);
-        let heartbeat = twins::heartbeat_bytes(self.lease.next_renewal(), ttl_ms);
-        twins::note_sent(&mut lock(&self.sent), heartbeat.clone());
-        self.store.overwrite(&key, heartbeat.clone()).await?;
+        let heartbeat = twins::heartbeat_bytes(self.lease.next_renewal(), ttl_ms, self.incarnation);
+        let written = self.store.overwrite_versioned(&key, heartbeat).await?;
         self.lease.renewed(sent, self.now());
-        *lock(&self.written) = self.store.version(&key).await?;
-        *lock(&self.sent) = vec![heartbeat];
+        *lock(&self.written) = match written {
+            Some(version) => Some(version),
+            None => self.store.version(&key).await?,
+        };
         Ok(())
     }
 
@@ -416,24 +423,19 @@ mod tests {
         );
         let first = cluster.live().await?;
         let key = heartbeat_key(&cluster.me);
-        let own = lock(&cluster.sent).last().cloned().expect("a heartbeat sent");
-        cluster.store.overwrite(&key, own).await?;
-        cluster.renew().await?;
-        assert_eq!(cluster.lease.generation(), first, "its own bytes change nothing");
-        // A renewal whose write landed though its reply was lost, then one
-        // whose write failed: the bytes stored are still its own.
-        let (landed, failed) = (twins::heartbeat_bytes(98, 1), twins::heartbeat_bytes(99, 1));
-        lock(&cluster.sent).extend([landed.clone(), failed]);
+        // A renewal whose write landed though its reply was lost: the bytes
+        // stored are still its own, at another version.
+        let landed = twins::heartbeat_bytes(98, 1, cluster.incarnation);
         cluster.store.overwrite(&key, landed).await?;
         cluster.renew().await?;
-        assert_eq!(cluster.lease.generation(), first, "an older write of its own changes nothing");
+        assert_eq!(cluster.lease.generation(), first, "a write of its own changes nothing");
 
         cluster.store.delete(&key).await?;
         cluster.renew().await?;
         assert_eq!(cluster.lease.generation(), first + 1, "a peer's delete voids the claims");
         assert!(cluster.live().await.is_ok(), "and the host goes on");
 
-        let another = Bytes::from_static(b"{\"renewal\":1,\"nonce\":\"another\"}");
+        let another = twins::heartbeat_bytes(99, 1, Incarnation::draw());
         cluster.store.overwrite(&key, another.clone()).await?;
         let stopped = cluster.renew().await;
         assert!(
@@ -569,6 +571,147 @@ mod tests {
         assert!(observer.is_dead(&gone).await?);
         observer.look_around().await?;
         assert_eq!(*deaths.borrow(), 1, "a death is news once");
+        Ok(())
+    }
+}
+
+/// Two processes under one host id, each told apart by its incarnation.
+#[cfg(test)]
+mod twin_tests {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::FutureExt;
+
+    use super::*;
+    use crate::clock::VirtualTime;
+    use crate::journal::{RunRecord, RunRecords};
+    use crate::store::seams::{Before, Call, Seams, flaky};
+    use crate::store::keys_of;
+
+    /// A store whose hook, once its countdown is set to N, runs `act`
+    /// before the N-th call of `call` at a key ending in `ending` from
+    /// then (with a handle on the same store), and fails that call if
+    /// `fails`; the countdown is 0 once it acted.
+    fn store_acting_once(
+        call: Call,
+        ending: String,
+        fails: bool,
+        act: impl Fn(Storage) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> (Storage, Arc<AtomicUsize>) {
+        let countdown = Arc::new(AtomicUsize::new(0));
+        let handle: Arc<OnceLock<Storage>> = Arc::default();
+        let before: Before = {
+            let (countdown, handle, act) = (countdown.clone(), handle.clone(), Arc::new(act));
+            Arc::new(move |made, key| {
+                let counted = made == call && key.as_ref().ends_with(&ending);
+                let hit = counted
+                    && countdown.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) == Ok(1);
+                let acting = hit.then(|| act(handle.get().expect("the store is set").clone()));
+                async move {
+                    if let Some(acting) = acting {
+                        acting.await;
+                        if fails {
+                            return Err(flaky("a twin's write landed first"));
+                        }
+                    }
+                    Ok(())
+                }
+                .boxed()
+            })
+        };
+        let storage = Storage::new(Arc::new(Seams::before(before)));
+        handle.set(storage.clone()).map_err(drop).expect("set once");
+        (storage, countdown)
+    }
+
+    /// A renewal takes the version it wrote from the write's answer: a
+    /// twin's heartbeat landing between the write and a read after it is
+    /// found at the next renewal, and the host stops for good. (Read back
+    /// after the write, the twin's version passed for the host's own, and
+    /// both went on.)
+    #[tokio::test(start_paused = true)]
+    async fn a_twins_heartbeat_landing_just_after_a_renewal_is_found_at_the_next() -> Result<(), LiveError> {
+        let _virtual = VirtualTime::start(1_000);
+        let me = HostId::fresh();
+        let twin = twins::heartbeat_bytes(1, 10_000, Incarnation::draw());
+        let (storage, armed) = store_acting_once(Call::Get, me.to_string(), false, {
+            let key = heartbeat_key(&me);
+            move |storage| {
+                let (key, twin) = (key.clone(), twin.clone());
+                async move { storage.cluster().overwrite(&key, twin).await.expect("the twin writes") }.boxed()
+            }
+        });
+        let cluster = Cluster::new(&storage, me, &LeasePolicy::default(), Duration::from_secs(60));
+        // The join's read that finds no heartbeat passes; the twin writes
+        // before the next read of it.
+        armed.store(2, Ordering::SeqCst);
+        cluster.live().await?;
+        tokio::time::sleep(cluster.ttl()).await;
+        assert_eq!(armed.load(Ordering::SeqCst), 0, "the twin wrote");
+        assert_eq!(*cluster.stopped().borrow(), Some(HostStop::Twin));
+        Ok(())
+    }
+
+    /// A run that another process under this host's id created (a twin,
+    /// or a process before it): a claim made while that process still
+    /// writes the heartbeat stops this host before it claims anything; a
+    /// claim whose create, retried after a failure, finds the other
+    /// process's claim at that epoch does not take it for its own (the
+    /// same id, other bytes), and claims the next epoch only once that
+    /// process no longer renews the heartbeat.
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_of_a_twins_run_never_shares_its_epoch_and_a_live_twin_stops_the_claimer() -> Result<(), ClaimError>
+    {
+        let _virtual = VirtualTime::start(1_000);
+        let me = HostId::fresh();
+        let other = Incarnation::draw();
+        let record = RunRecord {
+            host: Some(me.clone()),
+            host_incarnation: Some(other),
+            ..RunRecord::example("r1", 1)
+        };
+        let (storage, armed) = store_acting_once(Call::Put, keys_of(&record.run_id).owner(1).to_string(), true, {
+            let (run, me) = (record.run_id.clone(), me.clone());
+            move |storage| {
+                let (run, me) = (run.clone(), me.clone());
+                async move {
+                    let store = storage.tenant(&TenantId::default_tenant());
+                    let claim = super::claims::claim_bytes(&me, other);
+                    store.create(&keys_of(&run).owner(1), claim).await.expect("the twin claims");
+                }
+                .boxed()
+            }
+        });
+        let store = storage.tenant(&TenantId::default_tenant());
+        RunRecords::new(store.clone(), record.run_id.clone())
+            .create_record(&record)
+            .await
+            .map_err(|e| ClaimError::Record(e))?;
+        let cluster = Cluster::new(&storage, me.clone(), &LeasePolicy::default(), Duration::from_secs(60));
+        cluster.live().await?;
+
+        armed.store(1, Ordering::SeqCst);
+        let claim = cluster.claim(&store, &record).await?;
+        assert_eq!(armed.load(Ordering::SeqCst), 0, "the twin claimed first");
+        assert_eq!(claim.epoch, 2, "the twin's epoch is not taken for this process's");
+
+        let twins_heartbeat = twins::heartbeat_bytes(7, 10_000, other);
+        cluster.store.overwrite(&heartbeat_key(&me), twins_heartbeat).await?;
+        let taken = RunRecord {
+            run_id: RunId::new("r2").expect("an id"),
+            ..record
+        };
+        RunRecords::new(store.clone(), taken.run_id.clone())
+            .create_record(&taken)
+            .await
+            .map_err(|e| ClaimError::Record(e))?;
+        let refused = cluster.claim(&store, &taken).await;
+        assert!(
+            matches!(refused, Err(ClaimError::Live(LiveError::Stopped { why: HostStop::Twin, .. }))),
+            "{refused:?}"
+        );
+        assert_eq!(store.list(&keys_of(&taken.run_id).owners()).await?, Vec::<StoreKey>::new(), "nothing claimed");
         Ok(())
     }
 }

@@ -19,22 +19,27 @@
 //!   refuses the start (found by the simulation, seed 4421: refused at
 //!   the first change, a restart was refused for good over the last write
 //!   of the process it replaced, which landed after that one was killed).
-//! - A host that finds its heartbeat holding bytes it did not send stops
-//!   for good before it writes anything again: its lease ends, no claim of
-//!   it holds, and it claims nothing more. The survivor recovered the
-//!   runs when it joined, and is handed those the host held since. (A
-//!   write whose reply was lost is told apart by its bytes: each heartbeat
-//!   carries a nonce of its own, and a host keeps those it sent since it
-//!   last read back the version it wrote, since any of them may be the
-//!   one stored; found by the simulation, seed 2091: a write whose reply
-//!   was lost, then one that failed, in an outage.)
+//! - Each process draws an [`Incarnation`] as it starts its host, and
+//!   writes it in every heartbeat and every claim: a heartbeat or claim is
+//!   this process's only if it carries this incarnation (a write whose
+//!   reply was lost is its own, whichever of its writes landed: found by
+//!   the simulation, seed 2091), never because it names this host's id.
+//! - A host that finds its heartbeat holding another incarnation's bytes
+//!   stops for good before it writes anything again: its lease ends, no
+//!   claim of it holds, and it claims nothing more. It looks at each
+//!   renewal, and before it claims a run another process under its id
+//!   claimed (see `claims`). The survivor recovered the runs when it
+//!   joined, and is handed those the host held since.
+//! - A renewal takes the version it wrote from the write's own answer
+//!   (where the store gives one), not from a read after it, which a twin's
+//!   write landing between the two would answer.
 //! - A heartbeat deleted under a host is no other process's: a peer judged
 //!   the host dead and took its runs over, so the host voids its claims and
 //!   goes on.
 
 use bytes::Bytes;
 
-use super::{Cluster, HostId, heartbeat_key};
+use super::{Cluster, HostId, Incarnation, heartbeat_key};
 use crate::shared_map::lock;
 use crate::store::{RunId, StoreError, TenantId};
 
@@ -122,17 +127,13 @@ impl Cluster {
         }
     }
 
-    /// What the heartbeat holds, if not at the version this host last
-    /// wrote: its own bytes again (a write whose reply was lost), none, or
-    /// another's.
-    pub(super) async fn found_in_heartbeat(&self, found: Option<String>) -> Result<Found, StoreError> {
-        if found.is_none() {
-            return Ok(Found::Deleted);
-        }
+    /// What the heartbeat holds now: this process's bytes (any of its
+    /// writes), none, or another process's.
+    pub(super) async fn heartbeat_holds(&self) -> Result<Found, StoreError> {
         let stored = self.store.get(&heartbeat_key(&self.me)).await?;
         Ok(match stored {
             None => Found::Deleted,
-            Some(bytes) if lock(&self.sent).contains(&bytes) => Found::Its,
+            Some(bytes) if incarnation_in(&bytes) == Some(self.incarnation) => Found::Its,
             Some(_) => Found::Another,
         })
     }
@@ -160,27 +161,20 @@ impl Cluster {
     }
 }
 
-/// Heartbeats kept as possibly stored while renewals fail: a quarter TTL
-/// apart, 64 TTLs of them, longer than any outage a host rides out.
-const UNCONFIRMED_KEPT: usize = 256;
-
-/// Notes `heartbeat` among those `sent` that a write may have stored.
-pub(super) fn note_sent(sent: &mut Vec<Bytes>, heartbeat: Bytes) {
-    if sent.len() == UNCONFIRMED_KEPT {
-        sent.remove(0);
-    }
-    sent.push(heartbeat);
-}
-
-/// The bytes of a heartbeat: its renewal's number and a nonce drawn from
-/// the operating system, so that no two writes, of any process, match.
-pub(super) fn heartbeat_bytes(renewal: u64, ttl_ms: u64) -> Bytes {
-    use rand::TryRngCore;
-    let nonce = rand::rngs::OsRng.try_next_u64().unwrap_or_else(|_| rand::random());
+/// The bytes of a heartbeat: its renewal's number and the writing
+/// process's incarnation, so that no two writes, of any processes, match.
+pub(super) fn heartbeat_bytes(renewal: u64, ttl_ms: u64, incarnation: Incarnation) -> Bytes {
     let heartbeat = serde_json::json!({
         "renewal": renewal,
         "ttl_ms": ttl_ms,
-        "nonce": format!("{nonce:016x}"),
+        "incarnation": incarnation.to_string(),
     });
     Bytes::from(heartbeat.to_string())
+}
+
+/// The incarnation a heartbeat was written by; `None` for bytes that name
+/// none (an older build's, or junk).
+fn incarnation_in(heartbeat: &[u8]) -> Option<Incarnation> {
+    let heartbeat: serde_json::Value = serde_json::from_slice(heartbeat).ok()?;
+    heartbeat.get("incarnation")?.as_str()?.parse().ok()
 }

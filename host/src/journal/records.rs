@@ -51,6 +51,11 @@ pub struct RunRecord {
     /// its claims); `None` in runs stored before hosts claimed runs.
     #[serde(default)]
     pub host: Option<crate::cluster::HostId>,
+    /// The process of `host` that created the run: its claim at epoch 0 is
+    /// that process's, not a twin's under the same id; `None` in runs
+    /// stored before claims named one.
+    #[serde(default)]
+    pub host_incarnation: Option<crate::cluster::Incarnation>,
     /// When the run was asked to start, in milliseconds since the Unix
     /// epoch: no instance runs before then.
     #[serde(default)]
@@ -179,6 +184,7 @@ impl RunRecord {
             parent: None,
             depth: 0,
             host: None,
+            host_incarnation: None,
             start_at_ms: None,
             deadline_ms: None,
             notify: None,

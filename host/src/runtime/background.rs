@@ -333,7 +333,8 @@ mod tests {
 
         assert_eq!(ghosts.load(Ordering::SeqCst), 0, "every listing named a gone batch");
         let claim = store.get(&keys_of(&record.run_id).owner(1)).await?;
-        let taken_by = runtime.runs().host.cluster.me().to_string();
+        let cluster = &runtime.runs().host.cluster;
+        let taken_by = format!("{} {}", cluster.me(), cluster.incarnation());
         assert_eq!(claim.as_deref(), Some(taken_by.as_bytes()), "the dead host's run taken over");
         Ok(())
     }

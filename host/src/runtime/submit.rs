@@ -207,6 +207,7 @@ impl Runs {
                 .map_or(0, |(_, depth)| depth.saturating_add(1)),
             parent: submission.parent.map(|(parent, _)| parent),
             host: Some(self.host.cluster.me().clone()),
+            host_incarnation: Some(self.host.cluster.incarnation()),
             start_at_ms,
             deadline_ms,
             notify: submission.notify,

@@ -360,7 +360,24 @@ impl Scope {
             .map_err(|failed| StoreError::at(key, failed))
     }
 
+    /// Writes `bytes` at `key` as [`overwrite`](Self::overwrite) does, and
+    /// says the version written, from the write's own answer (as
+    /// [`version`](Self::version) reads it); `None` from a store that
+    /// answers a write with none. A read after the write could answer
+    /// another writer's version, landed in between.
+    pub async fn overwrite_versioned(&self, key: &Key, bytes: Bytes) -> Result<Option<String>, StoreError> {
+        let written = self
+            .put_answered(key, bytes, PutMode::Overwrite)
+            .await
+            .map_err(|failed| StoreError::at(key, failed))?;
+        Ok(written.e_tag.map(|tag| bare_tag(&tag)))
+    }
+
     async fn put(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<(), Failed> {
+        self.put_answered(key, bytes, mode).await.map(drop)
+    }
+
+    async fn put_answered(&self, key: &Key, bytes: Bytes, mode: PutMode) -> Result<object_store::PutResult, Failed> {
         let put = || {
             let options = PutOptions {
                 mode: mode.clone(),
@@ -368,7 +385,7 @@ impl Scope {
             };
             self.store.put_opts(key, PutPayload::from_bytes(bytes.clone()), options)
         };
-        self.retried(key, put).await.map(drop)
+        self.retried(key, put).await
     }
 
     /// Reads `key`, or `None` if nothing is stored there.
@@ -521,9 +538,14 @@ impl Scope {
 /// modification time and size.
 fn version_of(meta: &object_store::ObjectMeta) -> String {
     match &meta.e_tag {
-        Some(tag) => tag.trim_start_matches("W/").trim_matches('"').to_owned(),
+        Some(tag) => bare_tag(tag),
         None => format!("{}-{}", meta.last_modified.timestamp_micros(), meta.size),
     }
+}
+
+/// An ETag without the quotes and weak marker some stores add.
+fn bare_tag(tag: &str) -> String {
+    tag.trim_start_matches("W/").trim_matches('"').to_owned()
 }
 
 #[cfg(test)]
