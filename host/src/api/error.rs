@@ -118,6 +118,7 @@ impl From<RunError> for ApiError {
                 None => StatusCode::BAD_REQUEST,
             },
             RunError::InputMismatch { .. }
+            | RunError::Abandoned { .. }
             | RunError::Finished { .. }
             | RunError::NotWaiting { .. }
             | RunError::Conflict { .. }
@@ -132,7 +133,7 @@ impl From<RunError> for ApiError {
             RunError::Component(_) => StatusCode::BAD_REQUEST,
             RunError::Journal(e) => match &**e {
                 JournalError::Store(e) => store_status(e),
-                JournalError::StoodDown { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                JournalError::StoodDown { .. } | JournalError::Unsettled { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             RunError::NotLive(_) => StatusCode::SERVICE_UNAVAILABLE,

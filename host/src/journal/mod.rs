@@ -23,7 +23,7 @@ pub use cursor::NonDeterminism;
 internal_use!(cursor::{Cursor, PatchMark});
 internal_use!(envelope::{FORMAT_VERSION, decode, encode});
 pub use records::{
-    AdvanceRecord, AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit,
+    Abandoned, AdvanceRecord, AttemptRecord, BuildRecord, Call, CallKind, CancelRecord, ChainLink, ConcurrencyLimit,
     DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RestartPoint, RunRecord,
     SignalRecord, TimerRecord, digest,
 };

@@ -90,6 +90,20 @@ pub struct RunRecord {
     /// run's entries before the seq, which it replays and never executes.
     #[serde(default)]
     pub restarted_from: Option<RestartPoint>,
+    /// Set in the record a recovery stores in place of a run whose
+    /// submission noted it open but never created it: no run of this
+    /// creation can be created after (see [`RunRecord::abandoned`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abandoned: Option<Abandoned>,
+}
+
+/// Who gave a run's creation up, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abandoned {
+    /// The host whose recovery found the run noted open and never created.
+    pub by: crate::cluster::HostId,
+    /// When, in milliseconds since the Unix epoch on that host's clock.
+    pub at_ms: u64,
 }
 
 impl RunRecord {
@@ -166,17 +180,25 @@ pub struct ChainLink {
     pub previous: RunId,
 }
 
-#[cfg(test)]
 impl RunRecord {
-    /// A run of workflow `w` of component `c`, created at `created_at_ms`,
-    /// for tests that need a record and nothing it holds.
-    pub fn example(run: &str, created_at_ms: u64) -> Self {
+    /// What a recovery stores in place of the record of run `run` created
+    /// at `created_at_ms`, which its submission noted open and never
+    /// created: the record's key taken (create-only), that creation, late,
+    /// fails, and the run is known never to have been.
+    pub fn abandoned(run: RunId, created_at_ms: u64, abandoned: Abandoned) -> Self {
         Self {
-            run_id: RunId::new(run).expect("a valid run id"),
-            workflow: "w".into(),
-            component: "c".into(),
+            abandoned: Some(abandoned),
+            ..Self::bare(run, String::new(), String::new(), Payload::Inline("null".into()), created_at_ms)
+        }
+    }
+
+    fn bare(run_id: RunId, workflow: String, component: String, input: Payload, created_at_ms: u64) -> Self {
+        Self {
+            run_id,
+            workflow,
+            component,
             links: BTreeMap::new(),
-            input: "{}".into(),
+            input,
             input_digest: String::new(),
             created_at_ms,
             created_at_us: None,
@@ -194,7 +216,18 @@ impl RunRecord {
             earlier_builds: Vec::new(),
             chain: None,
             restarted_from: None,
+            abandoned: None,
         }
+    }
+}
+
+#[cfg(test)]
+impl RunRecord {
+    /// A run of workflow `w` of component `c`, created at `created_at_ms`,
+    /// for tests that need a record and nothing it holds.
+    pub fn example(run: &str, created_at_ms: u64) -> Self {
+        let run = RunId::new(run).expect("a valid run id");
+        Self::bare(run, "w".into(), "c".into(), "{}".into(), created_at_ms)
     }
 }
 

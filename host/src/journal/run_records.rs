@@ -16,8 +16,9 @@ use serde::de::DeserializeOwned;
 
 use super::payload::{Payload, sha256_hex};
 use super::read_ahead::ReadAhead;
+use super::ledger::NotedRun;
 use super::records::{
-    AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
+    Abandoned, AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
     TimerRecord,
 };
 use super::snapshot::{self, Snapshot};
@@ -331,7 +332,8 @@ impl RunRecords {
         }
     }
 
-    /// How the run was started, or `None` for an unknown run.
+    /// How the run was started, or `None` for an unknown run (one never
+    /// created, whose record a recovery stored as abandoned included).
     /// The run record, on the build the run runs on now: the one an
     /// upgrade moved it to, if one did.
     /// Both are read at once: on object storage each read is a round trip.
@@ -339,7 +341,7 @@ impl RunRecords {
         let keys = keys_of(&self.run);
         let (run, build) = (keys.run(), keys.build());
         let (record, build) = futures::try_join!(self.read::<RunRecord>(&run), self.read::<BuildRecord>(&build))?;
-        let Some(mut record) = record else {
+        let Some(mut record) = record.filter(|record| record.abandoned.is_none()) else {
             return Ok(None);
         };
         if let Some(build) = build {
@@ -347,6 +349,30 @@ impl RunRecords {
             record.earlier_builds = build.earlier;
         }
         Ok(Some(record))
+    }
+
+    /// The record stored under the run's id as it is: a run's, or one a
+    /// recovery stored as abandoned ([`RunRecord::abandoned`]).
+    pub async fn stored_record(&self) -> Result<Option<RunRecord>, JournalError> {
+        self.read(&keys_of(&self.run).run()).await
+    }
+
+    /// Makes sure the run `noted` names, which the ledger notes open and
+    /// has no record, is never created: stores a record saying it was
+    /// abandoned, create-only, so that its submission, were it still to
+    /// store the record, fails instead. `true` if that run never was (this
+    /// record, or one an earlier recovery stored, or another run's under
+    /// the id stands); `false` if its record was stored after all.
+    pub async fn settle_phantom(&self, noted: &NotedRun, abandoned: Abandoned) -> Result<bool, JournalError> {
+        let tombstone = RunRecord::abandoned(self.run.clone(), noted.created_at_ms, abandoned);
+        match self.create_record(&tombstone).await {
+            Ok(()) => Ok(true),
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => Ok(self
+                .stored_record()
+                .await?
+                .is_none_or(|stored| stored.abandoned.is_some() || stored.created_at_ms != noted.created_at_ms)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Moves the run to build `component`, from the one `record` runs on:

@@ -42,6 +42,7 @@ mod interruption;
 mod logs;
 mod moment;
 mod patches;
+mod phantoms;
 mod recently_ended;
 mod replay;
 mod restart;
@@ -151,6 +152,16 @@ pub enum RunError {
     #[error("run `{run}` already exists with another workflow or input: choose another run id")]
     InputMismatch {
         /// The run id that is taken.
+        run: RunId,
+    },
+    /// A submission of this run id noted the run open and never stored its
+    /// record, and a recovery gave that creation up, keeping the id's
+    /// record as abandoned until retention deletes it.
+    #[error(
+        "run `{run}` was given up: a submission of it noted it open and did not store it within an hour (it stopped, or stalled), so nothing of it runs; submit it under another run id (this one is free again once retention deletes the abandoned record)"
+    )]
+    Abandoned {
+        /// The run id given up.
         run: RunId,
     },
     /// The run holds as many signals it has not taken as the host allows: send

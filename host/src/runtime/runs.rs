@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::Instrument;
 
-use crate::clock::{millis, now_ms};
+use crate::clock::now_ms;
 
 use super::control::{Controls, Paused, RunControl};
 use super::interruption::Interruption;
@@ -26,7 +26,7 @@ use crate::egress::{Egress, Outbound};
 use crate::guest_log::RunLog;
 use crate::journal::ledger::{self, Ledger, NotedRun};
 use crate::journal::{
-    Cursor, FirstFence, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing,
+    Abandoned, Cursor, FirstFence, JournalError, Outcome, PauseRecord, Payload, RunRecord, RunRecords, SnapshotListing,
 };
 use crate::metrics::Metrics;
 use crate::policy::{Admission, Policies, TenantPolicy};
@@ -40,7 +40,8 @@ use crate::telemetry::spans;
 
 use super::{
     Progress, Retention, RunError, RunListing, RunState, RunStatus, StepStandIn, Suspension, background, children,
-    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, restart, step_host, streams, usage,
+    concurrency, continuation, execution_host, fresh, hooks, in_flight, logs, phantoms, restart, step_host, streams,
+    usage,
 };
 
 /// What every run on this host shares.
@@ -86,6 +87,8 @@ pub(super) struct Host {
     pub(super) background: background::Background,
     pub(super) in_flight: Arc<in_flight::InFlightSteps>,
     pub(super) fresh: fresh::FreshRuns,
+    /// The notes of runs seen open without a record, and since when.
+    pub(super) phantoms: phantoms::Phantoms,
     /// What step calls see of this host.
     pub(super) steps: Arc<step_host::StepHost>,
 }
@@ -264,6 +267,7 @@ impl Runs {
             background,
             in_flight: Arc::default(),
             fresh: fresh::FreshRuns::default(),
+            phantoms: phantoms::Phantoms::default(),
             steps,
         };
         Ok(Self { host: Arc::new(host) })
@@ -661,8 +665,10 @@ impl Runs {
     /// (`unfinished/{run}`): the cost grows with the runs still open, not
     /// with every run ever stored. A run found finished is noted ended (or
     /// taken off the old index); so is the note of a run never created,
-    /// once [`ledger::PHANTOM_AFTER`] old, and compacts the ledger when
-    /// its batches are many. On a store written before either was kept,
+    /// once this host has seen it without a record for
+    /// [`ledger::PHANTOM_AFTER`] of its own clock and made sure it never
+    /// will be (see [`phantoms`](super::phantoms)); and compacts the ledger
+    /// when its batches are many. On a store written before either was kept,
     /// the first call builds the old index from a scan of every run; a
     /// store that takes no write then is only read (and scanned again next
     /// time).
@@ -676,22 +682,34 @@ impl Runs {
         }
         let mut listing = self.unfinished_before_the_ledger(tenant).await?;
         let listed: BTreeSet<RunId> = listing.runs.iter().cloned().collect();
+        let mut unrecorded = Vec::new();
         for noted in noted.runs.into_iter().filter(|noted| !listed.contains(&noted.run)) {
             let records = self.records(tenant, &noted.run);
-            let stored = futures::try_join!(records.outcome(), records.run()).map_err(RunError::from);
-            let phantom_for = now_ms().saturating_sub(noted.created_at_ms);
+            let stored = futures::try_join!(records.outcome(), records.stored_record()).map_err(RunError::from);
             match listing.read(&noted.run, stored)? {
-                Some((None, Some(record))) if record.created_at_ms == noted.created_at_ms => {
+                Some((None, Some(record)))
+                    if record.created_at_ms == noted.created_at_ms && record.abandoned.is_none() =>
+                {
                     listing.runs.push(noted.run)
                 }
                 // Noted open, but finished; or the note of a submission
                 // whose run another submission of the id created; or of a
-                // run never created, long enough ago that it never will be.
+                // run a recovery found never created.
                 Some((Some(_), _) | (None, Some(_))) => self.host.ledger.ended(&store, noted, now_ms()),
-                Some((None, None)) if phantom_for > millis(ledger::PHANTOM_AFTER) => {
-                    self.host.ledger.ended(&store, noted, now_ms())
-                }
-                _ => {}
+                Some((None, None)) => unrecorded.push(noted),
+                None => {}
+            }
+        }
+        for noted in self.host.phantoms.seen(tenant, unrecorded) {
+            let abandoned = Abandoned {
+                by: self.host.cluster.me().clone(),
+                at_ms: now_ms(),
+            };
+            if self.records(tenant, &noted.run).settle_phantom(&noted, abandoned).await? {
+                tracing::warn!(%tenant, run = %noted.run, created_at_ms = noted.created_at_ms, "a run noted open was never created (its submission stopped before it stored the run's record): noted ended, and its creation can no longer happen");
+                self.host.ledger.ended(&store, noted, now_ms());
+            } else {
+                listing.runs.push(noted.run);
             }
         }
         Ok(listing)
@@ -1079,10 +1097,12 @@ mod tests {
     use crate::store::FaultConfig;
 
     /// Recovery notes ended every run the ledger holds open that is not:
-    /// one finished, the note of a submission whose run id another
-    /// submission created (another creation time), and the note of a run
-    /// never created once over [`ledger::PHANTOM_AFTER`] old; it lists the
-    /// open run, and keeps a younger phantom's note, listing neither.
+    /// one finished, and the note of a submission whose run id another
+    /// submission created (another creation time); it lists the open run.
+    /// A note without a record is left open however old its creation time
+    /// (the creator's clock may be hours behind this host's), and the
+    /// record its submission stores later is listed (issue 55, path 2:
+    /// it was noted ended at once, and a crash of its creator lost it).
     #[tokio::test]
     async fn recovery_notes_ended_what_the_ledger_holds_open_in_vain() -> Result<(), RunError> {
         let storage = Storage::in_memory();
@@ -1093,7 +1113,6 @@ mod tests {
         // A store of the ledger's time: no run stored before it to scan for.
         store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
         let now = now_ms();
-        let phantom_age = millis(ledger::PHANTOM_AFTER);
         let stored = |run: &str, created_at_ms| RunRecord::example(run, created_at_ms);
         for record in [stored("finished", now), stored("open", now), stored("reused", now)] {
             ledger.opened(&store, ListedRun::of(&record)).await?;
@@ -1104,11 +1123,8 @@ mod tests {
         let finished = RunRecords::new(store.clone(), RunId::new("finished").expect("an id"));
         finished.finish(&Outcome::Completed { output: "1".into() }).await?;
         let noted = |run: &str, created_at_ms| NotedRun::of(&stored(run, created_at_ms));
-        let (old_phantom, young_phantom) = (
-            stored("old-phantom", now - phantom_age - 1),
-            stored("young-phantom", now),
-        );
-        for note in [stored("reused", now - 5), old_phantom, young_phantom.clone()] {
+        let behind = stored("clock-behind", now - 2 * crate::clock::millis(ledger::PHANTOM_AFTER));
+        for note in [stored("reused", now - 5), behind.clone()] {
             ledger.opened(&store, ListedRun::of(&note)).await?;
         }
 
@@ -1117,9 +1133,54 @@ mod tests {
             listed,
             [RunId::new("open").expect("an id"), RunId::new("reused").expect("an id")]
         );
-        let left_open = [noted("open", now), noted("reused", now), NotedRun::of(&young_phantom)];
+        let left_open = [noted("open", now), noted("reused", now), NotedRun::of(&behind)];
         ledger.settle().await;
         assert_eq!(ledger::open_runs(&store).await?.runs, BTreeSet::from(left_open));
+
+        RunRecords::new(store.clone(), behind.run_id.clone())
+            .create_record(&behind)
+            .await?;
+        let listed = runtime.runs().unfinished(&tenant).await?.runs;
+        assert!(listed.contains(&behind.run_id), "its record, stored late, is listed: {listed:?}");
+        Ok(())
+    }
+
+    /// A note this host saw without a record for PHANTOM_AFTER of its own
+    /// clock is settled: the run's record is stored as abandoned and the
+    /// note ended, so its creation, were it still under way, fails, and a
+    /// submission under the id is told the run was given up. A note whose
+    /// record is stored before that is listed, never settled.
+    #[tokio::test(start_paused = true)]
+    async fn a_note_seen_without_a_record_for_an_hour_of_this_hosts_clock_is_settled() -> Result<(), RunError> {
+        let _virtual = crate::clock::VirtualTime::start(1_800_000_000_000);
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
+        let ledger = runtime.runs().host.ledger.clone();
+        store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
+        let (phantom, late) = (RunRecord::example("phantom", now_ms()), RunRecord::example("late", now_ms()));
+        for note in [&phantom, &late] {
+            ledger.opened(&store, ListedRun::of(note)).await?;
+        }
+        assert_eq!(runtime.runs().unfinished(&tenant).await?.runs, Vec::<RunId>::new());
+        tokio::time::sleep(ledger::PHANTOM_AFTER / 2).await;
+        RunRecords::new(store.clone(), late.run_id.clone()).create_record(&late).await?;
+        runtime.runs().unfinished(&tenant).await?;
+        tokio::time::sleep(ledger::PHANTOM_AFTER / 2).await;
+
+        assert_eq!(runtime.runs().unfinished(&tenant).await?.runs, vec![late.run_id.clone()]);
+        ledger.settle().await;
+        assert_eq!(ledger::open_runs(&store).await?.runs, BTreeSet::from([NotedRun::of(&late)]));
+        let records = RunRecords::new(store.clone(), phantom.run_id.clone());
+        assert!(records.run().await?.is_none(), "no run of it");
+        let created = records.create_record(&phantom).await;
+        assert!(
+            matches!(created, Err(JournalError::Store(StoreError::AlreadyExists { .. }))),
+            "its creation, late, fails: {created:?}"
+        );
+        let kept = records.stored_record().await?.expect("the abandoned record");
+        assert_eq!(kept.abandoned.map(|abandoned| abandoned.by), Some(runtime.runs().host.cluster.me().clone()));
         Ok(())
     }
 

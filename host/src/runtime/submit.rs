@@ -217,6 +217,7 @@ impl Runs {
             earlier_builds: Vec::new(),
             chain: submission.chain,
             restarted_from: submission.restarted_from,
+            abandoned: None,
         };
         // Before the run record, and together (on object storage each is
         // a round trip; through the local store's log, one sync): the
@@ -266,9 +267,12 @@ impl Runs {
                 // Its note, another creation time than the run's, is
                 // passed over by listings and noted ended by recovery.
                 let existing = records
-                    .run()
+                    .stored_record()
                     .await?
                     .ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
+                if existing.abandoned.is_some() {
+                    return Err(RunError::Abandoned { run: run_id });
+                }
                 // A run an upgrade moved is still the run started on its first build.
                 let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
                 let same = (
