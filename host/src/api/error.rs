@@ -119,6 +119,8 @@ impl From<RunError> for ApiError {
             },
             RunError::InputMismatch { .. }
             | RunError::Abandoned { .. }
+            | RunError::BeingDeleted { .. }
+            | RunError::ClaimedTooOften { .. }
             | RunError::Finished { .. }
             | RunError::NotWaiting { .. }
             | RunError::Conflict { .. }

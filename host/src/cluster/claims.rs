@@ -1,5 +1,13 @@
 //! Which host drives a run: the claims of each epoch, and making the next.
+//!
+//! The epochs of a run are those of its incarnation ([`epochs_of`]): a run
+//! id used again once retention deleted its run is a new incarnation
+//! (`journal::incarnations`), whose epochs lie above every earlier
+//! one's. So a fencing token never goes below one an earlier run of the id
+//! had, and a claim made for an earlier incarnation (by a sweeper late to
+//! it) never falls among a later one's.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,17 +17,21 @@ use super::twins::Found;
 use super::{Cluster, HostId, Incarnation, LiveError};
 use crate::journal::{JournalError, RunRecord, RunRecords};
 use crate::shared_map::lock;
-use crate::store::{RunId, StoreError, StoreKey, TenantId, TenantStore, keys_of};
+use crate::store::{RunId, StoreError, TenantId, TenantStore, keys_of};
 
 /// Claims tried in a row before giving up on a run others keep claiming.
-const CLAIM_TRIES: usize = 3;
+pub(super) const CLAIM_TRIES: usize = 3;
 
-/// What the claim retention makes before it deletes a run says: an epoch
-/// past every host's, so that a driver late to the run (a retry after an
-/// outage's backoff, a clone's stale claim) stands down at its next fence
-/// instead of running it again from a journal half deleted, and no host
-/// claims it again.
-const DELETING: &[u8] = b"deleting";
+/// Bits of an epoch that count one incarnation's claims (its creator's,
+/// then one per takeover); the bits above them are the incarnation.
+pub const CLAIM_BITS: u32 = 20;
+
+/// The epochs of a run's incarnation `incarnation`: its creator holds the
+/// first, each takeover makes the next.
+pub fn epochs_of(incarnation: u64) -> Range<u64> {
+    let first = incarnation.saturating_mul(1 << CLAIM_BITS);
+    first..first.saturating_add(1 << CLAIM_BITS)
+}
 
 /// The host of a run's highest claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +56,33 @@ pub(super) fn claim_bytes(host: &HostId, incarnation: Incarnation) -> Bytes {
     Bytes::from(format!("{host} {incarnation}"))
 }
 
-/// The host and process a claim names; `None` for bytes that name no host
-/// (then anyone may claim the run again).
-fn claimed_by(bytes: &[u8]) -> Option<(HostId, Option<Incarnation>)> {
+/// What a claim's bytes say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Claimed {
+    /// A host's process drives the run.
+    Host(HostId, Option<Incarnation>),
+    /// Retention deletes it (see `deletions`): its sweeper, if it names one.
+    Deleting(Option<super::deletions::Sweeper>),
+    /// Bytes that name no host: anyone may claim the run again.
+    Unreadable,
+}
+
+/// What the claim `bytes` says.
+pub(super) fn claimed(bytes: &[u8]) -> Claimed {
     let text = String::from_utf8_lossy(bytes);
+    if let Some(deleting) = text.strip_prefix(super::deletions::DELETING) {
+        return Claimed::Deleting(super::deletions::sweeper(deleting));
+    }
+    host_and_incarnation(&text).map_or(Claimed::Unreadable, |(host, incarnation)| {
+        Claimed::Host(host, incarnation)
+    })
+}
+
+/// `{host}` or `{host} {incarnation}`, read.
+pub(super) fn host_and_incarnation(text: &str) -> Option<(HostId, Option<Incarnation>)> {
     let (host, incarnation) = match text.split_once(' ') {
         Some((host, incarnation)) => (host, Some(incarnation.parse().ok()?)),
-        None => (&*text, None),
+        None => (text, None),
     };
     Some((HostId::try_from(host.to_owned()).ok()?, incarnation))
 }
@@ -63,9 +95,17 @@ pub struct Claim {
     /// The epoch this claim made or holds: the run's fencing token, which
     /// every later claim raises.
     pub epoch: u64,
+    /// The run's creator's epoch: a claim above it took the run over.
+    first: u64,
 }
 
 impl Claim {
+    /// Whether this claim took the run over from another (or an earlier)
+    /// claim, rather than being its creator's.
+    pub fn took_over(&self) -> bool {
+        self.epoch > self.first
+    }
+
     /// Whether the claim still holds by this host's own lease: check before
     /// every write for the run.
     pub fn check(&self) -> Result<(), ClaimLost> {
@@ -83,8 +123,8 @@ impl Claim {
 }
 
 /// Whether another host has claimed `run` after the claim at `epoch`: see
-/// [`Claim::overtaken`]. Epoch 0 is the run's creator's, whose claim is
-/// the run record itself.
+/// [`Claim::overtaken`]. The first epoch of an incarnation is the run's
+/// creator's, whose claim is the run record itself.
 pub async fn overtaken_at(store: &TenantStore, run: &RunId, epoch: u64) -> Result<Option<ClaimLost>, StoreError> {
     let next = epoch.saturating_add(1);
     let claimed = store.version(&keys_of(run).owner(next)).await?;
@@ -119,6 +159,13 @@ pub enum ClaimError {
     /// Retention is deleting the run (it finished long ago).
     #[error("it finished, and is being deleted by retention")]
     Deleting,
+    /// Every epoch of the run's incarnation was claimed: it was taken over
+    /// a million times, and is left alone.
+    #[error("it was claimed {claims} times, every epoch its incarnation has; it is left alone")]
+    Exhausted {
+        /// How many claims an incarnation has.
+        claims: u64,
+    },
     /// This host may claim no run (see [`LiveError`]).
     #[error(transparent)]
     Live(#[from] LiveError),
@@ -130,67 +177,52 @@ pub enum ClaimError {
     Record(JournalError),
 }
 
-/// The newest epoch claimed of `run`, if any.
-async fn newest_epoch(store: &TenantStore, run: &RunId) -> Result<Option<u64>, StoreError> {
+/// The newest epoch claimed of `run` among `epochs`, if any.
+pub(super) async fn newest_epoch(
+    store: &TenantStore,
+    run: &RunId,
+    epochs: &Range<u64>,
+) -> Result<Option<u64>, StoreError> {
     Ok(store
         .list(&keys_of(run).owners())
         .await?
         .iter()
         .filter_map(|key| key.filename()?.parse::<u64>().ok())
+        .filter(|epoch| epochs.contains(epoch))
         .max())
 }
 
-/// Whether the claim at `key` is still the one retention made: a run
-/// created anew under the id after the old one's record was deleted may
-/// have taken the key since.
-pub async fn is_claimed_for_deletion(store: &TenantStore, key: &StoreKey) -> Result<bool, StoreError> {
-    Ok(store.get(key).await?.as_deref() == Some(DELETING))
-}
-
-/// Claims `run` for its deletion, past every host's claim (or finds that
-/// claim made by an earlier pass), and says its key, to delete last; `None`
-/// if hosts kept claiming the run first.
-pub async fn claim_for_deletion(store: &TenantStore, run: &RunId) -> Result<Option<StoreKey>, StoreError> {
-    let keys = keys_of(run);
-    for _ in 0..CLAIM_TRIES {
-        let newest = newest_epoch(store, run).await?;
-        if let Some(epoch) = newest
-            && is_claimed_for_deletion(store, &keys.owner(epoch)).await?
-        {
-            return Ok(Some(keys.owner(epoch)));
-        }
-        let key = keys.owner(newest.unwrap_or(0) + 1);
-        match store.create(&key, Bytes::from_static(DELETING)).await {
-            Ok(()) => return Ok(Some(key)),
-            Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
+/// The next epoch after `epoch` among `epochs`, or why none is left.
+pub(super) fn next_epoch(epoch: u64, epochs: &Range<u64>) -> Result<u64, ClaimError> {
+    Some(epoch.saturating_add(1))
+        .filter(|next| epochs.contains(next))
+        .ok_or(ClaimError::Exhausted {
+            claims: epochs.end - epochs.start,
+        })
 }
 
 impl Cluster {
     /// The host that drives `record`'s run now (which may be dead).
     pub async fn owner(&self, store: &TenantStore, record: &RunRecord) -> Result<Owner, StoreError> {
         let keys = keys_of(&record.run_id);
-        let Some(epoch) = newest_epoch(store, &record.run_id).await? else {
+        let epochs = epochs_of(record.incarnation);
+        let Some(epoch) = newest_epoch(store, &record.run_id, &epochs).await? else {
             return Ok(Owner {
-                epoch: 0,
+                epoch: epochs.start,
                 host: record.host.clone(),
                 incarnation: record.host_incarnation,
                 deleting: false,
             });
         };
-        let claim = store.get(&keys.owner(epoch)).await?;
-        let deleting = claim.as_deref() == Some(DELETING);
-        let claimed = claim.filter(|_| !deleting).and_then(|bytes| {
-            let claimed = claimed_by(&bytes);
-            if claimed.is_none() {
+        let bytes = store.get(&keys.owner(epoch)).await?.unwrap_or_default();
+        let (host, incarnation, deleting) = match claimed(&bytes) {
+            Claimed::Host(host, incarnation) => (Some(host), incarnation, false),
+            Claimed::Deleting(_) => (None, None, true),
+            Claimed::Unreadable => {
                 tracing::warn!(run = %record.run_id, epoch, "a claim names no host, so the run may be claimed again: {}", String::from_utf8_lossy(&bytes));
+                (None, None, false)
             }
-            claimed
-        });
-        let (host, incarnation) = claimed.map_or((None, None), |(host, incarnation)| (Some(host), incarnation));
+        };
         Ok(Owner {
             epoch,
             host,
@@ -212,6 +244,7 @@ impl Cluster {
             return Ok(held.clone());
         }
         let generation = self.live().await?;
+        let (epochs, first) = (epochs_of(record.incarnation), record.first_epoch());
         let mut owner = self.owner(store, record).await?;
         for _ in 0..CLAIM_TRIES {
             if owner.deleting {
@@ -223,16 +256,16 @@ impl Cluster {
             {
                 return Err(ClaimError::Owned { host: host.clone() });
             }
-            let epoch = owner.epoch + 1;
+            let epoch = next_epoch(owner.epoch, &epochs)?;
             let key = keys_of(&record.run_id).owner(epoch);
             match store.create(&key, claim_bytes(&self.me, self.incarnation)).await {
-                Ok(()) if owner.epoch == 0 && !self.still_stored(store, record).await? => {
+                Ok(()) if owner.epoch == first && !self.still_stored(store, record).await? => {
                     store.delete(&key).await?;
                     return Err(ClaimError::Deleting);
                 }
                 Ok(()) => {
                     tracing::info!(run = %record.run_id, epoch, from = owner.host.as_ref().map(HostId::as_str), "claimed the run");
-                    return Ok(self.hold(&run_key.0, &run_key.1, generation, epoch));
+                    return Ok(self.hold(&run_key.0, record, generation, epoch));
                 }
                 Err(StoreError::AlreadyExists { .. }) => owner = self.owner(store, record).await?,
                 Err(e) => return Err(e.into()),
@@ -279,18 +312,28 @@ impl Cluster {
                 JournalError::Store(e) => ClaimError::Store(e),
                 e => ClaimError::Record(e),
             })?;
-        Ok(stored.is_some_and(|stored| stored.created_at_ms == record.created_at_ms))
+        Ok(stored.is_some_and(|stored| {
+            (stored.created_at_ms, stored.incarnation) == (record.created_at_ms, record.incarnation)
+        }))
     }
 
-    /// Holds the claim of `epoch`, made in `generation` of the lease.
-    pub fn hold(&self, tenant: &TenantId, run: &RunId, generation: u64, epoch: u64) -> Claim {
-        let claim = Claim {
+    /// Holds the claim of `epoch` on `record`'s run, made in `generation`
+    /// of the lease.
+    pub fn hold(&self, tenant: &TenantId, record: &RunRecord, generation: u64, epoch: u64) -> Claim {
+        let claim = self.hold_for_deletion(record, generation, epoch);
+        lock(&self.held).insert((tenant.clone(), record.run_id.clone()), claim.clone());
+        claim
+    }
+
+    /// The claim of `epoch` on `record`'s run, made in `generation` of the
+    /// lease, not held for driving the run: a deletion's.
+    pub(super) fn hold_for_deletion(&self, record: &RunRecord, generation: u64, epoch: u64) -> Claim {
+        Claim {
             lease: self.lease.clone(),
             generation,
             epoch,
-        };
-        lock(&self.held).insert((tenant.clone(), run.clone()), claim.clone());
-        claim
+            first: record.first_epoch(),
+        }
     }
 
     /// Whether this host holds a claim on the run that still holds.

@@ -33,6 +33,7 @@
 //!   that seq, so it never contradicts the journal.
 
 mod claims;
+mod deletions;
 mod host_id;
 mod lease;
 mod liveness;
@@ -46,7 +47,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
-pub use claims::{Claim, ClaimError, ClaimLost, Owner, claim_for_deletion, is_claimed_for_deletion, overtaken_at};
+pub use claims::{CLAIM_BITS, Claim, ClaimError, ClaimLost, Owner, epochs_of, overtaken_at};
+pub use deletions::{Deleting, Sweeper, deleted_by};
 pub use host_id::{HostId, Incarnation, InvalidHostId};
 pub use lease::{LeaseLapsed, LeasePolicy};
 pub use twins::{HostStop, LiveError};

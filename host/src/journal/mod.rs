@@ -11,6 +11,7 @@
 
 mod cursor;
 mod envelope;
+pub(crate) mod incarnations;
 pub(crate) mod ledger;
 mod payload;
 mod read_ahead;
@@ -27,7 +28,7 @@ pub use records::{
     DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RestartPoint, RunRecord,
     SignalRecord, TimerRecord, digest,
 };
-internal_use!(run_records::{FirstFence, RunRecords, SnapshotListing, taken_signals});
+internal_use!(run_records::{FirstFence, RunRecords, SnapshotListing, Vacancy, taken_signals});
 internal_use!(ledger::NotedRun);
 internal_use!(ledger::created::{hour as listed_in_hour, hours as listed_hours});
 #[cfg(feature = "internals")]

@@ -56,6 +56,13 @@ pub struct RunRecord {
     /// stored before claims named one.
     #[serde(default)]
     pub host_incarnation: Option<crate::cluster::Incarnation>,
+    /// Which run of its id this is: 0 for the first, and for a run whose id
+    /// retention deleted a run of, one above every incarnation it deleted
+    /// (see `journal::incarnations`). Its claims' epochs, the fencing tokens
+    /// of its steps, lie above every earlier incarnation's
+    /// ([`crate::cluster::epochs_of`]), and its steps' idempotency keys name it.
+    #[serde(default)]
+    pub incarnation: u64,
     /// When the run was asked to start, in milliseconds since the Unix
     /// epoch: no instance runs before then.
     #[serde(default)]
@@ -112,6 +119,11 @@ impl RunRecord {
     pub fn created_us(&self) -> u64 {
         self.created_at_us
             .unwrap_or_else(|| self.created_at_ms.saturating_mul(1_000))
+    }
+
+    /// The epoch of its creator's claim: its incarnation's first.
+    pub fn first_epoch(&self) -> u64 {
+        crate::cluster::epochs_of(self.incarnation).start
     }
 
     /// How many entries the run's journal begins with that another run
@@ -207,6 +219,7 @@ impl RunRecord {
             depth: 0,
             host: None,
             host_incarnation: None,
+            incarnation: 0,
             start_at_ms: None,
             deadline_ms: None,
             notify: None,

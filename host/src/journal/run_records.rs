@@ -151,6 +151,18 @@ fn one_per_seq(mut entries: Vec<Entry>) -> Vec<Entry> {
     entries
 }
 
+/// Whether a run of an id may be created ([`RunRecords::vacancy`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vacancy {
+    /// A run of the id is stored (or a record saying one was abandoned).
+    Taken,
+    /// None is: one may be created.
+    Free,
+    /// Retention is deleting the id's last run, by the sweeper named, if
+    /// the claim names one: wait until it is done, unless it is gone.
+    Sweeping(Option<crate::cluster::Sweeper>),
+}
+
 /// The snapshots of a run's journal, as listed by
 /// [`RunRecords::snapshots`]: listed beside other reads, they spare
 /// [`RunRecords::entries_from`] the round trip of listing them first.
@@ -269,7 +281,7 @@ impl RunRecords {
         // Read last, right before the attempt: a late write landing while
         // the other read was under way is still seen.
         let entry = keys_of(&self.run).entry(seq);
-        if claim.epoch > 0 && self.store.version(&entry).await?.is_some() {
+        if claim.took_over() && self.store.version(&entry).await?.is_some() {
             let key = entry.to_string();
             tracing::warn!(run = %self.run, seq, "the call's entry was written by the run's last owner after this host read the journal; driving the run again from it");
             return Err(JournalError::Store(StoreError::AlreadyExists { key }));
@@ -277,8 +289,8 @@ impl RunRecords {
         self.check_claim()
     }
 
-    /// The epoch of the claim this handle writes under (0 for none: the
-    /// run's creator drives it at epoch 0 too).
+    /// The epoch of the claim this handle writes under (0 for none, as for
+    /// the creator of a run's first incarnation).
     pub fn epoch(&self) -> u64 {
         self.claim.as_ref().map_or(0, |claim| claim.epoch)
     }
@@ -391,27 +403,56 @@ impl RunRecords {
             .await?)
     }
 
-    /// Whether no run of this id is stored. What is stored under the id
-    /// without a record is deleted first: what reached an earlier run of
-    /// the id after retention's sweep listed it (a late signal), which a
-    /// new run must not take for its own. One listing, no more reads.
+    /// Whether a run of this id may be created now. What is stored under
+    /// the id without a record is deleted first: what reached an earlier
+    /// run of the id after retention's sweep listed it (a late signal),
+    /// which a new run must not take for its own; unless the newest claim
+    /// is a deletion claim, of a sweep that may be under way, which the
+    /// caller waits out (or clears, if its sweeper is dead: [`clear`]).
+    /// One listing, and a read of the newest claim if there is one.
     ///
     /// Stored payloads are kept: a record names one only by its digest, so
     /// an old one is never taken for another's, and the run being created
     /// here, or by another host at once, may have written its input's.
-    pub async fn vacant(&self) -> Result<bool, JournalError> {
+    ///
+    /// [`clear`]: Self::clear
+    pub async fn vacancy(&self) -> Result<Vacancy, JournalError> {
         let keys = keys_of(&self.run);
-        let mut stored = self.store.list(&keys.root()).await?;
+        let stored = self.store.list(&keys.root()).await?;
         if stored.contains(&keys.run()) {
-            return Ok(false);
+            return Ok(Vacancy::Taken);
         }
-        let payloads = keys.payloads();
+        let owners = keys.owners();
+        let newest = stored
+            .iter()
+            .filter(|key| key.prefix_matches(&owners))
+            .filter_map(|key| key.filename()?.parse::<u64>().ok())
+            .max();
+        if let Some(epoch) = newest
+            && let Some(bytes) = self.store.get(&keys.owner(epoch)).await?
+            && let Some(sweeper) = crate::cluster::deleted_by(&bytes)
+        {
+            return Ok(Vacancy::Sweeping(sweeper));
+        }
+        self.clear_listed(stored).await?;
+        Ok(Vacancy::Free)
+    }
+
+    /// Deletes what is stored under the id but its payloads: what a sweep
+    /// whose sweeper died left, before a run of the id is created.
+    pub async fn clear(&self) -> Result<(), JournalError> {
+        let stored = self.store.list(&keys_of(&self.run).root()).await?;
+        self.clear_listed(stored).await
+    }
+
+    async fn clear_listed(&self, mut stored: Vec<StoreKey>) -> Result<(), JournalError> {
+        let payloads = keys_of(&self.run).payloads();
         stored.retain(|key| !key.prefix_matches(&payloads));
         if !stored.is_empty() {
             tracing::info!(run = %self.run, objects = stored.len(), "deleting what an earlier run of this id left behind");
             self.store.delete_all(&stored).await?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Records how the run starts, listed as unfinished first, as runs
@@ -433,22 +474,23 @@ impl RunRecords {
 
     /// Creates the run record as [`create_record`](Self::create_record)
     /// does, and meanwhile reads the fence for the run's first attempt
-    /// under its creator's claim (epoch 0): both are round trips, and the
+    /// under its creator's claim: both are round trips, and the
     /// creator drives the run at once, so a fresh run's first step starts
     /// one round trip sooner ([`stand_on`](Self::stand_on)). `None` if the
     /// read failed or found the run claimed: the attempt reads it again.
     pub async fn create_record_fenced(&self, record: &RunRecord) -> Result<Option<FirstFence>, JournalError> {
-        let (created, fence) = futures::join!(self.create_record(record), FenceRead::of(&self.store, &self.run, 0));
+        let first = record.first_epoch();
+        let (created, fence) = futures::join!(self.create_record(record), FenceRead::of(&self.store, &self.run, first));
         created?;
         Ok(fence.map(FirstFence))
     }
 
     /// Lets the run's next attempt, whatever its seq, start on `fence` as
     /// it would on one read with a step's entry: only under the creator's
-    /// claim (epoch 0), and only within [`FENCE_READ_AHEAD_FOR`] of the
-    /// read's return and [`FENCE_STANDS_FOR`] of its sending.
+    /// claim, and only within [`FENCE_READ_AHEAD_FOR`] of the read's return
+    /// and [`FENCE_STANDS_FOR`] of its sending.
     pub fn stand_on(&self, fence: FirstFence) {
-        if self.claim.as_ref().is_some_and(|claim| claim.epoch == 0) {
+        if self.claim.as_ref().is_some_and(|claim| !claim.took_over()) {
             *lock(&self.fence_ahead) = Some(FenceAhead { seq: None, read: fence.0 });
         }
     }
@@ -1200,7 +1242,7 @@ mod tests {
             async move {
                 let records = RunRecords::new(store.clone(), record.run_id.clone());
                 let fence = records.create_record_fenced(&record).await?;
-                let claim = cluster.hold(store.tenant(), &record.run_id, generation, epoch);
+                let claim = cluster.hold(store.tenant(), &record, generation, epoch);
                 Ok::<_, JournalError>((records.driven_under(claim), fence))
             }
         };
@@ -1241,14 +1283,14 @@ mod tests {
         };
         run.send_signal(&"late".parse()?, &signal, None).await?;
         let input = run.payload("[1]".into(), 0).await?;
-        assert!(run.vacant().await?);
+        assert_eq!(run.vacancy().await?, Vacancy::Free);
         let left = run.store().list(&keys_of(&run.run).root()).await?;
         assert_eq!(left, vec![keys_of(&run.run).payload(&sha256_hex(b"[1]"))]);
         assert_eq!(run.payload_text(input).await?, "[1]");
 
         run.create_run(&RunRecord::example("r1", 1)).await?;
         run.send_signal(&"kept".parse()?, &signal, None).await?;
-        assert!(!run.vacant().await?);
+        assert_eq!(run.vacancy().await?, Vacancy::Taken);
         assert_eq!(run.store().list(&keys_of(&run.run).all_signals()).await?.len(), 1);
         Ok(())
     }

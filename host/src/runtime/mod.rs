@@ -164,6 +164,24 @@ pub enum RunError {
         /// The run id given up.
         run: RunId,
     },
+    /// The run was taken over from host to host as many times as its
+    /// incarnation has epochs: no host drives it again.
+    #[error("run `{run}` was claimed {claims} times, every epoch its incarnation has; no host drives it again")]
+    ClaimedTooOften {
+        /// The run.
+        run: RunId,
+        /// How many claims an incarnation has.
+        claims: u64,
+    },
+    /// Retention is deleting the last run of this id: a run under it may be
+    /// created once that is done.
+    #[error(
+        "run `{run}` is being deleted by retention (the last run under this id ended long ago): submit it again in a few seconds"
+    )]
+    BeingDeleted {
+        /// The run id being deleted.
+        run: RunId,
+    },
     /// The run holds as many signals it has not taken as the host allows: send
     /// again once it takes some.
     #[error("run `{run}` already holds {limit} signals it has not taken, the host's limit: wait until it takes some")]

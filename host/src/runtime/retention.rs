@@ -28,8 +28,10 @@ use std::time::Duration;
 use super::RunError;
 use super::recently_ended::RecentlyEnded;
 use crate::clock::now_ms;
+use crate::cluster::{ClaimError, Cluster, Deleting, deleted_by};
+use crate::journal::incarnations::Retired;
 use crate::journal::ledger::{self, Ledger, NotedRun, created};
-use crate::journal::{Outcome, RunRecords};
+use crate::journal::{JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
 use crate::store::{
@@ -56,6 +58,8 @@ pub struct Swept {
 /// deleted run's must leave) and the metrics, nothing else.
 pub struct Retention {
     storage: Storage,
+    /// Whose lease and claims a deletion is made under.
+    cluster: Arc<Cluster>,
     /// Compacted before a sweep, which reads only what compactions wrote.
     ledger: Ledger,
     policies: Arc<Policies>,
@@ -66,6 +70,7 @@ pub struct Retention {
 impl Retention {
     pub(super) fn new(
         storage: Storage,
+        cluster: Arc<Cluster>,
         ledger: Ledger,
         policies: Arc<Policies>,
         ended: Arc<RecentlyEnded>,
@@ -73,6 +78,7 @@ impl Retention {
     ) -> Self {
         Self {
             storage,
+            cluster,
             ledger,
             policies,
             ended,
@@ -109,8 +115,11 @@ impl Retention {
         let mut swept = Swept::default();
         self.ledger.ensure_listed(&store).await?;
         self.ledger.compact(&store).await?;
-        self.sweep_ended(&store, cutoff, &mut swept).await?;
-        self.sweep_finished_markers(&store, cutoff, &mut swept).await?;
+        let mut retired = Retired::read(&store).await?;
+        self.sweep_ended(&store, cutoff, &mut swept, &mut retired).await?;
+        self.sweep_finished_markers(&store, cutoff, &mut swept, &mut retired)
+            .await?;
+        retired.keep_highest(&store).await?;
         created::tidy(&store, now_ms()).await?;
         if swept.runs > 0 {
             tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
@@ -128,6 +137,7 @@ impl Retention {
         store: &TenantStore,
         cutoff: u64,
         swept: &mut Swept,
+        retired: &mut Retired,
     ) -> Result<(), RunError> {
         let (mut markers, mut deleted) = (Vec::new(), BTreeSet::new());
         'hours: for hour in store.children(&finished_key()).await? {
@@ -142,7 +152,7 @@ impl Retention {
                 if finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                     break 'hours;
                 }
-                let Some(gone) = delete_run(store, &run, finished_at_ms, None).await? else {
+                let Some(gone) = self.delete_run(store, &run, finished_at_ms, None, retired).await? else {
                     continue;
                 };
                 swept.objects += gone.objects;
@@ -160,7 +170,13 @@ impl Retention {
     /// `cutoff`, oldest hour first, up to what `swept` leaves of a batch;
     /// takes them off the listing; a segment is rewritten without those
     /// deleted, then goes.
-    async fn sweep_ended(&self, store: &TenantStore, cutoff: u64, swept: &mut Swept) -> Result<(), RunError> {
+    async fn sweep_ended(
+        &self,
+        store: &TenantStore,
+        cutoff: u64,
+        swept: &mut Swept,
+        retired: &mut Retired,
+    ) -> Result<(), RunError> {
         for hour in store.children(&ledger::ended_key()).await? {
             let Ok(hour_number) = hour.parse::<u64>() else { continue };
             if hour_number.saturating_mul(3_600_000) > cutoff || swept.runs as usize == SWEEP_BATCH {
@@ -173,7 +189,11 @@ impl Retention {
                 for (noted, finished_at_ms) in &ended {
                     let gone = match *finished_at_ms > cutoff || swept.runs as usize == SWEEP_BATCH {
                         true => None,
-                        false => delete_run(store, &noted.run, *finished_at_ms, Some(noted.created_at_ms)).await?,
+                        false => {
+                            let created_at_ms = Some(noted.created_at_ms);
+                            self.delete_run(store, &noted.run, *finished_at_ms, created_at_ms, retired)
+                                .await?
+                        }
                     };
                     match gone {
                         // Not this run's (another under the id, or none):
@@ -216,27 +236,40 @@ impl Deleted {
     };
 }
 
-/// Deletes the objects of `run`, which finished at `finished_at_ms`, and
-/// says what it deleted; `None` if it is kept for now, its parent being
-/// unfinished. A run started anew under the id since (its record
-/// younger than the marker, or created at another time than the ledger
-/// noted, `created_at_ms`) is another run, and is left alone; so is what
-/// a run the ledger noted but never created left (a submission under the
-/// id may be writing it).
-async fn delete_run(
-    store: &TenantStore,
-    run: &RunId,
-    finished_at_ms: u64,
-    created_at_ms: Option<u64>,
-) -> Result<Option<Deleted>, RunError> {
-    let keys = keys_of(run);
-    let record = RunRecords::new(store.clone(), run.clone()).run().await?;
-    if created_at_ms.is_some() && record.as_ref().map(|record| record.created_at_ms) != created_at_ms {
-        return Ok(Some(Deleted::NOTHING));
-    }
-    if let Some(record) = &record {
-        if record.created_at_ms > finished_at_ms {
+impl Retention {
+    /// Deletes the objects of `run`, which finished at `finished_at_ms`,
+    /// and says what it deleted; `None` if it is kept for now: its parent
+    /// unfinished, another live host deleting it, or no outcome stored (a
+    /// run never deleted unfinished, whatever the ledger says). A run
+    /// started anew under the id since (its record younger than the
+    /// marker, or created at another time than the ledger noted,
+    /// `created_at_ms`) is another run, and is left alone; so is what a run
+    /// the ledger noted but never created left (a submission under the id
+    /// may be writing it), unless a sweep of that run's this host takes
+    /// over left it. The run's incarnation is marked retired in `retired`
+    /// before the id can be used again.
+    async fn delete_run(
+        &self,
+        store: &TenantStore,
+        run: &RunId,
+        finished_at_ms: u64,
+        created_at_ms: Option<u64>,
+        retired: &mut Retired,
+    ) -> Result<Option<Deleted>, RunError> {
+        let records = RunRecords::new(store.clone(), run.clone());
+        let (record, outcome) = futures::try_join!(records.stored_record(), records.outcome())?;
+        let Some(record) = record else {
+            return self.finish_a_sweep_left(store, run, created_at_ms).await;
+        };
+        if created_at_ms.is_some_and(|created| created != record.created_at_ms) || record.created_at_ms > finished_at_ms
+        {
             return Ok(Some(Deleted::NOTHING));
+        }
+        // A sweep of the run that stopped after deleting its outcome left
+        // its deletion claim: that run has ended, any other has not.
+        if outcome.is_none() && record.abandoned.is_none() && !self.cluster.is_being_deleted(store, &record).await? {
+            tracing::error!(%run, "the run is noted ended but has no outcome: it is kept, never deleted unfinished");
+            return Ok(None);
         }
         if let Some(parent) = &record.parent
             && is_unfinished(store, parent).await?
@@ -250,46 +283,155 @@ async fn delete_run(
         // took the pointer, and its chain, its root deleted, could no
         // longer be found to resume).
         if let Some(link) = &record.chain
-            && matches!(
-                RunRecords::new(store.clone(), run.clone()).outcome().await?,
-                Some(outcome) if !matches!(outcome, Outcome::Continued { .. })
-            )
+            && matches!(outcome, Some(outcome) if !matches!(outcome, Outcome::Continued { .. }))
         {
             store.delete(&chain_key(&link.root)).await?;
         }
+        // Claimed past every host first: a driver late to the run stands
+        // down at its next fence instead of running it again from a
+        // journal half deleted, no host claims it again, and no other host
+        // deletes it meanwhile (found by the simulation, seed 2085: a
+        // clone's drive retried after an outage started a step of a run
+        // retention was deleting).
+        let Some(deleting) = self.claim_for_deletion(store, &record).await? else {
+            return Ok(None);
+        };
+        // The record read again after the claim: one read before it may
+        // have been deleted since by another sweep, and the id used again.
+        if !is_stored(&records, &record).await? {
+            if self.cluster.holds_for_deletion(store, &record, &deleting).await? {
+                store.delete(&deleting.key).await?;
+            }
+            return Ok(Some(Deleted::NOTHING));
+        }
+        let objects = self.delete_objects(store, &records, &record, &deleting, retired).await?;
+        Ok(Some(Deleted {
+            objects,
+            created_at_ms: Some(record.created_at_ms),
+        }))
     }
-    // Claimed past every host first: a driver late to the run stands down
-    // at its next fence (the claim after its own exists) instead of
-    // running it again from a journal half deleted, and no host claims it
-    // again (found by the simulation, seed 2085: a clone's drive retried
-    // after an outage started a step of a run retention was deleting).
-    let Some(deleting) = crate::cluster::claim_for_deletion(store, run).await? else {
-        return Ok(None);
-    };
-    // The record goes after all but the claims: until it is gone no run of
-    // this id can be created, so nothing this pass deletes belongs to a
-    // newer run. The outcome goes just before it, so the run never looks
-    // unfinished for longer than one delete. The claims go after the
-    // record, this pass's last, so a fence fails for as long as the run
-    // can still be driven.
-    let (record_key, outcome_key, claims) = (keys.run(), keys.outcome(), keys.owners());
-    let stored = store.list(&keys.root()).await?;
-    let (earlier_claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
-        .iter()
-        .filter(|key| **key != record_key && **key != outcome_key && **key != deleting)
-        .cloned()
-        .partition(|key| key.prefix_matches(&claims));
-    store.delete_all(&rest).await?;
-    store.delete(&outcome_key).await?;
-    store.delete(&record_key).await?;
-    store.delete_all(&earlier_claims).await?;
-    // Unless a new run of the id took the key meanwhile.
-    if crate::cluster::is_claimed_for_deletion(store, &deleting).await? {
-        store.delete(&deleting).await?;
+
+    /// Deletes what `record`'s run stores, under the deletion claim
+    /// `deleting`, checking this host's lease before each delete. The
+    /// record goes after all but the claims: until it is gone no run of
+    /// this id can be created, so nothing deleted belongs to a newer run;
+    /// it is read again right before, and the outcome goes just before it,
+    /// so the run never looks unfinished for longer than one delete. Its
+    /// incarnation is then marked retired, and the claims go, this
+    /// claim last: a fence fails for as long as the run can still be
+    /// driven, and a submission under the id waits until then. Says how
+    /// many objects were deleted.
+    async fn delete_objects(
+        &self,
+        store: &TenantStore,
+        records: &RunRecords,
+        record: &RunRecord,
+        deleting: &Deleting,
+        retired: &mut Retired,
+    ) -> Result<u64, RunError> {
+        let keys = keys_of(&record.run_id);
+        let (record_key, outcome_key, claims) = (keys.run(), keys.outcome(), keys.owners());
+        let stored = store.list(&keys.root()).await?;
+        let (earlier_claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
+            .iter()
+            .filter(|key| **key != record_key && **key != outcome_key && **key != deleting.key)
+            .cloned()
+            .partition(|key| key.prefix_matches(&claims));
+        let lapsed = |why| JournalError::StoodDown {
+            run: record.run_id.clone(),
+            why,
+        };
+        deleting.check().map_err(lapsed)?;
+        store.delete_all(&rest).await?;
+        deleting.check().map_err(lapsed)?;
+        store.delete(&outcome_key).await?;
+        if is_stored(records, record).await? {
+            deleting.check().map_err(lapsed)?;
+            store.delete(&record_key).await?;
+        }
+        retired.retire(store, record.incarnation).await?;
+        deleting.check().map_err(lapsed)?;
+        store.delete_all(&earlier_claims).await?;
+        if self.cluster.holds_for_deletion(store, record, deleting).await? {
+            store.delete(&deleting.key).await?;
+        }
+        Ok(stored.len() as u64)
     }
-    Ok(Some(Deleted {
-        objects: stored.len() as u64,
-        created_at_ms: record.map(|record| record.created_at_ms),
+
+    /// This host's deletion claim on `record`'s run (see
+    /// [`Cluster::claim_for_deletion`]).
+    async fn claim_for_deletion(&self, store: &TenantStore, record: &RunRecord) -> Result<Option<Deleting>, RunError> {
+        self.cluster
+            .claim_for_deletion(store, record)
+            .await
+            .map_err(|e| match e {
+                ClaimError::Store(e) => e.into(),
+                ClaimError::Live(e) => e.into(),
+                ClaimError::Record(e) => e.into(),
+                ClaimError::Exhausted { claims } => RunError::ClaimedTooOften {
+                    run: record.run_id.clone(),
+                    claims,
+                },
+                ClaimError::Owned { .. } | ClaimError::Deleting => RunError::BeingDeleted {
+                    run: record.run_id.clone(),
+                },
+            })
+    }
+
+    /// What to make of a run noted ended whose record is gone: a sweep
+    /// that deleted the record and stopped (its host died, or this
+    /// process's earlier pass failed) left its claims; if its newest claim
+    /// is that sweep's, of the run created at `created_at_ms`, and its
+    /// sweeper is gone or is this process, what is left is deleted.
+    /// Otherwise the note alone goes.
+    async fn finish_a_sweep_left(
+        &self,
+        store: &TenantStore,
+        run: &RunId,
+        created_at_ms: Option<u64>,
+    ) -> Result<Option<Deleted>, RunError> {
+        let keys = keys_of(run);
+        let stored = store.list(&keys.root()).await?;
+        let newest = stored
+            .iter()
+            .filter(|key| key.prefix_matches(&keys.owners()))
+            .filter_map(|key| key.filename()?.parse::<u64>().ok())
+            .max();
+        let Some(epoch) = newest else {
+            return Ok(Some(Deleted::NOTHING));
+        };
+        let bytes = store.get(&keys.owner(epoch)).await?.unwrap_or_default();
+        let left = match deleted_by(&bytes).flatten() {
+            Some(sweeper) if Some(sweeper.created_at_ms) == created_at_ms => {
+                sweeper.host == *self.cluster.me() && sweeper.incarnation == self.cluster.incarnation()
+                    || self.cluster.is_gone(&sweeper).await?
+            }
+            _ => false,
+        };
+        if !left {
+            return Ok(Some(Deleted::NOTHING));
+        }
+        let payloads = keys.payloads();
+        let (claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
+            .iter()
+            .filter(|key| !key.prefix_matches(&payloads))
+            .cloned()
+            .partition(|key| key.prefix_matches(&keys.owners()));
+        store.delete_all(&rest).await?;
+        store.delete_all(&claims).await?;
+        Ok(Some(Deleted {
+            objects: stored.len() as u64,
+            created_at_ms,
+        }))
+    }
+}
+
+/// Whether `record`'s run, this very creation of it, is what `records`
+/// stores now.
+async fn is_stored(records: &RunRecords, record: &RunRecord) -> Result<bool, RunError> {
+    Ok(records.stored_record().await?.is_some_and(|stored| {
+        (stored.created_at_ms, stored.incarnation, stored.abandoned.is_some())
+            == (record.created_at_ms, record.incarnation, record.abandoned.is_some())
     }))
 }
 
@@ -314,6 +456,7 @@ mod tests {
     use crate::journal::ledger::{ListedRun, NotedRun, created};
     use crate::journal::{ChainLink, RunRecord, SignalRecord};
     use crate::shared_map::lock;
+    use crate::journal::{Vacancy, incarnations};
     use crate::store::{Storage, finished_marker, seams};
 
     /// Submits run `r0001` again, with a signal, the first time its id is
@@ -333,8 +476,12 @@ mod tests {
                 return;
             }
             let again = RunRecords::new(storage.tenant(&TenantId::default_tenant()), run(1));
-            if again.vacant().await.expect("a listing") {
-                let record = RunRecord::example("r0001", now_ms());
+            if again.vacancy().await.expect("a listing") == Vacancy::Free {
+                let incarnation = incarnations::next(again.store()).await.expect("a listing");
+                let record = RunRecord {
+                    incarnation,
+                    ..RunRecord::example("r0001", now_ms())
+                };
                 again.create_run(&record).await.expect("the id is free");
                 let go = "go".parse().expect("a name");
                 again.send_signal(&go, &signal(), None).await.expect("stored");
@@ -345,9 +492,10 @@ mod tests {
     }
 
     /// A run submitted again under the id of a run being swept, between
-    /// any two of the sweep's deletes, is either refused as existing or
-    /// created whole: the sweep never deletes what the new run stored, and
-    /// the new run finds nothing of the old one.
+    /// any two of the sweep's deletes, is either refused (as existing, or
+    /// as being deleted) or created whole, as a new incarnation: the sweep
+    /// never deletes what the new run stored, the new run finds nothing of
+    /// the old one, and its epochs lie above the old one's.
     #[tokio::test]
     async fn a_run_submitted_under_the_id_being_swept_keeps_everything_it_stored() -> Result<(), RunError> {
         let long_ago = now_ms() - 7_200_000;
@@ -386,6 +534,7 @@ mod tests {
             .expect("the id was free once the old run was gone");
         let stored = again.run().await?.expect("the new run's record survives the sweep");
         assert!(stored.created_at_ms > long_ago);
+        assert_eq!(stored.incarnation, 1, "above the deleted run's incarnation");
         assert_eq!(again.outcome().await?, None, "the new run has not finished");
         let signals: Vec<_> = storage.tenant(&tenant).list(&keys_of(&run(1)).all_signals()).await?;
         assert_eq!(signals.len(), 1, "the new run's signal alone: {signals:?}");
@@ -399,24 +548,18 @@ mod tests {
     /// that claim again, and the sweep deletes it last, leaving nothing.
     #[tokio::test]
     async fn a_run_being_deleted_is_claimed_past_every_host_first() -> Result<(), RunError> {
-        use crate::cluster::{ClaimError, Cluster, HostId, LeasePolicy, claim_for_deletion};
+        use crate::cluster::ClaimError;
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
+        let runtime = runtime(storage);
+        let (retention, cluster) = (runtime.retention(), &runtime.runs().host.cluster);
         let record = RunRecord::example("r0001", 1);
         let records = RunRecords::new(store.clone(), run(1));
         records.create_run(&record).await?;
-        let cluster = Cluster::new(
-            &storage,
-            HostId::fresh(),
-            &LeasePolicy::default(),
-            Duration::from_secs(60),
-        );
         let late = cluster.claim(&store, &record).await.expect("claimed");
-        let deleting = claim_for_deletion(&store, &run(1))
-            .await?
-            .expect("claimed for deletion");
-        assert_eq!(deleting, keys_of(&run(1)).owner(late.epoch + 1));
+        let deleting = retention.claim_for_deletion(&store, &record).await?.expect("claimed for deletion");
+        assert_eq!(deleting.key, keys_of(&run(1)).owner(late.epoch + 1));
         assert!(
             late.overtaken(&store, &run(1)).await?.is_some(),
             "the late driver's fence fails"
@@ -426,19 +569,131 @@ mod tests {
             cluster.claim(&store, &record).await,
             Err(ClaimError::Deleting)
         ));
-        assert_eq!(
-            claim_for_deletion(&store, &run(1)).await?,
-            Some(deleting),
-            "found again"
-        );
+        let again = retention.claim_for_deletion(&store, &record).await?.map(|again| again.key);
+        assert_eq!(again, Some(deleting.key), "found again");
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         assert_eq!(
-            delete_run(&store, &run(1), 2, None).await?.map(|gone| gone.objects),
+            delete(retention, &store, &run(1)).await?.map(|gone| gone.objects),
             Some(4),
             "record, outcome and two claims"
         );
         assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
         Ok(())
+    }
+
+    /// Issue 55, path 1: a sweeper that read a run's record and stalled
+    /// while another sweeper deleted the run whole, and a client submitted
+    /// the id again, claims among the old incarnation's epochs when it
+    /// comes back, finds another run's record and takes its claim back:
+    /// the new run, a new incarnation, keeps everything it stored, and its
+    /// fence sees no claim. (It claimed the new run's next epoch and
+    /// deleted its records.)
+    #[tokio::test]
+    async fn a_sweeper_late_to_a_run_deleted_and_created_again_deletes_nothing_of_the_new_one() -> Result<(), RunError> {
+        let inner = Arc::new(object_store::memory::InMemory::new());
+        let (reached, stalled) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+        let before: seams::Before = {
+            let (reached, stalled, once) = (reached.clone(), stalled.clone(), Arc::new(AtomicBool::new(true)));
+            Arc::new(move |call, key| {
+                let stall = call == seams::Call::Put && key.as_ref().contains("/owners/") && once.swap(false, Ordering::SeqCst);
+                let (reached, stalled) = (reached.clone(), stalled.clone());
+                async move {
+                    if stall {
+                        reached.notify_one();
+                        stalled.notified().await;
+                    }
+                    Ok(())
+                }
+                .boxed()
+            })
+        };
+        let (plain, late) = (
+            Storage::new(inner.clone()),
+            Storage::new(Arc::new(seams::Seams::before_on(inner, before))),
+        );
+        let tenant = TenantId::default_tenant();
+        let (store, late_store) = (plain.tenant(&tenant), late.tenant(&tenant));
+        let old = RunRecords::new(store.clone(), run(1));
+        old.create_run(&RunRecord::example("r0001", 1)).await?;
+        old.finish(&Outcome::Completed { output: "1".into() }).await?;
+        let (first, second) = (runtime(plain.clone()), runtime(late.clone()));
+
+        let sweeping_late = tokio::spawn({
+            let (retention, late_store) = (second.retention().clone(), late_store.clone());
+            async move { delete(&retention, &late_store, &run(1)).await }
+        });
+        reached.notified().await;
+        assert_eq!(delete(first.retention(), &store, &run(1)).await?.map(|gone| gone.objects), Some(3));
+        assert_eq!(old.vacancy().await?, Vacancy::Free);
+        let anew = RunRecord {
+            incarnation: incarnations::next(&store).await?,
+            ..RunRecord::example("r0001", 5)
+        };
+        old.create_run(&anew).await?;
+        old.send_signal(&"go".parse().expect("a name"), &signal(), None).await?;
+        stalled.notify_one();
+        let late_sweep = sweeping_late.await.expect("the late sweep ends")?;
+
+        assert_eq!(late_sweep.map(|gone| gone.objects), Some(0), "it deleted nothing");
+        assert_eq!(anew.incarnation, 1);
+        let stored = old.run().await?.expect("the new run stands");
+        assert_eq!((stored.created_at_ms, stored.incarnation), (5, 1));
+        assert_eq!(store.list(&keys_of(&run(1)).all_signals()).await?.len(), 1, "its signal stands");
+        let fence = crate::cluster::overtaken_at(&store, &run(1), anew.first_epoch()).await?;
+        assert!(fence.is_none(), "no claim among the new run's epochs: {fence:?}");
+        Ok(())
+    }
+
+    /// A run noted ended that has no outcome, nor a sweep of it begun, is
+    /// kept whole: retention never deletes a run unfinished, whatever the
+    /// ledger says (issue 55, path 2: a live run noted ended was deleted).
+    #[tokio::test]
+    async fn a_run_without_an_outcome_is_never_deleted() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let store = storage.tenant(&TenantId::default_tenant());
+        let records = RunRecords::new(store.clone(), run(1));
+        records.create_run(&RunRecord::example("r0001", 1)).await?;
+        let kept = delete(runtime(storage).retention(), &store, &run(1)).await?;
+        assert!(kept.is_none(), "kept for now");
+        assert!(records.run().await?.is_some(), "the record stands");
+        assert_eq!(store.list(&keys_of(&run(1)).owners()).await?, Vec::<StoreKey>::new(), "not even claimed");
+        Ok(())
+    }
+
+    /// While a live host's sweep of an id is under way (its deletion claim
+    /// the newest, the record gone already), a submission under the id is
+    /// refused, saying so; a sweep whose sweeper is gone (another process
+    /// of this host's id) is cleared and the id is free.
+    #[tokio::test]
+    async fn a_run_is_not_created_under_an_id_a_live_host_is_deleting() -> Result<(), RunError> {
+        let storage = Storage::in_memory();
+        let store = storage.tenant(&TenantId::default_tenant());
+        let (sweeping, submitting) = (runtime(storage.clone()), runtime(storage.clone()));
+        submitting.runs().live().await?;
+        let record = RunRecord::example("r0001", 1);
+        let records = RunRecords::new(store.clone(), run(1));
+        records.create_run(&record).await?;
+        records.finish(&Outcome::Completed { output: "1".into() }).await?;
+        let deleting = sweeping.retention().claim_for_deletion(&store, &record).await?.expect("claimed");
+        store.delete(&keys_of(&run(1)).run()).await?;
+
+        let refused = submitting.runs().vacant(&records).await;
+        assert!(matches!(refused, Err(RunError::BeingDeleted { .. })), "{refused:?}");
+        assert!(refused.err().is_some_and(|e| e.to_string().contains("being deleted by retention")));
+
+        let cluster = &submitting.runs().host.cluster;
+        let gone = format!("deleting 1 {} {}", cluster.me(), crate::cluster::Incarnation::draw());
+        store.delete(&deleting.key).await?;
+        store.create(&deleting.key, Bytes::from(gone)).await?;
+        assert!(submitting.runs().vacant(&records).await?, "a gone sweeper's sweep is cleared");
+        assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
+        Ok(())
+    }
+
+    /// Deletes `run`, finished at 2 ms, as a sweep would.
+    async fn delete(retention: &Retention, store: &TenantStore, run: &RunId) -> Result<Option<Deleted>, RunError> {
+        let mut retired = Retired::read(store).await?;
+        retention.delete_run(store, run, 2, None, &mut retired).await
     }
 
     /// A driver that read the run's record just before retention deleted
@@ -457,7 +712,7 @@ mod tests {
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         let read_before = records.run().await?.expect("stored");
 
-        assert!(delete_run(&store, &run(1), 2, None).await?.is_some());
+        assert!(delete(runtime(storage.clone()).retention(), &store, &run(1)).await?.is_some());
         let cluster = Cluster::new(
             &storage,
             HostId::fresh(),
@@ -487,8 +742,10 @@ mod tests {
         Ok(())
     }
 
-    /// A generation swept again after a pass that deleted its outcome and
-    /// then failed leaves the chain's pointer: it may have continued.
+    /// A generation swept again after a pass that claimed it, deleted its
+    /// outcome and then failed is deleted (a run without an outcome is
+    /// deleted only so) and leaves the chain's pointer: it may have
+    /// continued.
     #[tokio::test]
     async fn a_generation_whose_outcome_a_failed_pass_deleted_leaves_the_chains_pointer() -> Result<(), RunError> {
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
@@ -504,8 +761,10 @@ mod tests {
         records.finish(&Outcome::Continued { next: last }).await?;
         let pointer = chain_key(&run(1));
         store.overwrite(&pointer, Bytes::from_static(b"the pointer")).await?;
+        let runtime = runtime(Storage::in_memory());
+        runtime.retention().claim_for_deletion(&store, &record).await?;
         store.delete(&keys_of(&generation).outcome()).await?;
-        assert!(delete_run(&store, &generation, 2, None).await?.is_some());
+        assert!(delete(runtime.retention(), &store, &generation).await?.is_some());
         assert!(store.get(&pointer).await?.is_some(), "the pointer stays");
         Ok(())
     }
@@ -594,20 +853,21 @@ mod tests {
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
         let long_ago = now_ms() - 7_200_000;
+        let finished = |n: usize, at: u64| {
+            let store = store.clone();
+            async move {
+                store.overwrite(&finished_marker(at, &run(n)), Bytes::new()).await?;
+                let records = RunRecords::new(store.clone(), run(n));
+                records.create_record(&RunRecord::example(run(n).as_str(), at - 10)).await?;
+                records.finish(&Outcome::Completed { output: "1".into() }).await?;
+                Ok::<_, RunError>(())
+            }
+        };
         for n in 0..SWEEP_BATCH + 20 {
-            let at = long_ago + n as u64;
-            store.overwrite(&finished_marker(at, &run(n)), Bytes::new()).await?;
-            store
-                .overwrite(&keys_of(&run(n)).outcome(), Bytes::from_static(b"x"))
-                .await?;
+            finished(n, long_ago + n as u64).await?;
         }
         let recent = run(9_999);
-        store
-            .overwrite(&finished_marker(now_ms(), &recent), Bytes::new())
-            .await?;
-        store
-            .overwrite(&keys_of(&recent).outcome(), Bytes::from_static(b"x"))
-            .await?;
+        finished(9_999, now_ms()).await?;
         let runtime = runtime(storage);
         let hour = Duration::from_secs(3600);
 

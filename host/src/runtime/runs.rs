@@ -223,6 +223,7 @@ impl Runs {
         let ledger = Ledger::new(cluster.me().clone());
         let retention = Arc::new(Retention::new(
             storage.clone(),
+            cluster.clone(),
             ledger.clone(),
             policies.clone(),
             background.ended.clone(),
@@ -822,6 +823,10 @@ impl Runs {
                 },
                 ClaimError::Deleting => RunError::UnknownRun {
                     run: record.run_id.clone(),
+                },
+                ClaimError::Exhausted { claims } => RunError::ClaimedTooOften {
+                    run: record.run_id.clone(),
+                    claims,
                 },
                 ClaimError::Store(e) => e.into(),
                 ClaimError::Record(e) => e.into(),

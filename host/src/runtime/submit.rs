@@ -14,7 +14,7 @@ use crate::config::LimitRequest;
 use crate::journal::ledger::ListedRun;
 use crate::journal::{
     ConcurrencyLimit, DEFAULT_PRIORITY, FIRST_PRIORITY, JournalError, LAST_PRIORITY, Payload, RunRecord, RunRecords,
-    digest,
+    Vacancy, digest, incarnations,
 };
 use crate::schedules::{CronPattern, MAX_SCHEDULE_INPUT_BYTES, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ConcurrencyKey, RunId, StoreError, TenantId};
@@ -176,8 +176,8 @@ impl Runs {
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         let records = RunRecords::new(store, run_id.clone());
         // A generated id is new; a chosen one may name a run that exists,
-        // or one whose deletion left objects behind.
-        let new_run = !chosen_id || records.vacant().await?;
+        // or one whose deletion left objects behind, or is under way.
+        let new_run = !chosen_id || self.vacant(&records).await?;
         let input_digest = digest(submission.input.as_bytes());
         // Stored after what was left behind is deleted, before the run
         // record, which names it; not for a run there is, whose record
@@ -187,7 +187,7 @@ impl Runs {
             true => (records.payload(submission.input, self.host.config.offload_payloads_above)).await?,
             false => Payload::Inline(submission.input),
         };
-        let record = RunRecord {
+        let mut record = RunRecord {
             run_id: run_id.clone(),
             workflow: submission.workflow,
             component: component.digest.clone(),
@@ -208,6 +208,7 @@ impl Runs {
             parent: submission.parent.map(|(parent, _)| parent),
             host: Some(self.host.cluster.me().clone()),
             host_incarnation: Some(self.host.cluster.incarnation()),
+            incarnation: 0,
             start_at_ms,
             deadline_ms,
             notify: submission.notify,
@@ -237,7 +238,16 @@ impl Runs {
                 false => Ok(()),
             }
         };
-        futures::try_join!(outbox, listed)?;
+        // A chosen id found free may have been used before: read only now
+        // (see `journal::incarnations`).
+        let incarnation = async {
+            match chosen_id && new_run {
+                true => Ok::<_, RunError>(incarnations::next(records.store()).await?),
+                false => Ok(0),
+            }
+        };
+        let ((), (), incarnation) = futures::try_join!(outbox, listed, incarnation)?;
+        record.incarnation = incarnation;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a
         // host stopping meanwhile names no run it then leaves undriven.
@@ -255,7 +265,7 @@ impl Runs {
                     ..super::DayUsage::default()
                 };
                 self.host.usage.count(tenant, started);
-                self.host.cluster.hold(tenant, &run_id, generation, 0);
+                self.host.cluster.hold(tenant, &record, generation, record.first_epoch());
                 self.join_line(records.store(), &record).await;
                 self.host
                     .fresh
@@ -293,6 +303,26 @@ impl Runs {
                 }
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether a run may be created under the chosen id of `records`: none
+    /// is stored; one is (`false`); or retention is deleting the last one,
+    /// refused until it is done unless its sweeper is dead (then what it
+    /// left is cleared).
+    pub(super) async fn vacant(&self, records: &RunRecords) -> Result<bool, RunError> {
+        match records.vacancy().await? {
+            Vacancy::Taken => Ok(false),
+            Vacancy::Free => Ok(true),
+            Vacancy::Sweeping(Some(sweeper)) if !self.host.cluster.is_gone(&sweeper).await? => {
+                Err(RunError::BeingDeleted {
+                    run: records.run_id().clone(),
+                })
+            }
+            Vacancy::Sweeping(_) => {
+                records.clear().await?;
+                Ok(true)
+            }
         }
     }
 

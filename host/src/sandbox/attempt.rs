@@ -14,6 +14,7 @@ use super::link::link;
 use super::outbound::{HttpHooks, HttpUsage};
 use super::scratch::ScratchDir;
 use super::wasi::{GuestWasi, Stdio};
+use crate::cluster::CLAIM_BITS;
 use crate::config::StepLimits;
 use crate::contract::bindings::exports::stepstone::workflow::step;
 use crate::contract::bindings::stepstone::workflow::{step_support, types};
@@ -108,13 +109,29 @@ impl step_support::Host for StepState {
     }
 
     async fn context(&mut self) -> wasmtime::Result<step_support::StepContext> {
-        let Serving { tenant, run, seq, .. } = &self.serving;
+        let Serving {
+            tenant, run, seq, epoch, ..
+        } = &self.serving;
         Ok(step_support::StepContext {
             run_id: run.clone(),
             seq: *seq,
             attempt: self.attempt,
-            idempotency_key: format!("{tenant}/{run}/{seq}"),
+            idempotency_key: idempotency_key(tenant, run, *epoch, *seq),
         })
+    }
+}
+
+/// The idempotency key of the call at `seq` of `tenant`'s run `run`,
+/// driven under the claim of `epoch` (its fencing token): the same for
+/// every attempt of the call, on every host, and another for a run of the
+/// id created again after retention deleted one (another incarnation, the
+/// bits of the epoch above [`CLAIM_BITS`]): `{tenant}/{run}/{seq}` for a
+/// run's first incarnation, `{tenant}/{run}/{incarnation}/{seq}` for later
+/// ones.
+pub fn idempotency_key(tenant: &str, run: &str, epoch: u64, seq: u64) -> String {
+    match epoch >> CLAIM_BITS {
+        0 => format!("{tenant}/{run}/{seq}"),
+        incarnation => format!("{tenant}/{run}/{incarnation}/{seq}"),
     }
 }
 
@@ -343,5 +360,23 @@ pub fn checked_output(output: String, limits: &StepLimits) -> Result<String, Att
             StepErrorKind::InvalidOutput,
             format!("the step's output is not JSON text ({e}): every payload must be JSON"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::idempotency_key;
+
+    /// A call's key names its run's incarnation past the first, so a run
+    /// of an id used again never shares a key with an earlier one; every
+    /// epoch of one incarnation (a takeover's too) gives the same key.
+    #[test]
+    fn an_idempotency_key_names_the_incarnation_past_the_first() {
+        assert_eq!(idempotency_key("acme", "order-7", 0, 3), "acme/order-7/3");
+        assert_eq!(idempotency_key("acme", "order-7", 5, 3), "acme/order-7/3");
+        let second = 1 << super::CLAIM_BITS;
+        assert_eq!(idempotency_key("acme", "order-7", second, 3), "acme/order-7/1/3");
+        assert_eq!(idempotency_key("acme", "order-7", second + 9, 3), "acme/order-7/1/3");
+        assert_eq!(idempotency_key("acme", "order-7", u64::MAX, 0), format!("acme/order-7/{}/0", u64::MAX >> 20));
     }
 }

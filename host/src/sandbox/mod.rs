@@ -20,7 +20,9 @@ mod scratch_budget;
 mod slots;
 mod wasi;
 
-pub use attempt::{AttemptFailure, AttemptReport, Reach, Serving, StepProgram, StepState, checked_output, run_attempt};
+pub use attempt::{
+    AttemptFailure, AttemptReport, Reach, Serving, StepProgram, StepState, checked_output, idempotency_key, run_attempt,
+};
 pub use deadline::{Deadline, instant_after};
 pub use describe::describe;
 pub use engine::{Engines, Role};

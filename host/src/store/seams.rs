@@ -60,9 +60,21 @@ pub struct Seams {
 }
 
 impl Seams {
-    /// A store that runs `before` ahead of each write, delete and listing.
+    /// A store that runs `before` ahead of each read, write, delete and
+    /// listing.
     pub fn before(before: Before) -> Self {
         Self {
+            before,
+            ..Self::plain()
+        }
+    }
+
+    /// A way to `inner` that runs `before` ahead of each call, as
+    /// [`before`](Self::before): one host's calls, while others reach
+    /// `inner` plainly.
+    pub fn before_on(inner: Arc<InMemory>, before: Before) -> Self {
+        Self {
+            inner,
             before,
             ..Self::plain()
         }
