@@ -54,7 +54,15 @@ fn start() -> (String, super::ServerOutput) {
     command
         .arg("--directory")
         .arg(&dir)
-        .args(["--address", "127.0.0.1", "--port", "0", "--silent", "--configure-bucket", BUCKET])
+        .args([
+            "--address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--silent",
+            "--configure-bucket",
+            BUCKET,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

@@ -10,8 +10,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::Bytes;
 
+use super::claim_text::{Claimed, claim_bytes, claimed};
 use super::lease::{Lease, LeaseLapsed};
 use super::twins::Found;
 use super::{Cluster, HostId, Incarnation, LiveError};
@@ -46,45 +46,6 @@ pub struct Owner {
     pub incarnation: Option<Incarnation>,
     /// Retention is deleting the run: no host may claim it.
     pub deleting: bool,
-}
-
-/// What a claim holds: the host and the process of it that made it, so
-/// that no two processes ever write the same bytes (a create retried
-/// after a lost reply takes a claim it finds for its own only if it holds
-/// these very bytes).
-pub(super) fn claim_bytes(host: &HostId, incarnation: Incarnation) -> Bytes {
-    Bytes::from(format!("{host} {incarnation}"))
-}
-
-/// What a claim's bytes say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Claimed {
-    /// A host's process drives the run.
-    Host(HostId, Option<Incarnation>),
-    /// Retention deletes it (see `deletions`): its sweeper, if it names one.
-    Deleting(Option<super::deletions::Sweeper>),
-    /// Bytes that name no host: anyone may claim the run again.
-    Unreadable,
-}
-
-/// What the claim `bytes` says.
-pub(super) fn claimed(bytes: &[u8]) -> Claimed {
-    let text = String::from_utf8_lossy(bytes);
-    if let Some(deleting) = text.strip_prefix(super::deletions::DELETING) {
-        return Claimed::Deleting(super::deletions::sweeper(deleting));
-    }
-    host_and_incarnation(&text).map_or(Claimed::Unreadable, |(host, incarnation)| {
-        Claimed::Host(host, incarnation)
-    })
-}
-
-/// `{host}` or `{host} {incarnation}`, read.
-pub(super) fn host_and_incarnation(text: &str) -> Option<(HostId, Option<Incarnation>)> {
-    let (host, incarnation) = match text.split_once(' ') {
-        Some((host, incarnation)) => (host, Some(incarnation.parse().ok()?)),
-        None => (text, None),
-    };
-    Some((HostId::try_from(host.to_owned()).ok()?, incarnation))
 }
 
 /// This host's right to drive one run, for as long as its lease holds.

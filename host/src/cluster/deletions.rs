@@ -19,15 +19,12 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 
-use super::claims::{CLAIM_TRIES, Claim, ClaimError, ClaimLost, Claimed, claimed, epochs_of, newest_epoch, next_epoch};
-use super::{Cluster, HostId, Incarnation};
+use super::claim_text::{Claimed, Sweeper, claimed, deletion_bytes};
+use super::claims::{CLAIM_TRIES, Claim, ClaimError, ClaimLost, epochs_of, newest_epoch, next_epoch};
+use super::Cluster;
 use crate::journal::RunRecord;
 use crate::store::{StoreError, StoreKey, TenantStore, keys_of};
-
-/// How a deletion claim's bytes begin.
-pub(super) const DELETING: &str = "deleting";
 
 /// A deletion claim this host holds: its key, to delete last, and the
 /// lease it was made under.
@@ -43,47 +40,6 @@ impl Deleting {
     /// since a host judged dead may have had its sweep taken over.
     pub fn check(&self) -> Result<(), ClaimLost> {
         self.claim.check()
-    }
-}
-
-/// What a deletion claim of the run created at `created_at_ms` by this
-/// process holds.
-fn deletion_bytes(created_at_ms: u64, host: &HostId, incarnation: Incarnation) -> Bytes {
-    Bytes::from(format!("{DELETING} {created_at_ms} {host} {incarnation}"))
-}
-
-/// Who deletes a run: the host and its process that made the deletion
-/// claim, and which creation of the run it deletes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sweeper {
-    /// The host deleting the run.
-    pub host: HostId,
-    /// Its process.
-    pub incarnation: Incarnation,
-    /// When the run it deletes was created.
-    pub created_at_ms: u64,
-}
-
-/// The sweeper a deletion claim names, from what follows [`DELETING`];
-/// `None` for one that names none (written before sweepers named
-/// themselves).
-pub(super) fn sweeper(rest: &str) -> Option<Sweeper> {
-    let (created_at_ms, by) = rest.trim_start().split_once(' ')?;
-    match super::claims::host_and_incarnation(by)? {
-        (host, Some(incarnation)) => Some(Sweeper {
-            host,
-            incarnation,
-            created_at_ms: created_at_ms.parse().ok()?,
-        }),
-        (_, None) => None,
-    }
-}
-
-/// If the claim `bytes` is a deletion claim: its sweeper, if it names one.
-pub fn deleted_by(bytes: &[u8]) -> Option<Option<Sweeper>> {
-    match claimed(bytes) {
-        Claimed::Deleting(sweeper) => Some(sweeper),
-        _ => None,
     }
 }
 

@@ -32,6 +32,7 @@
 //!   check just before the lease ran out lands only if no other host wrote
 //!   that seq, so it never contradicts the journal.
 
+mod claim_text;
 mod claims;
 mod deletions;
 mod host_id;
@@ -48,7 +49,8 @@ use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
 pub use claims::{CLAIM_BITS, Claim, ClaimError, ClaimLost, Owner, epochs_of, overtaken_at};
-pub use deletions::{Deleting, Sweeper, deleted_by};
+pub use claim_text::{Sweeper, deleted_by};
+pub use deletions::Deleting;
 pub use host_id::{HostId, Incarnation, InvalidHostId};
 pub use lease::{LeaseLapsed, LeasePolicy};
 pub use twins::{HostStop, LiveError};
@@ -147,8 +149,8 @@ impl Cluster {
             .get_or_try_init(|| async {
                 self.wait_out_an_earlier_process().await?;
                 self.renew().await?;
-                tokio::spawn(keep_alive(Arc::downgrade(self)));
-                tokio::spawn(wakeups::watch(Arc::downgrade(self)));
+                crate::task::spawn(keep_alive(Arc::downgrade(self)));
+                crate::task::spawn(wakeups::watch(Arc::downgrade(self)));
                 tracing::info!(host = %self.me, ttl_ms = crate::clock::millis(self.ttl()), "joined the hosts sharing the store");
                 Ok::<(), LiveError>(())
             })
@@ -679,7 +681,7 @@ mod twin_tests {
                 let (run, me) = (run.clone(), me.clone());
                 async move {
                     let store = storage.tenant(&TenantId::default_tenant());
-                    let claim = super::claims::claim_bytes(&me, other);
+                    let claim = super::claim_text::claim_bytes(&me, other);
                     store.create(&keys_of(&run).owner(1), claim).await.expect("the twin claims");
                 }
                 .boxed()

@@ -38,7 +38,9 @@ async fn highest_retired(store: &TenantStore) -> Result<Option<u64>, StoreError>
 /// The incarnation a run of an id found free is created as: one above
 /// every incarnation retention deleted.
 pub async fn next(store: &TenantStore) -> Result<u64, StoreError> {
-    Ok(highest_retired(store).await?.map_or(0, |highest| highest.saturating_add(1)))
+    Ok(highest_retired(store)
+        .await?
+        .map_or(0, |highest| highest.saturating_add(1)))
 }
 
 /// The marks of one sweep of a tenant: read once, raised as it deletes.
@@ -72,7 +74,10 @@ impl Retired {
     /// Deletes every mark below the highest: what the sweep ends with.
     pub async fn keep_highest(&self, store: &TenantStore) -> Result<(), StoreError> {
         let listed = store.list(&retired_key()).await?;
-        let highest = listed.iter().filter_map(|key| key.filename()?.parse::<u64>().ok()).max();
+        let highest = listed
+            .iter()
+            .filter_map(|key| key.filename()?.parse::<u64>().ok())
+            .max();
         let lower: Vec<StoreKey> = listed
             .into_iter()
             .filter(|key| key.filename().and_then(|name| name.parse::<u64>().ok()) < highest)

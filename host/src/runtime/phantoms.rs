@@ -76,15 +76,29 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_note_is_a_phantom_once_seen_without_a_record_for_phantom_after() {
         let _virtual = VirtualTime::start(1_000);
-        let (phantoms, tenant, other) = (Phantoms::default(), TenantId::default_tenant(), TenantId::new("other").expect("an id"));
-        assert!(phantoms.seen(&tenant, vec![noted("a"), noted("b")]).is_empty(), "first sight");
+        let (phantoms, tenant, other) = (
+            Phantoms::default(),
+            TenantId::default_tenant(),
+            TenantId::new("other").expect("an id"),
+        );
+        assert!(
+            phantoms.seen(&tenant, vec![noted("a"), noted("b")]).is_empty(),
+            "first sight"
+        );
         phantoms.seen(&other, vec![noted("a")]);
         tokio::time::sleep(ledger::PHANTOM_AFTER - std::time::Duration::from_millis(1)).await;
         assert!(phantoms.seen(&tenant, vec![noted("a")]).is_empty(), "a moment short");
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        assert_eq!(phantoms.seen(&tenant, vec![noted("a"), noted("b")]), vec![noted("a")], "b was seen with a record between");
+        assert_eq!(
+            phantoms.seen(&tenant, vec![noted("a"), noted("b")]),
+            vec![noted("a")],
+            "b was seen with a record between"
+        );
         assert_eq!(phantoms.seen(&other, vec![noted("a")]), vec![noted("a")]);
         phantoms.seen(&tenant, Vec::new());
-        assert!(lock(&phantoms.seen).get(&tenant).is_none(), "nothing kept of a tenant without phantoms");
+        assert!(
+            lock(&phantoms.seen).get(&tenant).is_none(),
+            "nothing kept of a tenant without phantoms"
+        );
     }
 }

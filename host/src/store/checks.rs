@@ -35,7 +35,10 @@ impl Storage {
         let name = uuid::Uuid::now_v7().to_string();
         let (once, raced) = (Key::from(format!("{name}-once")), Key::from(format!("{name}-raced")));
         let unreachable = |e: StoreError| self.refused(&self.unreachable(&e));
-        probes.create(&once, Bytes::from_static(b"probe")).await.map_err(unreachable)?;
+        probes
+            .create(&once, Bytes::from_static(b"probe"))
+            .await
+            .map_err(unreachable)?;
         let again = probes.create(&once, Bytes::from_static(b"probe, again")).await;
         let racing = (0..RACERS).map(|n| probes.create(&raced, Bytes::from(format!("racer {n}"))));
         let landed = futures::future::join_all(racing).await;
@@ -50,9 +53,10 @@ impl Storage {
             Err(e) => return Err(unreachable(e)),
         }
         let won = landed.iter().filter(|created| created.is_ok()).count();
-        if let Some(Err(e)) = landed.into_iter().find(|created| {
-            !matches!(created, Ok(()) | Err(StoreError::AlreadyExists { .. }))
-        }) {
+        if let Some(Err(e)) = landed
+            .into_iter()
+            .find(|created| !matches!(created, Ok(()) | Err(StoreError::AlreadyExists { .. })))
+        {
             return Err(unreachable(e));
         }
         if won != 1 {
