@@ -753,6 +753,16 @@ impl Server {
     }
 
     /// Uploads an example guest under its name.
+    /// Polls `path` until it answers 404 (retention deleted what it
+    /// names), for at most 30 s.
+    pub fn await_gone(&self, path: &str, token: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.get(path, token).status != 404 {
+            assert!(Instant::now() < deadline, "{path} was never deleted");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn upload(&self, token: &str, name: &str) -> Value {
         let bytes = std::fs::read(guest(name)).expect("the guest is built");
         self.post_bytes(&format!("/v1/components?name={name}"), token, bytes)

@@ -315,15 +315,6 @@ fn the_cli_runs_with_a_timeout_to_its_deadline() {
     );
 }
 
-/// Polls `path` until it answers 404, for at most 30 s.
-fn await_gone(server: &Server, path: &str, token: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while server.get(path, token).status != 404 {
-        assert!(std::time::Instant::now() < deadline, "{path} was never deleted");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_restart() {
     const KEEPER: &str = "sst_lifecycle_keeper";
@@ -344,7 +335,7 @@ fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_re
     // Killed before the 2 s are up: the restarted host finds the run by its
     // marker in the store, and deletes it on time.
     let server = server.restart_after("KILL");
-    await_gone(&server, "/v1/runs/done", TOKEN);
+    server.await_gone("/v1/runs/done", TOKEN);
     let left = server.host.stored("tenants/acme/runs/done/");
     assert!(left.is_empty(), "objects of a deleted run are left: {:?}", left.keys());
 
@@ -356,7 +347,7 @@ fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_re
         .expect(202);
     let ended = server.get("/v1/runs/waiting/wait?timeout=30s", TOKEN).expect(200);
     assert_eq!(ended["state"], "completed", "{ended}");
-    await_gone(&server, "/v1/runs/waiting", TOKEN);
+    server.await_gone("/v1/runs/waiting", TOKEN);
     assert!(
         server.host.stored("tenants/acme/finished/").is_empty(),
         "markers go with their runs"
@@ -494,7 +485,7 @@ fn a_component_is_deleted_only_once_no_name_schedule_or_run_refers_to_it() {
     assert_eq!(unpinned.status(), 204);
     refused("run `uses`");
 
-    await_gone(&server, "/v1/runs/uses", TOKEN);
+    server.await_gone("/v1/runs/uses", TOKEN);
     assert_eq!(delete().status(), 204);
     server.get(&path, TOKEN).expect(404);
     let key = format!("tenants/acme/components/{digest}.wasm");

@@ -159,6 +159,63 @@ fn a_host_killed_mid_charge_charges_once() {
     });
 }
 
+/// Issue 55, path 5: an order id used again once retention deleted its
+/// run is a new incarnation of it: its charge goes under another
+/// idempotency key, so the service charges the new amount rather than
+/// answering the old charge, with a fencing token above every token the
+/// old run sent.
+#[test]
+fn an_order_id_used_again_after_retention_is_charged_anew_under_a_higher_token() {
+    let origin = Origin::start();
+    let tenants = format!(
+        "[[tenants]]\nid = \"shop\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nretention_ms = 1000\nallowed_outbound_hosts = [\"{}\"]\n",
+        token_hash("sst_shop"),
+        origin.url()
+    );
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", SECRET_KEY);
+    let config = host.data_dir().join("stepstone.toml");
+    std::fs::write(&config, tenants).expect("the tenants file is written");
+    let server = Server::start_with(host, &["--config", arg(&config)]);
+    let put = server
+        .request(reqwest::Method::PUT, "/v1/secrets/payments-api-key", "sst_shop")
+        .body(PAYMENTS_API_KEY)
+        .send()
+        .expect("the server answers");
+    assert_eq!(put.status(), 204);
+    server.upload("sst_shop", "checkout");
+    let checkout = |amount_cents: u64| {
+        let mut input = order(&origin, "o-7", "charge");
+        input["amount_cents"] = json!(amount_cents);
+        server.run_to_end("sst_shop", "checkout", "checkout", &input, "o-7")
+    };
+
+    let first = checkout(1200);
+    server.await_gone("/v1/runs/o-7", "sst_shop");
+    let second = checkout(1500);
+
+    assert_eq!(first["charge"]["amount_cents"], 1200, "{first}");
+    assert_eq!(
+        second["charge"]["amount_cents"], 1500,
+        "charged anew, not answered the old charge: {second}"
+    );
+    let charges = origin.charges();
+    let keys: Vec<&str> = charges.iter().map(|charge| charge.idempotency_key.as_str()).collect();
+    assert_eq!(keys, ["shop/o-7/0", "shop/o-7/1/0"], "{charges:?}");
+    let tokens = |key: &str| -> Vec<u64> {
+        let sent = origin
+            .received()
+            .into_iter()
+            .filter(|r| r.header("idempotency-key") == Some(key));
+        sent.filter_map(|r| r.header("fencing-token")?.parse().ok()).collect()
+    };
+    let (old, new) = (tokens("shop/o-7/0"), tokens("shop/o-7/1/0"));
+    assert!(!old.is_empty() && !new.is_empty(), "{old:?} {new:?}");
+    assert!(
+        new.iter().min() > old.iter().max(),
+        "the new run's tokens {new:?} lie above the old one's {old:?}"
+    );
+}
+
 #[test]
 fn a_missing_api_key_fails_for_good_and_a_failed_shipment_is_refunded() {
     let origin = Origin::start();

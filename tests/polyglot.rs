@@ -41,6 +41,33 @@ fn a_rust_workflow_calls_python_javascript_c_and_wat_steps_by_qualified_name() {
     assert_eq!(run.json_line(), Value::Object(expected));
 }
 
+/// A C step reads its call's idempotency key and fencing token through the
+/// C SDK, as a service would be sent them: `{tenant}/{run}/{seq}` for a
+/// run's first incarnation, under its creator's token 0.
+#[test]
+fn a_c_step_reads_its_calls_idempotency_key_and_fencing_token() {
+    let host = Host::new();
+    let link = format!("c-steps={}", arg(&guest("c-steps")));
+    let input = json!({"value": null, "via": ["c-steps"], "step": "key"}).to_string();
+    let polyglot = guest("polyglot");
+    let args = [
+        "run",
+        arg(&polyglot),
+        "polyglot",
+        "--run-id",
+        "keyed-1",
+        "--input",
+        &input,
+        "--link",
+        &link,
+    ];
+    let run = host.run(&args).success();
+    assert_eq!(
+        run.json_line(),
+        json!({"c-steps": {"idempotency_key": "default/keyed-1/0", "fencing_token": 0}})
+    );
+}
+
 /// `stepstone run WORKFLOW_COMPONENT workflow --run-id RUN --link hello=...`,
 /// not yet checked.
 fn run_with_hello(host: &Host, component: &str, workflow: &str, run: &str, input: &str) -> Run {

@@ -10,6 +10,17 @@ uint32_t stepstone_attempt(void) { return stepstone_workflow_step_support_attemp
 
 uint64_t stepstone_fencing_token(void) { return stepstone_workflow_step_support_fencing_token(); }
 
+char *stepstone_idempotency_key(void) {
+  stepstone_workflow_step_support_step_context_t context;
+  stepstone_workflow_step_support_context(&context);
+  size_t len = context.idempotency_key.len;
+  char *key = stepstone_alloc(NULL, len + 1);
+  memcpy(key, context.idempotency_key.ptr, len);
+  key[len] = '\0';
+  stepstone_workflow_step_support_step_context_free(&context);
+  return key;
+}
+
 void stepstone_log(stepstone_level level, const char *message) {
   steps_string_t text = {(uint8_t *)message, strlen(message)};
   stepstone_workflow_step_support_log((stepstone_workflow_step_support_log_level_t)level, &text);

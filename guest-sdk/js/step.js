@@ -47,11 +47,16 @@ export class StepContext {
   // The same for every attempt of this call, on any host, and for no other
   // call of any tenant: send it as a service's `Idempotency-Key`, so a
   // request an earlier attempt got through is not done twice.
+  // `{tenant}/{run}/{seq}`, or `{tenant}/{run}/{incarnation}/{seq}` for a run
+  // whose id was used before (retention deleted an earlier run of it), so a
+  // service never answers it with the earlier run's result.
   get idempotencyKey() {
     return context().idempotencyKey;
   }
 
-  // A number that only rises as the run passes from host to host: send it
+  // A number that only rises as the run passes from host to host, and from
+  // one incarnation of its id to the next (exact as a number up to
+  // incarnation 2^33): send it
   // with the idempotency key (say as `Fencing-Token`) to a service that
   // keeps the highest it saw for each key and refuses a lower one, so an
   // attempt of a host that lost the run cannot act after the new owner's.

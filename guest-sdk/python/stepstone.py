@@ -280,13 +280,16 @@ class StepContext(_Logging):
     def idempotency_key(self):
         """The same for every attempt of this call, on any host, and for no
         other call: send it as a service's `Idempotency-Key`, so a request an
-        earlier attempt sent (its answer lost) does the work only once."""
+        earlier attempt sent (its answer lost) does the work only once.
+        `{tenant}/{run}/{seq}`, or `{tenant}/{run}/{incarnation}/{seq}` for a
+        run whose id was used before (retention deleted an earlier run of it),
+        so a service never answers it with the earlier run's result."""
         return self._context.idempotency_key
 
     @property
     def fencing_token(self):
-        """A number that only rises as the run passes from host to host:
-        send it with the idempotency key (say as `Fencing-Token`) to a
+        """A number that only rises as the run passes from host to host, and
+        from one incarnation of its id to the next: send it with the idempotency key (say as `Fencing-Token`) to a
         service that keeps the highest it saw for each key and refuses a
         lower one, so an attempt of a host that lost the run cannot act
         after the new owner's."""

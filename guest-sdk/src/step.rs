@@ -42,11 +42,15 @@ impl Step {
     /// A key naming this call, the same for each of its attempts on any
     /// host and for no other call of any tenant: pass it to a service as
     /// its `Idempotency-Key`, so a retried request does the work once.
+    /// `{tenant}/{run}/{seq}`, or `{tenant}/{run}/{incarnation}/{seq}` for a
+    /// run whose id was used before (retention deleted an earlier run of
+    /// it): a service never answers it with the earlier run's result.
     pub fn idempotency_key(&self) -> String {
         step_support::context().idempotency_key
     }
 
-    /// A number that only rises as the run passes from host to host: send
+    /// A number that only rises as the run passes from host to host, and
+    /// from one incarnation of its id to the next: send
     /// it with the idempotency key (say as `Fencing-Token`) to a service
     /// that keeps the highest it saw for each key and refuses a lower one,
     /// so an attempt of a host that lost the run cannot act after the new
