@@ -18,6 +18,9 @@ reading them as text (no compiler), so the counts are close, not exact:
   feature, a rougher count) and public modules;
 - import cycles between files (`use crate::...`, `use super::...`): there
   must be none, so the script fails on one (`make test` runs it);
+- tasks spawned with a bare `tokio::spawn` outside `task.rs`, which would
+  lose their process's clock and seams in a simulation: there must be
+  none (host/src/task.rs), so the script fails on one;
 - the fixed `Duration` constants, each of which docs/ARCHITECTURE.md's
   "Fixed timings" must list (and nothing else), and the numeric constants
   named for a maximum, each of which its "Fixed limits" must list (and
@@ -233,6 +236,11 @@ def cycles(files):
     return found
 
 
+def bare_spawns(files):
+    """The files spawning tasks with `tokio::spawn` instead of `task::spawn`."""
+    return sorted(rel(path) for path, text in files.items() if path.name != "task.rs" and "tokio::spawn(" in text)
+
+
 def timings(files):
     """The fixed `Duration` constants of the sources (module-level or
     associated, not a function's own), and those the architecture's
@@ -284,12 +292,16 @@ def main():
     print(f"import cycles (strongly connected groups of files): {len(found)}")
     for group in found:
         print(f"  {' <-> '.join(group)}")
+    spawning = bare_spawns(files)
+    print(f"files spawning tasks without their process: {len(spawning)}")
     in_code, in_table = timings(files)
     print(f"fixed timings: {len(in_code)} in the code, {len(in_table)} in docs/ARCHITECTURE.md")
     named_max, every, limits_table = limits(files)
     print(f"fixed limits: {len(named_max)} named for a maximum in the code, {len(limits_table)} in docs/ARCHITECTURE.md")
     if found:
         sys.exit("import cycles between files of host/src: break each by moving what both sides use below them")
+    if spawning:
+        sys.exit(f"tasks spawned with tokio::spawn in {', '.join(spawning)}: use crate::task::spawn (host/src/task.rs)")
     if in_code != in_table:
         sys.exit(
             "docs/ARCHITECTURE.md's Fixed timings and the code disagree: "

@@ -26,15 +26,23 @@ struct Origin {
 }
 
 /// Milliseconds since the Unix epoch: virtual on a thread running a
-/// scenario, the system's everywhere else.
+/// scenario, the system's everywhere else; off by its process's offset for
+/// a task of a simulated host (see [`crate::task`]).
 pub fn now_ms() -> u64 {
-    match VIRTUAL.with(Cell::get) {
+    let now = match VIRTUAL.with(Cell::get) {
         Some(origin) => {
             let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
             origin.at_ms.saturating_add(millis(elapsed))
         }
         None => system_now_ms(),
-    }
+    };
+    now.saturating_add_signed(wall_offset_ms())
+}
+
+/// How far the wall clock of the current task's process is from the
+/// simulation's (0 outside a simulation).
+fn wall_offset_ms() -> i64 {
+    crate::task::Process::current().map_or(0, |process| process.wall_offset_ms)
 }
 
 /// `ms` since the Unix epoch as an RFC 3339 time, for messages.
@@ -56,13 +64,14 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
 
 /// Microseconds since the Unix epoch, from the same clock as [`now_ms`].
 pub fn now_us() -> u64 {
-    match VIRTUAL.with(Cell::get) {
+    let now = match VIRTUAL.with(Cell::get) {
         Some(origin) => {
             let elapsed = tokio::time::Instant::now().saturating_duration_since(origin.instant);
             origin.at_ms.saturating_mul(1_000).saturating_add(micros(elapsed))
         }
         None => SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, micros),
-    }
+    };
+    now.saturating_add_signed(wall_offset_ms().saturating_mul(1_000))
 }
 
 /// Creation instants that never repeat: each reading is [`now_us`], or one

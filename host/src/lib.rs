@@ -89,6 +89,7 @@ internal_modules!(
     egress,
     guest_log,
     sandbox,
+    task,
 );
 
 #[cfg(feature = "mimalloc")]

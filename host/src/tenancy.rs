@@ -379,7 +379,7 @@ impl LiveTenants {
     /// the process lives.
     pub fn follow(&self, path: PathBuf) {
         let live = self.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
                 Ok(hangups) => Some(hangups),
                 Err(e) => {

@@ -168,7 +168,7 @@ fn refused(mut body: Body, mut response: Response) -> Response {
     response
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let discard = async {
             let mut left = LINGER_BYTES;
             while let Some(Ok(frame)) = body.frame().await {

@@ -49,7 +49,7 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
         let service = TowerToHyperService::new(router.clone());
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("a connection ended with an error: {e}");
             }

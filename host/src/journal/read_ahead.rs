@@ -89,7 +89,7 @@ impl ReadAhead {
             Arc::new(fetched)
         };
         // Spawned, so the reads go on while the run is claimed and loaded.
-        let fetching = tokio::spawn(fetch).map(|joined| joined.unwrap_or_default());
+        let fetching = crate::task::spawn(fetch).map(|joined| joined.unwrap_or_default());
         Ok(Some(Self {
             listed,
             listed_at,

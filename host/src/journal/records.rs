@@ -200,7 +200,13 @@ impl RunRecord {
     pub fn abandoned(run: RunId, created_at_ms: u64, abandoned: Abandoned) -> Self {
         Self {
             abandoned: Some(abandoned),
-            ..Self::bare(run, String::new(), String::new(), Payload::Inline("null".into()), created_at_ms)
+            ..Self::bare(
+                run,
+                String::new(),
+                String::new(),
+                Payload::Inline("null".into()),
+                created_at_ms,
+            )
         }
     }
 

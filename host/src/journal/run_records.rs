@@ -14,12 +14,12 @@ use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::ledger::NotedRun;
 use super::payload::{Payload, sha256_hex};
 use super::read_ahead::ReadAhead;
-use super::ledger::NotedRun;
 use super::records::{
-    Abandoned, AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord, SignalRecord,
-    TimerRecord,
+    Abandoned, AdvanceRecord, AttemptRecord, BuildRecord, CancelRecord, Entry, Outcome, PauseRecord, RunRecord,
+    SignalRecord, TimerRecord,
 };
 use super::snapshot::{self, Snapshot};
 use super::{JournalError, decode, encode};
@@ -30,6 +30,7 @@ use crate::shared_map::lock;
 use crate::store::{
     RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, finished_marker, keys_of, unfinished_marker,
 };
+use crate::task::{Seam, seam};
 
 /// How many records are read from the store at once.
 const READ_AHEAD: usize = 32;
@@ -278,6 +279,7 @@ impl RunRecords {
         if !read_ahead && let Some(why) = claim.overtaken(&self.store, &self.run).await? {
             return Err(self.stood_down(why));
         }
+        seam(Seam::AfterFenceRead).await;
         // Read last, right before the attempt: a late write landing while
         // the other read was under way is still seen.
         let entry = keys_of(&self.run).entry(seq);
@@ -286,7 +288,9 @@ impl RunRecords {
             tracing::warn!(run = %self.run, seq, "the call's entry was written by the run's last owner after this host read the journal; driving the run again from it");
             return Err(JournalError::Store(StoreError::AlreadyExists { key }));
         }
-        self.check_claim()
+        self.check_claim()?;
+        seam(Seam::AfterClaimCheck).await;
+        Ok(())
     }
 
     /// The epoch of the claim this handle writes under (0 for none, as for
@@ -491,7 +495,10 @@ impl RunRecords {
     /// and [`FENCE_STANDS_FOR`] of its sending.
     pub fn stand_on(&self, fence: FirstFence) {
         if self.claim.as_ref().is_some_and(|claim| !claim.took_over()) {
-            *lock(&self.fence_ahead) = Some(FenceAhead { seq: None, read: fence.0 });
+            *lock(&self.fence_ahead) = Some(FenceAhead {
+                seq: None,
+                read: fence.0,
+            });
         }
     }
 
@@ -762,6 +769,7 @@ impl RunRecords {
     /// Appends an entry; fails with `AlreadyExists` if its seq is taken.
     pub async fn append(&self, entry: &Entry) -> Result<(), JournalError> {
         self.check_claim()?;
+        seam(Seam::AfterClaimCheck).await;
         let stored = Bytes::from(entry.encode());
         self.store
             .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
@@ -1215,7 +1223,9 @@ mod tests {
             "a claim stored while the entry was written is seen"
         );
 
-        let read = FenceRead::of(&store, &RunId::new("unclaimed")?, 0).await.expect("no claim");
+        let read = FenceRead::of(&store, &RunId::new("unclaimed")?, 0)
+            .await
+            .expect("no claim");
         assert!(read.stands(), "at once");
         let slow = FenceRead {
             sent: read.sent,

@@ -84,7 +84,7 @@ impl Runs {
         running.insert(key.clone(), driving.clone());
         let runtime = self.clone();
         self.host.metrics.run_active(tenant, 1);
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let (tenant, run) = &key;
             match runtime.run_to_end_through_outages(tenant, run).await {
                 Err(e @ RunError::DrivenElsewhere { .. }) => tracing::info!(%tenant, %run, "not driven here: {e}"),
@@ -193,7 +193,7 @@ impl Runs {
     pub fn take_over_from_dead_hosts(&self) {
         let runtime = self.clone();
         let mut deaths = self.host.cluster.deaths();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             while deaths.changed().await.is_ok() {
                 for tenant in &runtime.served() {
                     let looked = (|| runtime.recover(tenant))
@@ -288,8 +288,7 @@ mod tests {
     /// took before it is read, more times in a row than a reader tries) is
     /// made again until it is done: the dead host's run is taken over.
     #[tokio::test(start_paused = true)]
-    async fn a_look_for_a_dead_hosts_runs_the_ledger_keeps_failing_is_made_again_until_done() -> Result<(), RunError>
-    {
+    async fn a_look_for_a_dead_hosts_runs_the_ledger_keeps_failing_is_made_again_until_done() -> Result<(), RunError> {
         let _virtual = VirtualTime::start(1_800_000_000_000);
         let ghosts = Arc::new(AtomicUsize::new(12));
         let listed: Listed = {
@@ -315,13 +314,21 @@ mod tests {
         store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
         let dead = HostId::try_from("elsewhere.7.abc".to_owned()).expect("a valid id");
         let heartbeat = StoreKey::from_iter(["hosts", dead.as_str()]);
-        storage.cluster().overwrite(&heartbeat, Bytes::from_static(b"{}")).await?;
+        storage
+            .cluster()
+            .overwrite(&heartbeat, Bytes::from_static(b"{}"))
+            .await?;
         let record = RunRecord {
             host: Some(dead),
             ..RunRecord::example("r0001", now_ms())
         };
         let runtime = Runtime::new(HostConfig::new(), storage.clone(), CodeCache::disabled())?;
-        runtime.runs().host.ledger.opened(&store, ListedRun::of(&record)).await?;
+        runtime
+            .runs()
+            .host
+            .ledger
+            .opened(&store, ListedRun::of(&record))
+            .await?;
         RunRecords::new(store.clone(), record.run_id.clone())
             .create_record(&record)
             .await?;
@@ -335,7 +342,11 @@ mod tests {
         let claim = store.get(&keys_of(&record.run_id).owner(1)).await?;
         let cluster = &runtime.runs().host.cluster;
         let taken_by = format!("{} {}", cluster.me(), cluster.incarnation());
-        assert_eq!(claim.as_deref(), Some(taken_by.as_bytes()), "the dead host's run taken over");
+        assert_eq!(
+            claim.as_deref(),
+            Some(taken_by.as_bytes()),
+            "the dead host's run taken over"
+        );
         Ok(())
     }
 }

@@ -196,7 +196,7 @@ impl Catalog {
         }
         let bytes = self.components.delete(&self.storage.tenant(tenant), digest).await?;
         let (catalog, tenant, digest) = (self.clone(), tenant.clone(), digest.to_owned());
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             tokio::time::sleep(STORED_FRESH + Duration::from_secs(5)).await;
             match catalog.reference_to(&tenant, &digest).await {
                 Ok(None) => {}

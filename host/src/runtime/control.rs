@@ -340,7 +340,7 @@ impl Runs {
 
     pub(super) fn deadline_timer(&self, tenant: &TenantId, run: &RunId, deadline_ms: u64) -> DeadlineTimer {
         let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
-        let task = tokio::spawn(async move {
+        let task = crate::task::spawn(async move {
             tokio::time::sleep(Duration::from_millis(deadline_ms.saturating_sub(now_ms()))).await;
             if let Err(e) = runtime.cancel_at_deadline(&tenant, &run, deadline_ms).await {
                 tracing::debug!(%run, "not cancelled at its deadline: {e}");
@@ -357,7 +357,7 @@ impl Runs {
     ) -> Result<(), RunError> {
         self.request_cancellation(tenant, run, &request).await?;
         let (runtime, tenant, run) = (self.clone(), tenant.clone(), run.clone());
-        tokio::spawn(async move { runtime.cancel_children(&tenant, &run).await });
+        crate::task::spawn(async move { runtime.cancel_children(&tenant, &run).await });
         Ok(())
     }
 

@@ -230,7 +230,7 @@ impl WorkflowState {
         if let Launch::Awaited = launch {
             return execution.boxed().shared();
         }
-        let task = tokio::spawn(self.run.ringing(execution));
+        let task = crate::task::spawn(self.run.ringing(execution));
         let abort = task.abort_handle();
         let result = task
             .map(|joined| {
@@ -333,7 +333,7 @@ impl WorkflowState {
         if !self.running.contains_key(&handle)
             && let Some(StartedStep::Running { call, .. }) = self.steps.get(&handle)
         {
-            let task = tokio::spawn(self.run.ringing(step.clone()));
+            let task = crate::task::spawn(self.run.ringing(step.clone()));
             let running = RunningStep {
                 call: call.clone(),
                 result: step,

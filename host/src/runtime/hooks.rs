@@ -216,7 +216,7 @@ impl Hooks {
     /// process lives.
     pub(super) fn deliver(self: &Arc<Self>, served: watch::Receiver<BTreeSet<TenantId>>) {
         let hooks = self.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let mut known: HashMap<TenantId, Known> = HashMap::new();
             let mut checked_unended_at: Option<tokio::time::Instant> = None;
             loop {

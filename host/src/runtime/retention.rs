@@ -37,6 +37,7 @@ use crate::policy::Policies;
 use crate::store::{
     RunId, Storage, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker,
 };
+use crate::task::{Seam, seam};
 
 /// Runs one pass deletes per tenant, at most: the rest wait for the next.
 pub const SWEEP_BATCH: usize = 100;
@@ -90,7 +91,7 @@ impl Retention {
     /// as long as the process lives.
     pub fn sweep_forever(self: &Arc<Self>) {
         let retention = self.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             loop {
                 let kept = retention.policies.retentions();
                 for (tenant, kept_for) in &kept {
@@ -296,6 +297,7 @@ impl Retention {
         let Some(deleting) = self.claim_for_deletion(store, &record).await? else {
             return Ok(None);
         };
+        seam(Seam::BetweenDeletionClaimAndListing).await;
         // The record read again after the claim: one read before it may
         // have been deleted since by another sweep, and the id used again.
         if !is_stored(&records, &record).await? {
@@ -304,7 +306,9 @@ impl Retention {
             }
             return Ok(Some(Deleted::NOTHING));
         }
-        let objects = self.delete_objects(store, &records, &record, &deleting, retired).await?;
+        let objects = self
+            .delete_objects(store, &records, &record, &deleting, retired)
+            .await?;
         Ok(Some(Deleted {
             objects,
             created_at_ms: Some(record.created_at_ms),
@@ -455,8 +459,8 @@ mod tests {
     use crate::config::HostConfig;
     use crate::journal::ledger::{ListedRun, NotedRun, created};
     use crate::journal::{ChainLink, RunRecord, SignalRecord};
-    use crate::shared_map::lock;
     use crate::journal::{Vacancy, incarnations};
+    use crate::shared_map::lock;
     use crate::store::{Storage, finished_marker, seams};
 
     /// Submits run `r0001` again, with a signal, the first time its id is
@@ -558,7 +562,10 @@ mod tests {
         let records = RunRecords::new(store.clone(), run(1));
         records.create_run(&record).await?;
         let late = cluster.claim(&store, &record).await.expect("claimed");
-        let deleting = retention.claim_for_deletion(&store, &record).await?.expect("claimed for deletion");
+        let deleting = retention
+            .claim_for_deletion(&store, &record)
+            .await?
+            .expect("claimed for deletion");
         assert_eq!(deleting.key, keys_of(&run(1)).owner(late.epoch + 1));
         assert!(
             late.overtaken(&store, &run(1)).await?.is_some(),
@@ -569,7 +576,10 @@ mod tests {
             cluster.claim(&store, &record).await,
             Err(ClaimError::Deleting)
         ));
-        let again = retention.claim_for_deletion(&store, &record).await?.map(|again| again.key);
+        let again = retention
+            .claim_for_deletion(&store, &record)
+            .await?
+            .map(|again| again.key);
         assert_eq!(again, Some(deleting.key), "found again");
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         assert_eq!(
@@ -589,13 +599,18 @@ mod tests {
     /// fence sees no claim. (It claimed the new run's next epoch and
     /// deleted its records.)
     #[tokio::test]
-    async fn a_sweeper_late_to_a_run_deleted_and_created_again_deletes_nothing_of_the_new_one() -> Result<(), RunError> {
+    async fn a_sweeper_late_to_a_run_deleted_and_created_again_deletes_nothing_of_the_new_one() -> Result<(), RunError>
+    {
         let inner = Arc::new(object_store::memory::InMemory::new());
-        let (reached, stalled) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+        let (reached, stalled) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
         let before: seams::Before = {
             let (reached, stalled, once) = (reached.clone(), stalled.clone(), Arc::new(AtomicBool::new(true)));
             Arc::new(move |call, key| {
-                let stall = call == seams::Call::Put && key.as_ref().contains("/owners/") && once.swap(false, Ordering::SeqCst);
+                let stall =
+                    call == seams::Call::Put && key.as_ref().contains("/owners/") && once.swap(false, Ordering::SeqCst);
                 let (reached, stalled) = (reached.clone(), stalled.clone());
                 async move {
                     if stall {
@@ -623,7 +638,12 @@ mod tests {
             async move { delete(&retention, &late_store, &run(1)).await }
         });
         reached.notified().await;
-        assert_eq!(delete(first.retention(), &store, &run(1)).await?.map(|gone| gone.objects), Some(3));
+        assert_eq!(
+            delete(first.retention(), &store, &run(1))
+                .await?
+                .map(|gone| gone.objects),
+            Some(3)
+        );
         assert_eq!(old.vacancy().await?, Vacancy::Free);
         let anew = RunRecord {
             incarnation: incarnations::next(&store).await?,
@@ -638,7 +658,11 @@ mod tests {
         assert_eq!(anew.incarnation, 1);
         let stored = old.run().await?.expect("the new run stands");
         assert_eq!((stored.created_at_ms, stored.incarnation), (5, 1));
-        assert_eq!(store.list(&keys_of(&run(1)).all_signals()).await?.len(), 1, "its signal stands");
+        assert_eq!(
+            store.list(&keys_of(&run(1)).all_signals()).await?.len(),
+            1,
+            "its signal stands"
+        );
         let fence = crate::cluster::overtaken_at(&store, &run(1), anew.first_epoch()).await?;
         assert!(fence.is_none(), "no claim among the new run's epochs: {fence:?}");
         Ok(())
@@ -656,7 +680,11 @@ mod tests {
         let kept = delete(runtime(storage).retention(), &store, &run(1)).await?;
         assert!(kept.is_none(), "kept for now");
         assert!(records.run().await?.is_some(), "the record stands");
-        assert_eq!(store.list(&keys_of(&run(1)).owners()).await?, Vec::<StoreKey>::new(), "not even claimed");
+        assert_eq!(
+            store.list(&keys_of(&run(1)).owners()).await?,
+            Vec::<StoreKey>::new(),
+            "not even claimed"
+        );
         Ok(())
     }
 
@@ -674,18 +702,29 @@ mod tests {
         let records = RunRecords::new(store.clone(), run(1));
         records.create_run(&record).await?;
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
-        let deleting = sweeping.retention().claim_for_deletion(&store, &record).await?.expect("claimed");
+        let deleting = sweeping
+            .retention()
+            .claim_for_deletion(&store, &record)
+            .await?
+            .expect("claimed");
         store.delete(&keys_of(&run(1)).run()).await?;
 
         let refused = submitting.runs().vacant(&records).await;
         assert!(matches!(refused, Err(RunError::BeingDeleted { .. })), "{refused:?}");
-        assert!(refused.err().is_some_and(|e| e.to_string().contains("being deleted by retention")));
+        assert!(
+            refused
+                .err()
+                .is_some_and(|e| e.to_string().contains("being deleted by retention"))
+        );
 
         let cluster = &submitting.runs().host.cluster;
         let gone = format!("deleting 1 {} {}", cluster.me(), crate::cluster::Incarnation::draw());
         store.delete(&deleting.key).await?;
         store.create(&deleting.key, Bytes::from(gone)).await?;
-        assert!(submitting.runs().vacant(&records).await?, "a gone sweeper's sweep is cleared");
+        assert!(
+            submitting.runs().vacant(&records).await?,
+            "a gone sweeper's sweep is cleared"
+        );
         assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
         Ok(())
     }
@@ -712,7 +751,11 @@ mod tests {
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         let read_before = records.run().await?.expect("stored");
 
-        assert!(delete(runtime(storage.clone()).retention(), &store, &run(1)).await?.is_some());
+        assert!(
+            delete(runtime(storage.clone()).retention(), &store, &run(1))
+                .await?
+                .is_some()
+        );
         let cluster = Cluster::new(
             &storage,
             HostId::fresh(),
@@ -858,7 +901,9 @@ mod tests {
             async move {
                 store.overwrite(&finished_marker(at, &run(n)), Bytes::new()).await?;
                 let records = RunRecords::new(store.clone(), run(n));
-                records.create_record(&RunRecord::example(run(n).as_str(), at - 10)).await?;
+                records
+                    .create_record(&RunRecord::example(run(n).as_str(), at - 10))
+                    .await?;
                 records.finish(&Outcome::Completed { output: "1".into() }).await?;
                 Ok::<_, RunError>(())
             }

@@ -706,7 +706,11 @@ impl Runs {
                 by: self.host.cluster.me().clone(),
                 at_ms: now_ms(),
             };
-            if self.records(tenant, &noted.run).settle_phantom(&noted, abandoned).await? {
+            if self
+                .records(tenant, &noted.run)
+                .settle_phantom(&noted, abandoned)
+                .await?
+            {
                 tracing::warn!(%tenant, run = %noted.run, created_at_ms = noted.created_at_ms, "a run noted open was never created (its submission stopped before it stored the run's record): noted ended, and its creation can no longer happen");
                 self.host.ledger.ended(&store, noted, now_ms());
             } else {
@@ -790,7 +794,7 @@ impl Runs {
     pub async fn live(&self) -> Result<u64, RunError> {
         let generation = self.host.cluster.live().await?;
         if let Some(queue) = self.host.cluster.take_wakeups() {
-            tokio::spawn(handle_wakeups(Arc::downgrade(&self.host), queue));
+            crate::task::spawn(handle_wakeups(Arc::downgrade(&self.host), queue));
         }
         Ok(generation)
     }
@@ -1146,7 +1150,10 @@ mod tests {
             .create_record(&behind)
             .await?;
         let listed = runtime.runs().unfinished(&tenant).await?.runs;
-        assert!(listed.contains(&behind.run_id), "its record, stored late, is listed: {listed:?}");
+        assert!(
+            listed.contains(&behind.run_id),
+            "its record, stored late, is listed: {listed:?}"
+        );
         Ok(())
     }
 
@@ -1164,19 +1171,30 @@ mod tests {
         let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
         let ledger = runtime.runs().host.ledger.clone();
         store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
-        let (phantom, late) = (RunRecord::example("phantom", now_ms()), RunRecord::example("late", now_ms()));
+        let (phantom, late) = (
+            RunRecord::example("phantom", now_ms()),
+            RunRecord::example("late", now_ms()),
+        );
         for note in [&phantom, &late] {
             ledger.opened(&store, ListedRun::of(note)).await?;
         }
         assert_eq!(runtime.runs().unfinished(&tenant).await?.runs, Vec::<RunId>::new());
         tokio::time::sleep(ledger::PHANTOM_AFTER / 2).await;
-        RunRecords::new(store.clone(), late.run_id.clone()).create_record(&late).await?;
+        RunRecords::new(store.clone(), late.run_id.clone())
+            .create_record(&late)
+            .await?;
         runtime.runs().unfinished(&tenant).await?;
         tokio::time::sleep(ledger::PHANTOM_AFTER / 2).await;
 
-        assert_eq!(runtime.runs().unfinished(&tenant).await?.runs, vec![late.run_id.clone()]);
+        assert_eq!(
+            runtime.runs().unfinished(&tenant).await?.runs,
+            vec![late.run_id.clone()]
+        );
         ledger.settle().await;
-        assert_eq!(ledger::open_runs(&store).await?.runs, BTreeSet::from([NotedRun::of(&late)]));
+        assert_eq!(
+            ledger::open_runs(&store).await?.runs,
+            BTreeSet::from([NotedRun::of(&late)])
+        );
         let records = RunRecords::new(store.clone(), phantom.run_id.clone());
         assert!(records.run().await?.is_none(), "no run of it");
         let created = records.create_record(&phantom).await;
@@ -1185,7 +1203,10 @@ mod tests {
             "its creation, late, fails: {created:?}"
         );
         let kept = records.stored_record().await?.expect("the abandoned record");
-        assert_eq!(kept.abandoned.map(|abandoned| abandoned.by), Some(runtime.runs().host.cluster.me().clone()));
+        assert_eq!(
+            kept.abandoned.map(|abandoned| abandoned.by),
+            Some(runtime.runs().host.cluster.me().clone())
+        );
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use crate::journal::{
 };
 use crate::schedules::{CronPattern, MAX_SCHEDULE_INPUT_BYTES, NewSchedule, Schedule, ScheduleView, catch_up_window};
 use crate::store::{ConcurrencyKey, RunId, StoreError, TenantId};
+use crate::task::{Seam, seam};
 use crate::telemetry::spans;
 
 /// A run to start.
@@ -248,6 +249,7 @@ impl Runs {
         };
         let ((), (), incarnation) = futures::try_join!(outbox, listed, incarnation)?;
         record.incarnation = incarnation;
+        seam(Seam::BetweenLedgerNoteAndRecord).await;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a
         // host stopping meanwhile names no run it then leaves undriven.
@@ -265,7 +267,9 @@ impl Runs {
                     ..super::DayUsage::default()
                 };
                 self.host.usage.count(tenant, started);
-                self.host.cluster.hold(tenant, &record, generation, record.first_epoch());
+                self.host
+                    .cluster
+                    .hold(tenant, &record, generation, record.first_epoch());
                 self.join_line(records.store(), &record).await;
                 self.host
                     .fresh

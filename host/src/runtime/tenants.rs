@@ -10,7 +10,7 @@ use crate::tenancy::{LiveTenants, Tenants};
 pub(super) fn follow(runtime: &Runtime, tenants: &LiveTenants) {
     apply_policies(runtime, &tenants.current());
     if tokio::runtime::Handle::try_current().is_ok() {
-        tokio::spawn(follow_changes(runtime.clone(), tenants.subscribe()));
+        crate::task::spawn(follow_changes(runtime.clone(), tenants.subscribe()));
     }
 }
 

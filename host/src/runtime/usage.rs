@@ -130,7 +130,7 @@ impl Usage {
     /// (`FLUSH_EVERY`), for as long as the process lives.
     pub fn keep(self: &Arc<Self>) {
         let usage = self.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             loop {
                 tokio::time::sleep(FLUSH_EVERY).await;
                 usage.flush_or_log().await;

@@ -40,7 +40,7 @@ struct Tracked {
 /// task, for as long as the process lives: each fire starts its run through
 /// `runs`, admitted like any other.
 pub(crate) fn fire_in_background(runs: Runs) {
-    tokio::spawn(fire_forever(runs));
+    crate::task::spawn(fire_forever(runs));
 }
 
 async fn fire_forever(runs: Runs) {

@@ -226,7 +226,7 @@ impl Ledger {
         batch.waiting.extend(waiting);
         if !batch.writing {
             batch.writing = true;
-            tokio::spawn(self.clone().write_batches(store.clone()));
+            crate::task::spawn(self.clone().write_batches(store.clone()));
         }
     }
 
