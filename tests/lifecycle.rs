@@ -336,8 +336,13 @@ fn finished_runs_past_their_tenants_retention_are_deleted_whole_even_across_a_re
     // marker in the store, and deletes it on time.
     let server = server.restart_after("KILL");
     server.await_gone("/v1/runs/done", TOKEN);
+    // Its claims hold the id a while after (late writes may land), then go.
     let left = server.host.stored("tenants/acme/runs/done/");
-    assert!(left.is_empty(), "objects of a deleted run are left: {:?}", left.keys());
+    assert!(
+        left.keys().all(|key| key.starts_with("tenants/acme/runs/done/owners/")),
+        "objects of a deleted run are left: {:?}",
+        left.keys()
+    );
 
     let still = server.get("/v1/runs/waiting", TOKEN).expect(200);
     assert_eq!(still["state"], "awaiting-signal", "an unfinished run is kept: {still}");

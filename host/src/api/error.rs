@@ -160,9 +160,10 @@ pub(super) fn store_status(error: &StoreError) -> StatusCode {
     match error {
         StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::AlreadyExists { .. } => StatusCode::CONFLICT,
-        StoreError::Unavailable { .. } | StoreError::Open { .. } | StoreError::Location { .. } => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        StoreError::Unavailable { .. }
+        | StoreError::Open { .. }
+        | StoreError::Location { .. }
+        | StoreError::Unsuitable { .. } => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 

@@ -28,7 +28,7 @@ pub use records::{
     DEFAULT_PRIORITY, Entry, FIRST_PRIORITY, LAST_PRIORITY, Outcome, PauseRecord, Recorded, RestartPoint, RunRecord,
     SignalRecord, TimerRecord, digest,
 };
-internal_use!(run_records::{FirstFence, RunRecords, SnapshotListing, Vacancy, taken_signals});
+internal_use!(run_records::{FENCE_STANDS_FOR, FirstFence, RunRecords, SnapshotListing, Vacancy, taken_signals});
 internal_use!(ledger::NotedRun);
 internal_use!(ledger::created::{hour as listed_in_hour, hours as listed_hours});
 #[cfg(feature = "internals")]

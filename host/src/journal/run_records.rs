@@ -159,9 +159,9 @@ pub enum Vacancy {
     Taken,
     /// None is: one may be created.
     Free,
-    /// Retention is deleting the id's last run, by the sweeper named, if
-    /// the claim names one: wait until it is done, unless it is gone.
-    Sweeping(Option<crate::cluster::Sweeper>),
+    /// Retention is deleting the id's last run, or holds the id after it:
+    /// wait until it is free.
+    Sweeping,
 }
 
 /// The snapshots of a run's journal, as listed by
@@ -411,15 +411,13 @@ impl RunRecords {
     /// the id without a record is deleted first: what reached an earlier
     /// run of the id after retention's sweep listed it (a late signal),
     /// which a new run must not take for its own; unless the newest claim
-    /// is a deletion claim, of a sweep that may be under way, which the
-    /// caller waits out (or clears, if its sweeper is dead: [`clear`]).
+    /// is a deletion claim: of a sweep under way, or holding the id after
+    /// it, which the caller waits out.
     /// One listing, and a read of the newest claim if there is one.
     ///
     /// Stored payloads are kept: a record names one only by its digest, so
     /// an old one is never taken for another's, and the run being created
     /// here, or by another host at once, may have written its input's.
-    ///
-    /// [`clear`]: Self::clear
     pub async fn vacancy(&self) -> Result<Vacancy, JournalError> {
         let keys = keys_of(&self.run);
         let stored = self.store.list(&keys.root()).await?;
@@ -434,19 +432,12 @@ impl RunRecords {
             .max();
         if let Some(epoch) = newest
             && let Some(bytes) = self.store.get(&keys.owner(epoch)).await?
-            && let Some(sweeper) = crate::cluster::deleted_by(&bytes)
+            && crate::cluster::deleted_by(&bytes).is_some()
         {
-            return Ok(Vacancy::Sweeping(sweeper));
+            return Ok(Vacancy::Sweeping);
         }
         self.clear_listed(stored).await?;
         Ok(Vacancy::Free)
-    }
-
-    /// Deletes what is stored under the id but its payloads: what a sweep
-    /// whose sweeper died left, before a run of the id is created.
-    pub async fn clear(&self) -> Result<(), JournalError> {
-        let stored = self.store.list(&keys_of(&self.run).root()).await?;
-        self.clear_listed(stored).await
     }
 
     async fn clear_listed(&self, mut stored: Vec<StoreKey>) -> Result<(), JournalError> {

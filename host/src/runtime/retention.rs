@@ -21,19 +21,20 @@
 //! name, schedule or stored run refers to it, and stored again if a run another host started meanwhile
 //! turns out to (see [`Components::delete`](crate::component::Components::delete)).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::RunError;
 use super::recently_ended::RecentlyEnded;
-use crate::clock::now_ms;
+use crate::clock::{BootInstant, now_ms};
 use crate::cluster::{ClaimError, Cluster, Deleting, deleted_by};
 use crate::journal::incarnations::Retired;
 use crate::journal::ledger::{self, Ledger, NotedRun, created};
 use crate::journal::{JournalError, Outcome, RunRecord, RunRecords};
 use crate::metrics::Metrics;
 use crate::policy::Policies;
+use crate::shared_map::lock;
 use crate::store::{
     RunId, Storage, StoreKey, TenantId, TenantStore, chain_key, finished_key, keys_of, parse_finished_marker,
 };
@@ -41,6 +42,11 @@ use crate::task::{Seam, seam};
 
 /// Runs one pass deletes per tenant, at most: the rest wait for the next.
 pub const SWEEP_BATCH: usize = 100;
+/// How long after it was sent a write may still land (a request delayed in
+/// the network, its reply lost and a retry answered first): a run's id is
+/// held this long after the last of its deletes was sent, so that no such
+/// delete lands on what a new run of the id stored.
+pub const LATE_WRITES_LAND_WITHIN: Duration = Duration::from_secs(30);
 /// How often the sweeper looks, within these bounds: a quarter of the
 /// shortest retention.
 const SWEEP_EVERY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
@@ -66,6 +72,10 @@ pub struct Retention {
     policies: Arc<Policies>,
     ended: Arc<RecentlyEnded>,
     metrics: Arc<Metrics>,
+    /// The ids held after their run was deleted, and since when on this
+    /// host's boot clock: since it sent its own last delete, or first
+    /// found another sweeper's claim gone.
+    held: Mutex<HashMap<(TenantId, RunId), BootInstant>>,
 }
 
 impl Retention {
@@ -84,6 +94,7 @@ impl Retention {
             policies,
             ended,
             metrics,
+            held: Mutex::default(),
         }
     }
 
@@ -157,10 +168,14 @@ impl Retention {
                     continue;
                 };
                 swept.objects += gone.objects;
-                self.ended.forget(store.tenant(), &run);
-                deleted.extend(gone.created_at_ms.map(|created_at_ms| NotedRun { run, created_at_ms }));
-                markers.push(marker);
-                swept.runs += 1;
+                swept.runs += gone.runs;
+                if gone.runs > 0 {
+                    self.ended.forget(store.tenant(), &run);
+                    deleted.extend(gone.created_at_ms.map(|created_at_ms| NotedRun { run, created_at_ms }));
+                }
+                if gone.freed {
+                    markers.push(marker);
+                }
             }
         }
         created::unlist(store, &deleted).await?;
@@ -196,19 +211,23 @@ impl Retention {
                                 .await?
                         }
                     };
-                    match gone {
-                        // Not this run's (another under the id, or none):
-                        // only its note goes.
-                        Some(Deleted { objects: 0, .. }) => {}
-                        Some(Deleted { objects, .. }) => {
-                            swept.objects += objects;
-                            self.ended.forget(store.tenant(), &noted.run);
-                            swept.runs += 1;
-                        }
-                        None => kept.push((noted.clone(), *finished_at_ms)),
+                    let Some(gone) = gone else {
+                        kept.push((noted.clone(), *finished_at_ms));
+                        continue;
+                    };
+                    swept.objects += gone.objects;
+                    swept.runs += gone.runs;
+                    if gone.runs > 0 {
+                        self.ended.forget(store.tenant(), &noted.run);
                     }
-                    if gone.is_some() {
+                    // Not this run's (another under the id, or none), or
+                    // deleted now: off the listing; its note goes once
+                    // the id is free.
+                    if gone.runs > 0 || gone.objects == 0 {
                         deleted.insert(noted.clone());
+                    }
+                    if !gone.freed {
+                        kept.push((noted.clone(), *finished_at_ms));
                     }
                 }
                 if kept.len() < ended.len() {
@@ -226,14 +245,21 @@ struct Deleted {
     /// The objects deleted: none for a run under the id that is not the
     /// one asked for, or for no run.
     objects: u64,
+    /// Runs deleted now (their records): 1, or 0 for one held since.
+    runs: u64,
     /// When the run deleted was created, if its record was stored.
     created_at_ms: Option<u64>,
+    /// Whether its id is free: its deletion claim gone (see
+    /// [`LATE_WRITES_LAND_WITHIN`]).
+    freed: bool,
 }
 
 impl Deleted {
     const NOTHING: Self = Self {
         objects: 0,
+        runs: 0,
         created_at_ms: None,
+        freed: true,
     };
 }
 
@@ -311,7 +337,9 @@ impl Retention {
             .await?;
         Ok(Some(Deleted {
             objects,
+            runs: 1,
             created_at_ms: Some(record.created_at_ms),
+            freed: false,
         }))
     }
 
@@ -321,10 +349,10 @@ impl Retention {
     /// this id can be created, so nothing deleted belongs to a newer run;
     /// it is read again right before, and the outcome goes just before it,
     /// so the run never looks unfinished for longer than one delete. Its
-    /// incarnation is then marked retired, and the claims go, this
-    /// claim last: a fence fails for as long as the run can still be
-    /// driven, and a submission under the id waits until then. Says how
-    /// many objects were deleted.
+    /// incarnation is then marked retired. The claims stay, holding the id
+    /// (a fence fails, and a submission under the id waits) until
+    /// [`LATE_WRITES_LAND_WITHIN`] has passed: a later pass frees it
+    /// ([`free`](Self::free)). Says how many objects were deleted.
     async fn delete_objects(
         &self,
         store: &TenantStore,
@@ -354,12 +382,9 @@ impl Retention {
             store.delete(&record_key).await?;
         }
         retired.retire(store, record.incarnation).await?;
-        deleting.check().map_err(lapsed)?;
-        store.delete_all(&earlier_claims).await?;
-        if self.cluster.holds_for_deletion(store, record, deleting).await? {
-            store.delete(&deleting.key).await?;
-        }
-        Ok(stored.len() as u64)
+        let held = (store.tenant().clone(), record.run_id.clone());
+        lock(&self.held).insert(held, BootInstant::now());
+        Ok((stored.len() - earlier_claims.len() - 1) as u64)
     }
 
     /// This host's deletion claim on `record`'s run (see
@@ -382,51 +407,88 @@ impl Retention {
             })
     }
 
-    /// What to make of a run noted ended whose record is gone: a sweep
-    /// that deleted the record and stopped (its host died, or this
-    /// process's earlier pass failed) left its claims; if its newest claim
-    /// is that sweep's, of the run created at `created_at_ms`, and its
-    /// sweeper is gone or is this process, what is left is deleted.
-    /// Otherwise the note alone goes.
+    /// What to make of a run noted ended whose record is gone: a sweep of
+    /// it, by this host or one gone since, holds the id until it may be
+    /// freed ([`free`](Self::free)), and then its note goes; a live host's
+    /// holds it still; otherwise the note alone goes.
     async fn finish_a_sweep_left(
         &self,
         store: &TenantStore,
         run: &RunId,
         created_at_ms: Option<u64>,
     ) -> Result<Option<Deleted>, RunError> {
+        match self.held_by_a_sweep(store, run, created_at_ms).await? {
+            Some(true) => Ok(self.free(store, run).await?.then_some(Deleted::NOTHING)),
+            Some(false) => Ok(None),
+            None => Ok(Some(Deleted::NOTHING)),
+        }
+    }
+
+    /// Whether `run`'s id is held by a deletion claim of the run created at
+    /// `created_at_ms` (of any, without it), its record gone: `Some(true)`
+    /// if this host may free it (its sweeper is this process, or gone, or
+    /// names none), `Some(false)` if a live host's sweep holds it, `None`
+    /// if no sweep holds it.
+    async fn held_by_a_sweep(
+        &self,
+        store: &TenantStore,
+        run: &RunId,
+        created_at_ms: Option<u64>,
+    ) -> Result<Option<bool>, RunError> {
         let keys = keys_of(run);
-        let stored = store.list(&keys.root()).await?;
-        let newest = stored
+        let newest = (store.list(&keys.owners()).await?)
             .iter()
-            .filter(|key| key.prefix_matches(&keys.owners()))
             .filter_map(|key| key.filename()?.parse::<u64>().ok())
             .max();
-        let Some(epoch) = newest else {
-            return Ok(Some(Deleted::NOTHING));
-        };
+        let Some(epoch) = newest else { return Ok(None) };
         let bytes = store.get(&keys.owner(epoch)).await?.unwrap_or_default();
-        let left = match deleted_by(&bytes).flatten() {
-            Some(sweeper) if Some(sweeper.created_at_ms) == created_at_ms => {
-                sweeper.host == *self.cluster.me() && sweeper.incarnation == self.cluster.incarnation()
-                    || self.cluster.is_gone(&sweeper).await?
+        Ok(match deleted_by(&bytes) {
+            Some(Some(sweeper)) if created_at_ms.is_none_or(|created| created == sweeper.created_at_ms) => {
+                let mine = sweeper.host == *self.cluster.me() && sweeper.incarnation == self.cluster.incarnation();
+                Some(mine || self.cluster.is_gone(&sweeper).await?)
             }
-            _ => false,
-        };
-        if !left {
-            return Ok(Some(Deleted::NOTHING));
+            Some(None) => Some(true),
+            _ => None,
+        })
+    }
+
+    /// Frees the id of `records` if a sweep this host may free it for holds
+    /// it and the while has passed (see [`free`](Self::free)). Whether it
+    /// was freed here (not if a live host's sweep holds it, nor if none
+    /// does: then the caller looks again).
+    pub(super) async fn free_if_left(&self, records: &RunRecords) -> Result<bool, RunError> {
+        let (store, run) = (records.store(), records.run_id());
+        match self.held_by_a_sweep(store, run, None).await? {
+            Some(true) => self.free(store, run).await,
+            Some(false) | None => Ok(false),
         }
-        let payloads = keys.payloads();
-        let (claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
-            .iter()
-            .filter(|key| !key.prefix_matches(&payloads))
-            .cloned()
+    }
+
+    /// Frees `run`'s id, held by a sweep whose record is gone, once
+    /// [`LATE_WRITES_LAND_WITHIN`] has passed since this host deleted the
+    /// record (or first found the sweep's sweeper gone, or another process
+    /// of its id's sweep held: either sent its deletes before): what landed
+    /// late under the id, and the claims, are deleted, the newest claim
+    /// last. `false` while it is held still.
+    pub(super) async fn free(&self, store: &TenantStore, run: &RunId) -> Result<bool, RunError> {
+        let held = (store.tenant().clone(), run.clone());
+        let since = *lock(&self.held).entry(held.clone()).or_insert_with(BootInstant::now);
+        if since.elapsed() < LATE_WRITES_LAND_WITHIN {
+            return Ok(false);
+        }
+        let keys = keys_of(run);
+        let (mut claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = (store.list(&keys.root()).await?)
+            .into_iter()
             .partition(|key| key.prefix_matches(&keys.owners()));
         store.delete_all(&rest).await?;
-        store.delete_all(&claims).await?;
-        Ok(Some(Deleted {
-            objects: stored.len() as u64,
-            created_at_ms,
-        }))
+        claims.sort_by_key(|key| key.filename().and_then(|name| name.parse::<u64>().ok()));
+        if let Some(newest) = claims.pop() {
+            store.delete_all(&claims).await?;
+            store.delete(&newest).await?;
+        }
+        lock(&self.held).remove(&held);
+        tracing::debug!(%run, "the run's id is free again");
+        Ok(true)
     }
 }
 
@@ -455,6 +517,7 @@ mod tests {
     use futures::FutureExt;
 
     use super::*;
+    use crate::clock::VirtualTime;
     use crate::component::CodeCache;
     use crate::config::HostConfig;
     use crate::journal::ledger::{ListedRun, NotedRun, created};
@@ -499,9 +562,11 @@ mod tests {
     /// any two of the sweep's deletes, is either refused (as existing, or
     /// as being deleted) or created whole, as a new incarnation: the sweep
     /// never deletes what the new run stored, the new run finds nothing of
-    /// the old one, and its epochs lie above the old one's.
-    #[tokio::test]
+    /// the old one, and its epochs lie above the old one's. The id is held
+    /// for LATE_WRITES_LAND_WITHIN after the sweep's deletes.
+    #[tokio::test(start_paused = true)]
     async fn a_run_submitted_under_the_id_being_swept_keeps_everything_it_stored() -> Result<(), RunError> {
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let long_ago = now_ms() - 7_200_000;
         let tenant = TenantId::default_tenant();
         let resubmission = Arc::new(Resubmission::default());
@@ -527,12 +592,13 @@ mod tests {
         old.unlist(long_ago).await;
         resubmission.storage.set(storage.clone()).expect("set once");
 
-        let swept = runtime(storage.clone())
-            .retention()
-            .sweep(&tenant, Duration::from_secs(3600))
-            .await?;
-
+        let runtime = runtime(storage.clone());
+        let swept = runtime.retention().sweep(&tenant, Duration::from_secs(3600)).await?;
         assert_eq!(swept.runs, 1);
+        assert!(lock(&resubmission.created).is_none(), "the id is held after the sweep");
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
+        runtime.retention().sweep(&tenant, Duration::from_secs(3600)).await?;
+
         let again = lock(&resubmission.created)
             .take()
             .expect("the id was free once the old run was gone");
@@ -549,10 +615,12 @@ mod tests {
     /// Retention claims a run past every host before it deletes anything:
     /// a driver late to the run finds its claim overtaken at its next
     /// fence, and no host may claim the run again; a second pass finds
-    /// that claim again, and the sweep deletes it last, leaving nothing.
-    #[tokio::test]
+    /// that claim again; the claims hold the id for LATE_WRITES_LAND_WITHIN
+    /// after the deletes, then go, this one last, leaving nothing.
+    #[tokio::test(start_paused = true)]
     async fn a_run_being_deleted_is_claimed_past_every_host_first() -> Result<(), RunError> {
         use crate::cluster::ClaimError;
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
@@ -580,14 +648,21 @@ mod tests {
             .claim_for_deletion(&store, &record)
             .await?
             .map(|again| again.key);
-        assert_eq!(again, Some(deleting.key), "found again");
+        assert_eq!(again.as_ref(), Some(&deleting.key), "found again");
         records.finish(&Outcome::Completed { output: "1".into() }).await?;
         assert_eq!(
             delete(retention, &store, &run(1)).await?.map(|gone| gone.objects),
-            Some(4),
-            "record, outcome and two claims"
+            Some(2),
+            "record and outcome"
         );
-        assert_eq!(store.list(&keys_of(&run(1)).root()).await?, Vec::<StoreKey>::new());
+        let id = run(1);
+        let keys = keys_of(&id);
+        let claims = vec![keys.owner(late.epoch), deleting.key];
+        assert_eq!(store.list(&keys.root()).await?, claims, "the claims hold the id");
+        assert!(!retention.free(&store, &run(1)).await?, "for a while");
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
+        assert!(retention.free(&store, &run(1)).await?);
+        assert_eq!(store.list(&keys.root()).await?, Vec::<StoreKey>::new());
         Ok(())
     }
 
@@ -598,9 +673,10 @@ mod tests {
     /// the new run, a new incarnation, keeps everything it stored, and its
     /// fence sees no claim. (It claimed the new run's next epoch and
     /// deleted its records.)
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_sweeper_late_to_a_run_deleted_and_created_again_deletes_nothing_of_the_new_one() -> Result<(), RunError>
     {
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let inner = Arc::new(object_store::memory::InMemory::new());
         let (reached, stalled) = (
             Arc::new(tokio::sync::Notify::new()),
@@ -642,8 +718,11 @@ mod tests {
             delete(first.retention(), &store, &run(1))
                 .await?
                 .map(|gone| gone.objects),
-            Some(3)
+            Some(2)
         );
+        assert_eq!(old.vacancy().await?, Vacancy::Sweeping, "the id held");
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
+        assert!(first.retention().free(&store, &run(1)).await?);
         assert_eq!(old.vacancy().await?, Vacancy::Free);
         let anew = RunRecord {
             incarnation: incarnations::next(&store).await?,
@@ -691,9 +770,11 @@ mod tests {
     /// While a live host's sweep of an id is under way (its deletion claim
     /// the newest, the record gone already), a submission under the id is
     /// refused, saying so; a sweep whose sweeper is gone (another process
-    /// of this host's id) is cleared and the id is free.
-    #[tokio::test]
+    /// of this host's id) is cleared, and the id free, once
+    /// LATE_WRITES_LAND_WITHIN has passed since it was found gone.
+    #[tokio::test(start_paused = true)]
     async fn a_run_is_not_created_under_an_id_a_live_host_is_deleting() -> Result<(), RunError> {
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let storage = Storage::in_memory();
         let store = storage.tenant(&TenantId::default_tenant());
         let (sweeping, submitting) = (runtime(storage.clone()), runtime(storage.clone()));
@@ -721,6 +802,9 @@ mod tests {
         let gone = format!("deleting 1 {} {}", cluster.me(), crate::cluster::Incarnation::draw());
         store.delete(&deleting.key).await?;
         store.create(&deleting.key, Bytes::from(gone)).await?;
+        let held = submitting.runs().vacant(&records).await;
+        assert!(matches!(held, Err(RunError::BeingDeleted { .. })), "{held:?}");
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
         assert!(
             submitting.runs().vacant(&records).await?,
             "a gone sweeper's sweep is cleared"
@@ -768,11 +852,14 @@ mod tests {
         ));
         assert_eq!(
             store.list(&keys_of(&run(1)).root()).await?,
-            Vec::<StoreKey>::new(),
-            "the claim taken back"
+            [keys_of(&run(1)).owner(1)],
+            "the driver's claim taken back, the sweep's holding the id"
         );
 
-        let anew = RunRecord::example("r0001", 3);
+        let anew = RunRecord {
+            incarnation: 1,
+            ..RunRecord::example("r0001", 3)
+        };
         records.create_run(&anew).await?;
         assert!(
             matches!(cluster.claim(&store, &read_before).await, Err(ClaimError::Deleting)),
@@ -830,8 +917,9 @@ mod tests {
     /// Runs noted ended in the ledger are swept once past their retention,
     /// those within it kept: the segment of their hour rewritten with the
     /// runs kept, then gone with the last of them.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn runs_the_ledger_noted_ended_are_swept_past_their_retention() -> Result<(), RunError> {
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
@@ -886,12 +974,19 @@ mod tests {
         let later = Duration::from_secs(30);
         assert_eq!(runtime.retention().sweep(&tenant, later).await?.runs, 1);
         assert!(RunRecords::new(store.clone(), run(3)).run().await?.is_none());
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
+        assert_eq!(
+            runtime.retention().sweep(&tenant, later).await?.runs,
+            0,
+            "the ids freed"
+        );
         assert!(store.list(&ledger::ended_key()).await?.is_empty(), "every segment gone");
         Ok(())
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_pass_deletes_at_most_a_batch_oldest_first_and_keeps_runs_within_retention() -> Result<(), RunError> {
+        let _virtual = VirtualTime::start(1_800_000_000_000);
         let storage = Storage::in_memory();
         let tenant = TenantId::default_tenant();
         let store = storage.tenant(&tenant);
@@ -934,7 +1029,13 @@ mod tests {
             store.get(&keys_of(&recent).outcome()).await?.is_some(),
             "a run within retention stays"
         );
-        assert_eq!(store.list(&finished_key()).await?.len(), 1);
+        tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;
+        runtime.retention().sweep(&tenant, hour).await?;
+        assert_eq!(
+            store.list(&finished_key()).await?.len(),
+            1,
+            "the markers go once the ids are free"
+        );
         Ok(())
     }
 

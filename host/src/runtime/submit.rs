@@ -311,22 +311,20 @@ impl Runs {
     }
 
     /// Whether a run may be created under the chosen id of `records`: none
-    /// is stored; one is (`false`); or retention is deleting the last one,
-    /// refused until it is done unless its sweeper is dead (then what it
-    /// left is cleared).
+    /// is stored; one is (`false`); or retention deleted the last one and
+    /// holds the id a while (see `retention::LATE_WRITES_LAND_WITHIN`),
+    /// refused until it is free (freed here, if its sweeper is gone and the
+    /// while has passed).
     pub(super) async fn vacant(&self, records: &RunRecords) -> Result<bool, RunError> {
         match records.vacancy().await? {
             Vacancy::Taken => Ok(false),
             Vacancy::Free => Ok(true),
-            Vacancy::Sweeping(Some(sweeper)) if !self.host.cluster.is_gone(&sweeper).await? => {
-                Err(RunError::BeingDeleted {
+            Vacancy::Sweeping => match self.host.retention.free_if_left(records).await? {
+                true => Ok(true),
+                false => Err(RunError::BeingDeleted {
                     run: records.run_id().clone(),
-                })
-            }
-            Vacancy::Sweeping(_) => {
-                records.clear().await?;
-                Ok(true)
-            }
+                }),
+            },
         }
     }
 

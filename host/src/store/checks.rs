@@ -25,16 +25,29 @@ pub const RACERS: usize = 8;
 /// What to change, for a store found not to honour create-only writes.
 const USE_ANOTHER: &str = "Stepstone's journal and its claims on runs stand on create-only writes (PutMode::Create; `If-None-Match: *` on S3), so it does not run on this store: use one that honours them (Amazon S3, Google Cloud Storage, Azure Blob Storage, SeaweedFS, MinIO, the local file system), or a gateway that passes the header on";
 
+/// What to change, for a store whose reads may miss a key just written.
+const READ_AFTER_WRITE: &str = "Stepstone's fences read a run's next claim right after another host may have written it, so it does not run on this store: use one whose reads are consistent after writes (Amazon S3, Google Cloud Storage, Azure Blob Storage, SeaweedFS, MinIO, the local file system), without a cache in front of it";
+
 impl Storage {
-    /// Checks the store before a host uses it: it answers, and a key
-    /// created once is refused a second create, of one or of
-    /// [`RACERS`] made at once alike. Refused with one line naming what
-    /// to check or change.
+    /// Checks the store before a host uses it: it answers; a key read
+    /// absent, then written, is read back at once (a cache that remembers
+    /// a key absent would let a fence miss a claim); and a key created once
+    /// is refused a second create, of one or of [`RACERS`] made at once
+    /// alike. Refused in one line naming what to check or change:
+    /// [`StoreError::Location`] for a store that does not answer,
+    /// [`StoreError::Unsuitable`] for one that does not do what the engine
+    /// stands on.
     pub async fn check(&self) -> Result<(), StoreError> {
         let probes = self.scope(&self.root, Key::from("probes"));
         let name = uuid::Uuid::now_v7().to_string();
-        let (once, raced) = (Key::from(format!("{name}-once")), Key::from(format!("{name}-raced")));
-        let unreachable = |e: StoreError| self.refused(&self.unreachable(&e));
+        let [read, once, raced] = ["read", "once", "raced"].map(|probe| Key::from(format!("{name}-{probe}")));
+        let unreachable = |e: StoreError| self.unreachable(&e);
+        let read_before = probes.version(&read).await.map_err(unreachable)?;
+        probes
+            .create(&read, Bytes::from_static(b"probe"))
+            .await
+            .map_err(unreachable)?;
+        let read_after = probes.version(&read).await.map_err(unreachable)?;
         probes
             .create(&once, Bytes::from_static(b"probe"))
             .await
@@ -42,11 +55,19 @@ impl Storage {
         let again = probes.create(&once, Bytes::from_static(b"probe, again")).await;
         let racing = (0..RACERS).map(|n| probes.create(&raced, Bytes::from(format!("racer {n}"))));
         let landed = futures::future::join_all(racing).await;
-        probes.delete_all(&[once.clone(), raced]).await.map_err(unreachable)?;
+        probes
+            .delete_all(&[read.clone(), once.clone(), raced])
+            .await
+            .map_err(unreachable)?;
+        if read_before.is_some() || read_after.is_none() {
+            return Err(self.unsuitable(&format!(
+                "probes/{read}, read absent and then written, was read absent again: reads are not consistent after writes; {READ_AFTER_WRITE}"
+            )));
+        }
         match again {
             Err(StoreError::AlreadyExists { .. }) => {}
             Ok(()) => {
-                return Err(self.refused(&format!(
+                return Err(self.unsuitable(&format!(
                     "a second create-only write of probes/{once} replaced the first instead of failing: {USE_ANOTHER}"
                 )));
             }
@@ -60,24 +81,28 @@ impl Storage {
             return Err(unreachable(e));
         }
         if won != 1 {
-            return Err(self.refused(&format!(
+            return Err(self.unsuitable(&format!(
                 "of {RACERS} create-only writes of one key made at once, {won} succeeded, not one: the store's create-only writes are not atomic; {USE_ANOTHER}"
             )));
         }
         Ok(())
     }
 
-    fn unreachable(&self, e: &StoreError) -> String {
-        format!(
-            "{e}; check the bucket exists, the endpoint (AWS_ENDPOINT, AWS_ALLOW_HTTP for plain HTTP) and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the backend's own)"
-        )
-    }
-
-    fn refused(&self, reason: &str) -> StoreError {
+    fn unreachable(&self, e: &StoreError) -> StoreError {
         StoreError::Location {
             location: self.location.clone(),
             // One line: a server's answer may hold an XML document.
-            reason: reason.replace(['\n', '\r'], " "),
+            reason: format!(
+                "{e}; check the bucket exists, the endpoint (AWS_ENDPOINT, AWS_ALLOW_HTTP for plain HTTP) and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the backend's own)"
+            )
+            .replace(['\n', '\r'], " "),
+        }
+    }
+
+    fn unsuitable(&self, reason: &str) -> StoreError {
+        StoreError::Unsuitable {
+            location: self.location.clone(),
+            reason: reason.to_owned(),
         }
     }
 }
@@ -90,8 +115,9 @@ mod tests {
     use crate::store::seams::Seams;
 
     /// A store that honours create-only writes passes, and leaves nothing
-    /// behind; one that takes them as overwrites is refused, naming the
-    /// store and what to use instead.
+    /// behind; one that takes them as overwrites, or that remembers a key
+    /// it read absent, is refused, naming the store and what to use
+    /// instead.
     #[tokio::test]
     async fn a_store_ignoring_create_only_writes_is_refused() {
         let storage = Storage::in_memory();
@@ -100,9 +126,16 @@ mod tests {
         assert_eq!(probes.list(&Key::from("")).await.expect("listed"), Vec::<Key>::new());
 
         let ignoring = Storage::new(Arc::new(Seams::ignoring_create_only())).at("s3://ignoring");
-        let refused = ignoring.check().await.expect_err("refused").to_string();
+        let refused = ignoring.check().await.expect_err("refused");
+        assert!(matches!(refused, StoreError::Unsuitable { .. }), "{refused:?}");
+        let refused = refused.to_string();
         assert!(refused.contains("s3://ignoring"), "{refused}");
         assert!(refused.contains("replaced the first instead of failing"), "{refused}");
         assert!(refused.contains("use one that honours them"), "{refused}");
+
+        let caching = Storage::new(Arc::new(Seams::caching_absent())).at("s3://cached");
+        let refused = caching.check().await.expect_err("refused").to_string();
+        assert!(refused.contains("was read absent again"), "{refused}");
+        assert!(refused.contains("consistent after writes"), "{refused}");
     }
 }

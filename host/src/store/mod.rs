@@ -91,6 +91,16 @@ pub enum StoreError {
         /// Why it could not be created or opened, from the file system.
         reason: String,
     },
+    /// The store answers, but does not do what the engine stands on
+    /// (create-only writes that one writer wins, reads consistent after
+    /// writes): no host runs on it.
+    #[error("cannot use the store {location}: {reason}")]
+    Unsuitable {
+        /// The store's URL, as given.
+        location: String,
+        /// What it did, and what to use instead.
+        reason: String,
+    },
     /// The store a URL names cannot be used: the URL, or the bucket, the
     /// endpoint or the credentials behind it.
     #[error("cannot use the store {location}: {reason}")]

@@ -5,8 +5,9 @@
 //! another actor between two steps of a protocol (a submission between two
 //! deletes of a sweep, a twin's write between a put and a read), fails one
 //! try of a call as a flaky network would, shows a reader an object listed
-//! that is gone by the time it reads it (a compaction on another host), or
-//! plays a server that ignores `If-None-Match: *`.
+//! that is gone by the time it reads it (a compaction on another host),
+//! plays a server that ignores `If-None-Match: *`, or a cache in front of
+//! a store that remembers keys it read absent.
 //!
 //! Invariant: every call reaches the in-memory store as made, after its
 //! hook, unless the hook failed it, but for the create-only writes of a
@@ -57,6 +58,8 @@ pub struct Seams {
     listed: Listed,
     /// Creates are taken as overwrites.
     ignores_create_only: bool,
+    /// Keys read absent, which reads answer absent from then on.
+    read_absent: Option<Arc<std::sync::Mutex<std::collections::HashSet<Path>>>>,
 }
 
 impl Seams {
@@ -96,12 +99,22 @@ impl Seams {
         }
     }
 
+    /// A store behind a cache that remembers a key it read absent, and
+    /// answers it absent from then on, written or not.
+    pub fn caching_absent() -> Self {
+        Self {
+            read_absent: Some(Arc::default()),
+            ..Self::plain()
+        }
+    }
+
     fn plain() -> Self {
         Self {
             inner: Arc::new(InMemory::new()),
             before: Arc::new(|_, _| async { Ok(()) }.boxed()),
             listed: Arc::new(|_, listed| listed),
             ignores_create_only: false,
+            read_absent: None,
         }
     }
 }
@@ -138,7 +151,17 @@ impl ObjectStore for Seams {
 
     async fn get_opts(&self, at: &Path, options: GetOptions) -> Result<GetResult> {
         (self.before)(Call::Get, at.clone()).await?;
-        self.inner.get_opts(at, options).await
+        let got = self.inner.get_opts(at, options).await;
+        let Some(cache) = &self.read_absent else { return got };
+        let mut absent = cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if got.is_err() || absent.contains(at) {
+            absent.insert(at.clone());
+            return Err(object_store::Error::NotFound {
+                path: at.to_string(),
+                source: "read absent before (a cache)".into(),
+            });
+        }
+        got
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
