@@ -138,7 +138,7 @@ impl From<RunError> for ApiError {
                 JournalError::StoodDown { .. } | JournalError::Unsettled { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
-            RunError::NotLive(_) => StatusCode::SERVICE_UNAVAILABLE,
+            RunError::NotLive(_) | RunError::Interrupted { .. } => StatusCode::SERVICE_UNAVAILABLE,
             RunError::Instance { .. } | RunError::Sandbox(_) | RunError::HostsFile(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

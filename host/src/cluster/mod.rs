@@ -41,7 +41,7 @@ mod liveness;
 mod twins;
 mod wakeups;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ pub struct Cluster {
     wakeup_poll: Duration,
     others: Mutex<Observations>,
     /// The claims this host holds, by run.
-    held: Mutex<HashMap<(TenantId, RunId), Claim>>,
+    held: Mutex<BTreeMap<(TenantId, RunId), Claim>>,
     /// Set once the first heartbeat is written and the renewals run.
     joined: OnceCell<()>,
     /// The version of the heartbeat this host last wrote: found otherwise

@@ -94,7 +94,17 @@ impl Runs {
                     runtime.hand_over(tenant, run).await;
                 }
                 Err(e) => tracing::error!(%tenant, %run, "run stopped: {e}"),
-                Ok(Progress::Finished(Outcome::Continued { next })) => runtime.drive_in_background(tenant, &next),
+                Ok(Progress::Finished(Outcome::Continued { next })) => {
+                    runtime.drive_in_background(tenant, &next);
+                    // The next generation's record may name another host,
+                    // which created it and then stood down from this one
+                    // before driving it: woken, it drives it (found by the
+                    // simulation, seed 10 with seams=3: a host stalled
+                    // between the next generation's note and its record
+                    // lost its lease; the host that took the chain over
+                    // deferred to it, alive, and no one drove the chain).
+                    runtime.wake(tenant, &next).await;
+                }
                 Ok(_) => {}
             }
             lock(&runtime.host.background.running).remove(&key);
@@ -143,6 +153,13 @@ impl Runs {
         lock(&self.host.background.running)
             .get(&(tenant.clone(), run.clone()))
             .map(watch::Sender::subscribe)
+    }
+
+    /// Whether a task of this host drives the run now: executing it, or
+    /// waiting for its timer, its signal or its step.
+    pub fn drives(&self, tenant: &TenantId, run: &RunId) -> bool {
+        self.driven_here(tenant, run)
+            .is_some_and(|driving| matches!(*driving.borrow(), Driving::Going))
     }
 
     /// Hands the final status of a run that just ended to those waiting

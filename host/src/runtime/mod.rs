@@ -164,6 +164,15 @@ pub enum RunError {
         /// The run id given up.
         run: RunId,
     },
+    /// This host lost its lease between reading the store for a new run and
+    /// storing its record (it was paused, or cut off): nothing was created.
+    #[error(
+        "the submission of run `{run}` was interrupted (this host lost its lease while storing the run: it was paused or cut off from the store); nothing of it runs: submit it again"
+    )]
+    Interrupted {
+        /// The run not created.
+        run: RunId,
+    },
     /// The run was taken over from host to host as many times as its
     /// incarnation has epochs: no host drives it again.
     #[error("run `{run}` was claimed {claims} times, every epoch its incarnation has; no host drives it again")]

@@ -14,7 +14,7 @@
 //!
 //! [`RunRecords::settle_phantom`]: crate::journal::RunRecords::settle_phantom
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::clock::BootInstant;
@@ -26,7 +26,7 @@ use crate::store::TenantId;
 /// When this host first saw each record-less note, by tenant.
 #[derive(Default)]
 pub(super) struct Phantoms {
-    seen: Mutex<HashMap<TenantId, HashMap<NotedRun, BootInstant>>>,
+    seen: Mutex<HashMap<TenantId, BTreeMap<NotedRun, BootInstant>>>,
 }
 
 impl Phantoms {
@@ -37,7 +37,7 @@ impl Phantoms {
         let now = BootInstant::now();
         let mut seen = lock(&self.seen);
         let before = seen.remove(tenant).unwrap_or_default();
-        let kept: HashMap<NotedRun, BootInstant> = unrecorded
+        let kept: BTreeMap<NotedRun, BootInstant> = unrecorded
             .into_iter()
             .map(|noted| {
                 let first = before.get(&noted).copied().unwrap_or(now);

@@ -134,7 +134,17 @@ impl Runs {
         let new_records = self.records(tenant, &new_run);
         let (new_record, present) = futures::try_join!(new_records.run(), new_records.entries())?;
         if let Some(new_record) = new_record {
-            self.kept_prefix(&new_records, &new_record, present).await?;
+            // The old run deleted meanwhile (retention, since it was read
+            // above): the new run ends failed, saying so, and the restart
+            // is refused rather than answered with a run doomed to fail
+            // (found by the simulation, seed 47).
+            if let KeptPrefix::Gone(why) = self.kept_prefix(&new_records, &new_record, present).await? {
+                self.end_without_prefix(&new_records, &new_record, why).await?;
+                let reason = format!(
+                    "the run was deleted (its retention ended) while it was restarted; run `{new_run}` ended failed, `restart-point-gone`"
+                );
+                return Err(refused(&point, reason));
+            }
             // Its journal holds the kept calls now: its driver must read it.
             self.host.fresh.take(tenant, &new_run);
         }

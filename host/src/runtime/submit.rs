@@ -176,6 +176,9 @@ impl Runs {
         let chosen_id = submission.run_id.is_some();
         let run_id = submission.run_id.unwrap_or_else(RunId::generate);
         let records = RunRecords::new(store, run_id.clone());
+        // The lease the record is created under: a host that loses it
+        // before the record is stored (paused, cut off) stores none.
+        let generation = self.live().await?;
         // A generated id is new; a chosen one may name a run that exists,
         // or one whose deletion left objects behind, or is under way.
         let new_run = !chosen_id || self.vacant(&records).await?;
@@ -221,28 +224,29 @@ impl Runs {
             restarted_from: submission.restarted_from,
             abandoned: None,
         };
+        // A run there is is answered, never created again: whatever the
+        // store holds by the time a record would land (the run deleted and
+        // its id used again meanwhile), this submission read nothing of it.
+        if !new_run {
+            return self.answer_existing(&records, &record).await;
+        }
         // Before the run record, and together (on object storage each is
         // a round trip; through the local store's log, one sync): the
-        // outbox entry, so that a run with a URL always has its entry (not
-        // again for a run submitted again, which may have ended); the run
-        // noted open and listed in the ledger (in a batch with the runs
-        // submitted meanwhile; not again for a run there is).
+        // outbox entry, so that a run with a URL always has its entry; the
+        // run noted open and listed in the ledger (in a batch with the runs
+        // submitted meanwhile); and, for a chosen id found free, which may
+        // have been used before, its incarnation (read only now: see
+        // `journal::incarnations`).
         let outbox = async {
             match &record.notify {
-                Some(url) if new_run => self.host.hooks.enqueue(records.store(), &run_id, url).await,
-                _ => Ok(()),
+                Some(url) => self.host.hooks.enqueue(records.store(), &run_id, url).await,
+                None => Ok(()),
             }
         };
-        let listed = async {
-            match new_run {
-                true => Ok::<_, RunError>(self.host.ledger.opened(records.store(), ListedRun::of(&record)).await?),
-                false => Ok(()),
-            }
-        };
-        // A chosen id found free may have been used before: read only now
-        // (see `journal::incarnations`).
+        let listed =
+            async { Ok::<_, RunError>(self.host.ledger.opened(records.store(), ListedRun::of(&record)).await?) };
         let incarnation = async {
-            match chosen_id && new_run {
+            match chosen_id {
                 true => Ok::<_, RunError>(incarnations::next(records.store()).await?),
                 false => Ok(0),
             }
@@ -252,8 +256,16 @@ impl Runs {
         seam(Seam::BetweenLedgerNoteAndRecord).await;
         // The run's creator drives it first: it must be alive to others
         // before the run record names it, and asks just before, so that a
-        // host stopping meanwhile names no run it then leaves undriven.
-        let generation = self.live().await?;
+        // host stopping meanwhile names no run it then leaves undriven. One
+        // that lost its lease since it read the store (it was paused, or
+        // cut off) stores no record: what it read may be old, the run
+        // created and deleted by another host meanwhile, and its note may
+        // be judged a phantom (found by the simulation, seed 18: a host
+        // stalled two hours while starting a child created it again, as an
+        // incarnation another host's run had had).
+        if self.live().await? != generation {
+            return Err(RunError::Interrupted { run: run_id });
+        }
         self.host.fresh.creating(tenant, &run_id);
         // A run that starts later reads its first fence when it starts.
         let created = match record.start_at_ms {
@@ -277,36 +289,41 @@ impl Runs {
                 spans::link_to_run(tenant, &run_id);
                 Ok(run_id)
             }
-            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => {
-                // Its note, another creation time than the run's, is
-                // passed over by listings and noted ended by recovery.
-                let existing = records
-                    .stored_record()
-                    .await?
-                    .ok_or_else(|| RunError::UnknownRun { run: run_id.clone() })?;
-                if existing.abandoned.is_some() {
-                    return Err(RunError::Abandoned { run: run_id });
-                }
-                // A run an upgrade moved is still the run started on its first build.
-                let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
-                let same = (
-                    &existing.workflow,
-                    first_build,
-                    &existing.input_digest,
-                    &existing.restarted_from,
-                ) == (
-                    &record.workflow,
-                    &record.component,
-                    &record.input_digest,
-                    &record.restarted_from,
-                );
-                if same {
-                    Ok(run_id)
-                } else {
-                    Err(RunError::InputMismatch { run: run_id })
-                }
-            }
+            // Its note, another creation time than the run's, is passed
+            // over by listings and noted ended by recovery.
+            Err(JournalError::Store(StoreError::AlreadyExists { .. })) => self.answer_existing(&records, &record).await,
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// What a submission of `record` answers when a run of its id is
+    /// stored: that run, if it was submitted with the same workflow and
+    /// input; refused otherwise, or if it was given up (never created), or
+    /// deleted meanwhile (a submission again, in a moment, creates it).
+    async fn answer_existing(&self, records: &RunRecords, record: &RunRecord) -> Result<RunId, RunError> {
+        let run = records.run_id().clone();
+        let Some(existing) = records.stored_record().await? else {
+            return Err(RunError::BeingDeleted { run });
+        };
+        if existing.abandoned.is_some() {
+            return Err(RunError::Abandoned { run });
+        }
+        // A run an upgrade moved is still the run started on its first build.
+        let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
+        let same = (
+            &existing.workflow,
+            first_build,
+            &existing.input_digest,
+            &existing.restarted_from,
+        ) == (
+            &record.workflow,
+            &record.component,
+            &record.input_digest,
+            &record.restarted_from,
+        );
+        match same {
+            true => Ok(run),
+            false => Err(RunError::InputMismatch { run }),
         }
     }
 
