@@ -1,8 +1,9 @@
 //! The simulator's fault language: what a seed's store does to every call
-//! (`--store latency=20ms,errors=0.05,lost=0.5,stale=3s,stale-rate=0.3`)
+//! (`--store latency=20ms,errors=0.05,lost=0.5,late=0.3,late-by=10s,dup=0.01,stale=3s,stale-rate=0.3,mode=strict`)
 //! and what its hosts suffer
-//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,outages=1,clones=1,drift=100`),
-//! the times (and each host's clock drift) drawn from the seed.
+//! (`--faults kills=1,pauses=2,restarts=1,partitions=1,outages=1,clones=1,drift=100,offsets=120,stalls=1,seams=2`),
+//! the times (and each host's clock drift and wall-clock offset) drawn
+//! from the seed.
 //!
 //! Invariant: a setting is read whole or refused with its name and why
 //! (an unknown name, a number out of range, a rate outside 0 to 1); no
@@ -14,14 +15,19 @@ use std::time::Duration;
 use chacha20::ChaCha20Rng;
 use chacha20::rand_core::Rng;
 
-use crate::network::StoreFaults;
+use crate::network::{StoreFaults, StoreMode};
 
 /// The most of one host fault a seed may plan.
 pub const MAX_FAULTS: u32 = 1_000;
 /// The most a clock may drift, in parts per thousand: 0.9 of its rate.
 pub const MAX_DRIFT: u32 = 900;
+/// The most a wall clock may be off, in minutes: a day.
+pub const MAX_OFFSET_MINUTES: u32 = 24 * 60;
 /// The longest a call may be made to wait.
 pub const MAX_LATENCY: Duration = Duration::from_secs(60);
+/// The latest a write may land after it was sent: within what the hosts
+/// allow for (`retention::LATE_WRITES_LAND_WITHIN`, 30 s), with room.
+pub const MAX_LATE_BY: Duration = Duration::from_secs(20);
 
 /// What a host suffers, or, for an outage, every host at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,6 +49,9 @@ pub enum HostFault {
     /// most: a storm of throttling) for so many lease TTLs: longer than the
     /// store layer's retries, so callers see calls fail, any call of all.
     Outage { ttls: f64, rate: f64 },
+    /// Stops for this long, over an hour (a process stopped, a VM frozen),
+    /// then runs on: past every lease and the phantom judgement.
+    Stall(Duration),
 }
 
 /// How many of each fault a seed plans.
@@ -57,6 +66,14 @@ pub struct HostFaults {
     /// Each host's lease clock runs up to this many parts per thousand
     /// fast or slow, drawn per host.
     pub drift_permille: u32,
+    /// Each host's wall clock reads up to this many minutes early or late,
+    /// drawn per host.
+    pub offset_minutes: u32,
+    /// Stalls of over an hour, at drawn times.
+    pub stalls: u32,
+    /// Stalls at the protocol's seams (between a check and its act), at
+    /// most so many a seed, drawn as hosts pass them.
+    pub seams: u32,
 }
 
 /// The faults a seed suffered, by kind, and the operators' controls played.
@@ -68,12 +85,18 @@ pub struct FaultCounts {
     pub partitions: u64,
     pub outages: u64,
     pub clones: u64,
+    /// Long stalls, at drawn times and at seams.
+    pub stalls: u64,
+    /// Stalls at seams, of any length.
+    pub seam_stalls: u64,
     /// Runs an operator paused (each resumed later).
     pub run_pauses: u64,
     /// Sleeps an operator advanced.
     pub advances: u64,
     /// Runs an operator restarted from a seq.
     pub run_restarts: u64,
+    /// Runs submitted again under an id retention deleted a run of.
+    pub resubmissions: u64,
 }
 
 impl std::ops::AddAssign for FaultCounts {
@@ -84,9 +107,12 @@ impl std::ops::AddAssign for FaultCounts {
         self.partitions += other.partitions;
         self.outages += other.outages;
         self.clones += other.clones;
+        self.stalls += other.stalls;
+        self.seam_stalls += other.seam_stalls;
         self.run_pauses += other.run_pauses;
         self.advances += other.advances;
         self.run_restarts += other.run_restarts;
+        self.resubmissions += other.resubmissions;
     }
 }
 
@@ -111,6 +137,17 @@ const OUTAGES: [f64; 3] = [0.5, 1.2, 2.5];
 /// The share of calls an outage fails: all, or most (then a call of eight
 /// tries fails one time in eighteen, wherever it is made).
 const OUTAGE_RATES: [f64; 2] = [1.0, 0.7];
+
+/// A long stall lasts from this long, past the phantom judgement's hour...
+pub const STALL_FROM: Duration = Duration::from_secs(65 * 60);
+/// ...to twice that.
+pub const STALL_TO: Duration = Duration::from_secs(130 * 60);
+
+/// A long stall's length, drawn.
+pub fn stall_length(rng: &mut ChaCha20Rng) -> Duration {
+    let spread = u64::try_from((STALL_TO - STALL_FROM).as_millis()).unwrap_or(u64::MAX);
+    STALL_FROM + Duration::from_millis(rng.next_u64() % spread.max(1))
+}
 
 impl HostFaults {
     /// The faults, each at a time within `span` and on one of `hosts`.
@@ -139,6 +176,10 @@ impl HostFaults {
         }
         for _ in 0..self.clones {
             faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Clone));
+        }
+        for _ in 0..self.stalls {
+            let lasts = stall_length(rng);
+            faults.push((at(rng), (rng.next_u64() % hosts) as usize, HostFault::Stall(lasts)));
         }
         for _ in 0..self.restarts {
             let same_id = rng.next_u64().is_multiple_of(2);
@@ -191,6 +232,14 @@ impl FromStr for HostFaults {
                     .ok_or_else(|| bad(name, value, &format!("parts per thousand, from 0 to {MAX_DRIFT}")))?;
                 continue;
             }
+            if name == "offsets" {
+                faults.offset_minutes = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|minutes| *minutes <= MAX_OFFSET_MINUTES)
+                    .ok_or_else(|| bad(name, value, &format!("minutes, from 0 to {MAX_OFFSET_MINUTES}")))?;
+                continue;
+            }
             let count = value
                 .parse::<u32>()
                 .ok()
@@ -203,8 +252,10 @@ impl FromStr for HostFaults {
                 "partitions" => faults.partitions = count,
                 "outages" => faults.outages = count,
                 "clones" => faults.clones = count,
+                "stalls" => faults.stalls = count,
+                "seams" => faults.seams = count,
                 _ => {
-                    let known = "kills, pauses, restarts, partitions, outages, clones or drift";
+                    let known = "kills, pauses, restarts, partitions, outages, clones, stalls, seams, drift or offsets";
                     return Err(bad(name, value, &format!("no such fault: {known}")));
                 }
             }
@@ -221,8 +272,12 @@ impl FromStr for StoreFaults {
             max_latency: Duration::ZERO,
             error_rate: 0.0,
             lost_reply_rate: 0.0,
+            late_rate: 0.0,
+            late_by: Duration::ZERO,
+            duplicate_rate: 0.0,
             stale: Duration::ZERO,
             stale_rate: 0.0,
+            mode: StoreMode::Strict,
         };
         for setting in settings(text) {
             let (name, value) = setting?;
@@ -244,14 +299,35 @@ impl FromStr for StoreFaults {
                         .filter(|stale| *stale <= MAX_LATENCY)
                         .ok_or_else(|| bad(name, value, "a duration up to 60s, e.g. 3s"))?;
                 }
+                "late-by" => {
+                    faults.late_by = stepstone::durations::parse(value)
+                        .filter(|late_by| *late_by <= MAX_LATE_BY)
+                        .ok_or_else(|| {
+                            bad(
+                                name,
+                                value,
+                                "a duration up to 20s (retention holds an id 30s), e.g. 10s",
+                            )
+                        })?;
+                }
                 "errors" => faults.error_rate = rate()?,
                 "lost" => faults.lost_reply_rate = rate()?,
+                "late" => faults.late_rate = rate()?,
+                "dup" => faults.duplicate_rate = rate()?,
                 "stale-rate" => faults.stale_rate = rate()?,
+                "mode" => faults.mode = value.parse().map_err(|why: String| bad(name, value, &why))?,
                 _ => {
-                    let known = "latency, errors, lost, stale or stale-rate";
+                    let known = "latency, errors, lost, late, late-by, dup, stale, stale-rate or mode";
                     return Err(bad(name, value, &format!("no such setting: {known}")));
                 }
             }
+        }
+        if faults.mode == StoreMode::StaleReads && faults.stale.is_zero() {
+            return Err(bad(
+                "mode",
+                "stale-reads",
+                "a store whose reads lag needs `stale=` (how long a key read absent is read so after it is written), e.g. stale=3s",
+            ));
         }
         Ok(faults)
     }
@@ -302,6 +378,15 @@ mod tests {
         assert_eq!((store.stale, store.stale_rate), (Duration::from_secs(60), 1.0));
         let store: StoreFaults = "errors=0".parse().expect("valid");
         assert_eq!((store.error_rate, store.max_latency), (0.0, Duration::ZERO));
+        let faults: HostFaults = "offsets=1440,stalls=1000,seams=0".parse().expect("valid");
+        assert_eq!((faults.offset_minutes, faults.stalls, faults.seams), (1440, 1000, 0));
+        let store: StoreFaults = "late=1,late-by=20s,dup=0,mode=non-atomic".parse().expect("valid");
+        assert_eq!((store.late_rate, store.late_by), (1.0, Duration::from_secs(20)));
+        assert_eq!((store.duplicate_rate, store.mode), (0.0, StoreMode::NonAtomic));
+        for mode in ["strict", "stale-reads"] {
+            let store: StoreFaults = format!("stale=1ms,mode={mode}").parse().expect("valid");
+            assert_eq!(store.mode.to_string(), mode);
+        }
     }
 
     #[test]
@@ -318,6 +403,10 @@ mod tests {
             ("kills=-1", "from 0 to 1000"),
             ("kills=1.5", "from 0 to 1000"),
             ("kills=99999999999999999999", "from 0 to 1000"),
+            ("offsets=1441", "minutes, from 0 to 1440"),
+            ("offsets=-1", "minutes, from 0 to 1440"),
+            ("stalls=1001", "from 0 to 1000"),
+            ("seams=NaN", "from 0 to 1000"),
             ("floods=1", "no such fault"),
             ("kills", "NAME=VALUE"),
         ] {
@@ -334,6 +423,11 @@ mod tests {
             ("latency=99999999999999999999y", "up to 60s"),
             ("stale=1m1s", "up to 60s"),
             ("stale-rate=2", "from 0 to 1"),
+            ("late-by=21s", "up to 20s"),
+            ("late=1.5", "from 0 to 1"),
+            ("dup=2", "from 0 to 1"),
+            ("mode=eventual", "strict, non-atomic or stale-reads"),
+            ("mode=stale-reads", "needs `stale=`"),
             ("jitter=1", "no such setting"),
         ] {
             let refused = bad.parse::<StoreFaults>().expect_err(bad).to_string();
@@ -352,10 +446,13 @@ mod tests {
             outages: 50,
             clones: 50,
             drift_permille: 0,
+            offset_minutes: 0,
+            stalls: 50,
+            seams: 3,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let drawn = faults.draw(&mut rng, 3, Duration::from_secs(10));
-        assert_eq!(drawn.len(), 300);
+        assert_eq!(drawn.len(), 350, "seams are drawn as hosts pass them, not here");
         assert!(
             drawn
                 .iter()

@@ -8,10 +8,11 @@
 
 pub mod check;
 pub mod faults;
+pub mod history;
 pub mod network;
 pub mod steps;
 pub mod world;
 
 pub use faults::{FaultCounts, HostFaults, SimConfig};
-pub use network::StoreFaults;
+pub use network::{StoreCounts, StoreFaults};
 pub use world::{SeedReport, run_seed};

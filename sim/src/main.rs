@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use stepstone::component::CodeCache;
-use stepstone_sim::{FaultCounts, HostFaults, SimConfig, StoreFaults, run_seed};
+use stepstone_sim::{FaultCounts, HostFaults, SeedReport, SimConfig, StoreCounts, StoreFaults, run_seed};
 
 /// Plays seeds of a simulation of many hosts on one store, and checks them.
 #[derive(Parser)]
@@ -37,7 +37,7 @@ struct Args {
     /// What each seed's hosts suffer.
     #[arg(
         long,
-        default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,clones=1,drift=100"
+        default_value = "kills=2,pauses=4,restarts=2,partitions=2,outages=1,clones=1,drift=100,offsets=120,stalls=1,seams=3"
     )]
     faults: HostFaults,
     /// Stop starting seeds after this much wall-clock time.
@@ -78,7 +78,7 @@ fn lease_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// The store's faults unless `--store` says otherwise.
-const STORE_FAULTS: &str = "latency=30ms,errors=0.02,lost=0.5,stale=3s,stale-rate=0.3";
+const STORE_FAULTS: &str = "latency=30ms,errors=0.02,lost=0.5,late=0.3,late-by=10s,dup=0.005,stale=3s,stale-rate=0.3";
 
 fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
@@ -104,99 +104,145 @@ fn main() -> anyhow::Result<ExitCode> {
         faults: args.faults,
     };
     let started = Instant::now();
-    let (mut played, mut failing, mut violations) = (0u64, Vec::new(), 0usize);
-    let (mut host_seconds, mut faults) = (0.0, FaultCounts::default());
+    let mut tally = Tally::default();
     for seed in args.from..args.from.saturating_add(args.seeds) {
         if args.budget.is_some_and(|budget| started.elapsed() >= budget) {
             break;
         }
         let report = run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}"))?;
-        if seed == args.from || args.twice {
+        // The first seed is played twice, to show a seed plays one way; a
+        // failing one too, to show its failure is the seed's, not chance's.
+        if seed == args.from || args.twice || !report.violations.is_empty() {
             let again =
                 run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}, played again"))?;
             if again.trace != report.trace {
-                println!(
-                    "seed {seed}: determinism: played twice, it went two ways ({} then {})",
-                    report.trace, again.trace
-                );
-                let apart = report.events.iter().zip(&again.events).position(|(a, b)| a != b);
-                let apart = apart.unwrap_or(report.events.len().min(again.events.len()));
-                println!(
-                    "  first play, from event {apart}: {:?}",
-                    report.events.get(apart..(apart + 3).min(report.events.len()))
-                );
-                println!(
-                    "  second play, from event {apart}: {:?}",
-                    again.events.get(apart..(apart + 3).min(again.events.len()))
-                );
-                violations += 1;
-                failing.push(seed);
+                print_divergence(seed, &report, &again);
+                tally.violations += 1;
+                tally.failing.push(seed);
             }
         }
-        played += 1;
-        host_seconds += report.host_seconds;
-        faults += report.faults;
         if args.trace || !report.violations.is_empty() {
             println!("seed {seed} (trace {}):", report.trace);
             for event in &report.events {
                 println!("  {event}");
             }
         }
-        if !report.violations.is_empty() {
-            for violation in &report.violations {
-                println!("seed {seed}: {violation}");
-            }
-            violations += report.violations.len();
-            failing.push(seed);
+        for violation in &report.violations {
+            println!("seed {seed}: {violation}");
         }
+        tally.add(seed, &report);
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
-    let host_hours = host_seconds / 3600.0;
-    let summary = format!(
-        "{violations} violations{}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages, {} clones; operators: {} runs paused and resumed, {} sleeps advanced, {} runs restarted; store: {}",
-        if failing.is_empty() {
-            String::new()
-        } else {
-            format!(" in seeds {failing:?}")
-        },
-        host_hours / minutes.max(f64::MIN_POSITIVE),
-        faults.kills,
-        faults.pauses,
-        faults.restarts,
-        faults.partitions,
-        faults.outages,
-        faults.clones,
-        faults.run_pauses,
-        faults.advances,
-        faults.run_restarts,
-        args.store_text,
-    );
+    let summary = tally.summary(minutes, &args.store_text);
+    let played = tally.played;
     println!(
         "sim: seeds {}..{} ({played} played), {summary}",
         args.from,
         args.from + played
     );
     if let Some(path) = &args.record {
+        let faults = &args.faults;
         let result = serde_json::json!({
             "suite": "sim",
             "fault": format!(
-                "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention; operators pausing and resuming runs through any host, advancing sleeps, restarting runs from a seq beside the old); {}; store faults and stale listings of cluster/",
-                args.hosts, args.ttl, args.runs, args.span, format!("each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), {} clones (a second host with a running host's id), clocks drifting up to {}‰", args.faults.kills, args.faults.pauses, args.faults.restarts, args.faults.partitions, args.faults.outages, args.faults.clones, args.faults.drift_permille)
+                "{} hosts (lease TTL {:?}), {} runs a seed over {:?} (steps, steps together, signals, relays of retries, durable sleeps, children and continue-as-new; concurrency keys; retention; runs submitted again under ids retention deleted; operators pausing and resuming runs through any host, advancing sleeps, restarting runs from a seq beside the old); each seed {} kills, {} pauses (0.5, 1.2 or 2.5 TTLs, ±10%), {} restarts (same or new id), {} partitions from cluster/ (1.2 or 2.5 TTLs), {} store outages (all calls or 0.7 of them failing for 0.5, 1.2 or 2.5 TTLs), {} clones (a second host with a running host's id), {} long stalls (seconds to hours), up to {} stalls at the seams between a check and its act, lease clocks drifting up to {}‰, wall clocks up to {} minutes apart; store: {}",
+                args.hosts, args.ttl, args.runs, args.span, faults.kills, faults.pauses, faults.restarts, faults.partitions, faults.outages, faults.clones, faults.stalls, faults.seams, faults.drift_permille, faults.offset_minutes, args.store_text,
             ),
             "trials": played,
             "outcome": format!("seeds {}..{}: {summary}", args.from, args.from + played),
-            "lost": violations,
+            "lost": tally.violations,
         });
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(path, serde_json::to_string_pretty(&result)?)?;
     }
+    let violations = tally.violations;
     Ok(if violations == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What the seeds played came to.
+#[derive(Default)]
+struct Tally {
+    played: u64,
+    violations: usize,
+    failing: Vec<u64>,
+    /// Seeds whose store the hosts' probe refused, as it must.
+    refused: u64,
+    host_seconds: f64,
+    faults: FaultCounts,
+    store: StoreCounts,
+}
+
+impl Tally {
+    fn add(&mut self, seed: u64, report: &SeedReport) {
+        self.played += 1;
+        self.host_seconds += report.host_seconds;
+        self.faults += report.faults;
+        self.store += report.store;
+        self.refused += u64::from(report.refused);
+        if !report.violations.is_empty() {
+            self.violations += report.violations.len();
+            self.failing.push(seed);
+        }
+    }
+
+    /// One line: the violations, and what the seeds suffered.
+    fn summary(&self, minutes: f64, store_text: &str) -> String {
+        let (faults, store) = (&self.faults, &self.store);
+        let host_hours = self.host_seconds / 3600.0;
+        let failing = match self.failing.is_empty() {
+            true => String::new(),
+            false => format!(" in seeds {:?}", self.failing),
+        };
+        let refused = match self.refused {
+            0 => String::new(),
+            refused => format!(" ({refused} refused by the hosts' probe of the store, as they must be)"),
+        };
+        format!(
+            "{} violations{failing}{refused}; {host_hours:.1} simulated host-hours ({:.0} a wall-clock minute); faults: {} kills, {} pauses, {} restarts, {} partitions, {} store outages, {} clones, {} long stalls, {} stalls at seams; operators: {} runs paused and resumed, {} sleeps advanced, {} runs restarted, {} ids used again; store: {} calls, {} failed, {} replies lost, {} writes landed late, {} twice, {} stale listings ({store_text})",
+            self.violations,
+            host_hours / minutes.max(f64::MIN_POSITIVE),
+            faults.kills,
+            faults.pauses,
+            faults.restarts,
+            faults.partitions,
+            faults.outages,
+            faults.clones,
+            faults.stalls,
+            faults.seam_stalls,
+            faults.run_pauses,
+            faults.advances,
+            faults.run_restarts,
+            faults.resubmissions,
+            store.calls,
+            store.failed,
+            store.lost_replies,
+            store.late_landings,
+            store.duplicates,
+            store.stale_listings,
+        )
+    }
+}
+
+/// Says where two plays of `seed` went apart.
+fn print_divergence(seed: u64, first: &SeedReport, second: &SeedReport) {
+    println!(
+        "seed {seed}: determinism: played twice, it went two ways ({} then {})",
+        first.trace, second.trace
+    );
+    let apart = first.events.iter().zip(&second.events).position(|(a, b)| a != b);
+    let apart = apart.unwrap_or(first.events.len().min(second.events.len()));
+    for (play, report) in [("first", first), ("second", second)] {
+        println!(
+            "  {play} play, from event {apart}: {:?}",
+            report.events.get(apart..(apart + 3).min(report.events.len()))
+        );
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! The steps of the simulated runs, and the service they act on, as a
 //! payment service would: every attempt a host starts is sent to it with
 //! the call's idempotency key and fencing token, and recorded (the process,
-//! the time, the token, the key, the run's incarnation, whether the call's
-//! journal entry already existed then). The service keeps the highest
+//! the time, the token, the key, the run's incarnation). The service keeps the highest
 //! token it saw for each key and refuses a lower one (the attempt fails,
 //! fenced); it acts once per key and answers a key it acted on with what
 //! it answered first, so a key two incarnations of a run share gets the
@@ -18,14 +17,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use object_store::ObjectStoreExt;
-use object_store::memory::InMemory;
-use object_store::path::Path;
 use sha2::{Digest, Sha256};
 use stepstone::cluster::CLAIM_BITS;
 use stepstone::runtime::{AttemptCall, StandIn, StepStandIn};
 use stepstone::sandbox::{AttemptFailure, StepErrorKind, idempotency_key};
-use stepstone::store::{RunId, TenantId, keys_of};
+use stepstone::store::TenantId;
 use tokio::time::Instant;
 
 /// An attempt the service saw start.
@@ -41,8 +37,6 @@ pub struct Started {
     /// The run's incarnation, as its token says.
     pub incarnation: u64,
     pub key: String,
-    /// The call's journal entry was already stored when it started.
-    pub journaled: bool,
     /// The service refused it: a higher token was seen for its key.
     pub fenced: bool,
 }
@@ -97,21 +91,7 @@ impl Service {
 pub struct HostSteps {
     pub host: usize,
     pub service: Arc<Service>,
-    /// The store as it is, to see whether a call's entry exists.
-    pub store: Arc<InMemory>,
     pub tenant: TenantId,
-}
-
-impl HostSteps {
-    /// Whether the journal entry of `call` is stored.
-    fn journaled(&self, call: &AttemptCall<'_>) -> bool {
-        let Ok(run) = RunId::new(call.run) else {
-            return false;
-        };
-        let key = Path::from(format!("tenants/{}/{}", self.tenant, keys_of(&run).entry(call.seq)));
-        // The in-memory store answers at once: no runtime is needed.
-        futures::executor::block_on(self.store.head(&key)).is_ok()
-    }
 }
 
 impl StepStandIn for HostSteps {
@@ -125,7 +105,6 @@ impl StepStandIn for HostSteps {
             fencing_token: call.fencing_token,
             incarnation: call.fencing_token >> CLAIM_BITS,
             key: idempotency_key(self.tenant.as_str(), call.run, call.fencing_token, call.seq),
-            journaled: self.journaled(call),
             fenced: false,
         };
         let drawn = digest(call);

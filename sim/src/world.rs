@@ -30,27 +30,43 @@
 //! on a thread of their own while the world stands still: the code cache
 //! is read on wall-clock threads. The first seed of a batch is played
 //! twice, and its traces compared, to show a seed plays one way.
+//!
+//! Each host's calls run for its process (`stepstone::task::Process`):
+//! its wall clock reads its own offset, hours from the others' if the
+//! faults say so, and the seams of the protocol (between a check and its
+//! act) may stall it there, as a pause of a real process could land
+//! there. A client's call through a host gives up after
+//! [`CLIENT_TIMEOUT`] and is made again through another, as an HTTP client
+//! would; the call given up is dropped, as a server drops a request whose
+//! client went. Before any host starts, the store is probed as a host's
+//! start probes it (`Storage::check`): a store of a mode no host may run
+//! on must be refused there. The checks run once every stall has ended,
+//! and the hosts ran on a while after, so what a stalled host does when it
+//! comes back is judged too.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use chacha20::ChaCha20Rng;
 use chacha20::rand_core::{Rng, SeedableRng};
+use futures::FutureExt;
 use sha2::{Digest, Sha256};
 use stepstone::clock::VirtualTime;
 use stepstone::cluster::{HostId, LiveError};
 use stepstone::component::{CodeCache, Loaded};
 use stepstone::config::{HostConfig, WaitPolicy};
-use stepstone::journal::{ConcurrencyLimit, NotedRun, Outcome, RunRecords, is_listed, noted_ended};
+use stepstone::journal::{ConcurrencyLimit, NotedRun, RunRecord, RunRecords, is_listed, noted_ended};
 use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{AttemptUnderWay, Restart, RunError, Runtime, Submission};
-use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, TenantId, TenantStore};
+use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, StoreError, TenantId, TenantStore};
+use stepstone::task::{Process, Seam, SeamHook};
 use tokio::time::Instant;
 
 use crate::check;
-use crate::faults::{FaultCounts, HostFault, SimConfig};
+use crate::faults::{FaultCounts, HostFault, SimConfig, stall_length};
+use crate::history::{self, Ended};
 use crate::network::{Network, Reach, StoreCounts};
 use crate::steps::{HostSteps, Service};
 
@@ -60,6 +76,22 @@ const START_MS: u64 = 1_800_000_000_000;
 /// How long a tenant keeps its finished runs in the simulation: short, so
 /// retention sweeps while children and generations are still awaited.
 const RETENTION: Duration = Duration::from_secs(20);
+
+/// How long a client waits for a host's answer before it asks another.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the hosts run on once every stall has ended, before the checks.
+const AFTER_THE_LAST_STALL: Duration = Duration::from_secs(60);
+
+/// The chance that a host passing a seam stalls there, in thousandths, while
+/// the seed's stalls at seams last: the seams passed at every call, and the
+/// rarer ones (a deletion claim, a submission's note).
+const SEAM_STALL_PERMILLE: [(Seam, u64); 4] = [
+    (Seam::AfterFenceRead, 2),
+    (Seam::AfterClaimCheck, 1),
+    (Seam::BetweenDeletionClaimAndListing, 60),
+    (Seam::BetweenLedgerNoteAndRecord, 60),
+];
 
 /// A planned run: its id, workflow, input, the signal it is sent if it
 /// awaits one, its concurrency key (limit 1), and what it must end with.
@@ -76,15 +108,25 @@ pub struct PlannedRun {
     /// The durable calls its journal holds at its end; `None` for a
     /// relay, whose journal is spread over its generations.
     pub calls: Option<u64>,
+    /// Which submission of the id this is: 0 for the first, more for a
+    /// run submitted again under the id once retention deleted it.
+    pub again: u32,
 }
 
-/// How a run ended: its last generation's outcome, and the seqs its
-/// journal held when it ended (read then: retention deletes it later).
-#[derive(Debug, Clone)]
-pub struct Ended {
-    pub outcome: Outcome,
-    pub seqs: Result<Vec<u64>, String>,
+impl PlannedRun {
+    /// What the checks know this run by.
+    pub fn key(&self) -> RunKey {
+        (self.id.clone(), self.again)
+    }
+
+    /// Its input, as submitted.
+    fn input(&self) -> String {
+        format!("{{\"n\":{},\"nap_s\":{}}}", self.n, self.nap_s)
+    }
 }
+
+/// A run as the checks know it: its id, and which submission of it.
+pub type RunKey = (RunId, u32);
 
 /// What one seed came to.
 #[derive(Debug, Clone, Default)]
@@ -100,11 +142,16 @@ pub struct SeedReport {
     pub trace: String,
     /// The events, readable, for the first violation's report.
     pub events: Vec<String>,
+    /// The store's mode was refused by the hosts' probe (the seed ran
+    /// nothing else).
+    pub refused: bool,
 }
 
 /// A host of the simulation.
 struct SimHost {
     id: HostId,
+    /// Its process: its index, and its wall clock's offset.
+    process: Process,
     /// `None` once it was killed.
     runtime: Option<Runtime>,
     /// The workflow guest, loaded on this host.
@@ -153,6 +200,13 @@ enum Event {
         host: usize,
         seq: u64,
     },
+    /// A client submits the run's id again with another input, as a run of
+    /// its own, once (or while) retention deletes the first: refused while
+    /// that one stands or is being deleted, it tries again a while later.
+    Resubmit {
+        run: usize,
+        host: usize,
+    },
 }
 
 /// What a call through a host answered, and through which host.
@@ -188,9 +242,21 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     let _time = VirtualTime::start(START_MS);
     fastrand::seed(seed);
     let mut rng = ChaCha20Rng::seed_from_u64(seed.rotate_left(17) ^ 0x5eed_5eed);
-    let network = Network::new(seed, config.store);
+    let network = Network::new(seed, config.store, Instant::now());
     let service = Service::new();
     let tenant = TenantId::default_tenant();
+    let stalls = Arc::new(Mutex::new(Stalls {
+        origin: Instant::now(),
+        before_attempts: BTreeSet::new(),
+        rng: ChaCha20Rng::seed_from_u64(seed.rotate_left(29) ^ 0x5ea5),
+        left: config.faults.seams,
+        network: network.clone(),
+        ttl: config.ttl,
+        events: Vec::new(),
+        until: Instant::now(),
+        counts: FaultCounts::default(),
+    }));
+    stepstone::task::stall_at_seams(Some(seam_hook(stalls.clone())));
     let mut world = World {
         config,
         guest,
@@ -203,33 +269,58 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
         faults: FaultCounts::default(),
         restarted: Vec::new(),
         restarts_watched: Vec::new(),
+        resubmitted: Vec::new(),
+        created: Arc::default(),
+        stalls: stalls.clone(),
         until: Instant::now(),
         seed,
     };
     for _ in 0..config.hosts {
-        world.start_host(None).await?;
+        if let Err(e) = world.start_host(None).await {
+            stepstone::task::stall_at_seams(None);
+            return refused(e, config, seed);
+        }
+    }
+    if config.store.mode.is_refused() {
+        stepstone::task::stall_at_seams(None);
+        let mode = config.store.mode;
+        return Ok(SeedReport {
+            seed,
+            violations: vec![format!(
+                "probe: the hosts' probe took a {mode} store, on which no host may run"
+            )],
+            ..SeedReport::default()
+        });
     }
     let (runs, plan) = draw_plan(&mut rng, config);
     let origin = Instant::now();
     let until = origin + config.span + config.until;
     world.until = until;
     let watcher = tokio::spawn(watch_ends(
-        Storage::new(network.store()),
+        network.clone(),
         tenant.clone(),
         runs.clone(),
         until,
+        world.created.clone(),
     ));
-    for (at, event) in plan {
+    let mut plan = std::collections::VecDeque::from(plan);
+    while let Some((at, event)) = plan.pop_front() {
         tokio::time::sleep_until(origin + at).await;
-        world.play(&runs, event).await?;
+        if let Some(later) = world.play(&runs, event).await? {
+            let at = Instant::now().duration_since(origin) + later.0;
+            let place = plan.iter().position(|(next, _)| *next > at).unwrap_or(plan.len());
+            plan.insert(place, (at, later.1));
+        }
     }
     let watched = watcher.await?;
     world.events.extend(watched.events);
-    let (mut ended, mut unlisted, mut noted) = (watched.ended, watched.unlisted, watched.noted);
+    let (mut unlisted, mut noted) = (watched.unlisted, watched.noted);
+    // What a stalled host does once it comes back is judged too.
+    let stalled_until = lock(&stalls).until;
+    tokio::time::sleep_until(stalled_until.max(Instant::now()) + AFTER_THE_LAST_STALL).await;
     for restart_watcher in std::mem::take(&mut world.restarts_watched) {
         let watched = restart_watcher.await?;
         world.events.extend(watched.events);
-        ended.extend(watched.ended);
         unlisted.extend(watched.unlisted);
         noted.extend(watched.noted);
     }
@@ -251,24 +342,51 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
         .iter()
         .cloned()
         .chain(world.restarted.iter().map(|r| r.run.clone()))
+        .chain(world.resubmitted.iter().cloned())
         .collect();
+    let mut history = history::Runs::default();
+    history.absorb(&network.history());
+    let created = lock(&world.created).clone();
+    let ended: BTreeMap<RunKey, Ended> = (every_run.iter())
+        .filter_map(|run| {
+            let record = created.get(&run.key())?;
+            Some((run.key(), history.ended(&run.id, record.created_at_ms)?))
+        })
+        .collect();
+    let incarnations = created
+        .iter()
+        .map(|(key, record)| (key.clone(), record.incarnation))
+        .collect();
+    let driven = world.still_driven(&every_run, &ended, &created, &history);
+    let in_flight = lock(&stalls).before_attempts.clone();
     let checked = check::Checked {
         runs: &every_run,
         restarted: &world.restarted,
         ended: &ended,
+        driven: &driven,
         unlisted: &unlisted,
         started: service.started(),
+        in_flight: &in_flight,
+        history: &history,
+        incarnations: &incarnations,
     };
     report.violations = checked.violations();
+    {
+        let mut stalls = lock(&stalls);
+        report.faults += std::mem::take(&mut stalls.counts);
+        world.events.append(&mut stalls.events);
+    }
+    stepstone::task::stall_at_seams(None);
     world.events.extend(service.started().iter().map(|s| {
         format!(
-            "{:>9.3}s host {} started {} seq {} attempt {} token {}",
+            "{:>9.3}s host {} started {} seq {} attempt {} token {}{}",
             s.at.as_secs_f64(),
             s.host,
             s.run,
             s.seq,
             s.attempt,
-            s.fencing_token
+            s.fencing_token,
+            if s.fenced { " (fenced)" } else { "" }
         )
     }));
     report.trace = digest(&world.events, &ended);
@@ -287,9 +405,16 @@ struct World<'a> {
     events: Vec<String>,
     faults: FaultCounts,
     restarted: Vec<RestartedRun>,
-    /// Each restarted run's watcher, started as it was, to see it end
-    /// before retention deletes it.
+    /// Each restarted or resubmitted run's watcher, started as it was, to
+    /// see it end before retention deletes it.
     restarts_watched: Vec<tokio::task::JoinHandle<Watched>>,
+    /// The runs submitted again under an id retention deleted a run of.
+    resubmitted: Vec<PlannedRun>,
+    /// The record each run was created with, read as it was submitted:
+    /// which creation of its id is that run.
+    created: Arc<Mutex<BTreeMap<RunKey, RunRecord>>>,
+    /// The stalls at seams, shared with the hook that makes them.
+    stalls: Arc<Mutex<Stalls>>,
     /// When the watchers give up.
     until: Instant,
     seed: u64,
@@ -308,6 +433,10 @@ impl World<'_> {
             Some(id) => id,
             None => HostId::try_from(format!("sim.{}.s{}h{index}", index + 1, self.seed))?,
         };
+        let process = Process {
+            id: index as u64,
+            wall_offset_ms: self.offset_of(index),
+        };
         let mut config = HostConfig::new();
         config.pooling = false;
         config.untimed_guests = true;
@@ -319,17 +448,18 @@ impl World<'_> {
         let steps = HostSteps {
             host: index,
             service: self.service.clone(),
-            store: self.network.store(),
             tenant: self.tenant.clone(),
         };
         let storage = Storage::new(Arc::new(store));
+        self.probe(&storage, process).await?;
         let runtime = Runtime::with_step_stand_in(config, storage, self.cache.clone(), Arc::new(steps))?;
         let bench = load_while_the_world_stands_still(&runtime, &self.tenant, self.guest)?;
         let started = Instant::now();
-        if !self.start_serving(&runtime).await? {
+        if !self.start_serving(&runtime, process).await? {
             self.network.set_reach(index, Reach::Down);
             self.hosts.push(SimHost {
                 id,
+                process,
                 runtime: None,
                 bench,
                 started,
@@ -342,23 +472,46 @@ impl World<'_> {
             ..(*runtime.policy(&self.tenant)).clone()
         };
         runtime.set_policy(&self.tenant, policy);
-        runtime.retention().sweep_forever();
+        process.scope(async { runtime.retention().sweep_forever() }).await;
         self.hosts.push(SimHost {
             id: id.clone(),
+            process,
             runtime: Some(runtime),
             bench,
             started,
             stopped: None,
         });
-        self.log(format!("host {index} started as {id}, its clock {drift:+}‰"));
+        self.log(format!(
+            "host {index} started as {id}, its clock {drift:+}‰, its wall clock {:+} ms",
+            process.wall_offset_ms
+        ));
         Ok(index)
+    }
+
+    /// Probes the store as a host's start does (`Storage::check`); a probe
+    /// the store fails (an injected fault outlasting the store layer's
+    /// retries) is made again a second later, as a supervisor would start
+    /// the host again. [`Refused`] if the store is found unsuitable.
+    async fn probe(&mut self, storage: &Storage, process: Process) -> anyhow::Result<()> {
+        loop {
+            match process.scope(storage.check()).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Unsuitable { reason, .. }) => return Err(Refused(reason).into()),
+                Err(e) => {
+                    self.log(format!(
+                        "a host's probe of the store failed, made again in a second: {e}"
+                    ));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
     }
 
     /// Joins the hosts and recovers the tenant's unfinished runs, as `serve`
     /// starts; a start the store fails (an outage) is tried again a second
     /// later, as a supervisor starts a server that exited again. `false`
     /// if the start was refused: another host runs under the id.
-    async fn start_serving(&mut self, runtime: &Runtime) -> anyhow::Result<bool> {
+    async fn start_serving(&mut self, runtime: &Runtime, process: Process) -> anyhow::Result<bool> {
         // Served once: a second call adds no tenant, and so would recover
         // none (found by seeds 1300, 2112, 5718 and 6730 of the first
         // 10,000 with outages: a restart the store failed left the dead
@@ -372,7 +525,7 @@ impl World<'_> {
                 }
                 Ok::<(), RunError>(())
             };
-            match started.await {
+            match process.scope(started).await {
                 Ok(()) => break,
                 Err(e) if e.is_storage_failure() => {
                     self.log(format!("a host's start failed, started again in a second: {e}"));
@@ -385,8 +538,26 @@ impl World<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
-        runtime.runs().take_over_from_dead_hosts();
+        process
+            .scope(async { runtime.runs().take_over_from_dead_hosts() })
+            .await;
         Ok(true)
+    }
+
+    /// Host `index`'s wall clock offset, in milliseconds: drawn from the
+    /// seed and the host alone, so a restart draws its own.
+    fn offset_of(&self, index: usize) -> i64 {
+        let most = i64::from(self.config.faults.offset_minutes) * 60_000;
+        if most == 0 {
+            return 0;
+        }
+        let hash = Sha256::new()
+            .chain_update(b"wall clock")
+            .chain_update(self.seed.to_le_bytes())
+            .chain_update((index as u64).to_le_bytes())
+            .finalize();
+        let drawn = u64::from_le_bytes(hash[..8].try_into().expect("eight bytes")) % (2 * most as u64 + 1);
+        drawn as i64 - most
     }
 
     /// Host `index`'s clock drift, in parts per thousand: drawn from the
@@ -454,26 +625,34 @@ impl World<'_> {
         loop {
             let host = self.running(asked).await?;
             let runtime = self.hosts[host].runtime.clone().expect("a running host");
-            let bench = self.hosts[host].bench.clone();
+            let (bench, process) = (self.hosts[host].bench.clone(), self.hosts[host].process);
             loop {
-                match op(runtime.clone(), bench.clone()).await {
-                    Err(e) if e.is_storage_failure() => retried = true,
-                    Err(RunError::NotLive(e)) => {
+                let answer = process.scope(op(runtime.clone(), bench.clone()));
+                match tokio::time::timeout(CLIENT_TIMEOUT, answer).await {
+                    // Given up on: asked again, through a host running then.
+                    Err(_) => {
+                        retried = true;
+                        break;
+                    }
+                    Ok(Err(e)) if e.is_storage_failure() || matches!(e, RunError::Interrupted { .. }) => retried = true,
+                    Ok(Err(RunError::NotLive(e))) => {
                         self.exit(host, &e);
                         break;
                     }
-                    answer => return Some(Answered { host, answer, retried }),
+                    Ok(answer) => return Some(Answered { host, answer, retried }),
                 }
             }
         }
     }
 
-    async fn play(&mut self, runs: &[PlannedRun], event: Event) -> anyhow::Result<()> {
+    /// Plays `event`; says what to play later, if anything, and when
+    /// from now (a client trying again).
+    async fn play(&mut self, runs: &[PlannedRun], event: Event) -> anyhow::Result<Option<(Duration, Event)>> {
         let tenant = self.tenant.clone();
         match event {
             Event::Submit { run, host } => {
                 let planned = &runs[run];
-                let input = format!("{{\"n\":{},\"nap_s\":{}}}", planned.n, planned.nap_s);
+                let input = planned.input();
                 // A submission cut short by the store is the client's to
                 // retry: the run id makes it idempotent.
                 let answered = self
@@ -490,9 +669,10 @@ impl World<'_> {
                     })
                     .await;
                 let Some(Answered { host, answer, .. }) = answered else {
-                    return Ok(());
+                    return Ok(None);
                 };
                 answer.map_err(|e| anyhow::anyhow!("run {} was refused: {e}", planned.id))?;
+                self.note_created(planned).await;
                 let key = planned
                     .key
                     .as_ref()
@@ -580,8 +760,119 @@ impl World<'_> {
                 self.controlled("advanced", &id, answered, |faults| faults.advances += 1)?;
             }
             Event::Restart { run, host, seq } => self.restart(&runs[run], host, seq).await?,
+            Event::Resubmit { run, host } => return self.resubmit(&runs[run], run, host).await,
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// Of `runs` that have not ended, those a live host drives still (its
+    /// latest generation executing, or waiting for its timer, signal or
+    /// step): not lost, only later than the time allowed (a timer set on
+    /// one host's wall clock fires on another's, hours apart).
+    fn still_driven(
+        &self,
+        runs: &[PlannedRun],
+        ended: &BTreeMap<RunKey, Ended>,
+        created: &BTreeMap<RunKey, RunRecord>,
+        history: &history::Runs,
+    ) -> BTreeSet<RunKey> {
+        let live: Vec<&Runtime> = (self.hosts.iter())
+            .filter_map(|host| host.runtime.as_ref())
+            .filter(|runtime| runtime.runs().stopped().borrow().is_none())
+            .collect();
+        (runs.iter())
+            .filter(|run| !ended.contains_key(&run.key()))
+            .filter(|run| {
+                let latest = (created.get(&run.key()))
+                    .and_then(|record| history.latest_generation(&run.id, record.created_at_ms));
+                latest.is_some_and(|latest| live.iter().any(|runtime| runtime.runs().drives(&self.tenant, &latest)))
+            })
+            .map(PlannedRun::key)
+            .collect()
+    }
+
+    /// Notes the record `planned` was created with, read from the store
+    /// right after its creation was answered.
+    async fn note_created(&mut self, planned: &PlannedRun) {
+        let store = Storage::new(self.network.store()).tenant(&self.tenant);
+        let stored = RunRecords::new(store, planned.id.clone()).stored_record().await;
+        if let Ok(Some(record)) = stored {
+            lock(&self.created).insert(planned.key(), record);
+        }
+    }
+
+    /// Submits `original`'s id again with another input: a run of its own
+    /// once retention deleted the first, refused before (the first stands,
+    /// or its id is held): then tried again a while later, for a while.
+    async fn resubmit(
+        &mut self,
+        original: &PlannedRun,
+        run: usize,
+        host: usize,
+    ) -> anyhow::Result<Option<(Duration, Event)>> {
+        let again = PlannedRun {
+            n: original.n % 6 + 1,
+            again: original.again + 1,
+            key: None,
+            ..original.clone()
+        };
+        let again = PlannedRun {
+            expected: (0..again.n).sum::<u32>().to_string(),
+            calls: Some(u64::from(again.n)),
+            ..again
+        };
+        let tenant = self.tenant.clone();
+        let input = again.input();
+        let answered = self
+            .through_a_host(host, |runtime, bench| {
+                let mut submission = Submission::new(bench, again.workflow, &input);
+                submission.run_id = Some(again.id.clone());
+                let tenant = tenant.clone();
+                async move {
+                    let run = runtime.submit(&tenant, submission).await?;
+                    runtime.runs().drive_in_background(&tenant, &run);
+                    Ok(())
+                }
+            })
+            .await;
+        match answered {
+            None => Ok(None),
+            Some(Answered {
+                host, answer: Ok(()), ..
+            }) => {
+                self.log(format!(
+                    "host {host} started run {} again ({} of {})",
+                    again.id, again.workflow, again.n
+                ));
+                self.note_created(&again).await;
+                let watcher = watch_ends(
+                    self.network.clone(),
+                    self.tenant.clone(),
+                    vec![again.clone()],
+                    self.until,
+                    self.created.clone(),
+                );
+                self.restarts_watched.push(tokio::spawn(watcher));
+                self.resubmitted.push(again);
+                self.faults.resubmissions += 1;
+                Ok(None)
+            }
+            Some(Answered {
+                host,
+                answer:
+                    Err(
+                        e @ (RunError::InputMismatch { .. }
+                        | RunError::BeingDeleted { .. }
+                        | RunError::Abandoned { .. }),
+                    ),
+                ..
+            }) => {
+                self.log(format!("host {host} did not start run {} again yet: {e}", again.id));
+                let giving_up = Instant::now() + RESUBMIT_EVERY >= self.until - self.config.until / 2;
+                Ok((!giving_up).then_some((RESUBMIT_EVERY, Event::Resubmit { run, host })))
+            }
+            Some(Answered { answer: Err(e), .. }) => anyhow::bail!("run {} could not be started again: {e}", again.id),
+        }
     }
 
     /// Notes what an operator's control of run `id` came to: done
@@ -668,8 +959,14 @@ impl World<'_> {
                     id: new_id,
                     ..planned.clone()
                 };
-                let storage = Storage::new(self.network.store());
-                let watcher = watch_ends(storage, self.tenant.clone(), vec![run.clone()], self.until);
+                self.note_created(&run).await;
+                let watcher = watch_ends(
+                    self.network.clone(),
+                    self.tenant.clone(),
+                    vec![run.clone()],
+                    self.until,
+                    self.created.clone(),
+                );
                 self.restarts_watched.push(tokio::spawn(watcher));
                 self.restarted.push(RestartedRun { run, kept });
             }
@@ -722,6 +1019,15 @@ impl World<'_> {
                 let clone = self.start_host(Some(id)).await?;
                 self.log(format!("host {host} cloned: host {clone} started with its id"));
             }
+            HostFault::Stall(lasts) => {
+                let until = Instant::now() + lasts;
+                self.network.set_reach(host, Reach::Paused(until));
+                self.faults.stalls += 1;
+                let mut stalls = lock(&self.stalls);
+                stalls.until = stalls.until.max(until);
+                drop(stalls);
+                self.log(format!("host {host} stalled for {lasts:?}"));
+            }
         }
         Ok(())
     }
@@ -731,6 +1037,109 @@ impl World<'_> {
         self.hosts[host].runtime = None;
         self.hosts[host].stopped = Some(Instant::now());
         self.faults.kills += 1;
+    }
+}
+
+/// How long a client waits before it submits a run's id again, refused.
+const RESUBMIT_EVERY: Duration = Duration::from_secs(10);
+
+/// Stalls a host at a seam lasts, in lease TTLs, unless it is long.
+const SEAM_STALLS: [f64; 3] = [0.5, 1.2, 2.5];
+
+/// The stalls at seams, drawn from a generator of their own as hosts pass
+/// the seams, at most `left` more.
+struct Stalls {
+    /// When the seed began, as the service counts.
+    origin: Instant,
+    /// Each stall after a claim was checked, by host and when it ended:
+    /// the attempt the host starts then was decided before the stall, in
+    /// flight across it as an attempt of a paused process is.
+    before_attempts: BTreeSet<(usize, Duration)>,
+    rng: ChaCha20Rng,
+    left: u32,
+    network: Arc<Network>,
+    ttl: Duration,
+    events: Vec<String>,
+    /// When the last stall of the seed ends.
+    until: Instant,
+    counts: FaultCounts,
+}
+
+impl Stalls {
+    /// Whether `process`, passing `seam`, stalls there, and until when: a
+    /// host stalled stops all it does, as a paused process would.
+    fn at(&mut self, process: Process, seam: Seam) -> Option<Instant> {
+        let permille = SEAM_STALL_PERMILLE
+            .iter()
+            .find(|(at, _)| *at == seam)
+            .map_or(0, |(_, p)| *p);
+        if self.left == 0 || self.rng.next_u64() % 1000 >= permille {
+            return None;
+        }
+        let host = usize::try_from(process.id).ok()?;
+        let long = self.rng.next_u64().is_multiple_of(4);
+        let lasts = match long {
+            true => stall_length(&mut self.rng),
+            false => self
+                .ttl
+                .mul_f64(SEAM_STALLS[(self.rng.next_u64() % SEAM_STALLS.len() as u64) as usize]),
+        };
+        let until = match self.network.reach(host) {
+            Reach::Down => return None,
+            Reach::Paused(paused) => paused.max(Instant::now() + lasts),
+            Reach::Up => Instant::now() + lasts,
+        };
+        self.network.set_reach(host, Reach::Paused(until));
+        if seam == Seam::AfterClaimCheck {
+            self.before_attempts.insert((host, until.duration_since(self.origin)));
+        }
+        self.left -= 1;
+        self.counts.seam_stalls += 1;
+        self.counts.stalls += u64::from(long);
+        self.until = self.until.max(until);
+        self.events
+            .push(at_now(format!("host {host} stalled at {seam:?} for {lasts:?}")));
+        Some(until)
+    }
+}
+
+/// What passing a seam does to a host of this seed (see [`Stalls`]).
+fn seam_hook(stalls: Arc<Mutex<Stalls>>) -> SeamHook {
+    Arc::new(move |process, seam| {
+        let until = lock(&stalls).at(process, seam);
+        async move {
+            if let Some(until) = until {
+                tokio::time::sleep_until(until).await;
+            }
+        }
+        .boxed()
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A host's start refused the store: its probe (`Storage::check`) found
+/// it does not do what the engine stands on.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+/// What a host's start failing with `error` makes of the seed: a store of
+/// a mode no host may run on refused, as it must be (the seed ends there);
+/// anything else the host's error.
+fn refused(error: anyhow::Error, config: &SimConfig, seed: u64) -> anyhow::Result<SeedReport> {
+    let mode = config.store.mode;
+    match error.downcast::<Refused>() {
+        Ok(Refused(_)) if mode.is_refused() => Ok(SeedReport {
+            seed,
+            refused: true,
+            events: vec![format!("the hosts' probe refused the {mode} store")],
+            ..SeedReport::default()
+        }),
+        Ok(Refused(reason)) => anyhow::bail!("the hosts refused a {mode} store: {reason}"),
+        Err(error) => Err(error),
     }
 }
 
@@ -761,40 +1170,40 @@ fn load_while_the_world_stands_still(
     })
 }
 
-/// Watches every run until it has ended, following a chain to its last
-/// generation, or the time allowed ran out: how each run that ended did,
-/// and when. It looks every virtual second from the seed's start, well
-/// within the retention that deletes a run after it ends.
-async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, until: Instant) -> Watched {
+/// Watches every run until it has ended (by the store's history: see
+/// [`history`]), following a chain to its last generation, or the time
+/// allowed ran out; as each ends, whether a listing finds it (retention
+/// has not deleted it yet). It looks every virtual second, well within
+/// the retention that deletes a run after it ends.
+async fn watch_ends(
+    network: Arc<Network>,
+    tenant: TenantId,
+    runs: Vec<PlannedRun>,
+    until: Instant,
+    created: Arc<Mutex<BTreeMap<RunKey, RunRecord>>>,
+) -> Watched {
     let mut watched = Watched::default();
-    let mut generations: BTreeMap<RunId, RunId> = runs.iter().map(|run| (run.id.clone(), run.id.clone())).collect();
-    while watched.ended.len() < runs.len() && Instant::now() < until {
+    let mut history = history::Runs::default();
+    let mut ended = std::collections::BTreeSet::new();
+    let store = Storage::new(network.store()).tenant(&tenant);
+    while ended.len() < runs.len() && Instant::now() < until {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        history.absorb(&network.history());
         for run in &runs {
-            if watched.ended.contains_key(&run.id) {
+            let Some(record) = lock(&created).get(&run.key()).cloned() else {
+                continue;
+            };
+            if ended.contains(&run.key()) || history.ended(&run.id, record.created_at_ms).is_none() {
                 continue;
             }
-            let generation = generations.get_mut(&run.id).expect("every run's generation");
-            loop {
-                let records = RunRecords::new(storage.tenant(&tenant), generation.clone());
-                match records.outcome().await {
-                    Ok(Some(Outcome::Continued { next })) => *generation = next,
-                    Ok(Some(outcome)) => {
-                        if let Some(noted) = noted_run(&records).await {
-                            watched.unlisted.extend(unlisted(&records, &noted).await);
-                            watched.noted.push(noted);
-                        }
-                        let seqs = records.entries().await.map_err(|e| e.to_string());
-                        let seqs = seqs.map(|entries| entries.iter().map(|entry| entry.seq).collect());
-                        watched
-                            .events
-                            .push(at_now(format!("run {} ended as {generation}", run.id)));
-                        watched.ended.insert(run.id.clone(), Ended { outcome, seqs });
-                        break;
-                    }
-                    _ => break,
-                }
+            let records = RunRecords::new(store.clone(), run.id.clone());
+            if matches!(records.run().await, Ok(Some(stored)) if stored.created_at_ms == record.created_at_ms) {
+                let noted = NotedRun::of(&record);
+                watched.unlisted.extend(unlisted(&records, &noted).await);
+                watched.noted.push(noted);
             }
+            watched.events.push(at_now(format!("run {} ended", run.id)));
+            ended.insert(run.key());
         }
     }
     watched
@@ -803,17 +1212,11 @@ async fn watch_ends(storage: Storage, tenant: TenantId, runs: Vec<PlannedRun>, u
 /// What [`watch_ends`] saw.
 #[derive(Default)]
 struct Watched {
-    ended: BTreeMap<RunId, Ended>,
     /// The runs a listing missed when they ended.
     unlisted: Vec<String>,
     /// Each run that ended, as the ledger notes it.
     noted: Vec<NotedRun>,
     events: Vec<String>,
-}
-
-/// The run of `records` as the ledger notes it; nothing if a read failed.
-async fn noted_run(records: &RunRecords) -> Option<NotedRun> {
-    Some(NotedRun::of(&records.run().await.ok()??))
 }
 
 /// Says so if a listing misses `noted`, the run of `records`, just ended
@@ -850,9 +1253,12 @@ async fn listed_after_deletion(store: &TenantStore, noted: &[NotedRun]) -> Vec<S
     listed
 }
 
-/// `what`, stamped with the virtual time since the seed started.
+/// `what`, stamped with the virtual time since the seed started (not a
+/// process's own wall clock).
 fn at_now(what: String) -> String {
-    let at = Duration::from_millis(stepstone::clock::now_ms().saturating_sub(START_MS));
+    let offset = Process::current().map_or(0, |process| process.wall_offset_ms);
+    let now = stepstone::clock::now_ms().saturating_add_signed(-offset);
+    let at = Duration::from_millis(now.saturating_sub(START_MS));
     format!("{:>9.3}s {what}", at.as_secs_f64())
 }
 
@@ -893,6 +1299,7 @@ fn draw_plan(rng: &mut ChaCha20Rng, config: &SimConfig) -> (Vec<PlannedRun>, Vec
             expected: expected.to_string(),
             // Its steps, and the signal it took, if it awaited one.
             calls: (!relay).then(|| u64::from(n) + u64::from(go.is_some())),
+            again: 0,
         });
         let at = Duration::from_millis(rng.next_u64() % span_ms);
         let host = (rng.next_u32() as usize) % hosts;
@@ -909,6 +1316,15 @@ fn draw_plan(rng: &mut ChaCha20Rng, config: &SimConfig) -> (Vec<PlannedRun>, Vec
             ));
         }
         plan.extend(draw_controls(rng, config, index, workflow, n, at));
+        // A quarter of the runs without a signal are submitted again under
+        // their id, a while after the first: before, while and after
+        // retention deletes the first (it keeps a run 20 s, and holds its
+        // id 30 s more).
+        if matches!(workflow, "sequential" | "parallel") && rng.next_u32().is_multiple_of(4) {
+            let later = at + Duration::from_millis(30_000 + rng.next_u64() % 90_000);
+            let host = (rng.next_u32() as usize) % hosts;
+            plan.push((later, Event::Resubmit { run: index, host }));
+        }
     }
     for (at, host, fault) in config.faults.draw(rng, config.hosts, config.span) {
         plan.push((at, Event::Fault { host, fault }));
@@ -976,7 +1392,7 @@ fn draw_controls(
     controls
 }
 
-fn digest(events: &[String], ended: &BTreeMap<RunId, Ended>) -> String {
+fn digest(events: &[String], ended: &BTreeMap<RunKey, Ended>) -> String {
     let mut hash = Sha256::new();
     for event in events {
         hash.update(event.as_bytes());
