@@ -49,6 +49,10 @@ struct Args {
     /// Play every seed twice and compare (by default only the first).
     #[arg(long)]
     twice: bool,
+    /// Stop after the first seed that breaks an invariant (how a mutation
+    /// in `sim/mutations/` is measured: seeds to its first violation).
+    #[arg(long)]
+    until_found: bool,
     /// The workflow guest (built by `make guests`).
     #[arg(long, default_value = "target/guests/bench.wasm")]
     guest: PathBuf,
@@ -131,6 +135,9 @@ fn main() -> anyhow::Result<ExitCode> {
             println!("seed {seed}: {violation}");
         }
         tally.add(seed, &report);
+        if args.until_found && !tally.failing.is_empty() {
+            break;
+        }
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     let summary = tally.summary(minutes, &args.store_text);
