@@ -9,7 +9,8 @@
 #   sim/mutations/measure.sh sim/mutations/55-*.patch
 #
 # A patch may name the simulation's flags in a line `Sim flags: ...` of
-# its header (a store mode, other faults). The worktree builds into
+# its header (a store mode, other faults), and its environment in a line
+# `Sim env: NAME=VALUE ...`. The worktree builds into
 # MUTANT_TARGET (target/mutant): the first build compiles every
 # dependency, later ones only the host and the simulation.
 set -euo pipefail
@@ -34,8 +35,9 @@ for patch in "${patches[@]}"; do
         continue
     fi
     read -r -a flags <<<"$(sed -n 's/^Sim flags: //p' "$patch")"
+    read -r -a env <<<"$(sed -n 's/^Sim env: //p' "$patch")"
     (cd "$tree" && CARGO_TARGET_DIR="$target" cargo build --quiet -p stepstone-sim 2>/dev/null)
-    summary=$(cd "$here" && "$target/debug/stepstone-sim" --from "$from" --seeds 1000000 --budget "$budget" \
+    summary=$(cd "$here" && env "${env[@]}" "$target/debug/stepstone-sim" --from "$from" --seeds 1000000 --budget "$budget" \
         --until-found "${flags[@]}" | grep -E '^(seed [0-9]+: |sim: )' || true)
     found=$(grep -m1 -E '^seed [0-9]+: ' <<<"$summary" || echo "not found")
     played=$(sed -n 's/^sim: seeds [0-9]*\.\.[0-9]* (\([0-9]*\) played).*/\1/p' <<<"$summary")
