@@ -8,6 +8,10 @@
 #   sim/mutations/measure.sh                       # every patch
 #   sim/mutations/measure.sh sim/mutations/55-*.patch
 #
+# Each line is also filed in sim/mutations/measured.tsv (a patch's line
+# replaced), which docs/RELIABILITY.md's table is made from: the patch,
+# seeds played, the first violation or "-", the commit and the date.
+#
 # A patch may name the simulation's flags in a line `Sim flags: ...` of
 # its header (a store mode, other faults), and its environment in a line
 # `Sim env: NAME=VALUE ...`. The worktree builds into
@@ -42,4 +46,11 @@ for patch in "${patches[@]}"; do
     found=$(grep -m1 -E '^seed [0-9]+: ' <<<"$summary" || echo "not found")
     played=$(sed -n 's/^sim: seeds [0-9]*\.\.[0-9]* (\([0-9]*\) played).*/\1/p' <<<"$summary")
     echo "$name: ${played:-0} seeds played from $from; ${found}"
+    measured="$here/sim/mutations/measured.tsv"
+    touch "$measured"
+    { grep -v "^$name	" "$measured" || true
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${played:-0}" "${found/not found/-}" \
+          "$(git -C "$here" rev-parse --short HEAD)" "$(date -u +%Y-%m-%d)"
+    } | sort > "$measured.new"
+    mv "$measured.new" "$measured"
 done

@@ -24,12 +24,14 @@
 //! machine is played as a pause: leases are read on the boot clock, which
 //! counts a suspend as it counts a pause, so nothing a host decides tells
 //! the two apart. A pause stops a host's store calls, not the timers of
-//! its steps' stand-ins, so a host stopped between its fence's read and
-//! its attempt's effect is shown on real processes instead
-//! (`tests/cluster.rs`: an owner SIGSTOPped inside an attempt). Components are loaded
+//! its steps' stand-ins; a host stopped between its fence's read and its
+//! attempt is played by a stall at that seam (below), and one stopped
+//! inside an attempt on real processes (`tests/cluster.rs`: an owner
+//! SIGSTOPped inside an attempt). Components are loaded
 //! on a thread of their own while the world stands still: the code cache
-//! is read on wall-clock threads. The first seed of a batch is played
-//! twice, and its traces compared, to show a seed plays one way.
+//! is read on wall-clock threads. The first seed of a batch, and every
+//! failing one, is played twice, and its traces compared, to show a seed
+//! plays one way.
 //!
 //! Each host's calls run for its process (`stepstone::task::Process`):
 //! its wall clock reads its own offset, hours from the others' if the

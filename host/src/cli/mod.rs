@@ -428,7 +428,8 @@ struct SecretScope {
 
 #[derive(Subcommand)]
 enum StoreCommand {
-    /// Write probe objects (then delete them): a key created twice must be
+    /// Write probe objects (then delete them): a key read absent, then
+    /// written, must be read back at once; a key created twice must be
     /// refused the second time, and of 8 creates of one key at once
     /// exactly one may land.
     Check,
