@@ -113,12 +113,11 @@ fn main() -> anyhow::Result<ExitCode> {
         if args.budget.is_some_and(|budget| started.elapsed() >= budget) {
             break;
         }
-        let report = run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}"))?;
+        let report = play(&config, &guest, &cache, seed);
         // The first seed is played twice, to show a seed plays one way; a
         // failing one too, to show its failure is the seed's, not chance's.
         if seed == args.from || args.twice || !report.violations.is_empty() {
-            let again =
-                run_seed(&config, &guest, &cache, seed).with_context(|| format!("seed {seed}, played again"))?;
+            let again = play(&config, &guest, &cache, seed);
             if again.trace != report.trace {
                 print_divergence(seed, &report, &again);
                 tally.violations += 1;
@@ -170,6 +169,29 @@ fn main() -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Plays `seed`. A seed the world could not play to its end (a host's
+/// answer no client may be given, a guest that failed to load) is a
+/// violation too, named by its error: a mutation that makes the hosts
+/// answer nonsense is found, not taken for a crash of the simulator.
+fn play(config: &SimConfig, guest: &bytes::Bytes, cache: &CodeCache, seed: u64) -> SeedReport {
+    run_seed(config, guest, cache, seed).unwrap_or_else(|e| {
+        let error = format!("{e:#}");
+        SeedReport {
+            seed,
+            trace: format!("{:016x}", fnv1a(&error)),
+            violations: vec![format!("played: the seed stopped: {error}")],
+            ..SeedReport::default()
+        }
+    })
+}
+
+/// A digest of `text`, as a failed seed's trace: two plays that failed
+/// alike have the same.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// What the seeds played came to.
