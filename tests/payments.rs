@@ -69,6 +69,29 @@ fn checkout_linked(
 }
 
 /// How many requests the service got under idempotency key `key`.
+/// A server for the tenant `shop` (token `sst_shop`), allowed to reach
+/// `origin`, with its payments API key set and the checkout uploaded;
+/// `quotas` adds lines to its quotas.
+fn shop(origin: &Origin, quotas: &str) -> Server {
+    let tenants = format!(
+        "[[tenants]]\nid = \"shop\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\n{quotas}allowed_outbound_hosts = [\"{}\"]\n",
+        token_hash("sst_shop"),
+        origin.url()
+    );
+    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", SECRET_KEY);
+    let config = host.data_dir().join("stepstone.toml");
+    std::fs::write(&config, tenants).expect("the tenants file is written");
+    let server = Server::start_with(host, &["--config", arg(&config)]);
+    let put = server
+        .request(reqwest::Method::PUT, "/v1/secrets/payments-api-key", "sst_shop")
+        .body(PAYMENTS_API_KEY)
+        .send()
+        .expect("the server answers");
+    assert_eq!(put.status(), 204);
+    server.upload("sst_shop", "checkout");
+    server
+}
+
 fn requests_under(origin: &Origin, key: &str) -> usize {
     origin
         .received()
@@ -119,22 +142,7 @@ fn each_language_charges_each_order_once_after_a_retry() {
 #[test]
 fn a_host_killed_mid_charge_charges_once() {
     let origin = Origin::start();
-    let tenants = format!(
-        "[[tenants]]\nid = \"shop\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nallowed_outbound_hosts = [\"{}\"]\n",
-        token_hash("sst_shop"),
-        origin.url()
-    );
-    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", SECRET_KEY);
-    let config = host.data_dir().join("stepstone.toml");
-    std::fs::write(&config, tenants).expect("the tenants file is written");
-    let server = Server::start_with(host, &["--config", arg(&config)]);
-    let put = server
-        .request(reqwest::Method::PUT, "/v1/secrets/payments-api-key", "sst_shop")
-        .body(PAYMENTS_API_KEY)
-        .send()
-        .expect("the server answers");
-    assert_eq!(put.status(), 204);
-    server.upload("sst_shop", "checkout");
+    let server = shop(&origin, "");
 
     origin.hold_answers(true);
     let start = json!({"component": "checkout", "workflow": "checkout", "input": order(&origin, "o-1", "charge"), "run_id": "o-1"});
@@ -167,22 +175,7 @@ fn a_host_killed_mid_charge_charges_once() {
 #[test]
 fn an_order_id_used_again_after_retention_is_charged_anew_under_a_higher_token() {
     let origin = Origin::start();
-    let tenants = format!(
-        "[[tenants]]\nid = \"shop\"\ntoken_sha256 = [\"{}\"]\n[tenants.quotas]\nretention_ms = 1000\nallowed_outbound_hosts = [\"{}\"]\n",
-        token_hash("sst_shop"),
-        origin.url()
-    );
-    let host = Host::new().with_env("STEPSTONE_SECRET_KEY", SECRET_KEY);
-    let config = host.data_dir().join("stepstone.toml");
-    std::fs::write(&config, tenants).expect("the tenants file is written");
-    let server = Server::start_with(host, &["--config", arg(&config)]);
-    let put = server
-        .request(reqwest::Method::PUT, "/v1/secrets/payments-api-key", "sst_shop")
-        .body(PAYMENTS_API_KEY)
-        .send()
-        .expect("the server answers");
-    assert_eq!(put.status(), 204);
-    server.upload("sst_shop", "checkout");
+    let server = shop(&origin, "retention_ms = 1000\n");
     let checkout = |amount_cents: u64| {
         let mut input = order(&origin, "o-7", "charge");
         input["amount_cents"] = json!(amount_cents);

@@ -190,8 +190,9 @@ fn play(config: &SimConfig, guest: &bytes::Bytes, cache: &CodeCache, seed: u64) 
 /// A digest of `text`, as a failed seed's trace: two plays that failed
 /// alike have the same.
 fn fnv1a(text: &str) -> u64 {
-    text.bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// What the seeds played came to.

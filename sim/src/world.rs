@@ -846,15 +846,7 @@ impl World<'_> {
                     "host {host} started run {} again ({} of {})",
                     again.id, again.workflow, again.n
                 ));
-                self.note_created(&again).await;
-                let watcher = watch_ends(
-                    self.network.clone(),
-                    self.tenant.clone(),
-                    vec![again.clone()],
-                    self.until,
-                    self.created.clone(),
-                );
-                self.restarts_watched.push(tokio::spawn(watcher));
+                self.watch_late(&again).await;
                 self.resubmitted.push(again);
                 self.faults.resubmissions += 1;
                 Ok(None)
@@ -961,15 +953,7 @@ impl World<'_> {
                     id: new_id,
                     ..planned.clone()
                 };
-                self.note_created(&run).await;
-                let watcher = watch_ends(
-                    self.network.clone(),
-                    self.tenant.clone(),
-                    vec![run.clone()],
-                    self.until,
-                    self.created.clone(),
-                );
-                self.restarts_watched.push(tokio::spawn(watcher));
+                self.watch_late(&run).await;
                 self.restarted.push(RestartedRun { run, kept });
             }
             Some(Answered {
@@ -980,6 +964,20 @@ impl World<'_> {
             Some(Answered { answer: Err(e), .. }) => anyhow::bail!("run {} could not be restarted: {e}", planned.id),
         }
         Ok(())
+    }
+
+    /// Notes `run`, created after the plan's runs (submitted again, or
+    /// restarted), and watches for its end as the plan's runs are.
+    async fn watch_late(&mut self, run: &PlannedRun) {
+        self.note_created(run).await;
+        let watcher = watch_ends(
+            self.network.clone(),
+            self.tenant.clone(),
+            vec![run.clone()],
+            self.until,
+            self.created.clone(),
+        );
+        self.restarts_watched.push(tokio::spawn(watcher));
     }
 
     async fn inflict(&mut self, host: usize, fault: HostFault) -> anyhow::Result<()> {

@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-
 use super::claim_text::{Claimed, Sweeper, claimed, deletion_bytes};
 use super::claims::{CLAIM_TRIES, Claim, ClaimError, ClaimLost, epochs_of, newest_epoch, next_epoch};
 use super::Cluster;

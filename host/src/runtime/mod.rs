@@ -185,7 +185,7 @@ pub enum RunError {
     /// Retention is deleting the last run of this id: a run under it may be
     /// created once that is done.
     #[error(
-        "run `{run}` is being deleted by retention (the last run under this id ended long ago): submit it again in a few seconds"
+        "run `{run}` is being deleted by retention (the last run under this id ended long ago); the id is held until the deletion is done and 30 s after, so that none of the old run's writes lands on a new one: submit it again then"
     )]
     BeingDeleted {
         /// The run id being deleted.

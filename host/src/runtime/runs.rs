@@ -1123,6 +1123,18 @@ mod tests {
     use crate::runtime::Runtime;
     use crate::store::FaultConfig;
 
+    /// A runtime on an in-memory store of the ledger's time (no run stored
+    /// before it to scan for), the default tenant's store and the ledger.
+    async fn on_the_ledger() -> Result<(Runtime, TenantId, crate::store::TenantStore, Ledger), RunError> {
+        let storage = Storage::in_memory();
+        let tenant = TenantId::default_tenant();
+        let store = storage.tenant(&tenant);
+        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
+        let ledger = runtime.runs().host.ledger.clone();
+        store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
+        Ok((runtime, tenant, store, ledger))
+    }
+
     /// Recovery notes ended every run the ledger holds open that is not:
     /// one finished, and the note of a submission whose run id another
     /// submission created (another creation time); it lists the open run.
@@ -1132,13 +1144,7 @@ mod tests {
     /// it was noted ended at once, and a crash of its creator lost it).
     #[tokio::test]
     async fn recovery_notes_ended_what_the_ledger_holds_open_in_vain() -> Result<(), RunError> {
-        let storage = Storage::in_memory();
-        let tenant = TenantId::default_tenant();
-        let store = storage.tenant(&tenant);
-        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
-        let ledger = runtime.runs().host.ledger.clone();
-        // A store of the ledger's time: no run stored before it to scan for.
-        store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
+        let (runtime, tenant, store, ledger) = on_the_ledger().await?;
         let now = now_ms();
         let stored = |run: &str, created_at_ms| RunRecord::example(run, created_at_ms);
         for record in [stored("finished", now), stored("open", now), stored("reused", now)] {
@@ -1183,12 +1189,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_note_seen_without_a_record_for_an_hour_of_this_hosts_clock_is_settled() -> Result<(), RunError> {
         let _virtual = crate::clock::VirtualTime::start(1_800_000_000_000);
-        let storage = Storage::in_memory();
-        let tenant = TenantId::default_tenant();
-        let store = storage.tenant(&tenant);
-        let runtime = Runtime::new(HostConfig::new(), storage, CodeCache::disabled())?;
-        let ledger = runtime.runs().host.ledger.clone();
-        store.overwrite(&unfinished_index_complete(), Bytes::new()).await?;
+        let (runtime, tenant, store, ledger) = on_the_ledger().await?;
         let (phantom, late) = (
             RunRecord::example("phantom", now_ms()),
             RunRecord::example("late", now_ms()),
