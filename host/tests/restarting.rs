@@ -2,17 +2,22 @@
 //! calls after its point, on whichever host first drives it; once the
 //! restart has answered it needs nothing of its old run; one whose copy of
 //! its kept calls a crash cut short copies the rest, or, if the old run is
-//! gone by then, fails saying so and runs nothing; and one delivers again
+//! gone by then, fails saying so and runs nothing (and a restart that
+//! finds it gone as it copies is refused); and one delivers again
 //! as many untaken signals as a run may hold, not one more.
 
 mod answered;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use futures::FutureExt;
+use object_store::memory::InMemory;
 
 use stepstone::component::CodeCache;
 use stepstone::config::HostConfig;
 use stepstone::journal::Outcome;
 use stepstone::runtime::{Progress, Restart, RunError, Runtime, Submission};
+use stepstone::store::seams::{Before, Call, Seams};
 use stepstone::store::{RunId, Storage, TenantId, keys_of};
 use stepstone_e2e::guest;
 
@@ -103,6 +108,59 @@ async fn a_restarted_run_whose_old_run_is_gone_fails_saying_so() {
             assert_eq!(kind, "restart-point-gone");
             assert!(message.contains(run.as_str()), "{message}");
         }
+        other => panic!("not failed: {other:?}"),
+    }
+    assert_eq!(attempts.attempts(), before, "nothing ran");
+}
+
+/// Retention deleting the old run between a restart's read of it and its
+/// copy of the kept calls (here, as the new run's record is stored): the
+/// restart is refused, saying the run was deleted, and the new run has
+/// ended failed, `restart-point-gone`, having run nothing (found by the
+/// simulation, seed 47 with late writes: the restart was answered with a
+/// run doomed to fail).
+#[tokio::test]
+async fn a_restart_whose_old_run_is_deleted_before_its_copy_is_refused() {
+    let attempts = Arc::new(AnsweredAtOnce::default());
+    let inner = Arc::new(InMemory::new());
+    let (plain, deleted_on_copy) = (Storage::new(inner.clone()), Arc::new(OnceLock::<RunId>::new()));
+    let delete_the_old_run: Before = {
+        let (plain, deleted_on_copy) = (plain.clone(), deleted_on_copy.clone());
+        Arc::new(move |call, key| {
+            let (plain, deleted_on_copy) = (plain.clone(), deleted_on_copy.clone());
+            async move {
+                if let (Call::Put, Some(old)) = (call, deleted_on_copy.get())
+                    && key.as_ref().ends_with("/runs/again/run")
+                {
+                    let store = plain.tenant(&TenantId::default_tenant());
+                    let objects = store.list(&keys_of(old).root()).await.expect("listed");
+                    store.delete_all(&objects).await.expect("the old run deleted");
+                }
+                Ok(())
+            }
+            .boxed()
+        })
+    };
+    let storage = Storage::new(Arc::new(Seams::before_on(inner, delete_the_old_run)));
+    let (runtime, tenant, run) = answered::sequential(&attempts, storage, 5).await;
+    runtime.run_to_end(&tenant, &run, None).await.expect("driven");
+    deleted_on_copy.set(run.clone()).expect("set once");
+    let before = attempts.attempts();
+    let again = RunId::new("again").expect("a valid id");
+    let restart = Restart {
+        seq: 3,
+        run_id: Some(again.clone()),
+        ..Restart::default()
+    };
+    match runtime.runs().restart(&tenant, &run, restart).await {
+        Err(RunError::RestartRefused { reason, .. }) => assert!(
+            reason.contains("was deleted") && reason.contains("`again` ended failed"),
+            "{reason}"
+        ),
+        other => panic!("restarted from a run deleted meanwhile: {other:?}"),
+    }
+    match (runtime.run_to_end(&tenant, &again, None).await).expect("read") {
+        Progress::Finished(Outcome::Failed { kind, .. }) => assert_eq!(kind, "restart-point-gone"),
         other => panic!("not failed: {other:?}"),
     }
     assert_eq!(attempts.attempts(), before, "nothing ran");

@@ -68,7 +68,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use crate::cluster::{HostId, HostStop, InvalidHostId, LiveError};
+pub use crate::cluster::{HostId, HostStop, Incarnation, InvalidHostId, LiveError};
 pub use crate::egress::HostsFileError;
 pub use crate::guest_log::{Level, LogLine, Source};
 pub use crate::policy::{Refusal, RunQuotas};

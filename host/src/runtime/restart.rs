@@ -91,21 +91,24 @@ impl Runs {
             .run()
             .await?
             .ok_or_else(|| RunError::UnknownRun { run: run.clone() })?;
-        let (entries, outcome) = match futures::try_join!(records.entries(), records.outcome()) {
-            // Entries are deleted only with their run, which retention
-            // deletes before its record (found by the simulation, seed
-            // 178: an entry listed, then gone when read).
-            Err(JournalError::Store(StoreError::NotFound { .. })) => {
-                return Err(RunError::UnknownRun { run: run.clone() });
+        // What the old run stores is deleted only with it, by retention,
+        // which deletes its record last: something listed, then gone when
+        // read, is of a run being deleted (found by the simulation, seed
+        // 178: an entry so gone).
+        let gone = |e: RunError| match e {
+            RunError::Journal(ref read) if matches!(**read, JournalError::Store(StoreError::NotFound { .. })) => {
+                RunError::UnknownRun { run: run.clone() }
             }
-            read => read?,
+            e => e,
         };
+        let (entries, outcome) =
+            futures::try_join!(records.entries(), records.outcome()).map_err(|e| gone(e.into()))?;
         let point = RestartPoint {
             run: run.clone(),
             seq: restart.seq,
         };
         let kept = kept_entries(&point, &entries)?;
-        let signals_again = self.untaken_signals(&records, kept, &point).await?;
+        let signals_again = self.untaken_signals(&records, kept, &point).await.map_err(gone)?;
         let build = match restart.component {
             Some(build) => {
                 self.check_build(tenant, &record, &build, kept, &point).await?;
@@ -113,7 +116,7 @@ impl Runs {
             }
             None => self.host.components.get(records.store(), &record.component).await?,
         };
-        let input = records.payload_text(record.input.clone()).await?;
+        let input = (records.payload_text(record.input.clone()).await).map_err(|e| gone(e.into()))?;
         let mut submission = Submission::new(build, &record.workflow, &input);
         for (name, digest) in &record.links {
             let linked = self.host.components.get(records.store(), digest).await?;
@@ -236,7 +239,7 @@ impl Runs {
         &self,
         records: &RunRecords,
         record: &RunRecord,
-        mut entries: Vec<Entry>,
+        entries: Vec<Entry>,
     ) -> Result<KeptPrefix, RunError> {
         let Some(point) = &record.restarted_from else {
             return Ok(KeptPrefix::Whole(entries));
@@ -246,21 +249,15 @@ impl Runs {
             return Ok(KeptPrefix::Whole(entries));
         }
         let old = self.records(records.store().tenant(), &point.run);
-        let old_entries = old.entries().await?;
-        let kept = match kept_entries(point, &old_entries) {
-            Ok(kept) => kept,
-            Err(e) => return Ok(KeptPrefix::Gone(format!("{e}; was it deleted?"))),
-        };
-        let untaken = old.untaken_signals(&taken_signals(kept), record.created_at_ms).await?;
-        records.copy_signals(&old, &untaken).await?;
-        let missing: Vec<&Entry> = kept.iter().filter(|entry| !present.contains(&entry.seq)).collect();
-        for some in missing.chunks(COPIES_AT_ONCE) {
-            futures::future::try_join_all(some.iter().map(|entry| copy_kept(&old, records, entry))).await?;
+        // Something listed and gone when read: retention is deleting the old
+        // run (found by the simulation, seed 1 with a mutation of
+        // retention's: a restart's copy failed on an entry so gone).
+        match copy_kept_prefix(&old, records, record, point, entries, &present).await {
+            Err(JournalError::Store(StoreError::NotFound { key })) => Ok(KeptPrefix::Gone(format!(
+                "{key} was deleted as the run's kept calls were copied; was the run deleted?"
+            ))),
+            copied => Ok(copied?),
         }
-        entries.extend(missing.into_iter().cloned());
-        entries.sort_by_key(|entry| entry.seq);
-        tracing::info!(from = %point.run, kept = point.seq, signals = untaken.len(), "restarted run: kept calls copied");
-        Ok(KeptPrefix::Whole(entries))
     }
 
     /// Ends a restarted run whose kept calls are gone, failed.
@@ -274,6 +271,34 @@ impl Runs {
         self.ended(records, record, &outcome).await;
         Ok(outcome)
     }
+}
+
+/// Copies into `records` (of the restarted run `record`) the kept entries
+/// of `old` that `entries` (its journal) lacks, first the signals `old` had
+/// not taken by the restart `point` and was sent before the restart.
+async fn copy_kept_prefix(
+    old: &RunRecords,
+    records: &RunRecords,
+    record: &RunRecord,
+    point: &RestartPoint,
+    mut entries: Vec<Entry>,
+    present: &HashSet<u64>,
+) -> Result<KeptPrefix, JournalError> {
+    let old_entries = old.entries().await?;
+    let kept = match kept_entries(point, &old_entries) {
+        Ok(kept) => kept,
+        Err(e) => return Ok(KeptPrefix::Gone(format!("{e}; was it deleted?"))),
+    };
+    let untaken = old.untaken_signals(&taken_signals(kept), record.created_at_ms).await?;
+    records.copy_signals(old, &untaken).await?;
+    let missing: Vec<&Entry> = kept.iter().filter(|entry| !present.contains(&entry.seq)).collect();
+    for some in missing.chunks(COPIES_AT_ONCE) {
+        futures::future::try_join_all(some.iter().map(|entry| copy_kept(old, records, entry))).await?;
+    }
+    entries.extend(missing.into_iter().cloned());
+    entries.sort_by_key(|entry| entry.seq);
+    tracing::info!(from = %point.run, kept = point.seq, signals = untaken.len(), "restarted run: kept calls copied");
+    Ok(KeptPrefix::Whole(entries))
 }
 
 /// Copies a kept entry of `old` into the restarted run's journal, after

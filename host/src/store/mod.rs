@@ -20,8 +20,9 @@ mod keys;
 mod local;
 pub mod location;
 mod offset_listing;
-#[cfg(test)]
-pub(crate) mod seams;
+#[cfg(any(test, feature = "internals"))]
+#[doc(hidden)]
+pub mod seams;
 mod write_log;
 
 use std::future::Future;
