@@ -104,7 +104,7 @@ def mutations():
     for row in sorted(measured.read_text().splitlines()):
         name, played, found, commit, date = row.split("\t")
         patch = MUTATIONS / f"{name}.patch"
-        caught = [l.removeprefix("Caught by: ") for l in patch.read_text().splitlines() if l.startswith("Caught by: ")] \
+        caught = [c for l in patch.read_text().splitlines() if l.startswith("Caught by: ") for c in l.removeprefix("Caught by: ").split("; ")] \
             if patch.exists() else []
         if found != "-":
             seeds, what = played, found

@@ -26,6 +26,7 @@ target=${MUTANT_TARGET:-$here/target/mutant}
 tree=$(mktemp -d "${TMPDIR:-/tmp}/stepstone-mutant.XXXXXX")
 trap 'git -C "$here" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
 git -C "$here" worktree add --detach --quiet "$tree" HEAD
+base=$(git -C "$tree" rev-parse --short HEAD)
 
 patches=("$@")
 [ ${#patches[@]} -gt 0 ] || patches=("$here"/sim/mutations/*.patch)
@@ -35,7 +36,7 @@ for patch in "${patches[@]}"; do
     name=$(basename "$patch" .patch)
     git -C "$tree" checkout --quiet --force HEAD -- .
     if ! git -C "$tree" apply "$patch"; then
-        echo "$name: does not apply to $(git -C "$here" rev-parse --short HEAD)"
+        echo "$name: does not apply to $base"
         continue
     fi
     read -r -a flags <<<"$(sed -n 's/^Sim flags: //p' "$patch")"
@@ -50,7 +51,7 @@ for patch in "${patches[@]}"; do
     touch "$measured"
     { grep -v "^$name	" "$measured" || true
       printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${played:-0}" "${found/not found/-}" \
-          "$(git -C "$here" rev-parse --short HEAD)" "$(date -u +%Y-%m-%d)"
+          "$base" "$(date -u +%Y-%m-%d)"
     } | sort > "$measured.new"
     mv "$measured.new" "$measured"
 done
