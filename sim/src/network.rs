@@ -272,6 +272,20 @@ impl Network {
         self.state().hosts[host] = reach;
     }
 
+    /// Pauses `host` until `until`, or as long as it is paused already if
+    /// that is longer (a pause never cuts a longer stall short); a host
+    /// cut off for good stays so. When its pause ends, if it is not down.
+    pub fn pause(&self, host: usize, until: Instant) -> Option<Instant> {
+        let mut state = self.state();
+        let until = match state.hosts[host] {
+            Reach::Down => return None,
+            Reach::Paused(paused) => paused.max(until),
+            Reach::Up => until,
+        };
+        state.hosts[host] = Reach::Paused(until);
+        Some(until)
+    }
+
     /// Holds `host`'s calls to `cluster/` until `until`.
     pub fn partition(&self, host: usize, until: Instant) {
         self.state().partitioned[host] = Some(until);

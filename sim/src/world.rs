@@ -623,7 +623,7 @@ impl World<'_> {
     where
         Fut: std::future::Future<Output = Result<T, RunError>>,
     {
-        let mut retried = false;
+        let (mut retried, mut asked) = (false, asked);
         loop {
             let host = self.running(asked).await?;
             let runtime = self.hosts[host].runtime.clone().expect("a running host");
@@ -631,9 +631,10 @@ impl World<'_> {
             loop {
                 let answer = process.scope(op(runtime.clone(), bench.clone()));
                 match tokio::time::timeout(CLIENT_TIMEOUT, answer).await {
-                    // Given up on: asked again, through a host running then.
+                    // Given up on: asked again through the next host running
+                    // then, as a client behind a balancer would.
                     Err(_) => {
-                        retried = true;
+                        (retried, asked) = (true, host + 1);
                         break;
                     }
                     Ok(Err(e)) if e.is_storage_failure() || matches!(e, RunError::Interrupted { .. }) => retried = true,
@@ -992,7 +993,7 @@ impl World<'_> {
             _ if host >= self.hosts.len() || self.hosts[host].runtime.is_none() => {}
             HostFault::Pause(ttls) => {
                 let lasts = self.config.ttl.mul_f64(ttls);
-                self.network.set_reach(host, Reach::Paused(Instant::now() + lasts));
+                self.network.pause(host, Instant::now() + lasts);
                 self.faults.pauses += 1;
                 self.log(format!("host {host} paused for {lasts:?}"));
             }
@@ -1020,8 +1021,10 @@ impl World<'_> {
                 self.log(format!("host {host} cloned: host {clone} started with its id"));
             }
             HostFault::Stall(lasts) => {
-                let until = Instant::now() + lasts;
-                self.network.set_reach(host, Reach::Paused(until));
+                let until = self
+                    .network
+                    .pause(host, Instant::now() + lasts)
+                    .unwrap_or_else(Instant::now);
                 self.faults.stalls += 1;
                 let mut stalls = lock(&self.stalls);
                 stalls.until = stalls.until.max(until);
@@ -1084,12 +1087,7 @@ impl Stalls {
                 .ttl
                 .mul_f64(SEAM_STALLS[(self.rng.next_u64() % SEAM_STALLS.len() as u64) as usize]),
         };
-        let until = match self.network.reach(host) {
-            Reach::Down => return None,
-            Reach::Paused(paused) => paused.max(Instant::now() + lasts),
-            Reach::Up => Instant::now() + lasts,
-        };
-        self.network.set_reach(host, Reach::Paused(until));
+        let until = self.network.pause(host, Instant::now() + lasts)?;
         if seam == Seam::AfterClaimCheck {
             self.before_attempts.insert((host, until.duration_since(self.origin)));
         }

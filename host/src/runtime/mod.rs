@@ -380,6 +380,19 @@ impl RunError {
         matches!(self, Self::Journal(error) if matches!(&**error, JournalError::StoodDown { .. }))
     }
 
+    /// This error of a read of `run`, which found gone something it had
+    /// listed: the run is being deleted (retention deletes its record
+    /// last), so it is unknown from now on (found by the simulation: a
+    /// history, and a restart, read as retention swept the run).
+    pub(super) fn deleted_meanwhile(self, run: &RunId) -> Self {
+        match &self {
+            Self::Journal(read) if matches!(**read, JournalError::Store(StoreError::NotFound { .. })) => {
+                Self::UnknownRun { run: run.clone() }
+            }
+            _ => self,
+        }
+    }
+
     /// Whether the store kept failing, or kept changing under a read of
     /// the ledger (see [`JournalError::Unsettled`]): nothing about the run
     /// was decided, so driving it again once storage recovers continues it.

@@ -95,12 +95,7 @@ impl Runs {
         // which deletes its record last: something listed, then gone when
         // read, is of a run being deleted (found by the simulation, seed
         // 178: an entry so gone).
-        let gone = |e: RunError| match e {
-            RunError::Journal(ref read) if matches!(**read, JournalError::Store(StoreError::NotFound { .. })) => {
-                RunError::UnknownRun { run: run.clone() }
-            }
-            e => e,
-        };
+        let gone = |e: RunError| e.deleted_meanwhile(run);
         let (entries, outcome) =
             futures::try_join!(records.entries(), records.outcome()).map_err(|e| gone(e.into()))?;
         let point = RestartPoint {

@@ -458,6 +458,9 @@ impl Runs {
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
         }
-        Ok(records.entries().await?)
+        records
+            .entries()
+            .await
+            .map_err(|e| RunError::from(e).deleted_meanwhile(run))
     }
 }
