@@ -674,6 +674,13 @@ impl World<'_> {
                 let Some(Answered { host, answer, .. }) = answered else {
                     return Ok(None);
                 };
+                // Its id held by a sweep: its first submission stalled past
+                // PHANTOM_AFTER and was given up, and is swept now. The
+                // client submits it again later, as told.
+                if let Err(e @ RunError::BeingDeleted { .. }) = &answer {
+                    self.log(format!("host {host} did not start run {} yet: {e}", planned.id));
+                    return Ok(Some((RESUBMIT_EVERY, Event::Submit { run, host })));
+                }
                 answer.map_err(|e| anyhow::anyhow!("run {} was refused: {e}", planned.id))?;
                 self.note_created(planned).await;
                 let key = planned
@@ -856,9 +863,7 @@ impl World<'_> {
                 host,
                 answer:
                     Err(
-                        e @ (RunError::InputMismatch { .. }
-                        | RunError::BeingDeleted { .. }
-                        | RunError::Abandoned { .. }),
+                        e @ (RunError::InputMismatch { .. } | RunError::BeingDeleted { .. }),
                     ),
                 ..
             }) => {
@@ -959,7 +964,10 @@ impl World<'_> {
             }
             Some(Answered {
                 host,
-                answer: Err(e @ (RunError::RestartRefused { .. } | RunError::UnknownRun { .. })),
+                answer:
+                    Err(
+                        e @ (RunError::RestartRefused { .. } | RunError::UnknownRun { .. } | RunError::BeingDeleted { .. }),
+                    ),
                 ..
             }) => self.log(format!("host {host} did not restart run {}: {e}", planned.id)),
             Some(Answered { answer: Err(e), .. }) => anyhow::bail!("run {} could not be restarted: {e}", planned.id),

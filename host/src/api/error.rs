@@ -118,7 +118,6 @@ impl From<RunError> for ApiError {
                 None => StatusCode::BAD_REQUEST,
             },
             RunError::InputMismatch { .. }
-            | RunError::Abandoned { .. }
             | RunError::BeingDeleted { .. }
             | RunError::ClaimedTooOften { .. }
             | RunError::Finished { .. }

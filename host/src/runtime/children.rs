@@ -12,9 +12,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::interruption::{Interruption, Suspension};
+use super::retention::LATE_WRITES_LAND_WITHIN;
 use super::workflow::WorkflowState;
 use super::{Refusal, RunContext, RunError, Runs, Submission};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::component::ComponentError;
 use crate::journal::{Call, CallKind, JournalError, Outcome, Payload, Recorded};
 use crate::store::{ComponentName, RunId, StoreError};
@@ -102,6 +103,13 @@ impl WorkflowState {
                 let child = match child {
                     Ok(child) => Ok(child),
                     Err(RunError::Journal(e)) => return Err(Interruption::Journal(e)),
+                    // The child's id is held by a sweep (its creation, by
+                    // a host that lost this run, stalled and was given up):
+                    // asked again once the hold has passed.
+                    Err(RunError::BeingDeleted { .. }) => {
+                        let retry_at_ms = now_ms().saturating_add(millis(LATE_WRITES_LAND_WITHIN));
+                        return Err(Interruption::Suspend(Suspension::until(retry_at_ms)));
+                    }
                     Err(RunError::Component(ComponentError::Store(e @ StoreError::Unavailable { .. }))) => {
                         return Err(JournalError::Store(e).into());
                     }

@@ -154,16 +154,6 @@ pub enum RunError {
         /// The run id that is taken.
         run: RunId,
     },
-    /// A submission of this run id noted the run open and never stored its
-    /// record, and a recovery gave that creation up, keeping the id's
-    /// record as abandoned until retention deletes it.
-    #[error(
-        "run `{run}` was given up: a submission of it noted it open and did not store it within an hour (it stopped, or stalled), so nothing of it runs; submit it under another run id (this one is free again once retention deletes the abandoned record)"
-    )]
-    Abandoned {
-        /// The run id given up.
-        run: RunId,
-    },
     /// This host lost its lease between reading the store for a new run and
     /// storing its record (it was paused, or cut off): nothing was created.
     #[error(
@@ -182,10 +172,11 @@ pub enum RunError {
         /// How many claims an incarnation has.
         claims: u64,
     },
-    /// Retention is deleting the last run of this id: a run under it may be
-    /// created once that is done.
+    /// Retention is deleting the last run of this id (one that ended, or a
+    /// submission given up): a run under it may be created once that is
+    /// done.
     #[error(
-        "run `{run}` is being deleted by retention (the last run under this id ended long ago); the id is held until the deletion is done and 30 s after, so that none of the old run's writes lands on a new one: submit it again then"
+        "run `{run}` is being deleted (the last run under this id ended and its retention passed, or its submission stalled for over an hour and was given up); the id is held until the deletion is done and 30 s after, so that none of the old writes lands on a new run: submit it again then"
     )]
     BeingDeleted {
         /// The run id being deleted.

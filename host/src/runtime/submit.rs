@@ -298,15 +298,18 @@ impl Runs {
 
     /// What a submission of `record` answers when a run of its id is
     /// stored: that run, if it was submitted with the same workflow and
-    /// input; refused otherwise, or if it was given up (never created), or
-    /// deleted meanwhile (a submission again, in a moment, creates it).
+    /// input; refused otherwise. A run given up (a submission that stalled
+    /// between its note and its record past `PHANTOM_AFTER`, never
+    /// created) is swept now, and one deleted meanwhile is gone: either
+    /// way a submission again, once the id's hold has passed, creates it.
     async fn answer_existing(&self, records: &RunRecords, record: &RunRecord) -> Result<RunId, RunError> {
         let run = records.run_id().clone();
         let Some(existing) = records.stored_record().await? else {
             return Err(RunError::BeingDeleted { run });
         };
         if existing.abandoned.is_some() {
-            return Err(RunError::Abandoned { run });
+            self.host.retention.sweep_abandoned(records.store(), &existing).await?;
+            return Err(RunError::BeingDeleted { run });
         }
         // A run an upgrade moved is still the run started on its first build.
         let first_build = existing.earlier_builds.first().unwrap_or(&existing.component);
