@@ -499,10 +499,12 @@ impl World<'_> {
             match process.scope(storage.check()).await {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Unsuitable { reason, .. }) => return Err(Refused(reason).into()),
-                Err(e) => {
-                    self.log(format!(
-                        "a host's probe of the store failed, made again in a second: {e}"
-                    ));
+                // Its error names the probe's key, drawn afresh each play.
+                Err(_) => {
+                    self.log(
+                        "a host's probe of the store failed (a fault outlasted the retries), made again in a second"
+                            .into(),
+                    );
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
@@ -861,10 +863,7 @@ impl World<'_> {
             }
             Some(Answered {
                 host,
-                answer:
-                    Err(
-                        e @ (RunError::InputMismatch { .. } | RunError::BeingDeleted { .. }),
-                    ),
+                answer: Err(e @ (RunError::InputMismatch { .. } | RunError::BeingDeleted { .. })),
                 ..
             }) => {
                 self.log(format!("host {host} did not start run {} again yet: {e}", again.id));
@@ -966,7 +965,9 @@ impl World<'_> {
                 host,
                 answer:
                     Err(
-                        e @ (RunError::RestartRefused { .. } | RunError::UnknownRun { .. } | RunError::BeingDeleted { .. }),
+                        e @ (RunError::RestartRefused { .. }
+                        | RunError::UnknownRun { .. }
+                        | RunError::BeingDeleted { .. }),
                     ),
                 ..
             }) => self.log(format!("host {host} did not restart run {}: {e}", planned.id)),

@@ -819,7 +819,7 @@ mod tests {
         assert!(
             refused
                 .err()
-                .is_some_and(|e| e.to_string().contains("being deleted by retention"))
+                .is_some_and(|e| e.to_string().contains("is being deleted"))
         );
 
         let cluster = &submitting.runs().host.cluster;

@@ -202,7 +202,7 @@ impl Storage {
             cluster_root: root.clone(),
             root,
             retries: StoreRetries::default(),
-            location: "the store".into(),
+            location: "given to the host".into(),
         }
     }
 
