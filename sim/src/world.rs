@@ -62,7 +62,9 @@ use stepstone::config::{HostConfig, WaitPolicy};
 use stepstone::journal::{ConcurrencyLimit, NotedRun, RunRecord, RunRecords, is_listed, noted_ended};
 use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{AttemptUnderWay, Restart, RunError, Runtime, Submission};
-use stepstone::store::{ConcurrencyKey, RunId, SignalId, SignalName, Storage, StoreError, TenantId, TenantStore};
+use stepstone::store::{
+    ConcurrencyKey, Probes, RunId, SignalId, SignalName, Storage, StoreError, TenantId, TenantStore,
+};
 use stepstone::task::{Process, Seam, SeamHook};
 use tokio::time::Instant;
 
@@ -490,13 +492,13 @@ impl World<'_> {
         Ok(index)
     }
 
-    /// Probes the store as a host's start does (`Storage::check`); a probe
+    /// Probes the store as `serve` does (`Storage::check`, thoroughly); a probe
     /// the store fails (an injected fault outlasting the store layer's
     /// retries) is made again a second later, as a supervisor would start
     /// the host again. [`Refused`] if the store is found unsuitable.
     async fn probe(&mut self, storage: &Storage, process: Process) -> anyhow::Result<()> {
         loop {
-            match process.scope(storage.check()).await {
+            match process.scope(storage.check(Probes::Thorough)).await {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Unsuitable { reason, .. }) => return Err(Refused(reason).into()),
                 // Its error names the probe's key, drawn afresh each play.

@@ -29,8 +29,8 @@ use stepstone::policy::TenantPolicy;
 use stepstone::runtime::{AttemptUnderWay, Runtime};
 use stepstone::secrets::SecretKey;
 use stepstone::store::{
-    ComponentName, CrashPoint, Durability, FaultConfig, Faults, RunId, SecretName, SignalId, Storage, StreamName,
-    TenantId,
+    ComponentName, CrashPoint, Durability, FaultConfig, Faults, Probes, RunId, SecretName, SignalId, Storage,
+    StreamName, TenantId,
 };
 use stepstone::telemetry::LogFormat;
 
@@ -501,6 +501,12 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         config.wait.eviction_threshold = evict_after;
     }
     let cache_dir = cli.cache_dir.unwrap_or_else(|| cli.data_dir.join("cache"));
+    // Racing creates can take seconds on some stores: probed where a host
+    // starts to stay, and where the user asks.
+    let probes = match cli.command {
+        Command::Serve { .. } | Command::Store(StoreCommand::Check) => Probes::Thorough,
+        _ => Probes::Quick,
+    };
     let data = DataDir::new(
         cli.data_dir,
         cli.store,
@@ -508,6 +514,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         cache_dir,
         cli.faults,
         Outbound::from(cli.allow_outbound),
+        probes,
     );
     let host = || data.host(config.clone());
     let result = match cli.command {
@@ -629,6 +636,8 @@ struct DataDir {
     opened: std::sync::OnceLock<Runtime>,
     /// The origins the embedded tenant's steps may reach.
     outbound: Outbound,
+    /// How thoroughly the store is probed before the host opens on it.
+    probes: Probes,
 }
 
 impl DataDir {
@@ -639,6 +648,7 @@ impl DataDir {
         cache: PathBuf,
         faults: Option<FaultConfig>,
         outbound: Outbound,
+        probes: Probes,
     ) -> Self {
         Self {
             path,
@@ -649,6 +659,7 @@ impl DataDir {
             injected: std::sync::OnceLock::new(),
             opened: std::sync::OnceLock::new(),
             outbound,
+            probes,
         }
     }
 
@@ -679,7 +690,7 @@ impl DataDir {
             Durability::Log => "recorded in a write-ahead log synced before they are acknowledged",
             Durability::NoFsync => "not synced: a power loss may lose the last ones",
         });
-        storage.check().await?;
+        storage.check(self.probes).await?;
         if let Some(point) = CrashPoint::from_env()? {
             storage = point.arm(storage);
         }

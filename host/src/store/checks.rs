@@ -2,6 +2,13 @@
 //! command, `stepstone store check`): that it answers, and that it honours
 //! create-only writes.
 //!
+//! The race probe ([`Probes::Thorough`]) runs where a host starts to stay
+//! (`serve`) and on `stepstone store check`; one-shot commands run the
+//! quick probes only. Atomicity is a property of the store, not of the
+//! command, and some stores serialise racing creates of one key slowly
+//! (SeaweedFS answers 8 of them in 1 to 4 s), which would put seconds on
+//! every `stepstone status`.
+//!
 //! Every fence of the engine stands on create-only writes
 //! (`PutMode::Create`, `If-None-Match: *` on S3): a journal entry, a claim
 //! of a run, a run record, a batch of the ledger. A store that takes a
@@ -22,6 +29,17 @@ use super::{Storage, StoreError};
 /// Creates of one key made at once by the race probe: exactly one may land.
 pub const RACERS: usize = 8;
 
+/// How much of the store a check probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probes {
+    /// It answers, reads are consistent after writes, and a second create
+    /// of one key is refused: a handful of calls.
+    Quick,
+    /// The quick probes, and [`RACERS`] creates of one key at once, of
+    /// which exactly one must land.
+    Thorough,
+}
+
 /// What to change, for a store found not to honour create-only writes.
 const USE_ANOTHER: &str = "Stepstone's journal and its claims on runs stand on create-only writes (PutMode::Create; `If-None-Match: *` on S3), so it does not run on this store: use one that honours them (Amazon S3, Google Cloud Storage, Azure Blob Storage, SeaweedFS, MinIO, the local file system), or a gateway that passes the header on";
 
@@ -32,15 +50,25 @@ impl Storage {
     /// Checks the store before a host uses it: it answers; a key read
     /// absent, then written, is read back at once (a cache that remembers
     /// a key absent would let a fence miss a claim); and a key created once
-    /// is refused a second create, of one or of [`RACERS`] made at once
-    /// alike. Refused in one line naming what to check or change:
-    /// [`StoreError::Location`] for a store that does not answer,
-    /// [`StoreError::Unsuitable`] for one that does not do what the engine
-    /// stands on.
-    pub async fn check(&self) -> Result<(), StoreError> {
-        let probes = self.scope(&self.root, Key::from("probes"));
+    /// is refused a second create, and, with [`Probes::Thorough`], of
+    /// [`RACERS`] made at once exactly one lands. Refused in one line
+    /// naming what to check or change: [`StoreError::Location`] for a store
+    /// that does not answer, [`StoreError::Unsuitable`] for one that does
+    /// not do what the engine stands on.
+    pub async fn check(&self, probes: Probes) -> Result<(), StoreError> {
         let name = uuid::Uuid::now_v7().to_string();
-        let [read, once, raced] = ["read", "once", "raced"].map(|probe| Key::from(format!("{name}-{probe}")));
+        self.check_consistent(&name).await?;
+        if probes == Probes::Thorough {
+            self.check_atomic(&name).await?;
+        }
+        Ok(())
+    }
+
+    /// A key read absent then written is read back; a second create of a
+    /// key is refused.
+    async fn check_consistent(&self, name: &str) -> Result<(), StoreError> {
+        let probes = self.scope(&self.root, Key::from("probes"));
+        let [read, once] = ["read", "once"].map(|probe| Key::from(format!("{name}-{probe}")));
         let unreachable = |e: StoreError| self.unreachable(&e);
         let read_before = probes.version(&read).await.map_err(unreachable)?;
         probes
@@ -53,10 +81,8 @@ impl Storage {
             .await
             .map_err(unreachable)?;
         let again = probes.create(&once, Bytes::from_static(b"probe, again")).await;
-        let racing = (0..RACERS).map(|n| probes.create(&raced, Bytes::from(format!("racer {n}"))));
-        let landed = futures::future::join_all(racing).await;
         probes
-            .delete_all(&[read.clone(), once.clone(), raced])
+            .delete_all(&[read.clone(), once.clone()])
             .await
             .map_err(unreachable)?;
         if read_before.is_some() || read_after.is_none() {
@@ -65,20 +91,30 @@ impl Storage {
             )));
         }
         match again {
-            Err(StoreError::AlreadyExists { .. }) => {}
-            Ok(()) => {
-                return Err(self.unsuitable(&format!(
-                    "a second create-only write of probes/{once} replaced the first instead of failing: {USE_ANOTHER}"
-                )));
-            }
-            Err(e) => return Err(unreachable(e)),
+            Err(StoreError::AlreadyExists { .. }) => Ok(()),
+            Ok(()) => Err(self.unsuitable(&format!(
+                "a second create-only write of probes/{once} replaced the first instead of failing: {USE_ANOTHER}"
+            ))),
+            Err(e) => Err(unreachable(e)),
         }
+    }
+
+    /// Of [`RACERS`] creates of one key at once, exactly one lands.
+    async fn check_atomic(&self, name: &str) -> Result<(), StoreError> {
+        let probes = self.scope(&self.root, Key::from("probes"));
+        let raced = Key::from(format!("{name}-raced"));
+        let racing = (0..RACERS).map(|n| probes.create(&raced, Bytes::from(format!("racer {n}"))));
+        let landed = futures::future::join_all(racing).await;
+        probes
+            .delete_all(std::slice::from_ref(&raced))
+            .await
+            .map_err(|e| self.unreachable(&e))?;
         let won = landed.iter().filter(|created| created.is_ok()).count();
         if let Some(Err(e)) = landed
             .into_iter()
             .find(|created| !matches!(created, Ok(()) | Err(StoreError::AlreadyExists { .. })))
         {
-            return Err(unreachable(e));
+            return Err(self.unreachable(&e));
         }
         if won != 1 {
             return Err(self.unsuitable(&format!(
@@ -121,12 +157,15 @@ mod tests {
     #[tokio::test]
     async fn a_store_ignoring_create_only_writes_is_refused() {
         let storage = Storage::in_memory();
-        storage.check().await.expect("InMemory honours create-only writes");
+        storage
+            .check(Probes::Thorough)
+            .await
+            .expect("InMemory honours create-only writes");
         let probes = storage.scope(&storage.root, Key::from("probes"));
         assert_eq!(probes.list(&Key::from("")).await.expect("listed"), Vec::<Key>::new());
 
         let ignoring = Storage::new(Arc::new(Seams::ignoring_create_only())).at("s3://ignoring");
-        let refused = ignoring.check().await.expect_err("refused");
+        let refused = ignoring.check(Probes::Quick).await.expect_err("refused");
         assert!(matches!(refused, StoreError::Unsuitable { .. }), "{refused:?}");
         let refused = refused.to_string();
         assert!(refused.contains("s3://ignoring"), "{refused}");
@@ -134,8 +173,28 @@ mod tests {
         assert!(refused.contains("use one that honours them"), "{refused}");
 
         let caching = Storage::new(Arc::new(Seams::caching_absent())).at("s3://cached");
-        let refused = caching.check().await.expect_err("refused").to_string();
+        let refused = caching.check(Probes::Quick).await.expect_err("refused").to_string();
         assert!(refused.contains("was read absent again"), "{refused}");
         assert!(refused.contains("consistent after writes"), "{refused}");
+    }
+
+    /// A store whose creates are refused one at a time but not atomic
+    /// passes the quick probes, and the thorough probe refuses it; what
+    /// the probes wrote is deleted either way.
+    #[tokio::test]
+    async fn a_store_whose_creates_race_is_refused_by_the_thorough_probe() {
+        let racy = Storage::new(Arc::new(Seams::checking_then_writing())).at("s3://racy");
+        racy.check(Probes::Quick)
+            .await
+            .expect("one create at a time is refused");
+        let refused = racy.check(Probes::Thorough).await.expect_err("refused").to_string();
+        assert!(refused.contains("s3://racy"), "{refused}");
+        assert!(
+            refused.contains(&format!("of {RACERS} create-only writes")),
+            "{refused}"
+        );
+        assert!(refused.contains("not atomic"), "{refused}");
+        let probes = racy.scope(&racy.root, Key::from("probes"));
+        assert_eq!(probes.list(&Key::from("")).await.expect("listed"), Vec::<Key>::new());
     }
 }

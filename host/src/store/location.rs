@@ -84,14 +84,14 @@ mod tests {
     async fn memory_and_file_locations_open_and_answer() {
         open("memory://", Durability::Fsync)
             .expect("memory")
-            .check()
+            .check(crate::store::Probes::Thorough)
             .await
             .expect("in memory");
         let dir = tempfile::tempdir().expect("a directory");
         let url = format!("file://{}", dir.path().join("objects").display());
         open(&url, Durability::Fsync)
             .expect("local")
-            .check()
+            .check(crate::store::Probes::Thorough)
             .await
             .expect("on disk");
         assert!(dir.path().join("objects").is_dir());

@@ -23,7 +23,7 @@ use futures::{FutureExt, StreamExt};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
@@ -51,13 +51,25 @@ pub fn flaky(what: &str) -> object_store::Error {
 /// What a listing of a prefix answers, given what the store holds.
 pub type Listed = Arc<dyn Fn(&Path, Vec<ObjectMeta>) -> Vec<ObjectMeta> + Send + Sync>;
 
+/// How a store takes a create-only write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Creates {
+    /// As object_store's `InMemory`: atomically, refused when the key exists.
+    Honoured,
+    /// As an overwrite.
+    Ignored,
+    /// As a gateway that checks for the key, then overwrites it: refused
+    /// when the key exists, but two at once may both land.
+    CheckedThenWritten,
+}
+
 /// The decorator: see the module doc.
 pub struct Seams {
     inner: Arc<InMemory>,
     before: Before,
     listed: Listed,
-    /// Creates are taken as overwrites.
-    ignores_create_only: bool,
+    /// What a create-only write does.
+    creates: Creates,
     /// Keys read absent, which reads answer absent from then on.
     read_absent: Option<Arc<std::sync::Mutex<std::collections::HashSet<Path>>>>,
 }
@@ -94,7 +106,17 @@ impl Seams {
     /// A store that takes every create-only write as an overwrite.
     pub fn ignoring_create_only() -> Self {
         Self {
-            ignores_create_only: true,
+            creates: Creates::Ignored,
+            ..Self::plain()
+        }
+    }
+
+    /// A store whose create-only writes look for the key, then overwrite
+    /// it: one at a time they are refused as they should be, but creates
+    /// of one key made at once may all land.
+    pub fn checking_then_writing() -> Self {
+        Self {
+            creates: Creates::CheckedThenWritten,
             ..Self::plain()
         }
     }
@@ -113,7 +135,7 @@ impl Seams {
             inner: Arc::new(InMemory::new()),
             before: Arc::new(|_, _| async { Ok(()) }.boxed()),
             listed: Arc::new(|_, listed| listed),
-            ignores_create_only: false,
+            creates: Creates::Honoured,
             read_absent: None,
         }
     }
@@ -135,14 +157,25 @@ impl fmt::Debug for Seams {
 impl ObjectStore for Seams {
     async fn put_opts(&self, at: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         (self.before)(Call::Put, at.clone()).await?;
-        let opts = match opts.mode {
-            PutMode::Create if self.ignores_create_only => PutOptions {
-                mode: PutMode::Overwrite,
-                ..opts
-            },
-            _ => opts,
+        if opts.mode != PutMode::Create || self.creates == Creates::Honoured {
+            return self.inner.put_opts(at, payload, opts).await;
+        }
+        if self.creates == Creates::CheckedThenWritten {
+            if self.inner.head(at).await.is_ok() {
+                return Err(object_store::Error::AlreadyExists {
+                    path: at.to_string(),
+                    source: "found by the gateway's check".into(),
+                });
+            }
+            // The window between the check and the write, where another
+            // create of the key slips in.
+            tokio::task::yield_now().await;
+        }
+        let overwrite = PutOptions {
+            mode: PutMode::Overwrite,
+            ..opts
         };
-        self.inner.put_opts(at, payload, opts).await
+        self.inner.put_opts(at, payload, overwrite).await
     }
 
     async fn put_multipart_opts(&self, at: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
