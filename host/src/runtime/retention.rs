@@ -76,6 +76,9 @@ pub struct Retention {
     /// host's boot clock: since it sent its own last delete, or first
     /// found another sweeper's claim gone.
     held: Mutex<HashMap<(TenantId, RunId), BootInstant>>,
+    /// Since when this host has seen each segment of runs taken off the
+    /// listing, which goes once seen so for long enough.
+    dropped: created::DropSightings,
 }
 
 impl Retention {
@@ -95,6 +98,7 @@ impl Retention {
             ended,
             metrics,
             held: Mutex::default(),
+            dropped: created::DropSightings::default(),
         }
     }
 
@@ -132,7 +136,7 @@ impl Retention {
         self.sweep_finished_markers(&store, cutoff, &mut swept, &mut retired)
             .await?;
         retired.keep_highest(&store).await?;
-        created::tidy(&store, now_ms()).await?;
+        created::tidy(&store, &self.dropped).await?;
         if swept.runs > 0 {
             tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
             self.metrics.swept(tenant, swept.runs, swept.objects);
@@ -178,7 +182,7 @@ impl Retention {
                 }
             }
         }
-        created::unlist(store, &deleted).await?;
+        created::unlist(store, &deleted, &self.dropped).await?;
         Ok(store.delete_all(&markers).await?)
     }
 
@@ -231,7 +235,7 @@ impl Retention {
                     }
                 }
                 if kept.len() < ended.len() {
-                    created::unlist(store, &deleted).await?;
+                    created::unlist(store, &deleted, &self.dropped).await?;
                     ledger::rewrite_ended(store, &folder, &segment, &kept).await?;
                 }
             }

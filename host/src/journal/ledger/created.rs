@@ -30,7 +30,13 @@
 //! dropped, subtracted still for [`DROPPED_KEPT_FOR`]; the hour is marked
 //! for [`tidy`], which retention calls, and which rewrites it again once
 //! they are that old, taking out any run written back meanwhile, and
-//! deleting them. A merge, rewrite or compaction whose reads are older
+//! deleting them. How old a segment of runs dropped is, a host judges by
+//! its own boot clock, from when it first saw the segment
+//! ([`DropSightings`]), never by the time in the segment's name: that is
+//! the writer's wall clock, and a writer hours behind made its segments
+//! look due at once to a host whose clock was right, which deleted them
+//! while a merge that had read the runs listed was still to write them
+//! back (simulation seed 3, issue 55). A merge, rewrite or compaction whose reads are older
 //! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]).
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
@@ -42,7 +48,8 @@
 //! from the moment it is unlisted until the rewrite after it is dropped,
 //! and no writer that read it listed writes later than that.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -52,11 +59,12 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::{NotedRun, below, decoded, reread_while_gone};
-use crate::clock::millis;
+use crate::clock::BootInstant;
 use crate::journal::envelope::encode;
 use crate::journal::payload::sha256_hex;
 use crate::journal::{JournalError, RunRecord, RunRecords};
-use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantStore, runs_key};
+use crate::shared_map::lock;
+use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantId, TenantStore, runs_key};
 
 /// Segments of one kind and level an hour holds before they are merged
 /// into one.
@@ -130,8 +138,6 @@ pub(super) struct Segment {
     kind: Kind,
     level: u8,
     runs: u64,
-    /// When a segment of runs dropped was written (0 for the others).
-    dropped_at_ms: u64,
 }
 
 impl Segment {
@@ -146,22 +152,58 @@ impl Segment {
         let mut parts = name.splitn(3, '-');
         let first: u64 = parts.next()?.parse().ok()?;
         let runs = parts.next()?.parse().ok()?;
-        let (level, dropped_at_ms) = match kind {
-            Kind::Dropped => (0, first),
-            _ => (u8::try_from(first).ok()?, 0),
+        // A segment of runs dropped is named by the writer's wall clock:
+        // a name, not an age (see `DropSightings`).
+        let level = match kind {
+            Kind::Dropped => 0,
+            _ => u8::try_from(first).ok()?,
         };
-        Some(Self {
-            key,
-            kind,
-            level,
-            runs,
-            dropped_at_ms,
-        })
+        Some(Self { key, kind, level, runs })
+    }
+}
+
+/// When this host first saw each segment of runs dropped, by tenant, on
+/// its own boot clock: a segment is due to go once this host has seen it
+/// for [`DROPPED_KEPT_FOR`] (see the module doc).
+///
+/// Invariant: it holds only segments of runs dropped that the latest look
+/// at their hour found, so never more than the store holds; a host started
+/// again sees each afresh, which only keeps a segment longer.
+#[derive(Default)]
+pub struct DropSightings {
+    seen: Mutex<HashMap<(TenantId, StoreKey), BootInstant>>,
+}
+
+impl DropSightings {
+    /// Notes the segments of runs dropped among `segments`, all that
+    /// `hour` of `store` holds as just listed (each keeping its first
+    /// sight, those gone forgotten); returns those seen for
+    /// [`DROPPED_KEPT_FOR`].
+    fn due(&self, store: &TenantStore, hour: u64, segments: &[Segment]) -> BTreeSet<StoreKey> {
+        let (now, tenant, hour) = (BootInstant::now(), store.tenant(), folder(hour));
+        let dropped: BTreeSet<&StoreKey> = segments
+            .iter()
+            .filter(|segment| segment.kind == Kind::Dropped)
+            .map(|segment| &segment.key)
+            .collect();
+        let mut seen = lock(&self.seen);
+        seen.retain(|(of, key), _| of != tenant || !key.prefix_matches(&hour) || dropped.contains(key));
+        dropped
+            .into_iter()
+            .filter(|key| {
+                let first = *seen.entry((tenant.clone(), (*key).clone())).or_insert(now);
+                now.duration_since(first) >= DROPPED_KEPT_FOR
+            })
+            .cloned()
+            .collect()
     }
 
-    /// Whether this is a segment of runs dropped long enough ago to go.
-    fn expired(&self, now_ms: u64) -> bool {
-        self.kind == Kind::Dropped && self.dropped_at_ms.saturating_add(millis(DROPPED_KEPT_FOR)) <= now_ms
+    /// Notes `key`, a segment of runs dropped this host just wrote to
+    /// `store`, seen from now.
+    fn wrote(&self, store: &TenantStore, key: StoreKey) {
+        let mut seen = lock(&self.seen);
+        seen.entry((store.tenant().clone(), key))
+            .or_insert_with(BootInstant::now);
     }
 }
 
@@ -376,8 +418,13 @@ pub async fn hour(store: &TenantStore, hour: u64) -> Result<Vec<ListedRun>, Jour
 
 /// Takes the runs `deleted` off the listing: a segment of runs gone in
 /// each hour they were created in, and the hour rewritten without them
-/// once they are a quarter of it.
-pub async fn unlist(store: &TenantStore, deleted: &BTreeSet<NotedRun>) -> Result<(), JournalError> {
+/// once they are a quarter of it (deleting the segments of runs dropped
+/// `sightings` finds due).
+pub async fn unlist(
+    store: &TenantStore,
+    deleted: &BTreeSet<NotedRun>,
+    sightings: &DropSightings,
+) -> Result<(), JournalError> {
     let mut hours: BTreeMap<u64, Vec<NotedRun>> = BTreeMap::new();
     for run in deleted {
         hours.entry(run.created_at_ms / HOUR_MS).or_default().push(run.clone());
@@ -390,29 +437,26 @@ pub async fn unlist(store: &TenantStore, deleted: &BTreeSet<NotedRun>) -> Result
             segments.iter().filter(of_kind).map(|segment| segment.runs).sum()
         };
         if counted(Kind::Gone).saturating_mul(4) >= counted(Kind::Listed) {
-            rewrite(store, hour, crate::clock::now_ms()).await?;
+            rewrite(store, hour, sightings).await?;
         }
     }
     Ok(())
 }
 
-/// Rewrites `hour` without the runs gone from it, at `now_ms`: one
-/// segment of the runs left (written first, at the highest level read),
-/// and the runs gone written as dropped; then the segments read deleted,
-/// but those of runs dropped, which go once [`DROPPED_KEPT_FOR`] old. An
-/// hour left holding runs dropped is marked for [`tidy`].
-async fn rewrite(store: &TenantStore, hour: u64, now_ms: u64) -> Result<(), JournalError> {
+/// Rewrites `hour` without the runs gone from it: one segment of the runs
+/// left (written first, at the highest level read), and the runs gone
+/// written as dropped; then the segments read deleted, but those of runs
+/// dropped, which go once `sightings` finds them due. An hour left holding
+/// runs dropped is marked for [`tidy`].
+async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> Result<(), JournalError> {
     let read_at = Instant::now();
     let (segments, contents) = read_hour(store, hour).await?;
     if too_late(read_at, "a rewrite of the listing") {
         return Ok(());
     }
     let key = |segment: &Segment| segment.key.clone();
-    let mut deleted: Vec<StoreKey> = segments
-        .iter()
-        .filter(|segment| segment.expired(now_ms))
-        .map(key)
-        .collect();
+    let due = sightings.due(store, hour, &segments);
+    let mut deleted: Vec<StoreKey> = due.iter().cloned().collect();
     let left = contents.left();
     let dropping = !contents.gone.is_empty();
     if dropping || left.len() < contents.listed.len() {
@@ -428,32 +472,33 @@ async fn rewrite(store: &TenantStore, hour: u64, now_ms: u64) -> Result<(), Jour
         }
         if dropping {
             let gone = Vec::from_iter(contents.gone);
-            create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
+            let now_ms = crate::clock::now_ms();
+            let written = create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
+            sightings.wrote(store, written);
         }
         deleted.extend(read);
     }
     store.delete_all(&deleted).await?;
     let dropped_left = segments
         .iter()
-        .any(|segment| segment.kind == Kind::Dropped && !segment.expired(now_ms));
+        .any(|segment| segment.kind == Kind::Dropped && !due.contains(&segment.key));
     if dropping || dropped_left {
         store.overwrite(&tidy_marker(hour), Bytes::new()).await?;
     }
     Ok(())
 }
 
-/// Rewrites each hour marked as holding runs dropped once some are
-/// [`DROPPED_KEPT_FOR`] old at `now_ms` (see [`rewrite`]), and unmarks an
-/// hour that holds none.
-pub async fn tidy(store: &TenantStore, now_ms: u64) -> Result<(), JournalError> {
+/// Rewrites each hour marked as holding runs dropped once `sightings` finds
+/// some due (see [`rewrite`]), and unmarks an hour that holds none.
+pub async fn tidy(store: &TenantStore, sightings: &DropSightings) -> Result<(), JournalError> {
     let holds_dropped = |segments: &[Segment]| segments.iter().any(|segment| segment.kind == Kind::Dropped);
     for marker in store.list(&tidy_key()).await? {
         let Some(hour) = marker.filename().and_then(|name| name.parse::<u64>().ok()) else {
             continue;
         };
         let mut held = segments(store, hour).await?;
-        if held.iter().any(|segment| segment.expired(now_ms)) {
-            rewrite(store, hour, now_ms).await?;
+        if !sightings.due(store, hour, &held).is_empty() {
+            rewrite(store, hour, sightings).await?;
             held = segments(store, hour).await?;
         }
         if !holds_dropped(&held) {
@@ -516,6 +561,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::clock::VirtualTime;
     use crate::store::{FaultConfig, Faults, Storage, TenantId};
 
     fn listed(n: usize, created_at_ms: u64, build: &str) -> ListedRun {
@@ -588,11 +634,13 @@ mod tests {
 
     /// Runs unlisted are gone from the hour at once; the hour is rewritten
     /// without them once they are a quarter of it, and they are kept as
-    /// dropped until [`DROPPED_KEPT_FOR`] after, when `tidy` deletes them:
-    /// an hour left with no run then has no segment, and is unmarked.
-    #[tokio::test]
+    /// dropped until this host has seen them so for [`DROPPED_KEPT_FOR`],
+    /// when `tidy` deletes them: an hour left with no run then has no
+    /// segment, and is unmarked.
+    #[tokio::test(start_paused = true)]
     async fn runs_unlisted_leave_the_hour_which_is_rewritten_at_a_quarter_gone() -> Result<(), JournalError> {
-        let store = tenant_store();
+        let _virtual = VirtualTime::start(1_000);
+        let (store, sightings) = (tenant_store(), DropSightings::default());
         let runs: Vec<ListedRun> = (0..8).map(|n| listed(n, HOUR_MS + n as u64, "a")).collect();
         compacted(&store, runs[..4].to_vec(), "first").await?;
         compacted(&store, runs[4..].to_vec(), "second").await?;
@@ -601,12 +649,12 @@ mod tests {
             Ok::<_, JournalError>(runs.into_iter().map(|run| run.noted).collect::<Vec<_>>())
         };
 
-        unlist(&store, &BTreeSet::from([runs[1].noted.clone()])).await?;
+        unlist(&store, &BTreeSet::from([runs[1].noted.clone()]), &sightings).await?;
         assert_eq!(left(store.clone()).await?.len(), 7);
         let (listed, gone, dropped) = (Kind::Listed, Kind::Gone, Kind::Dropped);
         assert_eq!(tiers(&store, 1).await?, [(listed, 0), (listed, 0), (gone, 0)]);
 
-        unlist(&store, &BTreeSet::from([runs[6].noted.clone()])).await?;
+        unlist(&store, &BTreeSet::from([runs[6].noted.clone()]), &sightings).await?;
         let kept: Vec<NotedRun> = [0, 2, 3, 4, 5, 7].iter().map(|&n| runs[n].noted.clone()).collect();
         assert_eq!(left(store.clone()).await?, kept);
         assert_eq!(
@@ -615,9 +663,9 @@ mod tests {
             "rewritten at 2 of 8"
         );
 
-        unlist(&store, &kept.into_iter().collect()).await?;
+        unlist(&store, &kept.into_iter().collect(), &sightings).await?;
         // A run unlisted from an hour that lists nothing is dropped too.
-        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings).await?;
         assert!(left(store.clone()).await?.is_empty());
         let kinds: BTreeSet<Kind> = tiers(&store, 1).await?.into_iter().map(|(kind, _)| kind).collect();
         assert_eq!(
@@ -626,16 +674,13 @@ mod tests {
             "the runs gone outlive the listing a while"
         );
 
-        let segments_now = segments(&store, 1).await?;
-        let newest = segments_now
-            .iter()
-            .map(|segment| segment.dropped_at_ms)
-            .max()
-            .unwrap_or(0);
-        tidy(&store, newest + millis(DROPPED_KEPT_FOR) - 1).await?;
-        let dropped_at: Vec<u64> = segments(&store, 1).await?.iter().map(|s| s.dropped_at_ms).collect();
-        assert!(dropped_at.contains(&newest), "kept until it is due");
-        tidy(&store, newest + millis(DROPPED_KEPT_FOR)).await?;
+        let newest = segments(&store, 1).await?.pop().expect("a segment").key;
+        tokio::time::sleep(DROPPED_KEPT_FOR - Duration::from_millis(1)).await;
+        tidy(&store, &sightings).await?;
+        let keys: Vec<StoreKey> = segments(&store, 1).await?.into_iter().map(|s| s.key).collect();
+        assert!(keys.contains(&newest), "kept until it is due");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        tidy(&store, &sightings).await?;
         assert!(store.list(&folder(1)).await?.is_empty());
         assert!(store.list(&tidy_key()).await?.is_empty(), "the hour is unmarked");
         Ok(())
@@ -644,12 +689,13 @@ mod tests {
     /// A run written back into its hour by a compaction (or a merge) that
     /// read it listed before it was deleted stays off the listing while it
     /// is dropped, and the rewrite that ends its drop takes it out for good.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_run_written_back_after_its_deletion_stays_unlisted() -> Result<(), JournalError> {
-        let store = tenant_store();
+        let _virtual = VirtualTime::start(1_000);
+        let (store, sightings) = (tenant_store(), DropSightings::default());
         let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
         compacted(&store, runs.clone(), "first").await?;
-        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings).await?;
         compacted(&store, vec![runs[0].clone()], "late").await?;
         let listed_now = || async {
             Ok::<_, JournalError>(
@@ -662,19 +708,49 @@ mod tests {
         };
         assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
 
-        let dropped_at = segments(&store, 0)
-            .await?
-            .iter()
-            .map(|s| s.dropped_at_ms)
-            .max()
-            .unwrap_or(0);
-        tidy(&store, dropped_at + millis(DROPPED_KEPT_FOR)).await?;
+        tokio::time::sleep(DROPPED_KEPT_FOR).await;
+        tidy(&store, &sightings).await?;
         assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
         assert_eq!(
             tiers(&store, 0).await?,
             [(Kind::Listed, 0)],
             "written back, then out for good"
         );
+        Ok(())
+    }
+
+    /// A segment of runs dropped named by a writer whose wall clock is
+    /// hours behind (its name says it was written at 0) is kept until this
+    /// host has seen it for [`DROPPED_KEPT_FOR`] of its own clock: a run a
+    /// merge writes back meanwhile stays off the listing. Judged by the
+    /// name, the segment went at once and the run was listed again
+    /// (simulation seed 3).
+    #[tokio::test(start_paused = true)]
+    async fn runs_dropped_by_a_host_whose_clock_is_behind_are_kept_for_their_time() -> Result<(), JournalError> {
+        let _virtual = VirtualTime::start(10 * HOUR_MS);
+        let (store, sightings) = (tenant_store(), DropSightings::default());
+        let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
+        compacted(&store, vec![runs[1].clone()], "first").await?;
+        create_named(&store, &[runs[0].noted.clone()], |count, name| {
+            dropped_key(0, 0, count, name)
+        })
+        .await?;
+        store.overwrite(&tidy_marker(0), Bytes::new()).await?;
+        let listed_now = || async {
+            let listed = hour(&store, 0).await?.into_iter().map(|run| run.noted);
+            Ok::<_, JournalError>(listed.collect::<Vec<_>>())
+        };
+
+        tidy(&store, &sightings).await?;
+        compacted(&store, vec![runs[0].clone()], "written back").await?;
+        assert_eq!(listed_now().await?, [runs[1].noted.clone()], "still dropped");
+        tokio::time::sleep(DROPPED_KEPT_FOR - Duration::from_millis(1)).await;
+        tidy(&store, &sightings).await?;
+        assert_eq!(listed_now().await?, [runs[1].noted.clone()], "a moment short");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        tidy(&store, &sightings).await?;
+        assert_eq!(listed_now().await?, [runs[1].noted.clone()], "taken out for good");
+        assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 0)]);
         Ok(())
     }
 
@@ -731,7 +807,12 @@ mod tests {
         let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
         compacted(&store, runs.clone(), "first").await?;
         stall(&faults);
-        unlist(&store, &BTreeSet::from([runs[0].noted.clone()])).await?;
+        unlist(
+            &store,
+            &BTreeSet::from([runs[0].noted.clone()]),
+            &DropSightings::default(),
+        )
+        .await?;
         faults.set_config(FaultConfig::default());
         assert_eq!(
             tiers(&store, 0).await?,
@@ -740,7 +821,7 @@ mod tests {
         );
         let left: Vec<NotedRun> = hour(&store, 0).await?.into_iter().map(|run| run.noted).collect();
         assert_eq!(left, [runs[1].noted.clone()]);
-        rewrite(&store, 0, crate::clock::now_ms()).await?;
+        rewrite(&store, 0, &DropSightings::default()).await?;
         assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 0), (Kind::Dropped, 0)]);
         Ok(())
     }
