@@ -319,9 +319,17 @@ async fn simulate(config: &SimConfig, guest: &Bytes, cache: &CodeCache, seed: u6
     let watched = watcher.await?;
     world.events.extend(watched.events);
     let (mut unlisted, mut noted) = (watched.unlisted, watched.noted);
-    // What a stalled host does once it comes back is judged too.
-    let stalled_until = lock(&stalls).until;
-    tokio::time::sleep_until(stalled_until.max(Instant::now()) + AFTER_THE_LAST_STALL).await;
+    // What a stalled host does once it comes back is judged too; a stall
+    // that begins in the time after the last one pushes the checks back
+    // again (seed 255: a host stalled again 3 s after its first stall ended
+    // was checked while stalled, its runs taken for undriven).
+    loop {
+        let stalled_until = lock(&stalls).until;
+        tokio::time::sleep_until(stalled_until.max(Instant::now()) + AFTER_THE_LAST_STALL).await;
+        if lock(&stalls).until <= stalled_until {
+            break;
+        }
+    }
     for restart_watcher in std::mem::take(&mut world.restarts_watched) {
         let watched = restart_watcher.await?;
         world.events.extend(watched.events);
