@@ -33,6 +33,11 @@ pub fn epochs_of(incarnation: u64) -> Range<u64> {
     first..first.saturating_add(1 << CLAIM_BITS)
 }
 
+/// The incarnation whose claims count `epoch` (see [`epochs_of`]).
+pub fn incarnation_of(epoch: u64) -> u64 {
+    epoch >> CLAIM_BITS
+}
+
 /// The host of a run's highest claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {

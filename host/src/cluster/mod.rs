@@ -48,7 +48,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OnceCell, mpsc, watch};
 
-pub use claims::{CLAIM_BITS, Claim, ClaimError, ClaimLost, Owner, epochs_of, overtaken_at};
+pub use claims::{CLAIM_BITS, Claim, ClaimError, ClaimLost, Owner, epochs_of, incarnation_of, overtaken_at};
 pub use claim_text::{Sweeper, deleted_by};
 pub use deletions::Deleting;
 pub use host_id::{HostId, Incarnation, InvalidHostId};

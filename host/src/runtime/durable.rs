@@ -244,6 +244,7 @@ impl WorkflowState {
             .shared();
         let running = RunningStep {
             call,
+            incarnation: self.incarnation(),
             result: result.clone(),
             task: abort.clone(),
         };
@@ -253,12 +254,19 @@ impl WorkflowState {
         result
     }
 
+    /// The incarnation of the run this execution drives, as its claim's
+    /// epoch counts it.
+    fn incarnation(&self) -> u64 {
+        crate::cluster::incarnation_of(self.run.records.epoch())
+    }
+
     /// Takes over the step an earlier execution of this run started at
     /// `seq` and left running when it was evicted, if there is one: the
     /// step must not run twice.
     fn take_over(&mut self, handle: u32, seq: u64, call: &Call) -> bool {
         let in_flight = &self.run.host.in_flight;
-        let Some(step) = in_flight.take_over(self.run.tenant(), self.run.records.run_id(), seq, call) else {
+        let run = self.run.records.run_id();
+        let Some(step) = in_flight.take_over(self.run.tenant(), run, seq, (call, self.incarnation())) else {
             return false;
         };
         tracing::info!(seq, step = %call.name, "taking over the step an evicted execution started");
@@ -336,6 +344,7 @@ impl WorkflowState {
             let task = crate::task::spawn(self.run.ringing(step.clone()));
             let running = RunningStep {
                 call: call.clone(),
+                incarnation: self.incarnation(),
                 result: step,
                 task: task.abort_handle(),
             };

@@ -4,7 +4,11 @@
 //! execution takes it over instead of starting it again.
 //!
 //! Invariant: on this host, one step call (a run's seq) is executed by at
-//! most one task, so an eviction never makes a step run twice. A run's
+//! most one task, so an eviction never makes a step run twice; a step is
+//! taken over only by the incarnation of the run that started it (a run
+//! created again under the id is another run, whose seq 1 is not the old
+//! one's: seed 966 took the old run's step, and its entry was never
+//! written). A run's
 //! steps are aborted only when the run stops executing for good (it
 //! finished, or its execution failed), never when it is merely evicted.
 
@@ -24,6 +28,8 @@ use crate::store::{RunId, TenantId};
 #[derive(Clone)]
 pub struct RunningStep {
     pub call: Call,
+    /// The incarnation of the run it was started for.
+    pub incarnation: u64,
     pub result: Shared<BoxFuture<'static, StepResult>>,
     pub task: AbortHandle,
 }
@@ -42,18 +48,27 @@ impl InFlightSteps {
             .insert(seq, step);
     }
 
-    /// The step an earlier execution of the run started at `seq`, still
-    /// running or finished since, if it was the same call; it stays here
-    /// until journaled, for an execution after this one. One started for
-    /// another call (the workflow changed) is stopped: its result would not
-    /// be this call's.
-    pub fn take_over(&self, tenant: &TenantId, run: &RunId, seq: u64, call: &Call) -> Option<RunningStep> {
+    /// The step an earlier execution of the run's `incarnation` started at
+    /// `seq`, still running or finished since, if it was the same call; it
+    /// stays here until journaled, for an execution after this one. One
+    /// started for another call (the workflow changed), or for another
+    /// incarnation under the id, is stopped: its result would not be this
+    /// call's.
+    pub fn take_over(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        seq: u64,
+        (call, incarnation): (&Call, u64),
+    ) -> Option<RunningStep> {
         let mut runs = lock(&self.runs);
         let steps = runs.get_mut(&(tenant.clone(), run.clone()))?;
         match steps.get(&seq) {
             // A call that ended waiting for a long retry starts again.
             Some(step)
-                if step.call == *call && !matches!(step.result.peek(), Some(Err(StepUnfinished::RetryAt(_)))) =>
+                if step.call == *call
+                    && step.incarnation == incarnation
+                    && !matches!(step.result.peek(), Some(Err(StepUnfinished::RetryAt(_)))) =>
             {
                 Some(step.clone())
             }
@@ -124,6 +139,7 @@ mod tests {
         let result = futures::future::pending().boxed().shared();
         let step = RunningStep {
             call: call.clone(),
+            incarnation: 0,
             result,
             task: task.abort_handle(),
         };
@@ -131,23 +147,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_step_is_taken_over_by_the_same_call_only_and_aborted_with_its_run() {
+    async fn a_step_is_taken_over_by_the_same_call_of_the_same_run_only_and_aborted_with_it() {
         let steps = InFlightSteps::default();
         let (tenant, run) = (TenantId::default_tenant(), RunId::new("r").expect("a valid id"));
         let call = Call::new(CallKind::Step, "charge", b"{}");
         let (step, _task) = running(&call);
         steps.insert(&tenant, &run, 3, step);
-        assert!(steps.take_over(&tenant, &run, 3, &call).is_some());
+        assert!(steps.take_over(&tenant, &run, 3, (&call, 0)).is_some());
         assert!(
-            steps.take_over(&tenant, &run, 3, &call).is_some(),
+            steps.take_over(&tenant, &run, 3, (&call, 0)).is_some(),
             "kept for a later execution"
         );
-        assert!(steps.take_over(&tenant, &run, 2, &call).is_none());
+        assert!(steps.take_over(&tenant, &run, 2, (&call, 0)).is_none());
 
         let (step, task) = running(&call);
         steps.insert(&tenant, &run, 4, step);
         let other = Call::new(CallKind::Step, "refund", b"{}");
-        assert!(steps.take_over(&tenant, &run, 4, &other).is_none());
+        assert!(steps.take_over(&tenant, &run, 4, (&other, 0)).is_none());
+        assert!(task.await.expect_err("aborted").is_cancelled());
+
+        // The id's next run (its incarnation 1) makes the same call at the
+        // same seq: another run's step, stopped, never its result.
+        let (step, task) = running(&call);
+        steps.insert(&tenant, &run, 1, step);
+        assert!(steps.take_over(&tenant, &run, 1, (&call, 1)).is_none());
         assert!(task.await.expect_err("aborted").is_cancelled());
 
         let (step, task) = running(&call);
