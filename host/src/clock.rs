@@ -11,8 +11,13 @@
 //! thread reads the system's clock.
 
 use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::shared_map::lock;
 
 thread_local! {
     static VIRTUAL: Cell<Option<Origin>> = const { Cell::new(None) };
@@ -193,6 +198,68 @@ pub fn millis(duration: Duration) -> u64 {
 
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Since when this host has seen each thing its looks find, by the scope
+/// it looked at, on its own boot clock: how a host tells that something
+/// has stayed a while without comparing its clock with another host's
+/// (issue 55: notes of runs without a record, segments of runs dropped).
+///
+/// Invariant: a scope holds only what its latest look found, each at its
+/// first sight, so never more than is there; a host started again sees
+/// everything afresh, which only makes what it finds younger.
+pub(crate) struct Sightings<S, K> {
+    seen: Mutex<HashMap<S, BTreeMap<K, BootInstant>>>,
+}
+
+impl<S, K> Default for Sightings<S, K> {
+    fn default() -> Self {
+        Self {
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<S: Eq + Hash, K: Ord + Clone> Sightings<S, K> {
+    /// Keeps `found`, what a look at `scope` found, in place of what the
+    /// last look there found (each keeping its first sight); returns those
+    /// seen for `age` or longer.
+    pub fn look(&self, scope: S, found: impl IntoIterator<Item = K>, age: Duration) -> Vec<K> {
+        let now = BootInstant::now();
+        let mut seen = lock(&self.seen);
+        let before = seen.remove(&scope).unwrap_or_default();
+        let kept: BTreeMap<K, BootInstant> = found
+            .into_iter()
+            .map(|key| {
+                let first = before.get(&key).copied().unwrap_or(now);
+                (key, first)
+            })
+            .collect();
+        let aged = kept
+            .iter()
+            .filter(|(_, first)| now.duration_since(**first) >= age)
+            .map(|(key, _)| key.clone())
+            .collect();
+        if !kept.is_empty() {
+            seen.insert(scope, kept);
+        }
+        aged
+    }
+
+    /// Notes `key` in `scope` as seen from now, unless seen already.
+    pub fn note(&self, scope: S, key: K) {
+        lock(&self.seen)
+            .entry(scope)
+            .or_default()
+            .entry(key)
+            .or_insert_with(BootInstant::now);
+    }
+
+    /// Whether anything of `scope` is kept.
+    #[cfg(test)]
+    pub fn holds(&self, scope: &S) -> bool {
+        lock(&self.seen).contains_key(scope)
+    }
 }
 
 /// Virtual time on this thread, from its creation until it is dropped:

@@ -10,23 +10,19 @@
 //!
 //! Invariant: a tenant's entries are those its latest look saw without a
 //! record, so they are never more than its open notes; a host started
-//! again sees every note afresh.
+//! again sees every note afresh ([`Sightings`]).
 //!
 //! [`RunRecords::settle_phantom`]: crate::journal::RunRecords::settle_phantom
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-
-use crate::clock::BootInstant;
+use crate::clock::Sightings;
 use crate::journal::NotedRun;
 use crate::journal::ledger;
-use crate::shared_map::lock;
 use crate::store::TenantId;
 
 /// When this host first saw each record-less note, by tenant.
 #[derive(Default)]
 pub(super) struct Phantoms {
-    seen: Mutex<HashMap<TenantId, BTreeMap<NotedRun, BootInstant>>>,
+    seen: Sightings<TenantId, NotedRun>,
 }
 
 impl Phantoms {
@@ -34,25 +30,7 @@ impl Phantoms {
     /// record, in place of those an earlier look found (each keeping its
     /// first sight), and returns those seen so for [`ledger::PHANTOM_AFTER`].
     pub(super) fn seen(&self, tenant: &TenantId, unrecorded: Vec<NotedRun>) -> Vec<NotedRun> {
-        let now = BootInstant::now();
-        let mut seen = lock(&self.seen);
-        let before = seen.remove(tenant).unwrap_or_default();
-        let kept: BTreeMap<NotedRun, BootInstant> = unrecorded
-            .into_iter()
-            .map(|noted| {
-                let first = before.get(&noted).copied().unwrap_or(now);
-                (noted, first)
-            })
-            .collect();
-        let phantoms = kept
-            .iter()
-            .filter(|(_, first)| now.duration_since(**first) >= ledger::PHANTOM_AFTER)
-            .map(|(noted, _)| noted.clone())
-            .collect();
-        if !kept.is_empty() {
-            seen.insert(tenant.clone(), kept);
-        }
-        phantoms
+        self.seen.look(tenant.clone(), unrecorded, ledger::PHANTOM_AFTER)
     }
 }
 
@@ -97,7 +75,7 @@ mod tests {
         assert_eq!(phantoms.seen(&other, vec![noted("a")]), vec![noted("a")]);
         phantoms.seen(&tenant, Vec::new());
         assert!(
-            lock(&phantoms.seen).get(&tenant).is_none(),
+            !phantoms.seen.holds(&tenant),
             "nothing kept of a tenant without phantoms"
         );
     }

@@ -48,8 +48,7 @@
 //! from the moment it is unlisted until the rewrite after it is dropped,
 //! and no writer that read it listed writes later than that.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -59,11 +58,10 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::{NotedRun, below, decoded, reread_while_gone};
-use crate::clock::BootInstant;
+use crate::clock::Sightings;
 use crate::journal::envelope::encode;
 use crate::journal::payload::sha256_hex;
 use crate::journal::{JournalError, RunRecord, RunRecords};
-use crate::shared_map::lock;
 use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantId, TenantStore, runs_key};
 
 /// Segments of one kind and level an hour holds before they are merged
@@ -170,9 +168,7 @@ impl Segment {
 /// at their hour found, so never more than the store holds; a host started
 /// again sees each afresh, which only keeps a segment longer.
 #[derive(Default)]
-pub struct DropSightings {
-    seen: Mutex<HashMap<(TenantId, StoreKey), BootInstant>>,
-}
+pub struct DropSightings(Sightings<(TenantId, u64), StoreKey>);
 
 impl DropSightings {
     /// Notes the segments of runs dropped among `segments`, all that
@@ -180,30 +176,16 @@ impl DropSightings {
     /// sight, those gone forgotten); returns those seen for
     /// [`DROPPED_KEPT_FOR`].
     fn due(&self, store: &TenantStore, hour: u64, segments: &[Segment]) -> BTreeSet<StoreKey> {
-        let (now, tenant, hour) = (BootInstant::now(), store.tenant(), folder(hour));
-        let dropped: BTreeSet<&StoreKey> = segments
-            .iter()
-            .filter(|segment| segment.kind == Kind::Dropped)
-            .map(|segment| &segment.key)
-            .collect();
-        let mut seen = lock(&self.seen);
-        seen.retain(|(of, key), _| of != tenant || !key.prefix_matches(&hour) || dropped.contains(key));
-        dropped
-            .into_iter()
-            .filter(|key| {
-                let first = *seen.entry((tenant.clone(), (*key).clone())).or_insert(now);
-                now.duration_since(first) >= DROPPED_KEPT_FOR
-            })
-            .cloned()
-            .collect()
+        let dropped = segments.iter().filter(|segment| segment.kind == Kind::Dropped);
+        let keys = dropped.map(|segment| segment.key.clone());
+        let scope = (store.tenant().clone(), hour);
+        self.0.look(scope, keys, DROPPED_KEPT_FOR).into_iter().collect()
     }
 
     /// Notes `key`, a segment of runs dropped this host just wrote to
-    /// `store`, seen from now.
-    fn wrote(&self, store: &TenantStore, key: StoreKey) {
-        let mut seen = lock(&self.seen);
-        seen.entry((store.tenant().clone(), key))
-            .or_insert_with(BootInstant::now);
+    /// `hour` of `store`, seen from now.
+    fn wrote(&self, store: &TenantStore, hour: u64, key: StoreKey) {
+        self.0.note((store.tenant().clone(), hour), key);
     }
 }
 
@@ -474,7 +456,7 @@ async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> R
             let gone = Vec::from_iter(contents.gone);
             let now_ms = crate::clock::now_ms();
             let written = create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
-            sightings.wrote(store, written);
+            sightings.wrote(store, hour, written);
         }
         deleted.extend(read);
     }
