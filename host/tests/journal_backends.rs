@@ -545,7 +545,7 @@ async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
         assert_eq!(template.snapshot(&EVERY_4).await, Some(10), "{backend}");
         let store = template.store().clone();
         let sound = store
-            .get(&keys_of(template.run_id()).snapshot(10))
+            .get(&keys_of(template.run_id()).of(0).snapshot(10))
             .await
             .unwrap()
             .unwrap();
@@ -562,7 +562,7 @@ async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
             // Every entry records another value than the template's, so the
             // sound template snapshot disagrees with this run's entries.
             let run = journal(&storage, damage, 0..10, |seq| seq * 100).await;
-            let key = keys_of(run.run_id()).snapshot(10);
+            let key = keys_of(run.run_id()).of(0).snapshot(10);
             store.create(&key, bytes).await.unwrap();
             let reader = reopened(&run);
             let expected: Vec<Entry> = (0..10).map(|seq| entry(seq, seq * 100)).collect();
@@ -580,7 +580,7 @@ async fn a_damaged_snapshot_falls_back_to_the_entries_with_a_warning() {
             template.append(&entry(seq, seq)).await.unwrap();
         }
         store
-            .create(&keys_of(template.run_id()).snapshot(14), sound.slice(..20))
+            .create(&keys_of(template.run_id()).of(0).snapshot(14), sound.slice(..20))
             .await
             .unwrap();
         let reader = reopened(&template);
@@ -616,7 +616,7 @@ async fn a_half_written_snapshot_file_is_no_snapshot() {
 /// The bytes of `run`'s journal entries, in seq order.
 async fn stored_journal(store: &TenantStore, run: &RunId) -> Vec<Bytes> {
     let mut journal = Vec::new();
-    for key in store.list(&keys_of(run).journal()).await.unwrap() {
+    for key in store.list(&keys_of(run).of(0).journal()).await.unwrap() {
         journal.push(store.get(&key).await.unwrap().unwrap());
     }
     journal
@@ -640,7 +640,7 @@ async fn a_suspended_run_replays_through_its_snapshot_and_past_a_damaged_one() {
         assert!(matches!(progress, Progress::Suspended(_)), "{backend}: {progress:?}");
 
         let store = storage.tenant(&tenant);
-        let keys = keys_of(&run);
+        let keys = keys_of(&run).of(0);
         let journal_before = stored_journal(&store, &run).await;
         assert_eq!(journal_before.len(), 20, "{backend}");
         assert_eq!(

@@ -85,8 +85,11 @@ async fn a_restarted_run_needs_nothing_of_its_old_run_once_the_restart_answered(
 /// for those of `kept_seqs`: what a crash that cut the copy short leaves.
 async fn copy_cut_short(storage: &Storage, tenant: &TenantId, restarted: &RunId, kept_seqs: &[u64]) {
     let store = storage.tenant(tenant);
-    let copied = store.list(&keys_of(restarted).journal()).await.expect("listed");
-    let keep: Vec<_> = kept_seqs.iter().map(|seq| keys_of(restarted).entry(*seq)).collect();
+    let copied = store.list(&keys_of(restarted).of(0).journal()).await.expect("listed");
+    let keep: Vec<_> = kept_seqs
+        .iter()
+        .map(|seq| keys_of(restarted).of(0).entry(*seq))
+        .collect();
     let cut: Vec<_> = copied.into_iter().filter(|key| !keep.contains(key)).collect();
     store.delete_all(&cut).await.expect("the copy cut short");
 }
@@ -175,7 +178,7 @@ async fn a_restarted_run_whose_copy_was_cut_short_copies_the_rest() {
     let (runtime, storage, tenant, _, restarted, before) = restarted_at(3, &attempts).await;
     copy_cut_short(&storage, &tenant, &restarted, &[1]).await;
     let store = storage.tenant(&tenant);
-    let new = keys_of(&restarted);
+    let new = keys_of(&restarted).of(0);
     let copied = store.get(&new.entry(1)).await.expect("read").expect("left");
     let ended = (runtime.run_to_end(&tenant, &restarted, None).await).expect("driven");
     assert!(

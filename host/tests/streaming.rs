@@ -130,7 +130,7 @@ async fn a_restarted_runs_kept_values_are_read_only_once_copied_whole() {
     // The copy as a crash may leave it, made out of order: seqs 2 and 3
     // copied, 0 and 1 not yet.
     let store = storage.tenant(&tenant);
-    let new = keys_of(&restarted.run_id);
+    let new = keys_of(&restarted.run_id).of(0);
     store
         .delete_all(&[new.entry(0), new.entry(1)])
         .await

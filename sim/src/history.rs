@@ -6,9 +6,11 @@
 //! the end: a run retention deleted, or whose id was used again, is still
 //! here.
 //!
-//! Invariant: what is absorbed is appended in the order it landed, so an
-//! entry or an outcome belongs to the record that was its id's newest when
-//! it landed.
+//! Invariant: what is absorbed is appended in the order it landed, and an
+//! entry or an outcome belongs to the newest record, when it landed, of
+//! the incarnation its key names (`runs/{run}/incarnations/{n}/...`, or
+//! the first's `runs/{run}/...`): where a host writes it is what a host
+//! reads back as that run's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -58,10 +60,18 @@ pub struct Runs {
     deleted: Vec<RecordDeleted>,
 }
 
-/// The run and the object under it that `key` (`tenants/{t}/runs/{run}/...`) names.
-fn run_object(key: &str) -> Option<(&str, &str)> {
+/// The run, the incarnation and the object under it that `key`
+/// (`tenants/{t}/runs/{run}/...`) names: an object of an incarnation's
+/// folder names its incarnation, any other the first's (0).
+fn run_object(key: &str) -> Option<(&str, u64, &str)> {
     let (_, after) = key.split_once("/runs/")?;
-    after.split_once('/')
+    let (run, rest) = after.split_once('/')?;
+    let incarnation = rest
+        .strip_prefix("incarnations/")
+        .and_then(|folder| folder.split_once('/'))
+        .and_then(|(n, rest)| Some((n.parse().ok()?, rest)));
+    let (incarnation, rest) = incarnation.unwrap_or((0, rest));
+    Some((run, incarnation, rest))
 }
 
 impl Runs {
@@ -75,7 +85,7 @@ impl Runs {
     }
 
     fn note(&mut self, landed: &Landed) {
-        let Some((run, rest)) = run_object(&landed.key) else {
+        let Some((run, incarnation, rest)) = run_object(&landed.key) else {
             return;
         };
         match (&landed.change, rest) {
@@ -98,13 +108,13 @@ impl Runs {
                 }
             }
             (Change::Created(bytes), "outcome") => {
-                if let (Some(newest), Ok(outcome)) = (self.newest(run), decode::<Outcome>(bytes)) {
+                if let (Some(newest), Ok(outcome)) = (self.newest(run, incarnation), decode::<Outcome>(bytes)) {
                     newest.outcome.get_or_insert((landed.at, outcome));
                 }
             }
             (Change::Created(_), _) if rest.starts_with("journal/") => {
                 let seq = rest.trim_start_matches("journal/").parse::<u64>();
-                if let (Some(newest), Ok(seq)) = (self.newest(run), seq) {
+                if let (Some(newest), Ok(seq)) = (self.newest(run, incarnation), seq) {
                     newest.entries.entry(seq).or_insert(landed.at);
                 }
             }
@@ -127,8 +137,11 @@ impl Runs {
         }
     }
 
-    fn newest(&mut self, run: &str) -> Option<&mut Incarnation> {
-        self.incarnations.get_mut(run)?.last_mut()
+    /// The newest record of `run` as incarnation `incarnation`.
+    fn newest(&mut self, run: &str, incarnation: u64) -> Option<&mut Incarnation> {
+        (self.incarnations.get_mut(run)?.iter_mut())
+            .rev()
+            .find(|known| known.record.incarnation == incarnation)
     }
 
     /// The records of run `run`, oldest first.

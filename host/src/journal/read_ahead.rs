@@ -138,9 +138,23 @@ impl ReadAhead {
     }
 }
 
+/// The newest incarnation of `run` with a folder among the keys `listed`
+/// (the first's is the run's own): the run a wake-up is for, but for a
+/// fresh one with nothing stored yet, which then reads an earlier one's
+/// leftovers ahead for nothing. Which keys a read-ahead fetches is a guess;
+/// its answers come from the listing, whatever the guess.
+fn newest_incarnation(run: &RunId, listed: &BTreeSet<StoreKey>) -> u64 {
+    let folders = keys_of(run).incarnations();
+    (listed.iter())
+        .filter_map(|key| key.prefix_match(&folders)?.next()?.as_ref().parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
 /// The records of `run` an execution woken reads first, of those `listed`.
 fn first_reads(run: &RunId, listed: &BTreeSet<StoreKey>) -> Vec<StoreKey> {
-    let keys = keys_of(run);
+    let ids = keys_of(run);
+    let keys = ids.of(newest_incarnation(run, listed));
     let under =
         |prefix: StoreKey| -> Vec<&StoreKey> { listed.iter().filter(|key| key.prefix_matches(&prefix)).collect() };
     let seq = |key: &StoreKey| key.filename().and_then(|name| name.parse::<u64>().ok());
@@ -148,7 +162,7 @@ fn first_reads(run: &RunId, listed: &BTreeSet<StoreKey>) -> Vec<StoreKey> {
     if listed.contains(&keys.outcome()) {
         return vec![keys.outcome()];
     }
-    let mut wanted: Vec<StoreKey> = [keys.cancel(), keys.pause()]
+    let mut wanted: Vec<StoreKey> = [ids.cancel(), ids.pause()]
         .into_iter()
         .filter(|key| listed.contains(key))
         .collect();
@@ -175,9 +189,9 @@ fn first_reads(run: &RunId, listed: &BTreeSet<StoreKey>) -> Vec<StoreKey> {
         && !listed.contains(&keys.entry(wait))
     {
         wanted.push(keys.timer(wait));
-        wanted.extend(Some(keys.advance(wait)).filter(|key| listed.contains(key)));
+        wanted.extend(Some(ids.advance(wait)).filter(|key| listed.contains(key)));
     }
-    let mut signals = under(keys.all_signals());
+    let mut signals = under(ids.all_signals());
     signals.sort_by_key(|key| {
         key.filename()
             .and_then(|name| name.split('-').next()?.parse::<u64>().ok())
@@ -206,18 +220,22 @@ mod tests {
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
         let run = run();
         let keys = keys_of(&run);
-        let entries: Vec<StoreKey> = (0..5).map(|seq| keys.entry(seq)).collect();
+        let entries: Vec<StoreKey> = (0..5).map(|seq| keys.of(0).entry(seq)).collect();
         stored(&store, &entries).await;
-        stored(&store, &[keys.snapshot(3), keys.timer(5), keys.cancel(), keys.run()]).await;
+        stored(
+            &store,
+            &[keys.of(0).snapshot(3), keys.of(0).timer(5), keys.cancel(), keys.run()],
+        )
+        .await;
         let ahead = ReadAhead::of(&store, &run).await.expect("listed").expect("few keys");
         let fetched = ahead.fetched.clone().await;
         let mut expected: Vec<StoreKey> = vec![
             keys.cancel(),
-            keys.snapshot(3),
-            keys.entry(2),
-            keys.entry(3),
-            keys.entry(4),
-            keys.timer(5),
+            keys.of(0).snapshot(3),
+            keys.of(0).entry(2),
+            keys.of(0).entry(3),
+            keys.of(0).entry(4),
+            keys.of(0).timer(5),
         ];
         let mut got: Vec<StoreKey> = fetched.keys().cloned().collect();
         expected.sort();
@@ -234,13 +252,17 @@ mod tests {
         assert_eq!(ahead.get(&keys.cancel()).await, None, "a second read goes to the store");
         assert_eq!(ahead.get(&keys.pause()).await, Some(None), "not listed: absent");
         assert_eq!(
-            ahead.get(&keys.entry(0)).await,
+            ahead.get(&keys.of(0).entry(0)).await,
             None,
             "listed, not fetched: read from the store"
         );
-        let after = ahead.list(&keys.journal(), Some(&keys.entry(2)));
-        assert_eq!(after, Some(vec![keys.entry(3), keys.entry(4)]));
-        assert_eq!(ahead.list(&keys.journal(), None), None, "a listing is answered once");
+        let after = ahead.list(&keys.of(0).journal(), Some(&keys.of(0).entry(2)));
+        assert_eq!(after, Some(vec![keys.of(0).entry(3), keys.of(0).entry(4)]));
+        assert_eq!(
+            ahead.list(&keys.of(0).journal(), None),
+            None,
+            "a listing is answered once"
+        );
     }
 
     #[tokio::test]
@@ -248,10 +270,10 @@ mod tests {
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
         let run = run();
         let keys = keys_of(&run);
-        stored(&store, &[keys.entry(0), keys.cancel(), keys.outcome()]).await;
+        stored(&store, &[keys.of(0).entry(0), keys.cancel(), keys.of(0).outcome()]).await;
         let ahead = ReadAhead::of(&store, &run).await.expect("listed").expect("few keys");
         let fetched = ahead.fetched.clone().await;
-        assert_eq!(fetched.keys().collect::<Vec<_>>(), [&keys.outcome()]);
+        assert_eq!(fetched.keys().collect::<Vec<_>>(), [&keys.of(0).outcome()]);
     }
 
     #[tokio::test]
@@ -259,7 +281,7 @@ mod tests {
         let store = Storage::in_memory().tenant(&TenantId::default_tenant());
         let run = run();
         let keys = keys_of(&run);
-        let many: Vec<StoreKey> = (0..LISTED_AT_ONCE as u64).map(|seq| keys.entry(seq)).collect();
+        let many: Vec<StoreKey> = (0..LISTED_AT_ONCE as u64).map(|seq| keys.of(0).entry(seq)).collect();
         stored(&store, &many[..LISTED_AT_ONCE - 1]).await;
         assert!(ReadAhead::of(&store, &run).await.expect("listed").is_some());
         stored(&store, &many[LISTED_AT_ONCE - 1..]).await;

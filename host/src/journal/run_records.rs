@@ -6,7 +6,7 @@
 //! to it create-only.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,7 +28,8 @@ use crate::cluster::{Claim, ClaimLost, overtaken_at};
 use crate::config::SnapshotPolicy;
 use crate::shared_map::lock;
 use crate::store::{
-    RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, finished_marker, keys_of, unfinished_marker,
+    IncarnationKeys, RunId, SignalId, SignalName, StoreError, StoreKey, TenantStore, finished_marker, keys_of,
+    unfinished_marker,
 };
 use crate::task::{Seam, seam};
 
@@ -63,6 +64,10 @@ pub struct RunRecords {
     fence_ahead: Arc<Mutex<Option<FenceAhead>>>,
     /// What was read of the run at once when it was woken, if it was.
     read_ahead: Arc<Mutex<Option<Arc<ReadAhead>>>>,
+    /// Which run of the id this handle's journal, outcome, attempts and
+    /// timers are of, once a record created or read said so (a claim
+    /// says so first: see [`RunRecords::incarnation`]).
+    incarnation: Arc<OnceLock<u64>>,
 }
 
 /// The run's next claim found absent, read while the entry before `seq`
@@ -194,7 +199,36 @@ impl RunRecords {
             claim: None,
             fence_ahead: Arc::default(),
             read_ahead: Arc::default(),
+            incarnation: Arc::default(),
         }
+    }
+
+    /// Which run of its id this handle reads and writes the journal of:
+    /// the incarnation its claim counts, for a driver (so one paused past
+    /// its run's deletion writes where the id's next run never reads);
+    /// else the one its record said when this handle created or read it,
+    /// or, if neither has happened, says now (one read). An id with no
+    /// record is read as its first incarnation, and asked again next time.
+    pub async fn incarnation(&self) -> Result<u64, JournalError> {
+        if let Some(claim) = &self.claim {
+            return Ok(crate::cluster::incarnation_of(claim.epoch));
+        }
+        if let Some(known) = self.incarnation.get() {
+            return Ok(*known);
+        }
+        let stored = self.read::<RunRecord>(&keys_of(&self.run).run()).await?;
+        let run = stored.filter(|record| record.abandoned.is_none());
+        Ok(run.map_or(0, |record| self.learn(&record)))
+    }
+
+    /// Takes `record`'s incarnation as this handle's, unless it knows one.
+    fn learn(&self, record: &RunRecord) -> u64 {
+        *self.incarnation.get_or_init(|| record.incarnation)
+    }
+
+    /// The keys of what this handle's incarnation of the run writes.
+    pub async fn incarnation_keys(&self) -> Result<IncarnationKeys<'_>, JournalError> {
+        Ok(keys_of(&self.run).of(self.incarnation().await?))
     }
 
     /// Lists the run's keys and starts reading the records a woken
@@ -282,7 +316,7 @@ impl RunRecords {
         seam(Seam::AfterFenceRead).await;
         // Read last, right before the attempt: a late write landing while
         // the other read was under way is still seen.
-        let entry = keys_of(&self.run).entry(seq);
+        let entry = self.incarnation_keys().await?.entry(seq);
         if claim.took_over() && self.store.version(&entry).await?.is_some() {
             let key = entry.to_string();
             tracing::warn!(run = %self.run, seq, "the call's entry was written by the run's last owner after this host read the journal; driving the run again from it");
@@ -360,6 +394,7 @@ impl RunRecords {
         let Some(mut record) = record.filter(|record| record.abandoned.is_none()) else {
             return Ok(None);
         };
+        self.learn(&record);
         if let Some(build) = build {
             record.component = build.component;
             record.earlier_builds = build.earlier;
@@ -464,7 +499,11 @@ impl RunRecords {
     /// Records how the run starts, once the ledger notes it open (see
     /// `journal::ledger`); fails with `AlreadyExists` if it has started.
     pub async fn create_record(&self, record: &RunRecord) -> Result<(), JournalError> {
-        self.create(&keys_of(&self.run).run(), record).await
+        self.create(&keys_of(&self.run).run(), record).await?;
+        if record.abandoned.is_none() {
+            self.learn(record);
+        }
+        Ok(())
     }
 
     /// Creates the run record as [`create_record`](Self::create_record)
@@ -511,7 +550,7 @@ impl RunRecords {
 
     /// How the run ended, or `None` while it has not.
     pub async fn outcome(&self) -> Result<Option<Outcome>, JournalError> {
-        self.read(&keys_of(&self.run).outcome()).await
+        self.read(&self.incarnation_keys().await?.outcome()).await
     }
 
     /// Records how the run ended and returns the outcome that stands: if
@@ -519,7 +558,7 @@ impl RunRecords {
     /// host), that one, never a second.
     pub async fn finish(&self, outcome: &Outcome) -> Result<Outcome, JournalError> {
         self.check_claim()?;
-        let stands = match self.create(&keys_of(&self.run).outcome(), outcome).await {
+        let stands = match self.create(&self.incarnation_keys().await?.outcome(), outcome).await {
             Ok(()) => outcome.clone(),
             Err(JournalError::Store(StoreError::AlreadyExists { key })) => self
                 .outcome()
@@ -598,7 +637,7 @@ impl RunRecords {
     /// that has read the journal through `seq` has yet to see. Entries are
     /// never deleted, so a snapshot hides none of them.
     pub async fn entries_after(&self, seq: u64) -> Result<Vec<Entry>, JournalError> {
-        let keys = keys_of(&self.run);
+        let keys = self.incarnation_keys().await?;
         let listed = self.store.list_after(&keys.journal(), &keys.entry(seq)).await?;
         let read = self.read_entries(listed).await?;
         Ok(one_per_seq(read.into_iter().map(|(entry, _)| entry).collect()))
@@ -688,7 +727,7 @@ impl RunRecords {
     /// snapshot's key says which seqs it covers once its last entry is
     /// there: its body is not read either.
     pub async fn entry_seqs(&self) -> Result<BTreeSet<u64>, JournalError> {
-        let keys = keys_of(&self.run);
+        let keys = self.incarnation_keys().await?;
         let journal = keys.journal();
         if let Some(covers) = self.snapshots().await?.0.pop() {
             let last = keys.entry(covers - 1);
@@ -702,7 +741,7 @@ impl RunRecords {
 
     /// How many entries each stored snapshot covers, oldest first.
     pub async fn snapshots(&self) -> Result<SnapshotListing, JournalError> {
-        let listed = self.list(&keys_of(&self.run).snapshots(), None).await?;
+        let listed = self.list(&self.incarnation_keys().await?.snapshots(), None).await?;
         Ok(SnapshotListing(
             listed.iter().filter_map(seq_of).filter(|covers| *covers > 0).collect(),
         ))
@@ -713,7 +752,7 @@ impl RunRecords {
     /// over, with a warning, when it is gone, fails its checks, or its last
     /// entry is not the one stored at that seq.
     async fn view(&self, listed: SnapshotListing) -> Result<JournalView, JournalError> {
-        let keys = keys_of(&self.run);
+        let keys = self.incarnation_keys().await?;
         let journal = keys.journal();
         let SnapshotListing(mut snapshots) = listed;
         while let Some(covers) = snapshots.pop() {
@@ -763,7 +802,7 @@ impl RunRecords {
         seam(Seam::AfterClaimCheck).await;
         let stored = Bytes::from(entry.encode());
         self.store
-            .create(&keys_of(&self.run).entry(entry.seq), stored.clone())
+            .create(&self.incarnation_keys().await?.entry(entry.seq), stored.clone())
             .await?;
         lock(&self.seen).insert(entry.seq, stored);
         Ok(())
@@ -812,7 +851,7 @@ impl RunRecords {
         if self.check_claim().is_err() {
             return None;
         }
-        let key = keys_of(&self.run).snapshot(covers);
+        let key = self.incarnation_keys().await.ok()?.snapshot(covers);
         match self.store.create(&key, Bytes::from(body)).await {
             Ok(()) => {
                 tracing::debug!(run = %self.run, covers, "journal snapshot written");
@@ -831,7 +870,7 @@ impl RunRecords {
 
     /// The failed attempts of the step at `seq`, oldest first.
     pub async fn attempts(&self, seq: u64) -> Result<Vec<AttemptRecord>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).attempts(seq)).await?;
+        let keys = self.store.list(&self.incarnation_keys().await?.attempts(seq)).await?;
         let mut attempts = Vec::with_capacity(keys.len());
         for key in keys {
             attempts.extend(self.read::<AttemptRecord>(&key).await?);
@@ -843,7 +882,7 @@ impl RunRecords {
     /// fails if this handle's claim has lapsed.
     pub async fn record_attempt(&self, seq: u64, attempt: &AttemptRecord) -> Result<(), JournalError> {
         self.check_claim()?;
-        self.create(&keys_of(&self.run).attempt(seq, attempt.attempt), attempt)
+        self.create(&self.incarnation_keys().await?.attempt(seq, attempt.attempt), attempt)
             .await
     }
 
@@ -856,7 +895,7 @@ impl RunRecords {
         wait_ms: u64,
         signal: Option<&str>,
     ) -> Result<TimerRecord, JournalError> {
-        let key = keys_of(&self.run).timer(seq);
+        let key = self.incarnation_keys().await?.timer(seq);
         if let Some(timer) = self.read::<TimerRecord>(&key).await? {
             // Only a wait resumed before its deadline may have been advanced:
             // one that ran its course costs no further read.
@@ -887,7 +926,7 @@ impl RunRecords {
     /// by seq: the newest timer, if its call has no entry yet (waits come
     /// one after another, and entries are never deleted).
     pub async fn open_timer(&self) -> Result<Option<(u64, TimerRecord)>, JournalError> {
-        let keys = keys_of(&self.run);
+        let keys = self.incarnation_keys().await?;
         let Some(seq) = self.store.list(&keys.timers()).await?.iter().filter_map(seq_of).max() else {
             return Ok(None);
         };
@@ -910,7 +949,7 @@ impl RunRecords {
 
     /// The waits (sleeps and signal waits) ever begun, by seq.
     pub async fn timers(&self) -> Result<Vec<(u64, TimerRecord)>, JournalError> {
-        let keys = self.store.list(&keys_of(&self.run).timers()).await?;
+        let keys = self.store.list(&self.incarnation_keys().await?.timers()).await?;
         let mut timers = Vec::with_capacity(keys.len());
         for key in keys {
             if let (Some(seq), Some(timer)) = (seq_of(&key), self.read::<TimerRecord>(&key).await?) {
@@ -922,7 +961,7 @@ impl RunRecords {
 
     /// The seqs of steps with failed attempts, and how many failed.
     pub async fn retries(&self) -> Result<Vec<(u64, usize)>, JournalError> {
-        let keys = self.list(&keys_of(&self.run).all_attempts(), None).await?;
+        let keys = self.list(&self.incarnation_keys().await?.all_attempts(), None).await?;
         let mut retries: Vec<(u64, usize)> = Vec::new();
         for seq in keys
             .iter()
@@ -1356,7 +1395,7 @@ mod tests {
         let mut bytes = encode(&entry(0));
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
-        let key = keys_of(run.run_id()).entry(0);
+        let key = keys_of(run.run_id()).of(0).entry(0);
         run.store().create(&key, Bytes::from(bytes)).await?;
         let err = run.entries().await.unwrap_err().to_string();
         assert!(
@@ -1381,10 +1420,13 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_replaces_the_reads_of_the_entries_it_covers() -> TestResult {
         let (run, counts) = counted();
+        run.create_run(&RunRecord::example("r1", 1)).await?;
         append_all(&run, 0..10).await?;
         assert_eq!(run.snapshot(&EVERY_4).await, Some(10));
         append_all(&run, 10..12).await?;
         let fresh = reopened(&run);
+        // Which run of the id: one read of the record, as any reader's first.
+        fresh.incarnation().await?;
         let before = counts.operations();
         let entries = fresh.entries().await?;
         assert_eq!(entries, (0..12).map(entry).collect::<Vec<_>>());
@@ -1410,8 +1452,8 @@ mod tests {
         run.append(&entry(8)).await?;
         assert_eq!(run.snapshot(&EVERY_4).await, None, "one entry since the last");
         assert_eq!(run.snapshot(&SnapshotPolicy { every: 0 }).await, None);
-        let keys = run.store().list(&keys_of(run.run_id()).snapshots()).await?;
-        assert_eq!(keys, [keys_of(run.run_id()).snapshot(8)]);
+        let keys = run.store().list(&keys_of(run.run_id()).of(0).snapshots()).await?;
+        assert_eq!(keys, [keys_of(run.run_id()).of(0).snapshot(8)]);
         Ok(())
     }
 
@@ -1437,12 +1479,12 @@ mod tests {
         let keys = keys_of(run.run_id());
         // A body that does not decode: the seqs do not depend on it.
         run.store()
-            .create(&keys.snapshot(6), Bytes::from_static(b"STP"))
+            .create(&keys.of(0).snapshot(6), Bytes::from_static(b"STP"))
             .await?;
         assert_eq!(run.entry_seqs().await?, (0..6).collect());
         // A snapshot naming entries that are not stored is passed over.
         run.store()
-            .create(&keys.snapshot(20), Bytes::from_static(b"STP"))
+            .create(&keys.of(0).snapshot(20), Bytes::from_static(b"STP"))
             .await?;
         assert_eq!(run.entry_seqs().await?, (0..6).collect());
         Ok(())

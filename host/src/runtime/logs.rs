@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::RunError;
 use crate::guest_log::{LogLine, RunLog};
-use crate::journal::{RunRecords, decode, encode};
-use crate::store::{RunId, Storage, TenantId, keys_of};
+use crate::journal::{JournalError, RunRecords, decode, encode};
+use crate::store::{RunId, Storage, TenantId};
 
 /// The most lines one page holds.
 pub const MAX_LOG_PAGE: usize = 1000;
@@ -45,14 +45,17 @@ pub(super) async fn store(records: &RunRecords, log: &RunLog) {
     let lines = log.take();
     let Some(first) = lines.first() else { return };
     let batch = format!("{:0BATCH_TIME_DIGITS$}-{}", first.at_ms, uuid::Uuid::now_v7().simple());
-    let key = keys_of(records.run_id()).log_batch(&batch);
     let count = lines.len();
-    if let Err(e) = records
-        .store()
-        .create(&key, Bytes::from(encode(&LogBatch { lines })))
-        .await
-    {
-        tracing::warn!(run = %records.run_id(), %key, lines = count, "cannot store the run's log lines, which are lost: {e}");
+    let stored = async {
+        let key = records.incarnation_keys().await?.log_batch(&batch);
+        let created = records
+            .store()
+            .create(&key, Bytes::from(encode(&LogBatch { lines })))
+            .await;
+        created.map_err(JournalError::from)
+    };
+    if let Err(e) = stored.await {
+        tracing::warn!(run = %records.run_id(), lines = count, "cannot store the run's log lines, which are lost: {e}");
     }
 }
 
@@ -143,7 +146,7 @@ impl Logs {
         if records.run().await?.is_none() {
             return Err(RunError::UnknownRun { run: run.clone() });
         }
-        let keys = keys_of(run);
+        let keys = records.incarnation_keys().await?;
         let store = records.store();
         let batches = match after {
             Some(cursor) => {
@@ -317,7 +320,13 @@ mod tests {
         let (runtime, tenant, run) = logged(0, 0).await?;
         let records = runtime.runs().records(&tenant, &run);
         store(&records, &RunLog::new(100)).await;
-        assert!(records.store().list(&keys_of(&run).logs()).await?.is_empty());
+        assert!(
+            records
+                .store()
+                .list(&records.incarnation_keys().await?.logs())
+                .await?
+                .is_empty()
+        );
         Ok(())
     }
 }

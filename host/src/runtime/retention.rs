@@ -390,7 +390,8 @@ impl Retention {
         retired: &mut Retired,
     ) -> Result<u64, RunError> {
         let keys = keys_of(&record.run_id);
-        let (record_key, outcome_key, claims) = (keys.run(), keys.outcome(), keys.owners());
+        let outcome_key = keys.of(record.incarnation).outcome();
+        let (record_key, claims) = (keys.run(), keys.owners());
         let stored = store.list(&keys.root()).await?;
         let (earlier_claims, rest): (Vec<StoreKey>, Vec<StoreKey>) = stored
             .iter()
@@ -945,7 +946,7 @@ mod tests {
         store.overwrite(&pointer, Bytes::from_static(b"the pointer")).await?;
         let runtime = runtime(Storage::in_memory());
         runtime.retention().claim_for_deletion(&store, &record).await?;
-        store.delete(&keys_of(&generation).outcome()).await?;
+        store.delete(&keys_of(&generation).of(0).outcome()).await?;
         assert!(delete(runtime.retention(), &store, &generation).await?.is_some());
         assert!(store.get(&pointer).await?.is_some(), "the pointer stays");
         Ok(())
@@ -1065,9 +1066,14 @@ mod tests {
 
         let first = runtime.retention().sweep(&tenant, hour).await?;
         assert_eq!(first.runs as usize, SWEEP_BATCH);
-        assert!(store.get(&keys_of(&run(SWEEP_BATCH - 1)).outcome()).await?.is_none());
         assert!(
-            store.get(&keys_of(&run(SWEEP_BATCH)).outcome()).await?.is_some(),
+            store
+                .get(&keys_of(&run(SWEEP_BATCH - 1)).of(0).outcome())
+                .await?
+                .is_none()
+        );
+        assert!(
+            store.get(&keys_of(&run(SWEEP_BATCH)).of(0).outcome()).await?.is_some(),
             "the oldest go first"
         );
         let second = runtime.retention().sweep(&tenant, hour).await?;
@@ -1078,7 +1084,7 @@ mod tests {
             "nothing is left past retention"
         );
         assert!(
-            store.get(&keys_of(&recent).outcome()).await?.is_some(),
+            store.get(&keys_of(&recent).of(0).outcome()).await?.is_some(),
             "a run within retention stays"
         );
         tokio::time::sleep(LATE_WRITES_LAND_WITHIN).await;

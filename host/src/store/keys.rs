@@ -211,7 +211,9 @@ impl TenantId {
     }
 }
 
-/// The keys of one run's records.
+/// The keys of one run id's records: what anyone addressing the id
+/// writes. What the run's drivers write is in [`RunKeys::of`] its
+/// incarnation.
 pub struct RunKeys<'a>(&'a RunId);
 
 /// The key layout of `run`.
@@ -219,19 +221,43 @@ pub fn keys_of(run: &RunId) -> RunKeys<'_> {
     RunKeys(run)
 }
 
+/// The keys of what the drivers of one incarnation of a run id write.
+pub struct IncarnationKeys<'a> {
+    run: &'a RunId,
+    incarnation: u64,
+}
+
+/// The folder of the folders of a run id's incarnations after its first.
+const INCARNATIONS: &str = "incarnations";
+
 /// Sequence numbers are zero-padded so keys sort in call order.
 fn seq_part(seq: u64) -> String {
     format!("{seq:010}")
 }
 
-impl RunKeys<'_> {
+impl<'a> RunKeys<'a> {
     fn key(&self, parts: &[&str]) -> Key {
         Key::from_iter(["runs", self.0.as_str()].iter().chain(parts).copied())
+    }
+
+    /// The keys of what the drivers of incarnation `incarnation` write
+    /// (see the layout above).
+    pub fn of(&self, incarnation: u64) -> IncarnationKeys<'a> {
+        IncarnationKeys {
+            run: self.0,
+            incarnation,
+        }
     }
 
     /// Everything the run has in the store, as the prefix of its keys.
     pub fn root(&self) -> Key {
         self.key(&[])
+    }
+
+    /// The prefix of the folders of the id's incarnations after its first
+    /// (`{n}` under it, for [`of`](Self::of) `n`).
+    pub fn incarnations(&self) -> Key {
+        self.key(&[INCARNATIONS])
     }
 
     /// The run's record: what was submitted, written once.
@@ -250,6 +276,83 @@ impl RunKeys<'_> {
         self.key(&["pause"])
     }
 
+    /// A payload stored apart from the record that names it, by the
+    /// SHA-256 of its bytes: the same bytes whichever incarnation stored
+    /// them.
+    pub fn payload(&self, sha256: &str) -> Key {
+        self.key(&["payloads", sha256])
+    }
+
+    /// The prefix of the payloads stored apart.
+    pub fn payloads(&self) -> Key {
+        self.key(&["payloads"])
+    }
+
+    /// The prefix of the claims on the run, one per epoch.
+    pub fn owners(&self) -> Key {
+        self.key(&["owners"])
+    }
+
+    /// The claim of epoch `epoch`: zero-padded, so the newest sorts last.
+    pub fn owner(&self, epoch: u64) -> Key {
+        self.key(&["owners", &seq_part(epoch)])
+    }
+
+    /// The build an upgrade moved the run to: overwritten by each move.
+    pub fn build(&self) -> Key {
+        self.key(&["build"])
+    }
+
+    /// Which place of its concurrency key the run took (`{slot}/{generation}`),
+    /// written once it may execute.
+    pub fn place(&self) -> Key {
+        self.key(&["place"])
+    }
+
+    /// A request to end the wait at `seq` now, written once by whoever
+    /// advances the run's timer.
+    pub fn advance(&self, seq: u64) -> Key {
+        self.key(&["advances", &seq_part(seq)])
+    }
+
+    /// The prefix of every signal sent to the run.
+    pub fn all_signals(&self) -> Key {
+        self.key(&["signals"])
+    }
+
+    /// The prefix of the signals sent to the run as `name`.
+    pub fn signals(&self, name: &SignalName) -> Key {
+        self.key(&["signals", name.as_str()])
+    }
+
+    /// The claim of the signal sent as `name` with the sender's `id`: the
+    /// first send creates it, so a second send of that id stores nothing.
+    pub fn signal_claim(&self, name: &SignalName, id: &SignalId) -> Key {
+        self.key(&["signal-ids", name.as_str(), id.as_str()])
+    }
+
+    /// A new signal's key, `{sent-at}-{id}`: sorts after every signal sent
+    /// before it. Without the sender's `id`, a fresh one.
+    pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64, id: Option<&SignalId>) -> Key {
+        let id = id.map_or_else(|| uuid::Uuid::now_v7().simple().to_string(), |id| id.to_string());
+        self.key(&["signals", name.as_str(), &format!("{sent_at_ms:016}-{id}")])
+    }
+}
+
+impl IncarnationKeys<'_> {
+    /// The first incarnation's keys lie where every run's did before ids
+    /// were used again, so runs stored then read as before.
+    fn key(&self, parts: &[&str]) -> Key {
+        let folder = (self.incarnation > 0).then(|| self.incarnation.to_string());
+        let incarnation = folder.iter().flat_map(|n| [INCARNATIONS, n.as_str()]);
+        Key::from_iter(
+            ["runs", self.run.as_str()]
+                .into_iter()
+                .chain(incarnation)
+                .chain(parts.iter().copied()),
+        )
+    }
+
     /// How the run ended, written once when it ends.
     pub fn outcome(&self) -> Key {
         self.key(&["outcome"])
@@ -258,17 +361,6 @@ impl RunKeys<'_> {
     /// The prefix of the run's journal entries.
     pub fn journal(&self) -> Key {
         self.key(&["journal"])
-    }
-
-    /// A payload stored apart from the record that names it, by the
-    /// SHA-256 of its bytes.
-    pub fn payload(&self, sha256: &str) -> Key {
-        self.key(&["payloads", sha256])
-    }
-
-    /// The prefix of the payloads stored apart.
-    pub fn payloads(&self) -> Key {
-        self.key(&["payloads"])
     }
 
     /// Journal entry `seq`: zero-padded, so entries list in call order.
@@ -297,14 +389,9 @@ impl RunKeys<'_> {
         self.key(&["attempts", &seq_part(seq), &format!("{attempt:05}")])
     }
 
-    /// The prefix of the claims on the run, one per epoch.
-    pub fn owners(&self) -> Key {
-        self.key(&["owners"])
-    }
-
-    /// The claim of epoch `epoch`: zero-padded, so the newest sorts last.
-    pub fn owner(&self, epoch: u64) -> Key {
-        self.key(&["owners", &seq_part(epoch)])
+    /// The prefix of every failed attempt of every step of the run.
+    pub fn all_attempts(&self) -> Key {
+        self.key(&["attempts"])
     }
 
     /// The prefix of the run's timers.
@@ -312,47 +399,9 @@ impl RunKeys<'_> {
         self.key(&["timers"])
     }
 
-    /// The build an upgrade moved the run to: overwritten by each move.
-    pub fn build(&self) -> Key {
-        self.key(&["build"])
-    }
-
-    /// Which place of its concurrency key the run took (`{slot}/{generation}`),
-    /// written once it may execute.
-    pub fn place(&self) -> Key {
-        self.key(&["place"])
-    }
-
-    /// The prefix of every failed attempt of every step of the run.
-    pub fn all_attempts(&self) -> Key {
-        self.key(&["attempts"])
-    }
-
     /// The timer the durable call at `seq` set.
     pub fn timer(&self, seq: u64) -> Key {
         self.key(&["timers", &seq_part(seq)])
-    }
-
-    /// A request to end the wait at `seq` now, written once by whoever
-    /// advances the run's timer.
-    pub fn advance(&self, seq: u64) -> Key {
-        self.key(&["advances", &seq_part(seq)])
-    }
-
-    /// The prefix of every signal sent to the run.
-    pub fn all_signals(&self) -> Key {
-        self.key(&["signals"])
-    }
-
-    /// The prefix of the signals sent to the run as `name`.
-    pub fn signals(&self, name: &SignalName) -> Key {
-        self.key(&["signals", name.as_str()])
-    }
-
-    /// The claim of the signal sent as `name` with the sender's `id`: the
-    /// first send creates it, so a second send of that id stores nothing.
-    pub fn signal_claim(&self, name: &SignalName, id: &SignalId) -> Key {
-        self.key(&["signal-ids", name.as_str(), id.as_str()])
     }
 
     /// The prefix of the run's stored log batches.
@@ -364,13 +413,6 @@ impl RunKeys<'_> {
     /// and a fresh id: `{first-at:016}-{id}`, so batches sort by time.
     pub fn log_batch(&self, batch: &str) -> Key {
         self.key(&["logs", batch])
-    }
-
-    /// A new signal's key, `{sent-at}-{id}`: sorts after every signal sent
-    /// before it. Without the sender's `id`, a fresh one.
-    pub fn new_signal(&self, name: &SignalName, sent_at_ms: u64, id: Option<&SignalId>) -> Key {
-        let id = id.map_or_else(|| uuid::Uuid::now_v7().simple().to_string(), |id| id.to_string());
-        self.key(&["signals", name.as_str(), &format!("{sent_at_ms:016}-{id}")])
     }
 }
 
@@ -559,9 +601,9 @@ mod tests {
     fn journal_keys_sort_in_call_order() {
         let run = RunId::new("r").expect("valid in this test");
         let keys = keys_of(&run);
-        assert!(keys.entry(9).as_ref() < keys.entry(10).as_ref());
-        assert_eq!(keys.entry(3).as_ref(), "runs/r/journal/0000000003");
-        assert!(keys.snapshot(999).as_ref() < keys.snapshot(1000).as_ref());
-        assert_eq!(keys.snapshot(256).as_ref(), "runs/r/snapshots/0000000256");
+        assert!(keys.of(0).entry(9).as_ref() < keys.of(0).entry(10).as_ref());
+        assert_eq!(keys.of(0).entry(3).as_ref(), "runs/r/journal/0000000003");
+        assert!(keys.of(0).snapshot(999).as_ref() < keys.of(0).snapshot(1000).as_ref());
+        assert_eq!(keys.of(0).snapshot(256).as_ref(), "runs/r/snapshots/0000000256");
     }
 }

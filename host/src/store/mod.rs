@@ -45,7 +45,7 @@ pub use checks::Probes;
 pub use crash_points::{CRASH_AT_VAR, CrashPhase, CrashPoint, CrashingStore, InvalidCrashPoint};
 pub use faults::{FaultConfig, FaultConfigError, FaultScope, Faults, FaultyStore, InjectedFault};
 // The layout's keys are the store's own.
-internal_use!(keys::{RunKeys, keys_of, place_generation, unfinished_key, unfinished_marker});
+internal_use!(keys::{IncarnationKeys, RunKeys, keys_of, place_generation, unfinished_key, unfinished_marker});
 pub use keys::{
     ComponentName, ConcurrencyKey, GroupId, HookName, InvalidName, RunId, RunTag, ScheduleName, SecretName, SignalId,
     SignalName, StreamName, TenantId, WorkflowName,
