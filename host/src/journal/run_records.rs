@@ -1335,6 +1335,49 @@ mod tests {
         Ok(())
     }
 
+    /// Issue 55 (simulation seeds 1730 and 1736): a driver of a run, paused
+    /// past the run's deletion and the id's use again, wrote its entry and
+    /// outcome into the new run, which found its journal non-deterministic
+    /// or itself ended. Each incarnation's drivers write in a folder of
+    /// their own, and what the new run's handles read is its own.
+    #[tokio::test]
+    async fn a_late_write_of_an_ids_earlier_run_never_reaches_the_runs_created_after() -> TestResult {
+        let late = records();
+        late.create_record(&RunRecord::example("r1", 1)).await?;
+        late.store().delete(&keys_of(late.run_id()).run()).await?;
+        let new = reopened(&late);
+        let again = RunRecord {
+            incarnation: 1,
+            ..RunRecord::example("r1", 2)
+        };
+        new.create_record(&again).await?;
+
+        let stale = Entry {
+            recorded: Recorded::Value(7),
+            ..entry(0)
+        };
+        late.append(&stale).await?;
+        late.finish(&Outcome::Cancelled { reason: "late".into() }).await?;
+        new.append(&entry(0)).await?;
+        for reader in [new.clone(), reopened(&new)] {
+            assert_eq!(reader.incarnation().await?, 1);
+            assert_eq!(reader.entries().await?, [entry(0)]);
+            assert_eq!(reader.outcome().await?, None);
+        }
+        let stored = late.store().list(&keys_of(late.run_id()).root()).await?;
+        let stored: Vec<String> = stored.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            stored,
+            [
+                "runs/r1/incarnations/1/journal/0000000000",
+                "runs/r1/journal/0000000000",
+                "runs/r1/outcome",
+                "runs/r1/run",
+            ],
+        );
+        Ok(())
+    }
+
     /// Appends the entries of `seqs` to `run`'s journal, in that order.
     async fn append_all(run: &RunRecords, seqs: impl IntoIterator<Item = u64>) -> Result<(), JournalError> {
         for seq in seqs {

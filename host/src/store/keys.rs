@@ -606,4 +606,14 @@ mod tests {
         assert!(keys.of(0).snapshot(999).as_ref() < keys.of(0).snapshot(1000).as_ref());
         assert_eq!(keys.of(0).snapshot(256).as_ref(), "runs/r/snapshots/0000000256");
     }
+
+    #[test]
+    fn the_first_incarnation_keeps_the_layout_of_before_and_each_later_one_has_a_folder() {
+        let run = RunId::new("r").expect("valid in this test");
+        let keys = keys_of(&run);
+        assert_eq!(keys.of(0).outcome().as_ref(), "runs/r/outcome");
+        assert_eq!(keys.of(2).entry(3).as_ref(), "runs/r/incarnations/2/journal/0000000003");
+        assert!(keys.of(u64::MAX).timer(1).prefix_matches(&keys.incarnations()));
+        assert!(!keys.of(0).journal().prefix_matches(&keys.incarnations()));
+    }
 }

@@ -199,6 +199,40 @@ pub(super) fn too_late(read_at: Instant, what: &str) -> bool {
     late
 }
 
+/// Creates `writes`, made of reads begun at `read_at`, unless that is
+/// [`too_late`]; whether they stand. A write may also land too late: its
+/// host paused inside it (simulation seed 897, issue 55: a rewrite's host
+/// paused 1.7 hours in the write, and its segment listed runs retention
+/// had deleted meanwhile). So the writer looks again once they landed and,
+/// if late, deletes what it created (not what another writer had created
+/// the same) and leaves the reads they were to replace to the next writer:
+/// until it deleted them, they are still listed, so no run drops out.
+pub(super) async fn create_in_time(
+    store: &TenantStore,
+    writes: &[(StoreKey, Bytes)],
+    read_at: Instant,
+    what: &str,
+) -> Result<bool, JournalError> {
+    if too_late(read_at, what) {
+        return Ok(false);
+    }
+    let created = try_join_all(writes.iter().map(|(key, bytes)| async move {
+        match store.create(key, bytes.clone()).await {
+            Ok(()) => Ok(Some(key.clone())),
+            Err(StoreError::AlreadyExists { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }))
+    .await?;
+    if too_late(read_at, what) {
+        store
+            .delete_all(&created.into_iter().flatten().collect::<Vec<_>>())
+            .await?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 fn created_key() -> StoreKey {
     StoreKey::from_iter(["ledger", "created"])
 }
@@ -289,12 +323,18 @@ async fn create_named<R: Serialize>(
     runs: &[R],
     key: impl FnOnce(usize, &str) -> StoreKey,
 ) -> Result<StoreKey, JournalError> {
-    let bytes = encode(&runs);
-    let key = key(runs.len(), &sha256_hex(&bytes));
-    match store.create(&key, Bytes::from(bytes)).await {
+    let (key, bytes) = named(runs, key);
+    match store.create(&key, bytes).await {
         Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(key),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `runs` as one segment, at the key `key` makes of their count and the
+/// name of their content: hosts writing the same runs write one object.
+fn named<R: Serialize>(runs: &[R], key: impl FnOnce(usize, &str) -> StoreKey) -> (StoreKey, Bytes) {
+    let bytes = encode(&runs);
+    (key(runs.len(), &sha256_hex(&bytes)), Bytes::from(bytes))
 }
 
 /// The segments of `hour`.
@@ -372,14 +412,15 @@ pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>
         let Some(contents) = read(store, &tier).await? else {
             break;
         };
-        if too_late(read_at, "a merge of the listing") {
+        let next = level.saturating_add(1);
+        let key = |runs, name: &str| segment_key(hour, kind, next, runs, name);
+        let merged = match kind {
+            Kind::Listed => named(&contents.listed, key),
+            _ => named(&Vec::from_iter(contents.gone), key),
+        };
+        if !create_in_time(store, &[merged], read_at, "a merge of the listing").await? {
             break;
         }
-        let next = level.saturating_add(1);
-        match kind {
-            Kind::Listed => write(store, hour, kind, next, &contents.listed).await?,
-            _ => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
-        };
         let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
     }
@@ -433,32 +474,31 @@ pub async fn unlist(
 async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> Result<(), JournalError> {
     let read_at = Instant::now();
     let (segments, contents) = read_hour(store, hour).await?;
-    if too_late(read_at, "a rewrite of the listing") {
-        return Ok(());
-    }
     let key = |segment: &Segment| segment.key.clone();
     let due = sightings.due(store, hour, &segments);
     let mut deleted: Vec<StoreKey> = due.iter().cloned().collect();
     let left = contents.left();
     let dropping = !contents.gone.is_empty();
     if dropping || left.len() < contents.listed.len() {
-        let mut read: Vec<StoreKey> = segments
-            .iter()
-            .filter(|segment| segment.kind != Kind::Dropped)
-            .map(key)
-            .collect();
-        if !left.is_empty() {
-            let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
-            let written = write(store, hour, Kind::Listed, top, &left).await?;
-            read.retain(|key| *key != written);
+        let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
+        let kept =
+            (!left.is_empty()).then(|| named(&left, |runs, name| segment_key(hour, Kind::Listed, top, runs, name)));
+        let now_ms = crate::clock::now_ms();
+        let gone = Vec::from_iter(contents.gone);
+        let dropped = dropping.then(|| named(&gone, |runs, name| dropped_key(hour, now_ms, runs, name)));
+        let writes: Vec<(StoreKey, Bytes)> = kept.into_iter().chain(dropped.clone()).collect();
+        if !create_in_time(store, &writes, read_at, "a rewrite of the listing").await? {
+            return Ok(());
         }
-        if dropping {
-            let gone = Vec::from_iter(contents.gone);
-            let now_ms = crate::clock::now_ms();
-            let written = create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
+        if let Some((written, _)) = dropped {
             sightings.wrote(store, hour, written);
         }
-        deleted.extend(read);
+        deleted.extend(
+            (segments.iter())
+                .filter(|segment| segment.kind != Kind::Dropped)
+                .map(key)
+                .filter(|read| writes.iter().all(|(written, _)| written != read)),
+        );
     }
     store.delete_all(&deleted).await?;
     let dropped_left = segments
@@ -760,6 +800,28 @@ mod tests {
             latency: STALE_AFTER + Duration::from_secs(1),
             ..FaultConfig::default()
         });
+    }
+
+    /// Issue 55, simulation seed 897: a writer paused inside its write
+    /// (every call slowed past [`STALE_AFTER`] once the reads are done)
+    /// deletes what it created once it finds it landed too late, and
+    /// leaves what another writer had created the same; writes in time stand.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_lands_too_late_is_taken_back() -> Result<(), JournalError> {
+        let (store, faults) = slowable_store();
+        let key = |name: &str| below(&folder(0), name.to_owned());
+        let (theirs, mine) = ((key("theirs"), Bytes::from("a")), (key("mine"), Bytes::from("b")));
+        store.create(&theirs.0, theirs.1.clone()).await?;
+        stall(&faults);
+        let stood = create_in_time(&store, &[mine.clone(), theirs.clone()], Instant::now(), "a test").await?;
+        faults.set_config(FaultConfig::default());
+        assert!(!stood);
+        assert_eq!(store.list(&folder(0)).await?, [theirs.0.clone()]);
+
+        let later = (key("later"), Bytes::from("c"));
+        assert!(create_in_time(&store, &[later.clone(), theirs.clone()], Instant::now(), "a test").await?);
+        assert_eq!(store.list(&folder(0)).await?, [later.0, theirs.0]);
+        Ok(())
     }
 
     /// A merge whose reads of a full tier end past [`STALE_AFTER`] writes

@@ -310,10 +310,9 @@ impl Ledger {
             writes.push((below(&open_key(), name.clone()), Bytes::from(encode(&folded.open))));
         }
         writes.extend(created::level_zero(folded.listed, &name));
-        if created::too_late(read_at, "a compaction of the ledger") {
+        if !created::create_in_time(store, &writes, read_at, "a compaction of the ledger").await? {
             return Ok(());
         }
-        try_join_all(writes.iter().map(|(key, bytes)| store.create(key, bytes.clone()))).await?;
         let read: Vec<StoreKey> = batch_keys.into_iter().chain(open_keys).collect();
         store.delete_all(&read).await?;
         for hour in hours {
