@@ -37,7 +37,9 @@
 //! look due at once to a host whose clock was right, which deleted them
 //! while a merge that had read the runs listed was still to write them
 //! back (simulation seed 3, issue 55). A merge, rewrite or compaction whose reads are older
-//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]).
+//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]), and
+//! one whose writes landed later than that (its host paused inside them)
+//! deletes what it created and nothing it read ([`create_in_time`]).
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
 //! hour (a merge or a rewrite writes before it deletes, and deletes only
