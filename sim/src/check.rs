@@ -398,10 +398,18 @@ mod tests {
         .concat();
         let anew = start(2_000, 1, 0, epochs_of(1).start, 1);
         assert_eq!(
-            violations(&again, vec![anew], &[]),
+            violations(&again, vec![anew.clone()], &[]),
             Vec::<String>::new(),
             "the id's next incarnation starts its own seq 0"
         );
+        let late = [&again[..], &[created(1_700, "journal/0000000000", Vec::new())]].concat();
+        assert_eq!(
+            violations(&late, vec![anew.clone()], &[]),
+            Vec::<String>::new(),
+            "an entry landing late in the first incarnation's folder is not the next's"
+        );
+        let own = [&again[..], &[created(1_700, "incarnations/1/journal/0000000000", Vec::new())]].concat();
+        one_named(&violations(&own, vec![anew], &[]), "executed twice");
     }
 
     #[test]
