@@ -292,6 +292,97 @@ fn a_client_that_never_finishes_its_head_is_cut_off() {
     );
 }
 
+/// Lets this process hold `wanted` files open (the soft limit raised up to
+/// the hard one), or fails saying what to change.
+fn raise_open_files_to(wanted: usize) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write `limit`.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(got, 0, "cannot read this process's limit of open files");
+    let wanted = wanted as libc::rlim_t;
+    assert!(
+        limit.rlim_max >= wanted,
+        "this test holds {wanted} connections open, and the hard limit of open files is {}: raise it (`ulimit -Hn {wanted}` as root)",
+        limit.rlim_max
+    );
+    if limit.rlim_cur < wanted {
+        limit.rlim_cur = wanted;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0, "cannot raise the limit of open files");
+    }
+}
+
+/// Issue 56, item 1: connections that never speak (no byte at all, or
+/// HTTP/2's preface and then nothing) from one source, far more than its
+/// share: all but its share are closed unread as they are accepted (the
+/// host counts them), the host answers another source meanwhile, and
+/// those it kept are closed once they have asked for nothing for the first
+/// request's time.
+#[test]
+fn five_thousand_silent_sockets_leave_the_host_answering_others() {
+    const SILENT: usize = 5_000;
+    /// The host's `MAX_CONNECTIONS_PER_SOURCE`, and its `FIRST_REQUEST_WITHIN`.
+    const SHARE: usize = 256;
+    const FIRST_REQUEST_WITHIN: Duration = Duration::from_secs(10);
+    const REFUSED: &str = "stepstone_http_connections_refused_total";
+    raise_open_files_to(SILENT + 1_024);
+    let mut server = Server::start(&tenants_file(&[KEPT], ""));
+    let address = server.url.trim_start_matches("http://").split('/').next().expect("an address").to_owned();
+    let began = Instant::now();
+    let silent: Vec<TcpStream> = (0..SILENT)
+        .map(|n| {
+            let mut stream = TcpStream::connect(&address).expect("the kernel accepts");
+            if n % 2 == 0 {
+                // Kept or closed: either way the write goes to the kernel.
+                let _ = stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+            }
+            stream
+        })
+        .collect();
+    let connected = Instant::now();
+    // The share frees as kept connections reach their first-request time:
+    // one share a window of it while the test connects, however slowly.
+    let windows = 1 + connected.duration_since(began).as_secs() / FIRST_REQUEST_WITHIN.as_secs();
+    let refused_at_least = SILENT - SHARE * windows as usize;
+    server.await_metric(REFUSED, refused_at_least as f64, Duration::from_secs(30));
+    let open = server.metric("stepstone_http_connections_open");
+    assert!(open <= (SHARE + 1) as f64, "{open} connections held: one source's share, and this scrape");
+    let refused = server.metric(REFUSED);
+
+    server.ask_from("127.0.0.2".parse().expect("an address"));
+    let started = Instant::now();
+    assert_eq!(server.get("/healthz", "").status, 200);
+    server.upload(KEPT, "hello");
+    let run = json!({"component": "hello", "workflow": "greet", "input": {"name": "Ada"}, "run_id": "spoken"});
+    server.post_json("/v1/runs", KEPT, &run).expect(202);
+    server.await_state(KEPT, "spoken", "completed");
+    let answered_in = started.elapsed();
+
+    let closed_by = connected + FIRST_REQUEST_WITHIN + Duration::from_secs(10);
+    let open = silent.into_iter().filter(|stream| open_until(stream, closed_by)).count();
+    assert_eq!(open, 0, "every silent connection closed within the first request's time");
+    assert_eq!(server.metric(REFUSED), refused, "another source was never refused");
+    record(
+        "5,000 connections from one source that send nothing, or HTTP/2's preface and nothing",
+        &format!(
+            "{refused} closed unread at accept (the source's share is 256), those kept closed after the 10 s first-request time; another source's /healthz, upload and run answered meanwhile (in {} ms)",
+            answered_in.as_millis()
+        ),
+    );
+}
+
+/// Whether the host still holds `stream` open at `deadline`: what it sent
+/// first (HTTP/2's settings) is read past, and its end (or a reset) is
+/// what closed means.
+fn open_until(mut stream: &TcpStream, deadline: Instant) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    stream.set_read_timeout(Some(left)).expect("a socket");
+    match stream.read_to_end(&mut Vec::new()) {
+        Ok(_) => false,
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
 #[test]
 fn a_sign_in_that_cannot_go_on_sets_no_cookie() {
     let server = Server::start(&tenants_file(&[KEPT], ""));

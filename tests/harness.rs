@@ -650,6 +650,17 @@ impl Server {
         }
     }
 
+    /// Sends this test's requests from `address` (a loopback one, say
+    /// 127.0.0.2) from now on: another source than the rest of the test's
+    /// connections, as the host's connection caps count them.
+    pub fn ask_from(&mut self, address: std::net::IpAddr) {
+        self.client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .local_address(address)
+            .build()
+            .expect("a client");
+    }
+
     /// A request to `path` as `token`.
     pub fn request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::blocking::RequestBuilder {
         self.client

@@ -132,6 +132,27 @@ pub struct Metrics {
     swept_runs: Family<Tenant, Counter>,
     swept_objects: Family<Tenant, Counter>,
     notifications: Family<TenantOutcome, Counter>,
+    connections: ConnectionCounts,
+}
+
+/// The connections the host's listeners hold open, and those they closed
+/// unread as they were accepted (see `api::admission`).
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionCounts {
+    open: Gauge,
+    refused: Counter,
+}
+
+impl ConnectionCounts {
+    /// Counts a connection admitted, open until the guard is dropped.
+    pub fn open(&self) -> InProgress {
+        InProgress::start(&self.open)
+    }
+
+    /// Counts a connection closed as it was accepted.
+    pub fn refused(&self) {
+        self.refused.inc();
+    }
 }
 
 impl Default for Metrics {
@@ -156,6 +177,7 @@ impl Default for Metrics {
             swept_runs: Family::default(),
             swept_objects: Family::default(),
             notifications: Family::default(),
+            connections: ConnectionCounts::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -231,6 +253,16 @@ impl Default for Metrics {
             "Tries of completion notifications, by fate: delivered, failed (tried again) or given-up",
             metrics.notifications.clone(),
         );
+        registry.register(
+            "http_connections_open",
+            "Connections the host's listeners hold open",
+            metrics.connections.open.clone(),
+        );
+        registry.register(
+            "http_connections_refused",
+            "Connections closed unread as they were accepted: over their source's share, or the total",
+            metrics.connections.refused.clone(),
+        );
         Self { registry, ..metrics }
     }
 }
@@ -247,6 +279,11 @@ fn outcome(id: &TenantId, outcome: &str) -> TenantOutcome {
 }
 
 impl Metrics {
+    /// The counts of the host's connections, for its listeners.
+    pub fn connections(&self) -> ConnectionCounts {
+        self.connections.clone()
+    }
+
     /// Counts a run that ended `how`: its outcome's name (`completed`,
     /// `failed`, `cancelled` or `continued`).
     pub fn run_finished(&self, id: &TenantId, how: &str) {

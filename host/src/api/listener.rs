@@ -1,12 +1,16 @@
 //! Serving a router on a listener: HTTP/1 and HTTP/2 over hyper, every
-//! connection given a bounded time to send a request's head.
+//! connection admitted within its source's share ([`super::admission`]),
+//! and given a bounded time to ask for something ([`super::idle`]) and to
+//! send a request's head.
 //!
 //! Invariant: a connection that has not sent a whole request head within
 //! [`HEADER_READ_TIMEOUT`] is closed (a slowloris client holds a socket no
-//! longer than that); a request once read is bounded by the API's own
-//! request timeout.
+//! longer than that), as is one that has begun no request that long, or
+//! had none in flight for [`super::idle::IDLE_FOR`]; a request once read
+//! is bounded by the API's own request timeout.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -16,6 +20,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
+use super::admission::Admission;
+use crate::metrics::ConnectionCounts;
+use super::idle::Activity;
+
 /// How long a client may take to send a request's head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a failed accept (say, out of file descriptors) waits before the
@@ -23,8 +31,13 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `router` on `listener` until `shutdown` ends, then lets the
-/// requests in flight finish.
-pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+/// requests in flight finish; counts its connections in `counts`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    counts: ConnectionCounts,
+) {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -32,26 +45,39 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
         .header_read_timeout(HEADER_READ_TIMEOUT);
     builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
+    let admission = Arc::new(Admission::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, source) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("cannot accept a connection: {e}");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Over its source's share, or the total: closed unread, and not
+        // logged one by one (a flood would flood the log).
+        let Some(admitted) = admission.admit(source.ip()) else {
+            counts.refused();
+            continue;
+        };
+        let open = counts.open();
+        let activity = Activity::new();
+        let service = TowerToHyperService::new(activity.serving(router.clone()));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
         crate::task::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("a connection ended with an error: {e}");
+            let _held = (admitted, open);
+            tokio::select! {
+                ended = connection => if let Err(e) = ended {
+                    tracing::debug!("a connection ended with an error: {e}");
+                },
+                () = activity.idle() => tracing::debug!(%source, "closing a connection that asks for nothing"),
             }
         });
     }

@@ -6,6 +6,7 @@
 //! another tenant's run or component answers 404, exactly like one that does
 //! not exist.
 
+mod admission;
 mod auth;
 mod batch;
 mod body_budget;
@@ -16,6 +17,7 @@ pub(crate) mod error;
 mod extract;
 mod groups;
 mod hooks;
+mod idle;
 mod listener;
 mod logs;
 mod params;
@@ -39,6 +41,8 @@ use utoipa::OpenApi;
 
 pub use body_limit::{Accepts, GROUP_RUN_FIELDS_BYTES, RUN_FIELDS_BYTES, SMALL_BODY};
 pub use error::ApiError;
+pub use admission::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_SOURCE};
+pub use idle::{FIRST_REQUEST_WITHIN, IDLE_FOR};
 pub use listener::{HEADER_READ_TIMEOUT, serve};
 pub use state::ApiState;
 

@@ -69,10 +69,12 @@ pub async fn serve(
     runtime.retention().sweep_forever();
     runtime.usage().keep();
     let mut stopped = runtime.runs().stopped();
-    let api = api::serve(listener, router, shutdown(stopped.clone()));
+    let api = api::serve(listener, router, shutdown(stopped.clone()), runtime.metrics().connections());
     match operator {
         Some(operator) => {
-            let metrics = api::serve(operator, api::operator_router(runtime.clone()), std::future::pending());
+            let operator_router = api::operator_router(runtime.clone());
+            let counts = runtime.metrics().connections();
+            let metrics = api::serve(operator, operator_router, std::future::pending(), counts);
             // The metrics end with the API: their server is not waited for.
             tokio::select! {
                 () = api => {}
