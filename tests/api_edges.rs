@@ -295,7 +295,10 @@ fn a_client_that_never_finishes_its_head_is_cut_off() {
 /// Lets this process hold `wanted` files open (the soft limit raised up to
 /// the hard one), or fails saying what to change.
 fn raise_open_files_to(wanted: usize) {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit and setrlimit only read and write `limit`.
     let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
     assert_eq!(got, 0, "cannot read this process's limit of open files");
@@ -308,7 +311,11 @@ fn raise_open_files_to(wanted: usize) {
     if limit.rlim_cur < wanted {
         limit.rlim_cur = wanted;
         // SAFETY: as above.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0, "cannot raise the limit of open files");
+        assert_eq!(
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) },
+            0,
+            "cannot raise the limit of open files"
+        );
     }
 }
 
@@ -327,7 +334,13 @@ fn five_thousand_silent_sockets_leave_the_host_answering_others() {
     const REFUSED: &str = "stepstone_http_connections_refused_total";
     raise_open_files_to(SILENT + 1_024);
     let mut server = Server::start(&tenants_file(&[KEPT], ""));
-    let address = server.url.trim_start_matches("http://").split('/').next().expect("an address").to_owned();
+    let address = server
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("an address")
+        .to_owned();
     let began = Instant::now();
     let silent: Vec<TcpStream> = (0..SILENT)
         .map(|n| {
@@ -346,7 +359,10 @@ fn five_thousand_silent_sockets_leave_the_host_answering_others() {
     let refused_at_least = SILENT - SHARE * windows as usize;
     server.await_metric(REFUSED, refused_at_least as f64, Duration::from_secs(30));
     let open = server.metric("stepstone_http_connections_open");
-    assert!(open <= (SHARE + 1) as f64, "{open} connections held: one source's share, and this scrape");
+    assert!(
+        open <= (SHARE + 1) as f64,
+        "{open} connections held: one source's share, and this scrape"
+    );
     let refused = server.metric(REFUSED);
 
     server.ask_from("127.0.0.2".parse().expect("an address"));
@@ -359,8 +375,14 @@ fn five_thousand_silent_sockets_leave_the_host_answering_others() {
     let answered_in = started.elapsed();
 
     let closed_by = connected + FIRST_REQUEST_WITHIN + Duration::from_secs(10);
-    let open = silent.into_iter().filter(|stream| open_until(stream, closed_by)).count();
-    assert_eq!(open, 0, "every silent connection closed within the first request's time");
+    let open = silent
+        .into_iter()
+        .filter(|stream| open_until(stream, closed_by))
+        .count();
+    assert_eq!(
+        open, 0,
+        "every silent connection closed within the first request's time"
+    );
     assert_eq!(server.metric(REFUSED), refused, "another source was never refused");
     record(
         "5,000 connections from one source that send nothing, or HTTP/2's preface and nothing",
@@ -371,11 +393,25 @@ fn five_thousand_silent_sockets_leave_the_host_answering_others() {
     );
 }
 
+/// The share an operator sets (`--max-connections-per-source`, for a host
+/// behind a balancer) is taken from 1 to the total, 8,192; 0 and 8,193
+/// are refused naming the range.
+#[test]
+fn a_share_of_connections_out_of_range_is_refused_naming_it() {
+    let host = Host::new();
+    for refused in ["0", "8193"] {
+        let message = host.run(&["serve", "--max-connections-per-source", refused]).failure();
+        assert!(message.contains(&format!("{refused} is not in 1..=8192")), "{message}");
+    }
+}
+
 /// Whether the host still holds `stream` open at `deadline`: what it sent
 /// first (HTTP/2's settings) is read past, and its end (or a reset) is
 /// what closed means.
 fn open_until(mut stream: &TcpStream, deadline: Instant) -> bool {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
     stream.set_read_timeout(Some(left)).expect("a socket");
     match stream.read_to_end(&mut Vec::new()) {
         Ok(_) => false,

@@ -2,8 +2,9 @@
 //! runs by outcome, active runs and evicted ones, step attempts by outcome and their
 //! durations by step, fuel burnt, replays, non-determinism errors, uploads compiling,
 //! steps' outgoing HTTP (requests sent and refused, bytes each way),
-//! schedules' fires by fate, what retention deleted, and completion
-//! notifications by fate. README.md lists them all.
+//! schedules' fires by fate, what retention deleted, completion
+//! notifications by fate, and the connections the listeners hold and
+//! refused. README.md lists them all.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -96,6 +97,7 @@ impl StepLabels {
 
 /// Work counted as in progress (a step attempt, an upload compiling) until
 /// dropped.
+#[derive(Debug)]
 pub struct InProgress(Gauge);
 
 impl InProgress {

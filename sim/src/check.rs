@@ -408,7 +408,11 @@ mod tests {
             Vec::<String>::new(),
             "an entry landing late in the first incarnation's folder is not the next's"
         );
-        let own = [&again[..], &[created(1_700, "incarnations/1/journal/0000000000", Vec::new())]].concat();
+        let own = [
+            &again[..],
+            &[created(1_700, "incarnations/1/journal/0000000000", Vec::new())],
+        ]
+        .concat();
         one_named(&violations(&own, vec![anew], &[]), "executed twice");
     }
 

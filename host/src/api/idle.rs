@@ -127,7 +127,12 @@ where
         let answer = self.router.call(request);
         Box::pin(async move {
             let response = answer.await?;
-            Ok(response.map(|body| Body::new(Answering { body, _in_flight: in_flight })))
+            Ok(response.map(|body| {
+                Body::new(Answering {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }))
         })
     }
 }
@@ -164,6 +169,36 @@ mod tests {
         tokio::time::timeout(within, activity.idle()).await.is_ok()
     }
 
+    /// A response whose body is still being sent (a stream of events)
+    /// keeps its request in flight, however long; it ends when the body
+    /// is dropped.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_is_in_flight_until_its_response_body_is_done() {
+        use tower::ServiceExt;
+        let (send, receive) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let receive = Arc::new(std::sync::Mutex::new(Some(receive)));
+        let router = Router::new().route(
+            "/events",
+            axum::routing::get(move || {
+                let events = receive.lock().expect("unpoisoned").take().expect("asked once");
+                let events = futures::stream::unfold(events, |mut events| async move {
+                    events.recv().await.map(|event| (event, events))
+                });
+                std::future::ready(Body::from_stream(events))
+            }),
+        );
+        let activity = Activity::new();
+        let request = http::Request::get("/events").body(Body::empty()).expect("a request");
+        let response = activity.serving(router).oneshot(request).await.expect("an answer");
+        send.send(Ok(Bytes::from("event"))).await.expect("sent");
+        assert!(
+            !idle_within(&activity, IDLE_FOR * 10).await,
+            "the body is still being sent"
+        );
+        drop(response);
+        assert!(idle_within(&activity, IDLE_FOR + Duration::from_millis(1)).await);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_connection_is_idle_past_its_first_request_time_and_then_past_its_idle_time() {
         let silent = Activity::new();
@@ -172,12 +207,18 @@ mod tests {
 
         let asking = Activity::new();
         let request = asking.begin();
-        assert!(!idle_within(&asking, IDLE_FOR * 10).await, "a request in flight is never idle");
+        assert!(
+            !idle_within(&asking, IDLE_FOR * 10).await,
+            "a request in flight is never idle"
+        );
         drop(request);
         assert!(!idle_within(&asking, IDLE_FOR - Duration::from_millis(1)).await);
         let again = asking.begin();
         drop(again);
-        assert!(!idle_within(&asking, IDLE_FOR - Duration::from_millis(1)).await, "counted from the last request");
+        assert!(
+            !idle_within(&asking, IDLE_FOR - Duration::from_millis(1)).await,
+            "counted from the last request"
+        );
         assert!(idle_within(&asking, Duration::from_millis(2)).await);
     }
 }

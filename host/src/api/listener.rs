@@ -21,7 +21,6 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use super::admission::Admission;
-use crate::metrics::ConnectionCounts;
 use super::idle::Activity;
 
 /// How long a client may take to send a request's head.
@@ -31,12 +30,12 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `router` on `listener` until `shutdown` ends, then lets the
-/// requests in flight finish; counts its connections in `counts`.
+/// requests in flight finish; keeps the connections `admission` admits.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()>,
-    counts: ConnectionCounts,
+    admission: Arc<Admission>,
 ) {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -45,7 +44,6 @@ pub async fn serve(
         .header_read_timeout(HEADER_READ_TIMEOUT);
     builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
-    let admission = Arc::new(Admission::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -63,16 +61,14 @@ pub async fn serve(
         // Over its source's share, or the total: closed unread, and not
         // logged one by one (a flood would flood the log).
         let Some(admitted) = admission.admit(source.ip()) else {
-            counts.refused();
             continue;
         };
-        let open = counts.open();
         let activity = Activity::new();
         let service = TowerToHyperService::new(activity.serving(router.clone()));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
         crate::task::spawn(async move {
-            let _held = (admitted, open);
+            let _admitted = admitted;
             tokio::select! {
                 ended = connection => if let Err(e) = ended {
                     tracing::debug!("a connection ended with an error: {e}");

@@ -39,9 +39,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use utoipa::OpenApi;
 
+pub use admission::{Admission, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_SOURCE};
 pub use body_limit::{Accepts, GROUP_RUN_FIELDS_BYTES, RUN_FIELDS_BYTES, SMALL_BODY};
 pub use error::ApiError;
-pub use admission::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_SOURCE};
 pub use idle::{FIRST_REQUEST_WITHIN, IDLE_FOR};
 pub use listener::{HEADER_READ_TIMEOUT, serve};
 pub use state::ApiState;

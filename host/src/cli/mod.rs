@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use stepstone::api;
 use stepstone::component::CodeCache;
 use stepstone::config::{
     HostConfig, LeasePolicy, RetryLimits, RunLimits, SnapshotPolicy, StepLimits, WaitPolicy, WorkflowLimits,
@@ -346,6 +347,13 @@ enum Command {
         /// the tenants' network.
         #[arg(long)]
         metrics_listen: Option<String>,
+        /// Connections one source (an IPv4 address, or an IPv6 /64) may
+        /// hold open at once; more are closed as they are accepted. Behind
+        /// a balancer or a proxy every client shares its address: raise
+        /// this to what it opens.
+        #[arg(long, default_value_t = api::MAX_CONNECTIONS_PER_SOURCE as u32,
+              value_parser = clap::value_parser!(u32).range(1..=api::MAX_CONNECTIONS as i64))]
+        max_connections_per_source: u32,
     },
     /// Check the store: that it answers, and that it honours the
     /// create-only writes Stepstone's journal and its claims on runs stand
@@ -552,7 +560,15 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             config,
             metrics_listen,
-        } => serve::serve(host().await?, &listen, config.as_deref(), metrics_listen.as_deref()).await,
+            max_connections_per_source,
+        } => {
+            let listening = serve::Listening {
+                api: &listen,
+                metrics: metrics_listen.as_deref(),
+                per_source: max_connections_per_source as usize,
+            };
+            serve::serve(host().await?, listening, config.as_deref()).await
+        }
         Command::Run(args) => drive::run(&host().await?, args).await,
         Command::Resume { run, detach_after } => drive::resume(&host().await?, run.as_ref(), detach_after).await,
         Command::Signal { run, name, payload, id } => {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use stepstone::api::{self, ApiState};
+use stepstone::api::{self, Admission, ApiState};
 use stepstone::runtime::HostStop;
 use stepstone::runtime::Runtime;
 use stepstone::store::TenantId;
@@ -16,15 +16,19 @@ use tokio::sync::watch;
 /// How long a shutdown waits for step attempts in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// Serves the API on `listen` (and, with `metrics_listen`, the operator's
-/// metrics there) until SIGTERM or Ctrl-C, then lets the step attempts in
-/// flight finish and journal their results.
-pub async fn serve(
-    runtime: Runtime,
-    listen: &str,
-    config: Option<&Path>,
-    metrics_listen: Option<&str>,
-) -> anyhow::Result<ExitCode> {
+/// Where `stepstone serve` listens, and how many connections one source
+/// may hold on each listener.
+pub struct Listening<'a> {
+    pub api: &'a str,
+    /// The operator's metrics, if served.
+    pub metrics: Option<&'a str>,
+    pub per_source: usize,
+}
+
+/// Serves the API (and the operator's metrics, if asked) where `listening`
+/// says until SIGTERM or Ctrl-C, then lets the step attempts in flight
+/// finish and journal their results.
+pub async fn serve(runtime: Runtime, listening: Listening<'_>, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let tenants = match config {
         Some(path) => {
             let tenants = Tenants::load(path)?;
@@ -51,8 +55,8 @@ pub async fn serve(
     if let Some(path) = config {
         tenants.follow(path.to_owned());
     }
-    let listener = bind(listen).await?;
-    let operator = match metrics_listen {
+    let listener = bind(listening.api).await?;
+    let operator = match listening.metrics {
         Some(address) => Some(bind(address).await?),
         None => None,
     };
@@ -69,12 +73,12 @@ pub async fn serve(
     runtime.retention().sweep_forever();
     runtime.usage().keep();
     let mut stopped = runtime.runs().stopped();
-    let api = api::serve(listener, router, shutdown(stopped.clone()), runtime.metrics().connections());
+    let admission = || Admission::new(listening.per_source, runtime.metrics().connections());
+    let api = api::serve(listener, router, shutdown(stopped.clone()), admission());
     match operator {
         Some(operator) => {
             let operator_router = api::operator_router(runtime.clone());
-            let counts = runtime.metrics().connections();
-            let metrics = api::serve(operator, operator_router, std::future::pending(), counts);
+            let metrics = api::serve(operator, operator_router, std::future::pending(), admission());
             // The metrics end with the API: their server is not waited for.
             tokio::select! {
                 () = api => {}

@@ -37,9 +37,9 @@
 //! look due at once to a host whose clock was right, which deleted them
 //! while a merge that had read the runs listed was still to write them
 //! back (simulation seed 3, issue 55). A merge, rewrite or compaction whose reads are older
-//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]), and
-//! one whose writes landed later than that (its host paused inside them)
-//! deletes what it created and nothing it read ([`create_in_time`]).
+//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]), and a
+//! compaction whose writes landed later than that (its host paused inside
+//! them) deletes what it created and nothing it read ([`create_in_time`]).
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
 //! hour (a merge or a rewrite writes before it deletes, and deletes only
@@ -201,14 +201,18 @@ pub(super) fn too_late(read_at: Instant, what: &str) -> bool {
     late
 }
 
-/// Creates `writes`, made of reads begun at `read_at`, unless that is
-/// [`too_late`]; whether they stand. A write may also land too late: its
-/// host paused inside it (simulation seed 897, issue 55: a rewrite's host
-/// paused 1.7 hours in the write, and its segment listed runs retention
-/// had deleted meanwhile). So the writer looks again once they landed and,
-/// if late, deletes what it created (not what another writer had created
-/// the same) and leaves the reads they were to replace to the next writer:
-/// until it deleted them, they are still listed, so no run drops out.
+/// Creates `writes`, made of reads begun at `read_at` and named for this
+/// writer alone, unless that is [`too_late`]; whether they stand. A write
+/// may also land too late: its host paused inside it (simulation seed
+/// 897, issue 55: a rewrite's host paused 1.7 hours in the write, and its
+/// segment listed runs retention had deleted meanwhile). So the writer
+/// looks again once they landed and, if late, deletes what it created and
+/// leaves the reads they were to replace to the next writer: until it
+/// deleted them, they are still listed, so no run drops out. Only for
+/// keys no other writer makes: a merge's or a rewrite's segment is named
+/// by its content, so another host may have written the same one in time
+/// and deleted its reads, relying on it (taking it back lost runs from
+/// the listing: simulation seed 7232).
 pub(super) async fn create_in_time(
     store: &TenantStore,
     writes: &[(StoreKey, Bytes)],
@@ -325,18 +329,12 @@ async fn create_named<R: Serialize>(
     runs: &[R],
     key: impl FnOnce(usize, &str) -> StoreKey,
 ) -> Result<StoreKey, JournalError> {
-    let (key, bytes) = named(runs, key);
-    match store.create(&key, bytes).await {
+    let bytes = encode(&runs);
+    let key = key(runs.len(), &sha256_hex(&bytes));
+    match store.create(&key, Bytes::from(bytes)).await {
         Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(key),
         Err(e) => Err(e.into()),
     }
-}
-
-/// `runs` as one segment, at the key `key` makes of their count and the
-/// name of their content: hosts writing the same runs write one object.
-fn named<R: Serialize>(runs: &[R], key: impl FnOnce(usize, &str) -> StoreKey) -> (StoreKey, Bytes) {
-    let bytes = encode(&runs);
-    (key(runs.len(), &sha256_hex(&bytes)), Bytes::from(bytes))
 }
 
 /// The segments of `hour`.
@@ -414,15 +412,14 @@ pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>
         let Some(contents) = read(store, &tier).await? else {
             break;
         };
-        let next = level.saturating_add(1);
-        let key = |runs, name: &str| segment_key(hour, kind, next, runs, name);
-        let merged = match kind {
-            Kind::Listed => named(&contents.listed, key),
-            _ => named(&Vec::from_iter(contents.gone), key),
-        };
-        if !create_in_time(store, &[merged], read_at, "a merge of the listing").await? {
+        if too_late(read_at, "a merge of the listing") {
             break;
         }
+        let next = level.saturating_add(1);
+        match kind {
+            Kind::Listed => write(store, hour, kind, next, &contents.listed).await?,
+            _ => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
+        };
         let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
     }
@@ -476,31 +473,32 @@ pub async fn unlist(
 async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> Result<(), JournalError> {
     let read_at = Instant::now();
     let (segments, contents) = read_hour(store, hour).await?;
+    if too_late(read_at, "a rewrite of the listing") {
+        return Ok(());
+    }
     let key = |segment: &Segment| segment.key.clone();
     let due = sightings.due(store, hour, &segments);
     let mut deleted: Vec<StoreKey> = due.iter().cloned().collect();
     let left = contents.left();
     let dropping = !contents.gone.is_empty();
     if dropping || left.len() < contents.listed.len() {
-        let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
-        let kept =
-            (!left.is_empty()).then(|| named(&left, |runs, name| segment_key(hour, Kind::Listed, top, runs, name)));
-        let now_ms = crate::clock::now_ms();
-        let gone = Vec::from_iter(contents.gone);
-        let dropped = dropping.then(|| named(&gone, |runs, name| dropped_key(hour, now_ms, runs, name)));
-        let writes: Vec<(StoreKey, Bytes)> = kept.into_iter().chain(dropped.clone()).collect();
-        if !create_in_time(store, &writes, read_at, "a rewrite of the listing").await? {
-            return Ok(());
+        let mut read: Vec<StoreKey> = segments
+            .iter()
+            .filter(|segment| segment.kind != Kind::Dropped)
+            .map(key)
+            .collect();
+        if !left.is_empty() {
+            let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
+            let written = write(store, hour, Kind::Listed, top, &left).await?;
+            read.retain(|key| *key != written);
         }
-        if let Some((written, _)) = dropped {
+        if dropping {
+            let gone = Vec::from_iter(contents.gone);
+            let now_ms = crate::clock::now_ms();
+            let written = create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
             sightings.wrote(store, hour, written);
         }
-        deleted.extend(
-            (segments.iter())
-                .filter(|segment| segment.kind != Kind::Dropped)
-                .map(key)
-                .filter(|read| writes.iter().all(|(written, _)| written != read)),
-        );
+        deleted.extend(read);
     }
     store.delete_all(&deleted).await?;
     let dropped_left = segments
