@@ -230,7 +230,9 @@ impl Checked<'_> {
     }
 
     /// No run's record is deleted before its outcome was stored, but one a
-    /// recovery stored as abandoned (a run never created).
+    /// recovery stored as abandoned (a run never created), or one that
+    /// landed after its incarnation was retired (a submission that stalled
+    /// past a whole run of the id, taken back: a run never accepted).
     fn no_record_deleted_without_an_outcome(&self, broken: &mut Vec<String>) {
         for deleted in self.history.deleted() {
             let incarnation = (self.history.incarnations(&deleted.run).iter())
@@ -238,8 +240,9 @@ impl Checked<'_> {
                 .find(|incarnation| {
                     incarnation.at <= deleted.at && incarnation.record.created_at_ms == deleted.record.created_at_ms
                 });
-            let ended = incarnation
-                .is_some_and(|incarnation| incarnation.outcome.as_ref().is_some_and(|(at, _)| *at <= deleted.at));
+            let ended = incarnation.is_some_and(|incarnation| {
+                incarnation.landed_retired || incarnation.outcome.as_ref().is_some_and(|(at, _)| *at <= deleted.at)
+            });
             if deleted.record.abandoned.is_none() && !ended {
                 broken.push(format!(
                     "deleted unfinished: host {} deleted the record of {} (created at {} ms) at {:?}, no outcome stored",
@@ -474,5 +477,38 @@ mod tests {
             Vec::<String>::new(),
             "a write of the record landing late is the run that ended, deleted again"
         );
+    }
+
+    #[test]
+    fn only_a_record_landing_after_its_incarnation_was_retired_may_be_taken_back_unfinished() {
+        let mark = |ms| Landed {
+            key: "tenants/default/retired/00000000000000000001".into(),
+            ..created(ms, "", Vec::new())
+        };
+        let anew = || {
+            created(
+                2_000,
+                "run",
+                encode(&RunRecord {
+                    incarnation: 1,
+                    ..record(1, 0)
+                }),
+            )
+        };
+        let taken_back = landed(
+            3_000,
+            "run",
+            Change::Deleted(Some(
+                encode(&RunRecord {
+                    incarnation: 1,
+                    ..record(1, 0)
+                })
+                .into(),
+            )),
+        );
+        let late = [mark(1_000), anew(), taken_back.clone()];
+        assert_eq!(violations(&late, Vec::new(), &[]), Vec::<String>::new());
+        let accepted = [anew(), mark(2_500), taken_back];
+        one_named(&violations(&accepted, Vec::new(), &[]), "deleted unfinished");
     }
 }

@@ -1,7 +1,8 @@
 //! What the store's history says of the runs: for each run id, each record
 //! created (an incarnation of the id, or a record a recovery stored as
 //! abandoned) and, while it was the id's record, the outcome and the
-//! journal entries stored, and each claim made. Read from what landed in
+//! journal entries stored, and each claim made; and when each incarnation
+//! was marked retired (`journal::incarnations`). Read from what landed in
 //! the store (`network`), as it landed, never from the store as it is at
 //! the end: a run retention deleted, or whose id was used again, is still
 //! here.
@@ -31,6 +32,10 @@ pub struct Incarnation {
     pub outcome: Option<(Duration, Outcome)>,
     /// The seqs of the entries stored, and when each first was.
     pub entries: BTreeMap<u64, Duration>,
+    /// Whether its incarnation (or a higher one) was marked retired before
+    /// the record landed: a submission that stalled past a whole run of
+    /// the id, which must take its record back unrun.
+    pub landed_retired: bool,
 }
 
 /// A record deleted: whose, when, by which host, and what it held.
@@ -58,6 +63,8 @@ pub struct Runs {
     /// The claims made of each run id: their epochs, and when.
     claims: BTreeMap<String, Vec<(u64, Duration)>>,
     deleted: Vec<RecordDeleted>,
+    /// The highest incarnation marked retired so far.
+    retired: Option<u64>,
 }
 
 /// The run, the incarnation and the object under it that `key`
@@ -74,6 +81,12 @@ fn run_object(key: &str) -> Option<(&str, u64, &str)> {
     Some((run, incarnation, rest))
 }
 
+/// The incarnation a `tenants/{t}/retired/{n}` key marks retired.
+fn retired_mark(key: &str) -> Option<u64> {
+    let (_, mark) = key.split_once("/retired/")?;
+    mark.parse().ok()
+}
+
 impl Runs {
     /// Indexes what of `history` it has not yet: `history` is what landed
     /// so far, the part absorbed before unchanged.
@@ -85,6 +98,9 @@ impl Runs {
     }
 
     fn note(&mut self, landed: &Landed) {
+        if let (Change::Created(_), Some(mark)) = (&landed.change, retired_mark(&landed.key)) {
+            self.retired = self.retired.max(Some(mark));
+        }
         let Some((run, incarnation, rest)) = run_object(&landed.key) else {
             return;
         };
@@ -99,11 +115,13 @@ impl Runs {
                     })
                 };
                 if let Some(record) = decode::<RunRecord>(bytes).ok().filter(|record| !again(record)) {
+                    let landed_retired = self.retired.is_some_and(|mark| mark >= record.incarnation);
                     self.incarnations.entry(run.to_owned()).or_default().push(Incarnation {
                         at: landed.at,
                         record,
                         outcome: None,
                         entries: BTreeMap::new(),
+                        landed_retired,
                     });
                 }
             }

@@ -22,7 +22,7 @@
 //! `stale-reads`, a gateway that answers a key it once found absent as
 //! absent for a while after it is written (so a fence could miss a claim).
 //!
-//! What landed in the store under `runs/` is kept, in order, for the
+//! What landed in the store under `runs/` and `retired/` is kept, in order, for the
 //! checks (a create, an overwrite, a delete and what it deleted), each at
 //! the moment it landed: the history the oracles judge, not the store's
 //! end state.
@@ -411,9 +411,10 @@ impl Network {
         result
     }
 
-    /// Notes what landed at `key`, if it is a run's.
+    /// Notes what landed at `key`, if it is a run's or marks an
+    /// incarnation retired.
     fn landed(&self, host: usize, key: &Path, change: Change) {
-        if !key.as_ref().contains("/runs/") {
+        if !key.as_ref().contains("/runs/") && !key.as_ref().contains("/retired/") {
             return;
         }
         let at = Instant::now().duration_since(self.origin);

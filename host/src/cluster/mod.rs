@@ -140,6 +140,12 @@ impl Cluster {
         self.lease.ttl()
     }
 
+    /// Whether this host's lease has held, unbroken, since it was
+    /// `generation`: false once it lapsed, even if renewed since.
+    pub fn held_since(&self, generation: u64) -> bool {
+        self.lease.check(generation).is_ok()
+    }
+
     /// The generation of this host's lease, renewed first if it does not
     /// hold now; on first use, writes the first heartbeat and starts
     /// renewing it, once no other process may hold a lease under this

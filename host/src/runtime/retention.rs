@@ -371,6 +371,25 @@ impl Retention {
         Ok(())
     }
 
+    /// Deletes at once the run `record`, which a submission stored too
+    /// late to keep (see `Runs::create`): claimed for deletion past every
+    /// host, so a drive begun meanwhile stands down at its next fence,
+    /// read again, deleted, its incarnation retired again and the id held
+    /// [`LATE_WRITES_LAND_WITHIN`], as a swept run's. It has no outcome:
+    /// no one was told it exists.
+    pub(super) async fn take_back(&self, store: &TenantStore, record: &RunRecord) -> Result<(), RunError> {
+        let records = RunRecords::new(store.clone(), record.run_id.clone());
+        let Some(deleting) = self.claim_for_deletion(store, record).await? else {
+            return Ok(());
+        };
+        if is_stored(&records, record).await? {
+            let mut retired = Retired::read(store).await?;
+            (self.delete_objects(store, &records, record, &deleting, &mut retired)).await?;
+        }
+        tracing::warn!(run = %record.run_id, incarnation = record.incarnation, "a run record stored after its incarnation was retired was taken back");
+        Ok(())
+    }
+
     /// Deletes what `record`'s run stores, under the deletion claim
     /// `deleting`, checking this host's lease before each delete. The
     /// record goes after all but the claims: until it is gone no run of

@@ -273,6 +273,10 @@ impl Runs {
             None => records.create_record_fenced(&record).await,
         };
         match created {
+            Ok(_) if chosen_id && self.landed_retired(&records, &record, generation).await? => {
+                self.host.retention.take_back(records.store(), &record).await?;
+                Err(RunError::Interrupted { run: run_id })
+            }
             Ok(first_fence) => {
                 let started = super::DayUsage {
                     runs: 1,
@@ -294,6 +298,25 @@ impl Runs {
             Err(JournalError::Store(StoreError::AlreadyExists { .. })) => self.answer_existing(&records, &record).await,
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Whether `record`, just created under a chosen id, landed after its
+    /// incarnation was retired: its creator lost its lease while storing
+    /// it (the lease is checked first, so a live host reads no marks), and
+    /// meanwhile a run of that incarnation came and went under the id, so
+    /// the record would hand another run's epochs and idempotency keys on
+    /// (found by the simulation, seed 6447: a host stalled 1.6 hours while
+    /// creating a child, and the child's step ran again under them).
+    async fn landed_retired(
+        &self,
+        records: &RunRecords,
+        record: &RunRecord,
+        generation: u64,
+    ) -> Result<bool, RunError> {
+        if self.host.cluster.held_since(generation) {
+            return Ok(false);
+        }
+        Ok(incarnations::next(records.store()).await? > record.incarnation)
     }
 
     /// What a submission of `record` answers when a run of its id is
