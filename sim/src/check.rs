@@ -230,9 +230,12 @@ impl Checked<'_> {
     }
 
     /// No run's record is deleted before its outcome was stored, but one a
-    /// recovery stored as abandoned (a run never created), or one that
-    /// landed after its incarnation was retired (a submission that stalled
-    /// past a whole run of the id, taken back: a run never accepted).
+    /// recovery stored as abandoned (a run never created), or one that ran
+    /// nothing and whose incarnation was marked retired before the delete:
+    /// a submission's that found it retired once its record landed (it
+    /// stalled past a whole run of the id, or read the marks stale), taken
+    /// back before it was accepted. Retention marks a run's incarnation
+    /// retired only after it deleted the record.
     fn no_record_deleted_without_an_outcome(&self, broken: &mut Vec<String>) {
         for deleted in self.history.deleted() {
             let incarnation = (self.history.incarnations(&deleted.run).iter())
@@ -241,7 +244,8 @@ impl Checked<'_> {
                     incarnation.at <= deleted.at && incarnation.record.created_at_ms == deleted.record.created_at_ms
                 });
             let ended = incarnation.is_some_and(|incarnation| {
-                incarnation.landed_retired || incarnation.outcome.as_ref().is_some_and(|(at, _)| *at <= deleted.at)
+                let taken_back = deleted.retired && incarnation.entries.is_empty();
+                taken_back || incarnation.outcome.as_ref().is_some_and(|(at, _)| *at <= deleted.at)
             });
             if deleted.record.abandoned.is_none() && !ended {
                 broken.push(format!(
@@ -480,35 +484,19 @@ mod tests {
     }
 
     #[test]
-    fn only_a_record_landing_after_its_incarnation_was_retired_may_be_taken_back_unfinished() {
+    fn only_a_record_that_ran_nothing_and_was_retired_before_its_delete_may_be_taken_back() {
         let mark = |ms| Landed {
             key: "tenants/default/retired/00000000000000000001".into(),
             ..created(ms, "", Vec::new())
         };
-        let anew = || {
-            created(
-                2_000,
-                "run",
-                encode(&RunRecord {
-                    incarnation: 1,
-                    ..record(1, 0)
-                }),
-            )
-        };
-        let taken_back = landed(
-            3_000,
-            "run",
-            Change::Deleted(Some(
-                encode(&RunRecord {
-                    incarnation: 1,
-                    ..record(1, 0)
-                })
-                .into(),
-            )),
-        );
-        let late = [mark(1_000), anew(), taken_back.clone()];
+        let anew = || created(2_000, "run", encode(&record(1, 1)));
+        let taken_back = || landed(3_000, "run", Change::Deleted(Some(encode(&record(1, 1)).into())));
+        let late = [anew(), mark(2_500), taken_back()];
         assert_eq!(violations(&late, Vec::new(), &[]), Vec::<String>::new());
-        let accepted = [anew(), mark(2_500), taken_back];
-        one_named(&violations(&accepted, Vec::new(), &[]), "deleted unfinished");
+        let swept_unfinished = [anew(), taken_back(), mark(3_500)];
+        one_named(&violations(&swept_unfinished, Vec::new(), &[]), "deleted unfinished");
+        let ran = created(2_200, "incarnations/1/journal/0000000000", Vec::new());
+        let started = [anew(), ran, mark(2_500), taken_back()];
+        one_named(&violations(&started, Vec::new(), &[]), "deleted unfinished");
     }
 }

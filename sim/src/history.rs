@@ -32,10 +32,6 @@ pub struct Incarnation {
     pub outcome: Option<(Duration, Outcome)>,
     /// The seqs of the entries stored, and when each first was.
     pub entries: BTreeMap<u64, Duration>,
-    /// Whether its incarnation (or a higher one) was marked retired before
-    /// the record landed: a submission that stalled past a whole run of
-    /// the id, which must take its record back unrun.
-    pub landed_retired: bool,
 }
 
 /// A record deleted: whose, when, by which host, and what it held.
@@ -45,6 +41,11 @@ pub struct RecordDeleted {
     pub at: Duration,
     pub host: usize,
     pub record: RunRecord,
+    /// Whether its incarnation (or a higher one) was marked retired before
+    /// the delete landed: so the record was either swept, or a
+    /// submission's that found its incarnation retired once its record
+    /// landed, taken back.
+    pub retired: bool,
 }
 
 /// How a run ended: its last generation's outcome, and the seqs its
@@ -115,13 +116,11 @@ impl Runs {
                     })
                 };
                 if let Some(record) = decode::<RunRecord>(bytes).ok().filter(|record| !again(record)) {
-                    let landed_retired = self.retired.is_some_and(|mark| mark >= record.incarnation);
                     self.incarnations.entry(run.to_owned()).or_default().push(Incarnation {
                         at: landed.at,
                         record,
                         outcome: None,
                         entries: BTreeMap::new(),
-                        landed_retired,
                     });
                 }
             }
@@ -147,6 +146,7 @@ impl Runs {
                         run: run.to_owned(),
                         at: landed.at,
                         host: landed.host,
+                        retired: self.retired.is_some_and(|mark| mark >= record.incarnation),
                         record,
                     });
                 }

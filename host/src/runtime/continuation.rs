@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::interruption::Suspension;
 use super::moment::Moment;
+use super::retention::LATE_WRITES_LAND_WITHIN;
 use super::{Progress, RunError, Runs, Submission, failed};
 use crate::clock::{millis, now_ms};
 use crate::journal::{ChainLink, JournalError, Outcome, RunRecord, RunRecords, decode, encode};
@@ -142,7 +143,8 @@ fn parse_generation(run: &RunId) -> Option<(RunId, u64)> {
 pub(super) enum Continuing {
     /// Its end: continued as the next generation, or failed (or cancelled).
     Ended(Outcome),
-    /// It waits for its tenant's rate to admit the next generation.
+    /// It waits to start the next generation: for its tenant's rate, or
+    /// for the next generation's id to be free.
     Waiting(Suspension),
 }
 
@@ -184,7 +186,21 @@ impl Runs {
                 let suspension = Suspension::until(wake_at_ms).no_later_than(record.deadline_ms, now_ms());
                 Ok(Continuing::Waiting(suspension))
             }
-            Err(e) if e.is_storage_failure() || matches!(e, RunError::Journal(_)) => Err(e),
+            // Its host lost its lease while storing the next generation:
+            // nothing was decided, and the run is driven again.
+            Err(e) if e.is_storage_failure() || matches!(e, RunError::Journal(_) | RunError::Interrupted { .. }) => {
+                Err(e)
+            }
+            // The next generation's id is held by a sweep (of a chain run
+            // under this id before, or of a creation of it taken back):
+            // asked again once the hold has passed (found by the
+            // simulation, seed 5002: a run used again failed at its
+            // continuation).
+            Err(RunError::BeingDeleted { .. }) => {
+                let wake_at_ms = now_ms().saturating_add(millis(LATE_WRITES_LAND_WITHIN));
+                let suspension = Suspension::until(wake_at_ms).no_later_than(record.deadline_ms, now_ms());
+                Ok(Continuing::Waiting(suspension))
+            }
             Err(e) => Ok(Continuing::Ended(failed("invalid-continuation", e.to_string()))),
         }
     }

@@ -301,12 +301,16 @@ impl Runs {
     }
 
     /// Whether `record`, just created under a chosen id, landed after its
-    /// incarnation was retired: its creator lost its lease while storing
-    /// it (the lease is checked first, so a live host reads no marks), and
-    /// meanwhile a run of that incarnation came and went under the id, so
-    /// the record would hand another run's epochs and idempotency keys on
-    /// (found by the simulation, seed 6447: a host stalled 1.6 hours while
-    /// creating a child, and the child's step ran again under them).
+    /// incarnation was retired, and no host but its creator can have
+    /// driven it (no claim of its incarnation stands): its creator lost
+    /// its lease while storing it, and meanwhile a run of that incarnation
+    /// came and went under the id, so the record would hand that run's
+    /// epochs and idempotency keys on (found by the simulation, seed 6447:
+    /// a host stalled 1.6 hours while creating a child, and the child's
+    /// step ran again under them). The marks are the tenant's, not the
+    /// id's, so a record another host has since taken over and driven is
+    /// kept (seed 5002: a generation driven for seven minutes was taken
+    /// back when its creator woke), and a live host reads no marks.
     async fn landed_retired(
         &self,
         records: &RunRecords,
@@ -316,7 +320,12 @@ impl Runs {
         if self.host.cluster.held_since(generation) {
             return Ok(false);
         }
-        Ok(incarnations::next(records.store()).await? > record.incarnation)
+        let store = records.store();
+        if incarnations::next(store).await? <= record.incarnation {
+            return Ok(false);
+        }
+        let owner = self.host.cluster.owner(store, record).await?;
+        Ok(owner.epoch == record.first_epoch())
     }
 
     /// What a submission of `record` answers when a run of its id is
