@@ -124,7 +124,7 @@ impl Retention {
     /// Deletes up to [`SWEEP_BATCH`] of the tenant's runs that finished
     /// over `retention` ago, oldest first, and takes them off the listing
     /// (tidying the hours whose runs dropped are due to go: see
-    /// [`created::tidy`]).
+    /// [`Ledger::tidy`]).
     pub async fn sweep(&self, tenant: &TenantId, retention: Duration) -> Result<Swept, RunError> {
         let store = self.storage.tenant(tenant);
         let cutoff = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
@@ -136,7 +136,7 @@ impl Retention {
         self.sweep_finished_markers(&store, cutoff, &mut swept, &mut retired)
             .await?;
         retired.keep_highest(&store).await?;
-        created::tidy(&store, &self.dropped).await?;
+        self.ledger.tidy(&store, &self.dropped).await?;
         if swept.runs > 0 {
             tracing::info!(%tenant, runs = swept.runs, objects = swept.objects, "deleted runs past their retention");
             self.metrics.swept(tenant, swept.runs, swept.objects);
@@ -182,7 +182,7 @@ impl Retention {
                 }
             }
         }
-        created::unlist(store, &deleted, &self.dropped).await?;
+        self.ledger.unlist(store, &deleted, &self.dropped).await?;
         Ok(store.delete_all(&markers).await?)
     }
 
@@ -235,7 +235,7 @@ impl Retention {
                     }
                 }
                 if kept.len() < ended.len() {
-                    created::unlist(store, &deleted, &self.dropped).await?;
+                    self.ledger.unlist(store, &deleted, &self.dropped).await?;
                     ledger::rewrite_ended(store, &folder, &segment, &kept).await?;
                 }
             }

@@ -15,8 +15,9 @@
 //! A compaction writes a segment of level 0 for each hour it noted runs
 //! created in. Once an hour has [`MERGE_AT`] segments of one kind and
 //! level, they are merged into one of the next level: written first,
-//! under a name of its content (so hosts merging the same segments at once
-//! write one object), then the merged ones deleted. So an hour of `n`
+//! under a name of its writer's ([`Names`]), then the merged ones deleted.
+//! Two hosts merging the same segments at once write the same runs twice,
+//! which readers merge. So an hour of `n`
 //! compactions is at most `MERGE_AT` segments a level, `log(n)` levels,
 //! and each run is written once a level. Retention writes the runs it
 //! deleted as a segment of runs gone ([`unlist`]); once those name a
@@ -37,9 +38,11 @@
 //! look due at once to a host whose clock was right, which deleted them
 //! while a merge that had read the runs listed was still to write them
 //! back (simulation seed 3, issue 55). A merge, rewrite or compaction whose reads are older
-//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]), and a
-//! compaction whose writes landed later than that (its host paused inside
-//! them) deletes what it created and nothing it read ([`create_in_time`]).
+//! than [`STALE_AFTER`], half that, writes nothing ([`too_late`]), and one
+//! whose writes landed later than that (its host paused inside them)
+//! deletes what it created and nothing it read ([`create_in_time`]): what
+//! it created is its alone, named by its writer, so no other writer
+//! relies on it.
 //!
 //! Invariants: a run listed is, at every moment, in some segment of its
 //! hour (a merge or a rewrite writes before it deletes, and deletes only
@@ -191,6 +194,11 @@ impl DropSightings {
     }
 }
 
+/// Makes a name for a segment that no other writer's segment has (see
+/// `Ledger::name`: the time, the host and a count), so that a writer whose
+/// writes landed too late takes back only its own ([`create_in_time`]).
+pub type Names<'a> = &'a (dyn Fn() -> String + Send + Sync);
+
 /// Whether writes made of reads begun at `read_at` come too late to be
 /// made ([`STALE_AFTER`]); says so in the log.
 pub(super) fn too_late(read_at: Instant, what: &str) -> bool {
@@ -202,17 +210,17 @@ pub(super) fn too_late(read_at: Instant, what: &str) -> bool {
 }
 
 /// Creates `writes`, made of reads begun at `read_at` and named for this
-/// writer alone, unless that is [`too_late`]; whether they stand. A write
-/// may also land too late: its host paused inside it (simulation seed
-/// 897, issue 55: a rewrite's host paused 1.7 hours in the write, and its
-/// segment listed runs retention had deleted meanwhile). So the writer
-/// looks again once they landed and, if late, deletes what it created and
-/// leaves the reads they were to replace to the next writer: until it
-/// deleted them, they are still listed, so no run drops out. Only for
-/// keys no other writer makes: a merge's or a rewrite's segment is named
-/// by its content, so another host may have written the same one in time
-/// and deleted its reads, relying on it (taking it back lost runs from
-/// the listing: simulation seed 7232).
+/// writer alone ([`Names`]), unless that is [`too_late`]; whether they
+/// stand. A write may also land too late: its host paused inside it
+/// (simulation seed 897, issue 55: a rewrite's host paused 1.7 hours in
+/// the write, and its segment listed runs retention had deleted
+/// meanwhile). So the writer looks again once they landed and, if late,
+/// deletes what it created and leaves the reads they were to replace to
+/// the next writer: until it deleted them, they are still listed, so no
+/// run drops out. Only for keys no other writer makes: when merges and
+/// rewrites named their segments by content, another host may have
+/// written the same one in time and deleted its reads, relying on it
+/// (taking it back lost runs from the listing: simulation seed 7232).
 pub(super) async fn create_in_time(
     store: &TenantStore,
     writes: &[(StoreKey, Bytes)],
@@ -310,16 +318,13 @@ pub(super) fn level_zero(listed: Vec<ListedRun>, name: &str) -> Vec<(StoreKey, B
         .collect()
 }
 
-/// Writes `runs` (of `kind`) as one segment of `hour` at `level`, named
-/// by its content, and gives its key.
-async fn write<R: Serialize>(
-    store: &TenantStore,
-    hour: u64,
-    kind: Kind,
-    level: u8,
-    runs: &[R],
-) -> Result<StoreKey, JournalError> {
-    create_named(store, runs, |count, name| segment_key(hour, kind, level, count, name)).await
+/// `runs` (of `kind`) as one segment of `hour` at `level` named `name`:
+/// its key and bytes.
+fn segment<R: Serialize>(hour: u64, kind: Kind, level: u8, runs: &[R], name: &str) -> (StoreKey, Bytes) {
+    (
+        segment_key(hour, kind, level, runs.len(), name),
+        Bytes::from(encode(&runs)),
+    )
 }
 
 /// Writes `runs` as one segment at the key `key` makes of their count and
@@ -392,10 +397,11 @@ async fn read_hour(store: &TenantStore, hour: u64) -> Result<(Vec<Segment>, Cont
 }
 
 /// Merges the segments of `hour` (listed or gone) while a kind and level
-/// holds [`MERGE_AT`] or more; the segments it then holds. A segment gone
-/// before it is read (another host merged it) ends the merging: that
-/// host goes on with it.
-pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, JournalError> {
+/// holds [`MERGE_AT`] or more, naming each merged segment from `names`;
+/// the segments it then holds. A segment gone before it is read (another
+/// host merged it), or a merge whose write lands too late, ends the
+/// merging: another host, or the next merge, goes on with it.
+pub(super) async fn merge(store: &TenantStore, hour: u64, names: Names<'_>) -> Result<Vec<Segment>, JournalError> {
     for _ in 0..MERGES_AT_ONCE {
         let listed = segments(store, hour).await?;
         let mut tiers: BTreeMap<(Kind, u8), Vec<Segment>> = BTreeMap::new();
@@ -412,14 +418,14 @@ pub(super) async fn merge(store: &TenantStore, hour: u64) -> Result<Vec<Segment>
         let Some(contents) = read(store, &tier).await? else {
             break;
         };
-        if too_late(read_at, "a merge of the listing") {
+        let (next, name) = (level.saturating_add(1), names());
+        let merged = match kind {
+            Kind::Listed => segment(hour, kind, next, &contents.listed, &name),
+            _ => segment(hour, kind, next, &Vec::from_iter(contents.gone), &name),
+        };
+        if !create_in_time(store, &[merged], read_at, "a merge of the listing").await? {
             break;
         }
-        let next = level.saturating_add(1);
-        match kind {
-            Kind::Listed => write(store, hour, kind, next, &contents.listed).await?,
-            _ => write(store, hour, kind, next, &Vec::from_iter(contents.gone)).await?,
-        };
         let keys: Vec<StoreKey> = tier.into_iter().map(|segment| segment.key).collect();
         store.delete_all(&keys).await?;
     }
@@ -441,64 +447,76 @@ pub async fn hour(store: &TenantStore, hour: u64) -> Result<Vec<ListedRun>, Jour
 /// Takes the runs `deleted` off the listing: a segment of runs gone in
 /// each hour they were created in, and the hour rewritten without them
 /// once they are a quarter of it (deleting the segments of runs dropped
-/// `sightings` finds due).
-pub async fn unlist(
+/// `sightings` finds due); each segment named from `names`.
+pub(super) async fn unlist(
     store: &TenantStore,
     deleted: &BTreeSet<NotedRun>,
     sightings: &DropSightings,
+    names: Names<'_>,
 ) -> Result<(), JournalError> {
     let mut hours: BTreeMap<u64, Vec<NotedRun>> = BTreeMap::new();
     for run in deleted {
         hours.entry(run.created_at_ms / HOUR_MS).or_default().push(run.clone());
     }
     for (hour, gone) in hours {
-        write(store, hour, Kind::Gone, 0, &gone).await?;
-        let segments = merge(store, hour).await?;
+        // A segment of runs gone that lands late subtracts runs already
+        // deleted: it is kept.
+        let (key, bytes) = segment(hour, Kind::Gone, 0, &gone, &names());
+        match store.create(&key, bytes).await {
+            Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let segments = merge(store, hour, names).await?;
         let counted = |kind| -> u64 {
             let of_kind = |segment: &&Segment| segment.kind == kind;
             segments.iter().filter(of_kind).map(|segment| segment.runs).sum()
         };
         if counted(Kind::Gone).saturating_mul(4) >= counted(Kind::Listed) {
-            rewrite(store, hour, sightings).await?;
+            rewrite(store, hour, sightings, names).await?;
         }
     }
     Ok(())
 }
 
 /// Rewrites `hour` without the runs gone from it: one segment of the runs
-/// left (written first, at the highest level read), and the runs gone
-/// written as dropped; then the segments read deleted, but those of runs
-/// dropped, which go once `sightings` finds them due. An hour left holding
-/// runs dropped is marked for [`tidy`].
-async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> Result<(), JournalError> {
+/// left (at the highest level read), and the runs gone as dropped, both
+/// named from `names` and taken back if they land too late; then the
+/// segments read deleted, but those of runs dropped, which go once
+/// `sightings` finds them due. An hour left holding runs dropped is
+/// marked for [`tidy`].
+async fn rewrite(
+    store: &TenantStore,
+    hour: u64,
+    sightings: &DropSightings,
+    names: Names<'_>,
+) -> Result<(), JournalError> {
     let read_at = Instant::now();
     let (segments, contents) = read_hour(store, hour).await?;
-    if too_late(read_at, "a rewrite of the listing") {
-        return Ok(());
-    }
-    let key = |segment: &Segment| segment.key.clone();
     let due = sightings.due(store, hour, &segments);
     let mut deleted: Vec<StoreKey> = due.iter().cloned().collect();
     let left = contents.left();
     let dropping = !contents.gone.is_empty();
     if dropping || left.len() < contents.listed.len() {
-        let mut read: Vec<StoreKey> = segments
-            .iter()
-            .filter(|segment| segment.kind != Kind::Dropped)
-            .map(key)
-            .collect();
+        let mut writes = Vec::new();
         if !left.is_empty() {
             let top = segments.iter().map(|segment| segment.level).max().unwrap_or(0);
-            let written = write(store, hour, Kind::Listed, top, &left).await?;
-            read.retain(|key| *key != written);
+            writes.push(segment(hour, Kind::Listed, top, &left, &names()));
         }
         if dropping {
             let gone = Vec::from_iter(contents.gone);
-            let now_ms = crate::clock::now_ms();
-            let written = create_named(store, &gone, |runs, name| dropped_key(hour, now_ms, runs, name)).await?;
-            sightings.wrote(store, hour, written);
+            let key = dropped_key(hour, crate::clock::now_ms(), gone.len(), &names());
+            writes.push((key, Bytes::from(encode(&gone))));
         }
-        deleted.extend(read);
+        if !create_in_time(store, &writes, read_at, "a rewrite of the listing").await? {
+            return Ok(());
+        }
+        if dropping && let Some((dropped, _)) = writes.last() {
+            sightings.wrote(store, hour, dropped.clone());
+        }
+        let read = segments.iter().filter(|segment| segment.kind != Kind::Dropped);
+        deleted.extend(read.map(|segment| segment.key.clone()));
+    } else if too_late(read_at, "a rewrite of the listing") {
+        return Ok(());
     }
     store.delete_all(&deleted).await?;
     let dropped_left = segments
@@ -511,8 +529,9 @@ async fn rewrite(store: &TenantStore, hour: u64, sightings: &DropSightings) -> R
 }
 
 /// Rewrites each hour marked as holding runs dropped once `sightings` finds
-/// some due (see [`rewrite`]), and unmarks an hour that holds none.
-pub async fn tidy(store: &TenantStore, sightings: &DropSightings) -> Result<(), JournalError> {
+/// some due (see [`rewrite`]; its segments named from `names`), and
+/// unmarks an hour that holds none.
+pub(super) async fn tidy(store: &TenantStore, sightings: &DropSightings, names: Names<'_>) -> Result<(), JournalError> {
     let holds_dropped = |segments: &[Segment]| segments.iter().any(|segment| segment.kind == Kind::Dropped);
     for marker in store.list(&tidy_key()).await? {
         let Some(hour) = marker.filename().and_then(|name| name.parse::<u64>().ok()) else {
@@ -520,7 +539,7 @@ pub async fn tidy(store: &TenantStore, sightings: &DropSightings) -> Result<(), 
         };
         let mut held = segments(store, hour).await?;
         if !sightings.due(store, hour, &held).is_empty() {
-            rewrite(store, hour, sightings).await?;
+            rewrite(store, hour, sightings, names).await?;
             held = segments(store, hour).await?;
         }
         if !holds_dropped(&held) {
@@ -541,19 +560,19 @@ fn listed_key() -> StoreKey {
 /// Lists every run stored before the ledger listed runs, once: the first
 /// call on such a store reads every run record, writes what it read in
 /// segments of their hours (named by their content, so two hosts at once
-/// write the same), deletes the markers of the index kept before
+/// write the same; merged segments named from `names`), deletes the markers of the index kept before
 /// (`index/`), and marks the store listed (`ledger/.listed`). A store
 /// with no run is left unwritten. A folder without a record is no run
 /// (see `Runs::run_ids`); a corrupt record is left unlisted.
-pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
+pub(super) async fn ensure_listed(store: &TenantStore, names: Names<'_>) -> Result<(), JournalError> {
     if store.get(&listed_key()).await?.is_some() {
         return Ok(());
     }
-    let names = store.children(&runs_key()).await?;
-    if names.is_empty() {
+    let folders = store.children(&runs_key()).await?;
+    if folders.is_empty() {
         return Ok(());
     }
-    let ids: Vec<RunId> = names.iter().filter_map(|name| RunId::new(name).ok()).collect();
+    let ids: Vec<RunId> = folders.iter().filter_map(|name| RunId::new(name).ok()).collect();
     let mut records = futures::stream::iter(ids)
         .map(|run| RunRecords::new(store.clone(), run))
         .map(|records| async move { records.run().await })
@@ -570,8 +589,11 @@ pub async fn ensure_listed(store: &TenantStore) -> Result<(), JournalError> {
         }
     }
     for (hour, runs) in by_hour(listed) {
-        write(store, hour, Kind::Listed, 0, &merged(runs)).await?;
-        merge(store, hour).await?;
+        create_named(store, &merged(runs), |count, name| {
+            segment_key(hour, Kind::Listed, 0, count, name)
+        })
+        .await?;
+        merge(store, hour, names).await?;
     }
     let old_index = store.list(&StoreKey::from_iter(["index"])).await?;
     store.delete_all(&old_index).await?;
@@ -597,6 +619,12 @@ mod tests {
             builds: vec![build.into()],
             tags: Vec::new(),
         }
+    }
+
+    /// Names a test's segments apart, as `Ledger::name` does a host's.
+    fn next_name() -> String {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        format!("test-{:08}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 
     fn tenant_store() -> TenantStore {
@@ -625,7 +653,7 @@ mod tests {
         let compactions = MERGE_AT * MERGE_AT + 3;
         for n in 0..compactions {
             compacted(&store, vec![listed(n, 7, "a")], &format!("{n:08}")).await?;
-            merge(&store, 0).await?;
+            merge(&store, 0, &next_name).await?;
         }
         let levels: Vec<u8> = tiers(&store, 0).await?.into_iter().map(|(_, level)| level).collect();
         assert_eq!(levels, [0, 0, 0, 2], "256 merged twice, 3 left at level 0");
@@ -671,12 +699,12 @@ mod tests {
             Ok::<_, JournalError>(runs.into_iter().map(|run| run.noted).collect::<Vec<_>>())
         };
 
-        unlist(&store, &BTreeSet::from([runs[1].noted.clone()]), &sightings).await?;
+        unlist(&store, &BTreeSet::from([runs[1].noted.clone()]), &sightings, &next_name).await?;
         assert_eq!(left(store.clone()).await?.len(), 7);
         let (listed, gone, dropped) = (Kind::Listed, Kind::Gone, Kind::Dropped);
         assert_eq!(tiers(&store, 1).await?, [(listed, 0), (listed, 0), (gone, 0)]);
 
-        unlist(&store, &BTreeSet::from([runs[6].noted.clone()]), &sightings).await?;
+        unlist(&store, &BTreeSet::from([runs[6].noted.clone()]), &sightings, &next_name).await?;
         let kept: Vec<NotedRun> = [0, 2, 3, 4, 5, 7].iter().map(|&n| runs[n].noted.clone()).collect();
         assert_eq!(left(store.clone()).await?, kept);
         assert_eq!(
@@ -685,9 +713,9 @@ mod tests {
             "rewritten at 2 of 8"
         );
 
-        unlist(&store, &kept.into_iter().collect(), &sightings).await?;
+        unlist(&store, &kept.into_iter().collect(), &sightings, &next_name).await?;
         // A run unlisted from an hour that lists nothing is dropped too.
-        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings).await?;
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings, &next_name).await?;
         assert!(left(store.clone()).await?.is_empty());
         let kinds: BTreeSet<Kind> = tiers(&store, 1).await?.into_iter().map(|(kind, _)| kind).collect();
         assert_eq!(
@@ -698,11 +726,11 @@ mod tests {
 
         let newest = segments(&store, 1).await?.pop().expect("a segment").key;
         tokio::time::sleep(DROPPED_KEPT_FOR - Duration::from_millis(1)).await;
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         let keys: Vec<StoreKey> = segments(&store, 1).await?.into_iter().map(|s| s.key).collect();
         assert!(keys.contains(&newest), "kept until it is due");
         tokio::time::sleep(Duration::from_millis(1)).await;
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         assert!(store.list(&folder(1)).await?.is_empty());
         assert!(store.list(&tidy_key()).await?.is_empty(), "the hour is unmarked");
         Ok(())
@@ -717,7 +745,7 @@ mod tests {
         let (store, sightings) = (tenant_store(), DropSightings::default());
         let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
         compacted(&store, runs.clone(), "first").await?;
-        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings).await?;
+        unlist(&store, &BTreeSet::from([runs[0].noted.clone()]), &sightings, &next_name).await?;
         compacted(&store, vec![runs[0].clone()], "late").await?;
         let listed_now = || async {
             Ok::<_, JournalError>(
@@ -731,7 +759,7 @@ mod tests {
         assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
 
         tokio::time::sleep(DROPPED_KEPT_FOR).await;
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         assert_eq!(listed_now().await?, [runs[1].noted.clone()]);
         assert_eq!(
             tiers(&store, 0).await?,
@@ -763,14 +791,14 @@ mod tests {
             Ok::<_, JournalError>(listed.collect::<Vec<_>>())
         };
 
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         compacted(&store, vec![runs[0].clone()], "written back").await?;
         assert_eq!(listed_now().await?, [runs[1].noted.clone()], "still dropped");
         tokio::time::sleep(DROPPED_KEPT_FOR - Duration::from_millis(1)).await;
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         assert_eq!(listed_now().await?, [runs[1].noted.clone()], "a moment short");
         tokio::time::sleep(Duration::from_millis(1)).await;
-        tidy(&store, &sightings).await?;
+        tidy(&store, &sightings, &next_name).await?;
         assert_eq!(listed_now().await?, [runs[1].noted.clone()], "taken out for good");
         assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 0)]);
         Ok(())
@@ -824,6 +852,68 @@ mod tests {
         Ok(())
     }
 
+    /// Issue 55, simulation seed 897: a rewrite whose host pauses inside
+    /// its write of the runs left, past [`STALE_AFTER`], while another
+    /// host deletes one of those runs and its drop runs out, takes its
+    /// writes back once they land: the run deleted is not listed again.
+    /// (Written, it was: the late segment listed it, and nothing
+    /// subtracted it any more.)
+    #[tokio::test(start_paused = true)]
+    async fn a_rewrite_landing_too_late_lists_no_run_deleted_meanwhile() -> Result<(), JournalError> {
+        use crate::store::seams::{Before, Call, Seams};
+        use futures::FutureExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let _virtual = VirtualTime::start(10 * HOUR_MS);
+        let (armed, reached, released) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let before: Before = {
+            let (armed, reached, released) = (armed.clone(), reached.clone(), released.clone());
+            Arc::new(move |call, key| {
+                let listed_segment = key.filename().is_some_and(|name| name.starts_with("00-"));
+                let stall = call == Call::Put && listed_segment && armed.swap(false, Ordering::SeqCst);
+                let (reached, released) = (reached.clone(), released.clone());
+                async move {
+                    if stall {
+                        reached.notify_one();
+                        released.notified().await;
+                    }
+                    Ok(())
+                }
+                .boxed()
+            })
+        };
+        let store = Storage::new(Arc::new(Seams::before(before))).tenant(&TenantId::default_tenant());
+        let runs: Vec<ListedRun> = (0..3).map(|n| listed(n, 7, "a")).collect();
+        compacted(&store, runs.clone(), "first").await?;
+        let (key, bytes) = segment(0, Kind::Gone, 0, &[runs[0].noted.clone()], "gone");
+        store.create(&key, bytes).await?;
+
+        armed.store(true, Ordering::SeqCst);
+        let late = tokio::spawn({
+            let store = store.clone();
+            async move { rewrite(&store, 0, &DropSightings::default(), &next_name).await }
+        });
+        reached.notified().await;
+        let other = DropSightings::default();
+        unlist(&store, &BTreeSet::from([runs[1].noted.clone()]), &other, &next_name).await?;
+        tidy(&store, &other, &next_name).await?;
+        tokio::time::sleep(DROPPED_KEPT_FOR).await;
+        tidy(&store, &other, &next_name).await?;
+        released.notify_one();
+        late.await.expect("the late rewrite ends")?;
+
+        let listed: Vec<NotedRun> = hour(&store, 0).await?.into_iter().map(|run| run.noted).collect();
+        assert_eq!(
+            listed,
+            [runs[2].noted.clone()],
+            "the run deleted meanwhile stays unlisted"
+        );
+        Ok(())
+    }
+
     /// A merge whose reads of a full tier end past [`STALE_AFTER`] writes
     /// nothing and deletes nothing; the next merge does its work.
     #[tokio::test(start_paused = true)]
@@ -834,10 +924,10 @@ mod tests {
         }
         let before = tiers(&store, 0).await?;
         stall(&faults);
-        merge(&store, 0).await?;
+        merge(&store, 0, &next_name).await?;
         faults.set_config(FaultConfig::default());
         assert_eq!(tiers(&store, 0).await?, before, "nothing written or deleted");
-        merge(&store, 0).await?;
+        merge(&store, 0, &next_name).await?;
         assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 1)]);
         Ok(())
     }
@@ -855,6 +945,7 @@ mod tests {
             &store,
             &BTreeSet::from([runs[0].noted.clone()]),
             &DropSightings::default(),
+            &next_name,
         )
         .await?;
         faults.set_config(FaultConfig::default());
@@ -865,7 +956,7 @@ mod tests {
         );
         let left: Vec<NotedRun> = hour(&store, 0).await?.into_iter().map(|run| run.noted).collect();
         assert_eq!(left, [runs[1].noted.clone()]);
-        rewrite(&store, 0, &DropSightings::default()).await?;
+        rewrite(&store, 0, &DropSightings::default(), &next_name).await?;
         assert_eq!(tiers(&store, 0).await?, [(Kind::Listed, 0), (Kind::Dropped, 0)]);
         Ok(())
     }

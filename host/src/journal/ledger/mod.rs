@@ -195,7 +195,7 @@ impl Ledger {
         if lock(&self.inner.listed).contains(store.tenant()) {
             return Ok(());
         }
-        created::ensure_listed(store).await?;
+        created::ensure_listed(store, &|| self.name()).await?;
         lock(&self.inner.listed).insert(store.tenant().clone());
         Ok(())
     }
@@ -316,9 +316,25 @@ impl Ledger {
         let read: Vec<StoreKey> = batch_keys.into_iter().chain(open_keys).collect();
         store.delete_all(&read).await?;
         for hour in hours {
-            created::merge(store, hour).await?;
+            created::merge(store, hour, &|| self.name()).await?;
         }
         Ok(())
+    }
+
+    /// Takes the runs `deleted` off the listing (see [`created::unlist`]).
+    pub async fn unlist(
+        &self,
+        store: &TenantStore,
+        deleted: &BTreeSet<NotedRun>,
+        sightings: &created::DropSightings,
+    ) -> Result<(), JournalError> {
+        created::unlist(store, deleted, sightings, &|| self.name()).await
+    }
+
+    /// Rewrites the hours holding runs dropped that are due (see
+    /// [`created::tidy`]).
+    pub async fn tidy(&self, store: &TenantStore, sightings: &created::DropSightings) -> Result<(), JournalError> {
+        created::tidy(store, sightings, &|| self.name()).await
     }
 }
 
