@@ -188,9 +188,7 @@ impl Runs {
             }
             // Its host lost its lease while storing the next generation:
             // nothing was decided, and the run is driven again.
-            Err(e) if e.is_storage_failure() || matches!(e, RunError::Journal(_) | RunError::Interrupted { .. }) => {
-                Err(e)
-            }
+            Err(e) if e.is_storage_failure() || e.is_stood_down() || matches!(e, RunError::Journal(_)) => Err(e),
             // The next generation's id is held by a sweep (of a chain run
             // under this id before, or of a creation of it taken back):
             // asked again once the hold has passed (found by the

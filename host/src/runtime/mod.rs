@@ -365,10 +365,16 @@ impl RunError {
         matches!(self, Self::Journal(error) if matches!(&**error, JournalError::Corrupt { .. }))
     }
 
-    /// Whether this host's claim on the run lapsed, so it stood down: the
-    /// run may go on here once claimed again, or on another host.
+    /// Whether this host's claim on the run lapsed, so it stood down, or
+    /// its lease lapsed while it stored a run the run's driver started (a
+    /// child or the next generation: `Interrupted`): the run may go on
+    /// here once claimed again, or on another host.
     pub fn is_stood_down(&self) -> bool {
-        matches!(self, Self::Journal(error) if matches!(&**error, JournalError::StoodDown { .. }))
+        match self {
+            Self::Journal(error) => matches!(&**error, JournalError::StoodDown { .. }),
+            Self::Interrupted { .. } => true,
+            _ => false,
+        }
     }
 
     /// This error of a read of `run`, which found gone something it had
@@ -746,5 +752,16 @@ mod tests {
         assert!(RunError::Secrets(SecretError::Store(outage())).is_storage_failure());
         assert!(RunError::from(outage()).is_storage_failure());
         assert!(!RunError::Secrets(SecretError::NoKey).is_storage_failure());
+    }
+
+    /// A run whose driver lost its lease while storing the run it started
+    /// (its next generation, a child) stood down: it is driven again, not
+    /// stopped for good (simulation seed 11: a chain stopped, undriven,
+    /// when its generation's submission was interrupted).
+    #[test]
+    fn a_submission_interrupted_by_a_lapsed_lease_stands_the_run_down() {
+        let run = RunId::new("r1").expect("an id");
+        assert!(RunError::Interrupted { run: run.clone() }.is_stood_down());
+        assert!(!RunError::BeingDeleted { run }.is_stood_down());
     }
 }
