@@ -1025,7 +1025,6 @@ fn a_batch_pauses_one_components_runs_alone_and_the_cli_resumes_them() {
     assert_eq!(page, json!({"runs": ["b2", "o1"], "next": null}));
 }
 
-/// `Stepstone-Signature` for `body` at `t` under `key`, as a sender signs it.
 /// Sets the tenant's `hook-signing-key` to `whsec_acme`.
 fn set_signing_key(server: &Server) {
     let key = server
@@ -1036,18 +1035,22 @@ fn set_signing_key(server: &Server) {
     assert_eq!(key.status(), 204);
 }
 
-fn hook_signature(key: &str, t: u64, body: &str) -> String {
+/// `Stepstone-Signature` for a POST of `body` to `target` (path and
+/// query) at `t` under `key`, as a sender signs it.
+fn hook_signature(key: &str, t: u64, target: &str, body: &str) -> String {
     use hmac::Mac;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).expect("any key");
-    mac.update(format!("{t}.{body}").as_bytes());
+    mac.update(format!("{t}.POST {target}\n{body}").as_bytes());
     format!("t={t},sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// A signed request to a tenant's hook starts a run of its workflow with
 /// the request as its input (the method, the header the hook names and no
-/// other, the query, the body); the same request again answers the same
-/// run. A forged, unsigned or stale request, an unknown hook or tenant,
-/// and a tenant without a signing key start nothing.
+/// other, the query, the body, and which of them are signed); the same
+/// request again answers the same run. A forged, unsigned or stale
+/// request, one signed for another of the tenant's hooks or another
+/// query (issue 56), an unknown hook or tenant, and a tenant without a
+/// signing key start nothing.
 #[test]
 fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     const OTHER: &str = "sst_lifecycle_other";
@@ -1086,7 +1089,7 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         .expect("after 1970")
         .as_secs();
     let body = r#"{"order":7}"#;
-    let signed = hook_signature("whsec_acme", now, body);
+    let signed = hook_signature("whsec_acme", now, "/hooks/acme/orders?ref=main", body);
     let (status, started) = call("/hooks/acme/orders?ref=main", Some(signed.clone()), body);
     assert_eq!(status, 202, "{started}");
     let run = started["run_id"].as_str().expect("a run id").to_owned();
@@ -1096,7 +1099,8 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         .expect(200);
     assert_eq!(
         done["output"],
-        json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7}}),
+        json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7},
+            "signed": ["method", "query", "body"]}),
         "{done}"
     );
     let (status, again) = call("/hooks/acme/orders?ref=main", Some(signed.clone()), body);
@@ -1109,7 +1113,7 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     let waited = r#"{"order":9}"#;
     let (status, ended) = call(
         "/hooks/acme/orders?wait=30s",
-        Some(hook_signature("whsec_acme", now, waited)),
+        Some(hook_signature("whsec_acme", now, "/hooks/acme/orders?wait=30s", waited)),
         waited,
     );
     assert_eq!((status, &ended["state"]), (200, &json!("completed")), "{ended}");
@@ -1117,7 +1121,12 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     assert_eq!(ended["output"]["query"], json!({"wait": "30s"}), "{ended}");
     let (status, _) = call(
         "/hooks/acme/orders?wait=soon",
-        Some(hook_signature("whsec_acme", now, waited)),
+        Some(hook_signature(
+            "whsec_acme",
+            now,
+            "/hooks/acme/orders?wait=soon",
+            waited,
+        )),
         waited,
     );
     assert_eq!(status, 400, "a wait that is no duration");
@@ -1128,17 +1137,40 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         let error = reply["error"].as_str().unwrap_or_default();
         assert!(error.contains(says), "{path}: {error}");
     };
-    let forged = hook_signature("whsec_guess", now, body);
+    let forged = hook_signature("whsec_guess", now, "/hooks/acme/orders", body);
     refused("/hooks/acme/orders", Some(forged), body, 401, "does not match");
     refused(
-        "/hooks/acme/orders",
+        "/hooks/acme/orders?ref=main",
         Some(signed.clone()),
         r#"{"order":8}"#,
         401,
         "does not match",
     );
+    // Replayed to another hook of the tenant, or with another query.
+    let refunds = json!({"component": "hello", "workflow": "echo"});
+    let stored = server
+        .request(reqwest::Method::PUT, "/v1/hooks/refunds", TOKEN)
+        .json(&refunds)
+        .send()
+        .expect("sent");
+    assert_eq!(stored.status(), 200);
+    refused(
+        "/hooks/acme/refunds?ref=main",
+        Some(signed.clone()),
+        body,
+        401,
+        "does not match",
+    );
+    refused(
+        "/hooks/acme/orders?ref=evil",
+        Some(signed.clone()),
+        body,
+        401,
+        "does not match",
+    );
+    refused("/hooks/acme/orders", Some(signed.clone()), body, 401, "does not match");
     refused("/hooks/acme/orders", None, body, 401, "no `Stepstone-Signature`");
-    let stale = hook_signature("whsec_acme", now - 301, body);
+    let stale = hook_signature("whsec_acme", now - 301, "/hooks/acme/orders", body);
     refused("/hooks/acme/orders", Some(stale), body, 401, "300 s");
     refused("/hooks/acme/orders", Some("t=1,sha256=zz".into()), body, 401, "is not");
     refused("/hooks/globex/orders", Some(signed.clone()), body, 404, "no hook");
@@ -1152,7 +1184,10 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
     let hooks = server.get("/v1/hooks", TOKEN).expect(200);
     assert_eq!(
         hooks,
-        json!({"hooks": [{"name": "orders", "hook": {"component": "hello", "workflow": "echo", "headers": ["x-event"]}}]})
+        json!({"hooks": [
+            {"name": "orders", "hook": {"component": "hello", "workflow": "echo", "headers": ["x-event"]}},
+            {"name": "refunds", "hook": {"component": "hello", "workflow": "echo", "headers": []}},
+        ]})
     );
     for (bad, status) in [
         (
@@ -1175,7 +1210,7 @@ fn a_signed_request_to_a_hook_starts_one_run_and_a_forged_or_stale_one_none() {
         .send()
         .expect("sent");
     assert_eq!(deleted.status(), 204);
-    let signed = hook_signature("whsec_acme", now, "{}");
+    let signed = hook_signature("whsec_acme", now, "/hooks/acme/orders", "{}");
     refused("/hooks/acme/orders", Some(signed), "{}", 404, "no hook");
 }
 
@@ -1413,7 +1448,10 @@ fn a_flood_of_hook_requests_or_restarts_meets_the_tenants_start_rate() {
             let body = format!(r#"{{"n":{n}}}"#);
             let reply = client
                 .post(format!("{}/hooks/acme/flood", server.url))
-                .header("stepstone-signature", hook_signature("whsec_acme", now, &body))
+                .header(
+                    "stepstone-signature",
+                    hook_signature("whsec_acme", now, "/hooks/acme/flood", &body),
+                )
                 .body(body)
                 .send()
                 .expect("an answer");

@@ -3,17 +3,23 @@
 //! tenant's secret `hook-signing-key`.
 //!
 //! A request is taken only with `Stepstone-Signature: t={unix seconds},sha256={hex}`,
-//! the HMAC-SHA256 of `{t}.{body}` under that key (the scheme the host's
-//! completion hooks sign with, the time signed too, as Stripe's), `t`
-//! within [`TOLERANCE`] of the host's clock. The run's id is the hook's
-//! name and the first 20 hex digits of the signature, so a request sent
-//! again (a retry, or a replay by whoever captured it) starts no second
-//! run but answers the first; past the tolerance a replay is refused. The
-//! request's method, the headers the hook names, its query and its body
-//! become the run's input:
+//! the HMAC-SHA256 of `{t}.{METHOD} {target}\n{body}` under that key,
+//! where `target` is the request's path and query as sent
+//! (`/hooks/acme/orders?ref=main`), `t` within [`TOLERANCE`] of the host's
+//! clock. So a signature holds for its hook, its method and its query, not
+//! only its body: a request captured on one hook and sent to another of
+//! the tenant's, or with another query, is forged (issue 56). The run's id
+//! is the hook's name and the first 20 hex digits of the signature, so a
+//! request sent again (a retry, or a replay by whoever captured it)
+//! starts no second run but answers the first; past the tolerance a
+//! replay is refused. The request's method, the headers the hook names,
+//! its query and its body become the run's input, which says which of
+//! them the signature covers (the headers are not: a sender's tooling
+//! sets them, and a replay that changes them answers the first run):
 //!
 //! ```json
-//! {"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7}}
+//! {"method": "POST", "headers": {"x-event": "push"}, "query": {"ref": "main"}, "body": {"order": 7},
+//!  "signed": ["method", "query", "body"]}
 //! ```
 //!
 //! The body is its JSON if it parses, else its text; an empty one is `null`.
@@ -43,6 +49,8 @@ pub const MAX_HEADERS: usize = 16;
 pub const MAX_HEADER_NAME: usize = 256;
 /// Hex digits of the signature in a run's id.
 const RUN_ID_HEX: usize = 20;
+/// The parts of a run's input the signature covers.
+const SIGNED_PARTS: [&str; 3] = ["method", "query", "body"];
 
 /// What a hook starts: a run of `workflow` of `component` per request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -106,7 +114,7 @@ pub enum HookError {
 pub enum Refusal {
     /// No signature.
     #[error(
-        "no `Stepstone-Signature` header: sign the request with `t={{unix seconds}},sha256={{hex HMAC-SHA256 of \"{{t}}.{{body}}\" under the tenant's secret `hook-signing-key`}}`"
+        "no `Stepstone-Signature` header: sign the request with `t={{unix seconds}},sha256={{hex HMAC-SHA256 of \"{{t}}.{{METHOD}} {{path and query}}\\n{{body}}\" under the tenant's secret `hook-signing-key`}}`"
     )]
     Unsigned,
     /// A signature not of the scheme's form.
@@ -121,7 +129,7 @@ pub enum Refusal {
         off_s: u64,
     },
     /// A signature that does not match.
-    #[error("the signature does not match the body under the tenant's `hook-signing-key`")]
+    #[error("the signature does not match the method, path, query and body under the tenant's `hook-signing-key`")]
     Forged,
 }
 
@@ -144,24 +152,37 @@ impl Hook {
     }
 }
 
-/// `Stepstone-Signature` for `body` sent at `t` (unix seconds) under `key`.
-pub fn sign(key: &[u8], t: u64, body: &[u8]) -> String {
+/// What a hook request's signature covers besides its time.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedRequest<'a> {
+    /// Its method, as sent (`POST`).
+    pub method: &'a str,
+    /// Its path and query, as sent (`/hooks/acme/orders?ref=main`).
+    pub target: &'a str,
+    /// Its body.
+    pub body: &'a [u8],
+}
+
+/// `Stepstone-Signature` for `request` sent at `t` (unix seconds) under `key`.
+pub fn sign(key: &[u8], t: u64, request: SignedRequest<'_>) -> String {
     format!(
         "t={t},sha256={}",
-        hex::encode(mac(key, t, body).finalize().into_bytes())
+        hex::encode(mac(key, t, request).finalize().into_bytes())
     )
 }
 
-fn mac(key: &[u8], t: u64, body: &[u8]) -> Hmac<Sha256> {
+/// The HMAC of `{t}.{METHOD} {target}\n{body}`: the method and the target
+/// hold no newline, so no two requests sign the same bytes.
+fn mac(key: &[u8], t: u64, request: SignedRequest<'_>) -> Hmac<Sha256> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(body);
+    mac.update(format!("{t}.{} {}\n", request.method, request.target).as_bytes());
+    mac.update(request.body);
     mac
 }
 
-/// Checks a request's signature `header` over `body` under `key` at
+/// Checks a request's signature `header` over `request` under `key` at
 /// `now_s` (unix seconds); the signature's bytes, if it holds.
-pub fn verify(key: &[u8], header: Option<&str>, body: &[u8], now_s: u64) -> Result<Vec<u8>, Refusal> {
+pub fn verify(key: &[u8], header: Option<&str>, request: SignedRequest<'_>, now_s: u64) -> Result<Vec<u8>, Refusal> {
     let header = header.ok_or(Refusal::Unsigned)?;
     let (t, signature) = header
         .split_once(',')
@@ -176,7 +197,7 @@ pub fn verify(key: &[u8], header: Option<&str>, body: &[u8], now_s: u64) -> Resu
     if off_s > TOLERANCE.as_secs() {
         return Err(Refusal::Stale { off_s });
     }
-    mac(key, t, body)
+    mac(key, t, request)
         .verify_slice(&signature)
         .map_err(|_| Refusal::Forged)?;
     Ok(signature)
@@ -190,7 +211,8 @@ pub fn run_id(name: &HookName, signature: &[u8]) -> RunId {
 }
 
 /// The run's input: the request's `method`, the `headers` the hook names
-/// (as `(name, value)`, names lowercase), its `query` and its `body`.
+/// (as `(name, value)`, names lowercase), its `query` and its `body`, and
+/// which of them the signature covers (`signed`).
 pub fn input<'a>(
     method: &str,
     headers: impl Iterator<Item = (&'a str, &'a [u8])>,
@@ -211,7 +233,7 @@ pub fn input<'a>(
             serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
         }
     };
-    json!({"method": method, "headers": passed, "query": query, "body": body})
+    json!({"method": method, "headers": passed, "query": query, "body": body, "signed": SIGNED_PARTS})
 }
 
 /// A tenant's hooks in the store; [`Runtime::hooks`](crate::runtime::Runtime::hooks) gives it.
@@ -277,25 +299,49 @@ mod tests {
 
     const NOW: u64 = 1_800_000_000;
 
-    /// A signature holds for its body, key and time alone: another body or
-    /// key is forged, a time past the tolerance stale (at its edge, not),
-    /// and anything not of the scheme's form malformed.
+    fn request<'a>(target: &'a str, body: &'a [u8]) -> SignedRequest<'a> {
+        SignedRequest {
+            method: "POST",
+            target,
+            body,
+        }
+    }
+
+    /// A signature holds for its method, path, query, body, key and time
+    /// alone: any other is forged (a request captured on one hook, sent
+    /// to another, or with another query: issue 56), a time past the
+    /// tolerance stale (at its edge, not), and anything not of the
+    /// scheme's form malformed.
     #[test]
-    fn a_signature_holds_for_its_body_key_and_time_only() {
-        let signed = sign(b"key", NOW, b"{}");
-        assert!(verify(b"key", Some(&signed), b"{}", NOW).is_ok());
-        assert_eq!(verify(b"key", Some(&signed), b"{ }", NOW), Err(Refusal::Forged));
-        assert_eq!(verify(b"other", Some(&signed), b"{}", NOW), Err(Refusal::Forged));
+    fn a_signature_holds_for_its_request_key_and_time_only() {
+        let sent = request("/hooks/acme/staging?env=test", b"{}");
+        let signed = sign(b"key", NOW, sent);
+        assert!(verify(b"key", Some(&signed), sent, NOW).is_ok());
+        for other in [
+            request("/hooks/acme/staging?env=test", b"{ }"),
+            request("/hooks/acme/prod?env=test", b"{}"),
+            request("/hooks/acme/staging?env=evil", b"{}"),
+            request("/hooks/acme/staging", b"{}"),
+            request("/hooks/acme/staging?env=test\n", b"{}"),
+            SignedRequest { method: "PUT", ..sent },
+        ] {
+            assert_eq!(
+                verify(b"key", Some(&signed), other, NOW),
+                Err(Refusal::Forged),
+                "{other:?}"
+            );
+        }
+        assert_eq!(verify(b"other", Some(&signed), sent, NOW), Err(Refusal::Forged));
         let edge = TOLERANCE.as_secs();
-        assert!(verify(b"key", Some(&signed), b"{}", NOW + edge).is_ok());
-        assert!(verify(b"key", Some(&signed), b"{}", NOW - edge).is_ok());
+        assert!(verify(b"key", Some(&signed), sent, NOW + edge).is_ok());
+        assert!(verify(b"key", Some(&signed), sent, NOW - edge).is_ok());
         assert_eq!(
-            verify(b"key", Some(&signed), b"{}", NOW + edge + 1),
+            verify(b"key", Some(&signed), sent, NOW + edge + 1),
             Err(Refusal::Stale { off_s: edge + 1 })
         );
         let retimed = signed.replacen(&format!("t={NOW}"), &format!("t={}", NOW + 1), 1);
-        assert_eq!(verify(b"key", Some(&retimed), b"{}", NOW), Err(Refusal::Forged));
-        assert_eq!(verify(b"key", None, b"{}", NOW), Err(Refusal::Unsigned));
+        assert_eq!(verify(b"key", Some(&retimed), sent, NOW), Err(Refusal::Forged));
+        assert_eq!(verify(b"key", None, sent, NOW), Err(Refusal::Unsigned));
         let digits = &signed[signed.find(",sha256=").unwrap_or(0) + 8..];
         for malformed in [
             String::new(),
@@ -306,7 +352,7 @@ mod tests {
             format!("t={NOW},sha256=00"),
             format!("t={},sha256={}", u64::MAX, "0".repeat(64)),
         ] {
-            let refused = verify(b"key", Some(&malformed), b"{}", NOW);
+            let refused = verify(b"key", Some(&malformed), sent, NOW);
             assert!(
                 matches!(refused, Err(Refusal::Malformed | Refusal::Stale { .. })),
                 "{malformed}: {refused:?}"
@@ -339,7 +385,8 @@ mod tests {
         let input = input("POST", headers.into_iter(), &hook, Some("a=1&a=2&b=%20"), br#"{"n":1}"#);
         assert_eq!(
             input,
-            json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"a": "2", "b": " "}, "body": {"n": 1}})
+            json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"a": "2", "b": " "}, "body": {"n": 1},
+                "signed": ["method", "query", "body"]})
         );
         assert_eq!(input_of_body(&hook, b"not json")["body"], json!("not json"));
         assert_eq!(input_of_body(&hook, b"")["body"], Value::Null);

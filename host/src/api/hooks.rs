@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::{OriginalUri, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -98,9 +98,10 @@ pub async fn delete(
 }
 
 /// Start a run of the hook's workflow with the POSTed request as its input
-/// (`{method, headers, query, body}`), if it is signed:
-/// `Stepstone-Signature: t={unix seconds},sha256={hex HMAC-SHA256 of "{t}.{body}"}`
-/// under the tenant's secret `hook-signing-key`, `t` within 300 s. No
+/// (`{method, headers, query, body, signed}`), if it is signed:
+/// `Stepstone-Signature: t={unix seconds},sha256={hex HMAC-SHA256 of "{t}.{METHOD} {path and query}\n{body}"}`
+/// under the tenant's secret `hook-signing-key`, `t` within 300 s: the
+/// signature holds for this hook and this query alone. No
 /// token: the signature is the credential. The same request sent again
 /// answers the same run. With `wait`, the answer is the run's status once
 /// it ends or the wait runs out (`wait` stays in the query the run sees).
@@ -119,6 +120,7 @@ pub async fn call(
     Path(PublicHookPath { tenant, name }): Path<PublicHookPath>,
     Query(params): Query<StartParams>,
     method: Method,
+    OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
     body: Bytes,
@@ -140,7 +142,12 @@ pub async fn call(
         return Err(unknown());
     };
     let signature = headers.get("stepstone-signature").and_then(|value| value.to_str().ok());
-    let signed = http_hooks::verify(key.as_bytes(), signature, &body, now_ms() / 1000)
+    let request = http_hooks::SignedRequest {
+        method: method.as_str(),
+        target: uri.path_and_query().map_or(uri.path(), |target| target.as_str()),
+        body: &body,
+    };
+    let signed = http_hooks::verify(key.as_bytes(), signature, request, now_ms() / 1000)
         .map_err(|refusal| ApiError::new(StatusCode::UNAUTHORIZED, refusal.to_string()))?;
     let passed = headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
     let input = http_hooks::input(method.as_str(), passed, &hook, query.as_deref(), &body);
