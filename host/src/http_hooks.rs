@@ -22,16 +22,18 @@
 //!  "signed": ["method", "query", "body"]}
 //! ```
 //!
-//! The body is its JSON if it parses, else its text; an empty one is `null`.
+//! The body is its JSON as sent if it is JSON (checked, never parsed into
+//! a tree: issue 56), else its text; an empty one is `null`.
 //! The tenant's quotas hold for these runs as for any other.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::value::RawValue;
 use sha2::Sha256;
 use utoipa::ToSchema;
 
@@ -210,30 +212,59 @@ pub fn run_id(name: &HookName, signature: &[u8]) -> RunId {
         .expect("a hook name leaves room for the digits, which are a run id's characters")
 }
 
-/// The run's input: the request's `method`, the `headers` the hook names
-/// (as `(name, value)`, names lowercase), its `query` and its `body`, and
+/// A run's input as a hook request makes it (see [`input`]).
+#[derive(Serialize)]
+struct Input<'a> {
+    method: &'a str,
+    headers: BTreeMap<&'a str, Cow<'a, str>>,
+    query: BTreeMap<String, String>,
+    body: Option<BodyInput<'a>>,
+    signed: [&'static str; 3],
+}
+
+/// A request's body in its run's input: its JSON as sent, checked but
+/// never parsed into a tree (a 64 MiB `[0,0,…]` took over a GiB as one:
+/// issue 56), else its text.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BodyInput<'a> {
+    Json(&'a RawValue),
+    Text(Cow<'a, str>),
+}
+
+/// The run's input, as JSON: the request's `method`, the `headers` the
+/// hook names (as `(name, value)`, names lowercase), its `query` and its
+/// `body` (its JSON if it is JSON, else its text; `null` if empty), and
 /// which of them the signature covers (`signed`).
 pub fn input<'a>(
-    method: &str,
+    method: &'a str,
     headers: impl Iterator<Item = (&'a str, &'a [u8])>,
     hook: &Hook,
     query: Option<&str>,
-    body: &[u8],
-) -> Value {
-    let passed: BTreeMap<&str, String> = headers
+    body: &'a [u8],
+) -> String {
+    let headers = headers
         .filter(|(name, _)| hook.headers.iter().any(|wanted| wanted == name))
-        .map(|(name, value)| (name, String::from_utf8_lossy(value).into_owned()))
+        .map(|(name, value)| (name, String::from_utf8_lossy(value)))
         .collect();
-    let query: BTreeMap<String, String> = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+    let query = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .into_owned()
         .collect();
     let body = match body {
-        [] => Value::Null,
-        bytes => {
-            serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
-        }
+        [] => None,
+        bytes => Some(match serde_json::from_slice::<&RawValue>(bytes) {
+            Ok(json) => BodyInput::Json(json),
+            Err(_) => BodyInput::Text(String::from_utf8_lossy(bytes)),
+        }),
     };
-    json!({"method": method, "headers": passed, "query": query, "body": body, "signed": SIGNED_PARTS})
+    let input = Input {
+        method,
+        headers,
+        query,
+        body,
+        signed: SIGNED_PARTS,
+    };
+    serde_json::to_string(&input).expect("an input of strings and checked JSON serializes")
 }
 
 /// A tenant's hooks in the store; [`Runtime::hooks`](crate::runtime::Runtime::hooks) gives it.
@@ -296,6 +327,7 @@ impl Hooks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     const NOW: u64 = 1_800_000_000;
 
@@ -382,7 +414,13 @@ mod tests {
         .checked()
         .expect("valid");
         let headers = [("x-event", b"push".as_slice()), ("authorization", b"secret".as_slice())];
-        let input = input("POST", headers.into_iter(), &hook, Some("a=1&a=2&b=%20"), br#"{"n":1}"#);
+        let input = parsed(&input(
+            "POST",
+            headers.into_iter(),
+            &hook,
+            Some("a=1&a=2&b=%20"),
+            br#"{"n":1}"#,
+        ));
         assert_eq!(
             input,
             json!({"method": "POST", "headers": {"x-event": "push"}, "query": {"a": "2", "b": " "}, "body": {"n": 1},
@@ -407,6 +445,25 @@ mod tests {
         assert!(headers(MAX_HEADERS, MAX_HEADER_NAME).checked().is_ok(), "at the limits");
         for over in [headers(MAX_HEADERS + 1, 8), headers(1, MAX_HEADER_NAME + 1)] {
             assert!(matches!(over.checked(), Err(HookError::Headers(_))));
+        }
+    }
+
+    /// A JSON body enters the input as sent, never parsed into a tree and
+    /// written again (which took a GiB for a 64 MiB array, and would turn
+    /// `1.00` into `1.0`), however deep, as `POST /v1/runs` keeps its input.
+    #[test]
+    fn a_json_body_enters_the_input_as_sent() {
+        let hook = Hook {
+            component: ComponentName::new("c").expect("a name"),
+            workflow: WorkflowName::new("w").expect("a name"),
+            headers: Vec::new(),
+        };
+        for sent in [
+            r#"[1.00, {"b": 2, "a": 1e400}]"#.to_owned(),
+            format!("{}{}", "[".repeat(200), "]".repeat(200)),
+        ] {
+            let made = input("POST", std::iter::empty(), &hook, None, sent.as_bytes());
+            assert!(made.contains(&format!(r#""body":{sent},"#)), "{made}");
         }
     }
 
@@ -438,6 +495,10 @@ mod tests {
     }
 
     fn input_of_body(hook: &Hook, body: &[u8]) -> Value {
-        input("PUT", std::iter::empty(), hook, None, body)
+        parsed(&input("PUT", std::iter::empty(), hook, None, body))
+    }
+
+    fn parsed(input: &str) -> Value {
+        serde_json::from_str(input).expect("the input is JSON")
     }
 }

@@ -152,7 +152,7 @@ pub async fn call(
     let passed = headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
     let input = http_hooks::input(method.as_str(), passed, &hook, query.as_deref(), &body);
     let component = state.runtime.component(&tenant, hook.component.as_str()).await?;
-    let mut submission = Submission::new(component, hook.workflow.as_str(), &input.to_string());
+    let mut submission = Submission::new(component, hook.workflow.as_str(), &input);
     submission.run_id = Some(http_hooks::run_id(&name, &signed));
     let run = state.runtime.start(&tenant, submission).await?;
     let Some(timeout) = params.wait else {
