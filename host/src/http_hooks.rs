@@ -182,27 +182,48 @@ fn mac(key: &[u8], t: u64, request: SignedRequest<'_>) -> Hmac<Sha256> {
     mac
 }
 
+/// A request's `Stepstone-Signature`, of the scheme's form and made
+/// lately: what can be checked before its body is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    t: u64,
+    mac: Vec<u8>,
+}
+
+impl Signature {
+    /// The signature in `header`, if there is one, of the scheme's form,
+    /// made within [`TOLERANCE`] of `now_s` (unix seconds).
+    pub fn parse(header: Option<&str>, now_s: u64) -> Result<Self, Refusal> {
+        let header = header.ok_or(Refusal::Unsigned)?;
+        let (t, mac) = header
+            .split_once(',')
+            .and_then(|(t, mac)| Some((t.strip_prefix("t=")?, mac.strip_prefix("sha256=")?)))
+            .ok_or(Refusal::Malformed)?;
+        let t: u64 = t.parse().map_err(|_| Refusal::Malformed)?;
+        let mac = hex::decode(mac).map_err(|_| Refusal::Malformed)?;
+        if mac.len() != 32 {
+            return Err(Refusal::Malformed);
+        }
+        let off_s = now_s.abs_diff(t);
+        if off_s > TOLERANCE.as_secs() {
+            return Err(Refusal::Stale { off_s });
+        }
+        Ok(Self { t, mac })
+    }
+
+    /// Its bytes, if it signs `request` under `key`.
+    pub fn verify(self, key: &[u8], request: SignedRequest<'_>) -> Result<Vec<u8>, Refusal> {
+        mac(key, self.t, request)
+            .verify_slice(&self.mac)
+            .map_err(|_| Refusal::Forged)?;
+        Ok(self.mac)
+    }
+}
+
 /// Checks a request's signature `header` over `request` under `key` at
 /// `now_s` (unix seconds); the signature's bytes, if it holds.
 pub fn verify(key: &[u8], header: Option<&str>, request: SignedRequest<'_>, now_s: u64) -> Result<Vec<u8>, Refusal> {
-    let header = header.ok_or(Refusal::Unsigned)?;
-    let (t, signature) = header
-        .split_once(',')
-        .and_then(|(t, signature)| Some((t.strip_prefix("t=")?, signature.strip_prefix("sha256=")?)))
-        .ok_or(Refusal::Malformed)?;
-    let t: u64 = t.parse().map_err(|_| Refusal::Malformed)?;
-    let signature = hex::decode(signature).map_err(|_| Refusal::Malformed)?;
-    if signature.len() != 32 {
-        return Err(Refusal::Malformed);
-    }
-    let off_s = now_s.abs_diff(t);
-    if off_s > TOLERANCE.as_secs() {
-        return Err(Refusal::Stale { off_s });
-    }
-    mac(key, t, request)
-        .verify_slice(&signature)
-        .map_err(|_| Refusal::Forged)?;
-    Ok(signature)
+    Signature::parse(header, now_s)?.verify(key, request)
 }
 
 /// The id of the run a request signed `signature` starts through `name`.

@@ -90,7 +90,7 @@ impl Drop for Admitted {
 
 /// The source `address` counts against: itself for IPv4 (an IPv4-mapped
 /// IPv6 address included), its /64 for IPv6.
-fn source_of(address: IpAddr) -> IpAddr {
+pub(super) fn source_of(address: IpAddr) -> IpAddr {
     match address {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

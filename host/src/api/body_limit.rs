@@ -9,10 +9,12 @@
 //! route that reads a body says what it accepts ([`limited`]); those that
 //! take options only take at most [`SMALL_BODY`] bytes, as does any other.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -22,14 +24,15 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 
 use super::ApiState;
+use super::admission::source_of;
 use super::auth::Caller;
-use super::body_budget::OverBudget;
+use super::body_budget::{Holder, OverBudget};
 use super::error::ApiError;
+use super::hook_check;
 use crate::policy::TenantPolicy;
 use crate::runtime::MAX_GROUP_RUNS;
 use crate::schedules::MAX_SCHEDULE_INPUT_BYTES;
 use crate::secrets::MAX_SECRET_CHARS;
-use crate::store::TenantId;
 
 /// The body of a route that takes options only: a cancel's reason, a
 /// replay's or an upgrade's options.
@@ -113,15 +116,25 @@ pub fn limited(route: MethodRouter<ApiState>, state: &ApiState, accepts: Accepts
 
 /// Reads the body within the limit of what the route accepts from its
 /// caller (an unknown caller, whose request is refused anyway, gets
-/// [`SMALL_BODY`]), then hands the request on with the body read.
+/// [`SMALL_BODY`]), then hands the request on with the body read. A hook
+/// request is first checked as far as it can be unread
+/// ([`hook_check::admit`]; refused unread if not), its body then held as
+/// anonymous, and what was checked handed on with it.
 async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    let tenant = match accepts {
-        Accepts::HookRequest => hooked_tenant(&state, parts.uri.path()),
-        _ => Caller::from_request_parts(&mut parts, &state)
-            .await
-            .ok()
-            .map(|Caller(tenant)| tenant.id.clone()),
+    let (holder, tenant) = match accepts {
+        Accepts::HookRequest => match hook_check::admit(&state, parts.uri.path(), &parts.headers).await {
+            Ok(admitted) => {
+                let tenant = admitted.tenant.clone();
+                parts.extensions.insert(admitted);
+                (Holder::Anonymous(source_of_request(&parts)), Some(tenant))
+            }
+            Err(refusal) => return refused(body, refusal.into_response()),
+        },
+        _ => match Caller::from_request_parts(&mut parts, &state).await {
+            Ok(Caller(tenant)) => (Holder::Tenant(tenant.id.clone()), Some(tenant.id.clone())),
+            Err(_) => (Holder::Unknown, None),
+        },
     };
     let limit = tenant
         .as_ref()
@@ -135,7 +148,7 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
     let mut body = body;
     // Held until the request is answered: what its handler parses and
     // keeps of the body is of its size.
-    let mut held = state.bodies.body(tenant, limit);
+    let mut held = state.bodies.body(holder, limit);
     let mut read = BytesMut::new();
     while let Some(frame) = body.frame().await {
         let data = match frame.map(Frame::into_data) {
@@ -154,10 +167,14 @@ async fn read_within(State((state, accepts)): State<(ApiState, Accepts)>, reques
     next.run(Request::from_parts(parts, Body::from(read.freeze()))).await
 }
 
-/// The tenant a hook's path (`/hooks/{tenant}/{name}`) names, if it is one.
-fn hooked_tenant(state: &ApiState, path: &str) -> Option<TenantId> {
-    let tenant = TenantId::new(path.strip_prefix("/hooks/")?.split('/').next()?).ok()?;
-    state.tenants().iter().any(|known| known.id == tenant).then_some(tenant)
+/// The source a request's anonymous body counts against: its peer's
+/// address, or its /64 (the unspecified address for a request that came
+/// through no listener, as in a test).
+fn source_of_request(parts: &Parts) -> IpAddr {
+    let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+    peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(peer)| {
+        source_of(peer.ip())
+    })
 }
 
 /// The refusal `response`, with the connection closed after it and the
@@ -197,6 +214,18 @@ fn busy(full: OverBudget) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "the bodies of the requests this host is reading or handling hold {limit} bytes, the most it holds: retry shortly"
+            ),
+        ),
+        OverBudget::Source { limit } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "hook requests from your address being read or handled hold {limit} bytes, the most one address's may before their signatures are checked: send fewer large bodies at once, or retry shortly"
+            ),
+        ),
+        OverBudget::Anonymous { limit } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "hook requests being read or handled here hold {limit} bytes, the most this host holds before their signatures are checked: retry shortly"
             ),
         ),
     };

@@ -1,11 +1,12 @@
 //! `/v1/hooks`: a tenant's HTTP hooks, and `/hooks/{tenant}/{name}`, where
 //! each starts a run per signed request (see [`crate::http_hooks`]).
 
-use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{OriginalUri, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::extract::{OriginalUri, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -13,12 +14,12 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Path, Query};
+use super::hook_check::Admitted;
 use super::responses::{JsonBody, Malformed, Oversized, Refusals};
 use super::runs::{StartParams, Started, held_for};
-use crate::clock::now_ms;
-use crate::http_hooks::{self, Hook, HookError, SIGNING_KEY_SECRET};
+use crate::http_hooks::{self, Hook, HookError};
 use crate::runtime::{RunStatus, Submission};
-use crate::store::{HookName, SecretName, TenantId};
+use crate::store::{HookName, TenantId};
 
 /// Which hook.
 #[derive(Deserialize, IntoParams)]
@@ -119,38 +120,23 @@ pub async fn call(
     State(state): State<ApiState>,
     Path(PublicHookPath { tenant, name }): Path<PublicHookPath>,
     Query(params): Query<StartParams>,
-    method: Method,
+    Extension(admitted): Extension<Admitted>,
     OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
+    request: Parts,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let unknown = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no hook `{name}` (or its tenant has set no `{SIGNING_KEY_SECRET}`)"),
-        )
-    };
-    if !state.tenants().iter().any(|known| known.id == tenant) {
-        return Err(unknown());
-    }
-    let Some(hook) = state.runtime.hooks().get(&tenant, &name).await? else {
-        return Err(unknown());
-    };
-    let secret = SecretName::new(SIGNING_KEY_SECRET).expect("a valid secret name");
-    let Some(key) = state.runtime.secrets().value(&tenant, &secret).await? else {
-        return Err(unknown());
-    };
-    let signature = headers.get("stepstone-signature").and_then(|value| value.to_str().ok());
+    let Parts { method, headers, .. } = request;
+    let query = uri.query();
     let request = http_hooks::SignedRequest {
         method: method.as_str(),
         target: uri.path_and_query().map_or(uri.path(), |target| target.as_str()),
         body: &body,
     };
-    let signed = http_hooks::verify(key.as_bytes(), signature, request, now_ms() / 1000)
+    let signed = (admitted.signature.verify(admitted.key.as_bytes(), request))
         .map_err(|refusal| ApiError::new(StatusCode::UNAUTHORIZED, refusal.to_string()))?;
+    let hook = admitted.hook;
     let passed = headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
-    let input = http_hooks::input(method.as_str(), passed, &hook, query.as_deref(), &body);
+    let input = http_hooks::input(method.as_str(), passed, &hook, query, &body);
     let component = state.runtime.component(&tenant, hook.component.as_str()).await?;
     let mut submission = Submission::new(component, hook.workflow.as_str(), &input);
     submission.run_id = Some(http_hooks::run_id(&name, &signed));

@@ -10,6 +10,7 @@
 //! connection with none in flight is closed once its time has passed.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body::{Body as HttpBody, Frame, SizeHint};
@@ -83,10 +85,11 @@ impl Activity {
 
     /// `router`, with each request it serves counted in flight here until
     /// its response body is done.
-    pub fn serving(self: &Arc<Self>, router: Router) -> Counted {
+    pub fn serving(self: &Arc<Self>, router: Router, source: SocketAddr) -> Counted {
         Counted {
             router,
             activity: Arc::clone(self),
+            source,
         }
     }
 }
@@ -102,11 +105,13 @@ impl Drop for InFlight {
     }
 }
 
-/// A router whose requests count in flight on their connection.
+/// A router whose requests count in flight on their connection, and
+/// carry the connection's peer (`ConnectInfo`).
 #[derive(Clone)]
 pub struct Counted {
     router: Router,
     activity: Arc<Activity>,
+    source: SocketAddr,
 }
 
 impl<B> tower::Service<http::Request<B>> for Counted
@@ -122,7 +127,8 @@ where
         tower::Service::<http::Request<B>>::poll_ready(&mut self.router, cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        request.extensions_mut().insert(ConnectInfo(self.source));
         let in_flight = self.activity.begin();
         let answer = self.router.call(request);
         Box::pin(async move {
@@ -189,7 +195,11 @@ mod tests {
         );
         let activity = Activity::new();
         let request = http::Request::get("/events").body(Body::empty()).expect("a request");
-        let response = activity.serving(router).oneshot(request).await.expect("an answer");
+        let response = activity
+            .serving(router, ([127, 0, 0, 1], 80).into())
+            .oneshot(request)
+            .await
+            .expect("an answer");
         send.send(Ok(Bytes::from("event"))).await.expect("sent");
         assert!(
             !idle_within(&activity, IDLE_FOR * 10).await,

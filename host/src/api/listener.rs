@@ -64,7 +64,7 @@ pub async fn serve(
             continue;
         };
         let activity = Activity::new();
-        let service = TowerToHyperService::new(activity.serving(router.clone()));
+        let service = TowerToHyperService::new(activity.serving(router.clone(), source));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
         crate::task::spawn(async move {

@@ -16,6 +16,7 @@ mod doc;
 pub(crate) mod error;
 mod extract;
 mod groups;
+mod hook_check;
 mod hooks;
 mod idle;
 mod listener;
