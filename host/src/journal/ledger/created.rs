@@ -65,7 +65,6 @@ use tokio::time::Instant;
 use super::{NotedRun, below, decoded, reread_while_gone};
 use crate::clock::Sightings;
 use crate::journal::envelope::encode;
-use crate::journal::payload::sha256_hex;
 use crate::journal::{JournalError, RunRecord, RunRecords};
 use crate::store::{RunId, RunTag, StoreError, StoreKey, TenantId, TenantStore, runs_key};
 
@@ -88,6 +87,10 @@ const MERGES_AT_ONCE: usize = 8;
 
 /// Run records a store listed before the ledger is read at once, at most.
 const LISTED_AT_ONCE: usize = 16;
+/// Run records whose listing is written together (see [`ensure_listed`]):
+/// so each write follows its reads within [`STALE_AFTER`], however many
+/// runs a store holds.
+const LISTED_IN_ONE_WRITE: usize = 1024;
 
 const HOUR_MS: u64 = 3_600_000;
 
@@ -327,21 +330,6 @@ fn segment<R: Serialize>(hour: u64, kind: Kind, level: u8, runs: &[R], name: &st
     )
 }
 
-/// Writes `runs` as one segment at the key `key` makes of their count and
-/// the name of their content, and gives the key.
-async fn create_named<R: Serialize>(
-    store: &TenantStore,
-    runs: &[R],
-    key: impl FnOnce(usize, &str) -> StoreKey,
-) -> Result<StoreKey, JournalError> {
-    let bytes = encode(&runs);
-    let key = key(runs.len(), &sha256_hex(&bytes));
-    match store.create(&key, Bytes::from(bytes)).await {
-        Ok(()) | Err(StoreError::AlreadyExists { .. }) => Ok(key),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The segments of `hour`.
 async fn segments(store: &TenantStore, hour: u64) -> Result<Vec<Segment>, JournalError> {
     Ok(store
@@ -558,12 +546,16 @@ fn listed_key() -> StoreKey {
 }
 
 /// Lists every run stored before the ledger listed runs, once: the first
-/// call on such a store reads every run record, writes what it read in
-/// segments of their hours (named by their content, so two hosts at once
-/// write the same; merged segments named from `names`), deletes the markers of the index kept before
-/// (`index/`), and marks the store listed (`ledger/.listed`). A store
-/// with no run is left unwritten. A folder without a record is no run
-/// (see `Runs::run_ids`); a corrupt record is left unlisted.
+/// call on such a store reads every run record, [`LISTED_IN_ONE_WRITE`] at
+/// a time, writes what each part read in segments of their hours (named
+/// from `names`; taken back if they land over [`STALE_AFTER`] after the
+/// part's reads, and then the next call starts again), merges the hours,
+/// deletes the markers of the index kept before (`index/`), and marks the
+/// store listed (`ledger/.listed`). A store with no run is left unwritten.
+/// A folder without a record is no run (see `Runs::run_ids`); a corrupt
+/// record is left unlisted. (Its writes once stood however late: a host
+/// stalled 1.8 hours between its reads and its writes listed runs
+/// retention had deleted meanwhile again; simulation seed 897.)
 pub(super) async fn ensure_listed(store: &TenantStore, names: Names<'_>) -> Result<(), JournalError> {
     if store.get(&listed_key()).await?.is_some() {
         return Ok(());
@@ -573,7 +565,35 @@ pub(super) async fn ensure_listed(store: &TenantStore, names: Names<'_>) -> Resu
         return Ok(());
     }
     let ids: Vec<RunId> = folders.iter().filter_map(|name| RunId::new(name).ok()).collect();
-    let mut records = futures::stream::iter(ids)
+    let mut hours = BTreeSet::new();
+    for part in ids.chunks(LISTED_IN_ONE_WRITE) {
+        let read_at = Instant::now();
+        let listed = records_of(store, part).await?;
+        hours.extend(listed.iter().map(ListedRun::hour));
+        let writes = level_zero(listed, &names());
+        if !create_in_time(
+            store,
+            &writes,
+            read_at,
+            "a first listing of the runs stored before the ledger",
+        )
+        .await?
+        {
+            return Ok(());
+        }
+    }
+    for hour in hours {
+        merge(store, hour, names).await?;
+    }
+    let old_index = store.list(&StoreKey::from_iter(["index"])).await?;
+    store.delete_all(&old_index).await?;
+    Ok(store.overwrite(&listed_key(), Bytes::new()).await?)
+}
+
+/// The runs `ids` name as a listing finds them, read from their records,
+/// [`LISTED_AT_ONCE`] at once.
+async fn records_of(store: &TenantStore, ids: &[RunId]) -> Result<Vec<ListedRun>, JournalError> {
+    let mut records = futures::stream::iter(ids.iter().cloned())
         .map(|run| RunRecords::new(store.clone(), run))
         .map(|records| async move { records.run().await })
         .buffer_unordered(LISTED_AT_ONCE);
@@ -588,16 +608,7 @@ pub(super) async fn ensure_listed(store: &TenantStore, names: Names<'_>) -> Resu
             Err(e) => return Err(e),
         }
     }
-    for (hour, runs) in by_hour(listed) {
-        create_named(store, &merged(runs), |count, name| {
-            segment_key(hour, Kind::Listed, 0, count, name)
-        })
-        .await?;
-        merge(store, hour, names).await?;
-    }
-    let old_index = store.list(&StoreKey::from_iter(["index"])).await?;
-    store.delete_all(&old_index).await?;
-    Ok(store.overwrite(&listed_key(), Bytes::new()).await?)
+    Ok(listed)
 }
 
 #[cfg(test)]
@@ -781,10 +792,10 @@ mod tests {
         let (store, sightings) = (tenant_store(), DropSightings::default());
         let runs: Vec<ListedRun> = (0..2).map(|n| listed(n, 7, "a")).collect();
         compacted(&store, vec![runs[1].clone()], "first").await?;
-        create_named(&store, &[runs[0].noted.clone()], |count, name| {
-            dropped_key(0, 0, count, name)
-        })
-        .await?;
+        let gone = [runs[0].noted.clone()];
+        store
+            .create(&dropped_key(0, 0, gone.len(), "behind"), Bytes::from(encode(&gone)))
+            .await?;
         store.overwrite(&tidy_marker(0), Bytes::new()).await?;
         let listed_now = || async {
             let listed = hour(&store, 0).await?.into_iter().map(|run| run.noted);
@@ -910,6 +921,62 @@ mod tests {
             listed,
             [runs[2].noted.clone()],
             "the run deleted meanwhile stays unlisted"
+        );
+        Ok(())
+    }
+
+    /// Simulation seed 897: a first listing of the runs stored before the
+    /// ledger whose host pauses in its write past [`STALE_AFTER`], while
+    /// the run it read is deleted, takes its write back and does not mark
+    /// the store listed: the run deleted meanwhile is not listed again.
+    #[tokio::test(start_paused = true)]
+    async fn a_first_listing_landing_too_late_lists_no_run_deleted_meanwhile() -> Result<(), JournalError> {
+        use crate::store::keys_of;
+        use crate::store::seams::{Before, Call, Seams};
+        use futures::FutureExt;
+        let _virtual = VirtualTime::start(10 * HOUR_MS);
+        let (reached, released) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let before: Before = {
+            let (reached, released) = (reached.clone(), released.clone());
+            Arc::new(move |call, key| {
+                let stall = call == Call::Put && key.as_ref().contains("/ledger/created/");
+                let (reached, released) = (reached.clone(), released.clone());
+                async move {
+                    if stall {
+                        reached.notify_one();
+                        released.notified().await;
+                    }
+                    Ok(())
+                }
+                .boxed()
+            })
+        };
+        let store = Storage::new(Arc::new(Seams::before(before))).tenant(&TenantId::default_tenant());
+        let run = RunId::new("r0001").expect("a valid id");
+        let records = RunRecords::new(store.clone(), run.clone());
+        records.create_run(&RunRecord::example("r0001", 7)).await?;
+
+        let late = tokio::spawn({
+            let store = store.clone();
+            async move { ensure_listed(&store, &next_name).await }
+        });
+        reached.notified().await;
+        tokio::time::sleep(STALE_AFTER + Duration::from_secs(1)).await;
+        store.delete(&keys_of(&run).run()).await?;
+        released.notify_one();
+        late.await.expect("the late listing ends")?;
+
+        assert!(
+            hour(&store, 0).await?.is_empty(),
+            "the run deleted meanwhile is not listed"
+        );
+        assert_eq!(
+            store.get(&listed_key()).await?,
+            None,
+            "not marked listed: the next call lists again"
         );
         Ok(())
     }
