@@ -332,8 +332,9 @@ impl Runs {
     /// stored: that run, if it was submitted with the same workflow and
     /// input; refused otherwise. A run given up (a submission that stalled
     /// between its note and its record past `PHANTOM_AFTER`, never
-    /// created) is swept now, and one deleted meanwhile is gone: either
-    /// way a submission again, once the id's hold has passed, creates it.
+    /// created) is swept now, and one deleted meanwhile, or being deleted,
+    /// is gone: either way a submission again, once the id's hold has
+    /// passed, creates it.
     async fn answer_existing(&self, records: &RunRecords, record: &RunRecord) -> Result<RunId, RunError> {
         let run = records.run_id().clone();
         let Some(existing) = records.stored_record().await? else {
@@ -341,6 +342,15 @@ impl Runs {
         };
         if existing.abandoned.is_some() {
             self.host.retention.sweep_abandoned(records.store(), &existing).await?;
+            return Err(RunError::BeingDeleted { run });
+        }
+        // A record under a deletion claim is a run being swept, or one a
+        // copy of which landed late after a sweep or a take-back deleted
+        // it: the sweep's end deletes it, so it answers no submission
+        // (found by the simulation, seed 2003: a submission taken back
+        // was sent again, found the record's late copy and was answered
+        // as started; the run was gone at its first signal).
+        if self.host.cluster.is_being_deleted(records.store(), &existing).await? {
             return Err(RunError::BeingDeleted { run });
         }
         // A run an upgrade moved is still the run started on its first build.
